@@ -1,0 +1,150 @@
+// Command nomos runs every Nomos role from one binary: the Matrix bot, the
+// SSH actuator, the migration and seed tools, the simulated Proxmox host and
+// the local development stack. main only parses flags, loads config and wires
+// services together; each role's work lives in its package.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// role is one subcommand of the nomos binary.
+type role struct {
+	summary string
+	// run is nil for a role that is not built yet.
+	run func(ctx context.Context, env *roleEnv, args []string) error
+	// pending names the work that will build the role.
+	pending string
+}
+
+// roleEnv is what every role receives from main.
+type roleEnv struct {
+	configPath string
+	environ    []string
+	stdout     io.Writer
+	stderr     io.Writer
+	logger     *slog.Logger
+}
+
+// config loads and validates the configuration for the named role.
+func (e *roleEnv) config(name string) (*Config, error) {
+	cfg, err := loadConfig(e.configPath, e.environ)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(name); err != nil {
+		return nil, err
+	}
+	e.logger = newLogger(e.stderr, cfg.Log)
+	return cfg, nil
+}
+
+var roles = map[string]role{
+	"migrate": {summary: "apply pending database migrations", run: runMigrate},
+	"seed":    {summary: "upsert the fleet, policy, knowledge and runbooks from seed files", run: runSeed},
+	"labsim":  {summary: "serve simulated Proxmox hosts over SSH", run: nil, pending: "x"},
+	"dev":     {summary: "bring up the whole local stack in the foreground", run: nil, pending: "x"},
+	"version": {summary: "print the version", run: runVersion},
+	"bot": {summary: "run the Matrix bot, status page and MCP endpoint",
+		pending: "the Matrix front (plans, approvals, live status)"},
+	"actuator": {summary: "run the SSH actuator that carries out approved orders",
+		pending: "the gated execution path (signed orders, journal, SSH runner)"},
+	"mcp": {summary: "serve the MCP tools over stdio (--stdio)",
+		pending: "the agent and MCP server"},
+	"chat": {summary: "a terminal Matrix client for the dev operator",
+		pending: "the Matrix front"},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("nomos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", lookupEnv(environ, "NOMOS_CONFIG"), "YAML config `file` (also NOMOS_CONFIG)")
+	fs.Usage = func() { usage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		usage(stderr, fs)
+		return 2
+	}
+	name := fs.Arg(0)
+	r, ok := roles[name]
+	if !ok {
+		fmt.Fprintf(stderr, "nomos: unknown role %q\n\n", name)
+		usage(stderr, fs)
+		return 2
+	}
+	if r.run == nil {
+		fmt.Fprintf(stderr, "nomos %s: not built yet; it arrives with %s.\n", name, r.pending)
+		return 3
+	}
+	env := &roleEnv{
+		configPath: *configPath,
+		environ:    environ,
+		stdout:     stdout,
+		stderr:     stderr,
+		logger:     newLogger(stderr, LogConfig{Level: "info", Format: "text"}),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := r.run(ctx, env, fs.Args()[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "nomos %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: nomos [-config file] <role> [flags]\n\nroles:")
+	names := make([]string, 0, len(roles))
+	for n := range roles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		note := ""
+		if roles[n].run == nil {
+			note = " (not built yet)"
+		}
+		fmt.Fprintf(w, "  %-9s %s%s\n", n, roles[n].summary, note)
+	}
+	fmt.Fprintln(w, "\nflags:")
+	fs.PrintDefaults()
+}
+
+func newLogger(w io.Writer, cfg LogConfig) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

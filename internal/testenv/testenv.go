@@ -1,0 +1,250 @@
+// Package testenv gives tests real parts: a Postgres database cloned from a
+// migrated template, a Redis database of their own, a shared Dendrite
+// homeserver and labsim. Nothing here is a mock; everything it starts or
+// creates is cleaned up when the test or the test binary ends.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nomoshq/nomos/internal/devstack"
+	"github.com/nomoshq/nomos/migrations"
+	"github.com/nomoshq/nomos/store"
+)
+
+// Ports of the servers the tests share. Redis gets its own port so the tests
+// can use many databases without touching a developer's Redis.
+const (
+	redisPort      = 16379
+	redisDatabases = 1024
+)
+
+var (
+	shutdownMu sync.Mutex
+	shutdowns  []func()
+)
+
+// Main runs the package's tests, then stops what the package started.
+// Use it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	shutdownMu.Lock()
+	for i := len(shutdowns) - 1; i >= 0; i-- {
+		shutdowns[i]()
+	}
+	shutdownMu.Unlock()
+	os.Exit(code)
+}
+
+func atShutdown(fn func()) {
+	shutdownMu.Lock()
+	defer shutdownMu.Unlock()
+	shutdowns = append(shutdowns, fn)
+}
+
+// Logger returns a logger that writes through t.Log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// Context returns a context that ends with the test, bounded so a stuck
+// test fails instead of hanging the suite.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var (
+	pgOnce sync.Once
+	pg     *devstack.Postgres
+	pgErr  error
+	tmplDB string
+)
+
+// DatabaseURL returns the URL of a new database cloned from a template on
+// which every migration has run. The database is dropped when t ends.
+func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	ctx := Context(t)
+	pgOnce.Do(func() {
+		pg, pgErr = devstack.EnsurePostgres(ctx, devstack.PostgresConfig{})
+		if pgErr == nil {
+			tmplDB, pgErr = ensureTemplate(ctx, pg)
+		}
+	})
+	if pgErr != nil {
+		t.Fatalf("testenv: postgres: %v", pgErr)
+	}
+	name := "nomos_test_" + randomHex(6)
+	conn, err := pgx.Connect(ctx, pg.AdminURL)
+	if err != nil {
+		t.Fatalf("testenv: connect postgres: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmplDB)); err != nil {
+		t.Fatalf("testenv: clone template: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, pg.AdminURL)
+		if err != nil {
+			t.Errorf("testenv: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("testenv: drop %s: %v", name, err)
+		}
+	})
+	return pg.URL(name)
+}
+
+// EmptyDatabaseURL returns the URL of a new database with no schema at all,
+// for tests of the migrations themselves.
+func EmptyDatabaseURL(t testing.TB) string {
+	t.Helper()
+	u := DatabaseURL(t) // ensures the server and a name that is cleaned up
+	ctx := Context(t)
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
+		t.Fatalf("testenv: empty database: %v", err)
+	}
+	return u
+}
+
+// Store opens a store on a fresh database and closes it when t ends.
+func Store(t testing.TB) *store.Store {
+	t.Helper()
+	s, err := store.Open(Context(t), store.Config{URL: DatabaseURL(t), MaxConns: 4, Logger: Logger(t)})
+	if err != nil {
+		t.Fatalf("testenv: open store: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// ensureTemplate creates, once per schema version, a database with every
+// migration applied. Its name carries a hash of the migrations, so an edited
+// migration gets a new template rather than a stale one. An advisory lock
+// keeps test binaries running in parallel from building it twice.
+func ensureTemplate(ctx context.Context, pg *devstack.Postgres) (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00", path, data)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	name := "nomos_template_" + hex.EncodeToString(h.Sum(nil))[:12]
+	conn, err := pgx.Connect(ctx, pg.AdminURL)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(72300101)"); err != nil {
+		return "", err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(72300101)")
+	var ready bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
+	if err != nil || ready {
+		return name, err
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	if _, _, err := store.Migrate(ctx, pg.URL(name)); err != nil {
+		return "", fmt.Errorf("migrate template: %w", err)
+	}
+	// Only the owner may mark a template; the nomos role owns it.
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" WITH IS_TEMPLATE true"); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+var (
+	redisOnce sync.Once
+	rds       *devstack.Redis
+	redisErr  error
+)
+
+// RedisURL returns the URL of a Redis database that no other running test
+// uses. It is flushed before use and again when t ends.
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	ctx := Context(t)
+	redisOnce.Do(func() {
+		rds, redisErr = devstack.EnsureRedis(ctx, devstack.RedisConfig{
+			Port:      redisPort,
+			Dir:       filepath.Join(devstack.CacheDir(), "redis-test"),
+			Databases: redisDatabases,
+		})
+	})
+	if redisErr != nil {
+		t.Fatalf("testenv: redis: %v", redisErr)
+	}
+	// Database 0 holds the allocation counter; the rest are handed out in
+	// turn across every test process.
+	admin := redis.NewClient(&redis.Options{Addr: rds.Addr})
+	defer admin.Close()
+	n, err := admin.Incr(ctx, "nomos:testenv:next_db").Result()
+	if err != nil {
+		t.Fatalf("testenv: allocate redis db: %v", err)
+	}
+	db := 1 + int(n%int64(rds.Databases-1))
+	c := redis.NewClient(&redis.Options{Addr: rds.Addr, DB: db})
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		t.Fatalf("testenv: flush redis db %d: %v", db, err)
+	}
+	t.Cleanup(func() {
+		c.FlushDB(context.Background())
+		c.Close()
+	})
+	return rds.URL(db)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Entity is a node of the fleet graph: a host, an LXC, a service or a check.
+type Entity struct {
+	ID          uuid.UUID
+	Slug        string
+	Type        string
+	Name        string
+	Attrs       map[string]any
+	Lifecycle   string
+	Health      string
+	Detail      string
+	LastCheckAt *time.Time
+}
+
+// Relationship is a typed edge of the fleet graph, named by slugs.
+type Relationship struct {
+	From string
+	To   string
+	Type string
+}
+
+const entityColumns = `e.id, e.slug, e.type, e.name, e.attrs, e.lifecycle,
+	coalesce(s.health, 'unknown'), coalesce(s.detail, ''), s.last_check_at`
+
+const entityFrom = `entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
+
+func scanEntity(row pgx.Row) (Entity, error) {
+	var e Entity
+	var attrs []byte
+	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &attrs, &e.Lifecycle, &e.Health, &e.Detail, &e.LastCheckAt)
+	if err != nil {
+		return Entity{}, interpretError(err)
+	}
+	if err := json.Unmarshal(attrs, &e.Attrs); err != nil {
+		return Entity{}, fmt.Errorf("decode attrs of %s: %w", e.Slug, err)
+	}
+	return e, nil
+}
+
+// EntityBySlug loads one entity with its status.
+func (s *Store) EntityBySlug(ctx context.Context, slug string) (Entity, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+` WHERE e.slug = $1`, slug)
+	e, err := scanEntity(row)
+	if err != nil {
+		return Entity{}, fmt.Errorf("load entity %s: %w", slug, err)
+	}
+	return e, nil
+}
+
+// ListEntities returns entities of one type, or of every type but checks
+// when typ is empty, ordered by slug.
+func (s *Store) ListEntities(ctx context.Context, typ string) ([]Entity, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+`
+		WHERE ($1 = '' AND e.type <> 'check') OR e.type = $1
+		ORDER BY e.type, e.slug`, typ)
+	if err != nil {
+		return nil, fmt.Errorf("list entities: %w", err)
+	}
+	defer rows.Close()
+	var out []Entity
+	for rows.Next() {
+		e, err := scanEntity(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list entities: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list entities: %w", err)
+	}
+	return out, nil
+}
+
+// Relationships returns every edge of the graph, ordered for stable output.
+func (s *Store) Relationships(ctx context.Context) ([]Relationship, error) {
+	rows, err := s.pool.Query(ctx, `SELECT f.slug, t.slug, r.type
+		FROM relationships r
+		JOIN entities f ON f.id = r.from_id
+		JOIN entities t ON t.id = r.to_id
+		ORDER BY f.slug, r.type, t.slug`)
+	if err != nil {
+		return nil, fmt.Errorf("list relationships: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Relationship, error) {
+		var r Relationship
+		err := row.Scan(&r.From, &r.To, &r.Type)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list relationships: %w", err)
+	}
+	return out, nil
+}

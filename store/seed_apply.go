@@ -1,0 +1,220 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// SeedStats counts the rows a seed run inserted or changed. A second run of
+// the same seed reports zero.
+type SeedStats struct {
+	Entities      int
+	Relationships int
+	Checks        int
+	Policy        int
+	Knowledge     int
+	Runbooks      int
+}
+
+// Total is the number of rows written.
+func (st SeedStats) Total() int {
+	return st.Entities + st.Relationships + st.Checks + st.Policy + st.Knowledge + st.Runbooks
+}
+
+// ApplySeed upserts the seed in one transaction, keyed by slug. Rows whose
+// values are unchanged are not touched, so running it twice is a no-op and an
+// edited value is updated in place with its id kept.
+func (s *Store) ApplySeed(ctx context.Context, seed *Seed) (SeedStats, error) {
+	var st SeedStats
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		a := seedApplier{tx: tx, ids: map[string]uuid.UUID{}}
+		return a.apply(ctx, seed, &st)
+	})
+	if err != nil {
+		return SeedStats{}, fmt.Errorf("apply seed: %w", err)
+	}
+	return st, nil
+}
+
+type seedApplier struct {
+	tx  pgx.Tx
+	ids map[string]uuid.UUID
+}
+
+func (a *seedApplier) apply(ctx context.Context, seed *Seed, st *SeedStats) error {
+	for _, h := range seed.Hosts {
+		hostSlug := "host:" + h.Name
+		err := a.entity(ctx, st, hostSlug, h.Name, map[string]any{
+			"ssh": h.SSH, "node": cmp.Or(h.Node, h.Name), "cores": h.Cores,
+			"memory_mb": h.MemoryMB, "storage": cmp.Or(h.Storage, "local-lvm"),
+		})
+		if err != nil {
+			return err
+		}
+		for _, c := range h.Containers {
+			lxcSlug := fmt.Sprintf("lxc:%d", c.VMID)
+			err := a.entity(ctx, st, lxcSlug, c.Hostname, map[string]any{
+				"vmid": c.VMID, "host": h.Name, "hostname": c.Hostname, "ip": c.IP,
+				"gateway": c.Gateway, "cores": c.Cores, "memory_mb": c.MemoryMB, "disk_gb": c.DiskGB,
+			})
+			if err != nil {
+				return err
+			}
+			if err := a.edge(ctx, st, hostSlug, lxcSlug, "hosts"); err != nil {
+				return err
+			}
+			for _, svc := range c.Services {
+				svcSlug := "service:" + svc.Name
+				err := a.entity(ctx, st, svcSlug, svc.Name, map[string]any{
+					"unit": cmp.Or(svc.Unit, svc.Name+".service"), "port": svc.Port,
+					"health_path": svc.HealthPath, "vmid": c.VMID, "host": h.Name,
+				})
+				if err != nil {
+					return err
+				}
+				if err := a.edge(ctx, st, lxcSlug, svcSlug, "runs"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, r := range seed.Relationships {
+		if err := a.edge(ctx, st, r.From, r.To, r.Type); err != nil {
+			return err
+		}
+	}
+	for _, c := range seed.Checks {
+		if err := a.check(ctx, st, c); err != nil {
+			return err
+		}
+	}
+	for _, p := range seed.Policy {
+		tag, err := a.tx.Exec(ctx, `INSERT INTO policy_overrides (id, entity_id, action, risk_class, reason)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (entity_id, action) DO UPDATE
+			SET risk_class = excluded.risk_class, reason = excluded.reason
+			WHERE (policy_overrides.risk_class, policy_overrides.reason) IS DISTINCT FROM (excluded.risk_class, excluded.reason)`,
+			newID(), a.ids[p.Target], cmp.Or(p.Action, "*"), p.RiskClass, p.Reason)
+		if err != nil {
+			return fmt.Errorf("policy for %s: %w", p.Target, err)
+		}
+		st.Policy += int(tag.RowsAffected())
+	}
+	for _, d := range seed.Knowledge {
+		ids := make([]uuid.UUID, 0, len(d.Entities))
+		for _, slug := range d.Entities {
+			ids = append(ids, a.ids[slug])
+		}
+		tags := d.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		tag, err := a.tx.Exec(ctx, `INSERT INTO knowledge_docs (id, slug, title, kind, body, entity_ids, tags)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (slug) DO UPDATE
+			SET title = excluded.title, kind = excluded.kind, body = excluded.body,
+				entity_ids = excluded.entity_ids, tags = excluded.tags, updated_at = now()
+			WHERE (knowledge_docs.title, knowledge_docs.kind, knowledge_docs.body, knowledge_docs.entity_ids, knowledge_docs.tags)
+				IS DISTINCT FROM (excluded.title, excluded.kind, excluded.body, excluded.entity_ids, excluded.tags)`,
+			newID(), d.Slug, d.Title, cmp.Or(d.Kind, "doc"), d.Body, ids, tags)
+		if err != nil {
+			return fmt.Errorf("knowledge %s: %w", d.Slug, err)
+		}
+		st.Knowledge += int(tag.RowsAffected())
+	}
+	for _, r := range seed.Runbooks {
+		steps, err := json.Marshal(r.Steps)
+		if err != nil {
+			return fmt.Errorf("runbook %s: %w", r.Slug, err)
+		}
+		tag, err := a.tx.Exec(ctx, `INSERT INTO runbooks (id, slug, title, description, triggers, target_type, steps)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (slug) DO UPDATE
+			SET title = excluded.title, description = excluded.description, triggers = excluded.triggers,
+				target_type = excluded.target_type, steps = excluded.steps, updated_at = now()
+			WHERE (runbooks.title, runbooks.description, runbooks.triggers, runbooks.target_type, runbooks.steps)
+				IS DISTINCT FROM (excluded.title, excluded.description, excluded.triggers, excluded.target_type, excluded.steps)`,
+			newID(), r.Slug, r.Title, r.Description, r.Triggers, r.TargetType, steps)
+		if err != nil {
+			return fmt.Errorf("runbook %s: %w", r.Slug, err)
+		}
+		st.Runbooks += int(tag.RowsAffected())
+	}
+	return nil
+}
+
+// entity upserts one entity and its status row and remembers its id.
+func (a *seedApplier) entity(ctx context.Context, st *SeedStats, slug, name string, attrs map[string]any) error {
+	typ, _, _ := strings.Cut(slug, ":")
+	raw, err := json.Marshal(attrs)
+	if err != nil {
+		return fmt.Errorf("entity %s: %w", slug, err)
+	}
+	tag, err := a.tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, attrs)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (slug) DO UPDATE
+		SET type = excluded.type, name = excluded.name, attrs = excluded.attrs, updated_at = now()
+		WHERE (entities.type, entities.name, entities.attrs) IS DISTINCT FROM (excluded.type, excluded.name, excluded.attrs)`,
+		newID(), slug, typ, name, raw)
+	if err != nil {
+		return fmt.Errorf("entity %s: %w", slug, err)
+	}
+	st.Entities += int(tag.RowsAffected())
+	var id uuid.UUID
+	if err := a.tx.QueryRow(ctx, `SELECT id FROM entities WHERE slug = $1`, slug).Scan(&id); err != nil {
+		return fmt.Errorf("entity %s: %w", slug, err)
+	}
+	a.ids[slug] = id
+	if _, err := a.tx.Exec(ctx, `INSERT INTO entity_status (entity_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
+		return fmt.Errorf("entity status %s: %w", slug, err)
+	}
+	return nil
+}
+
+func (a *seedApplier) edge(ctx context.Context, st *SeedStats, from, to, typ string) error {
+	tag, err := a.tx.Exec(ctx, `INSERT INTO relationships (id, from_id, to_id, type)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (from_id, to_id, type) DO NOTHING`,
+		newID(), a.ids[from], a.ids[to], typ)
+	if err != nil {
+		return fmt.Errorf("relationship %s %s %s: %w", from, typ, to, err)
+	}
+	st.Relationships += int(tag.RowsAffected())
+	return nil
+}
+
+// check upserts a check definition with its own bookkeeping entity
+// (check:<slug>), which is never the entity it observes.
+func (a *seedApplier) check(ctx context.Context, st *SeedStats, c SeedCheck) error {
+	checkSlug := "check:" + c.Slug
+	if err := a.entity(ctx, st, checkSlug, c.Slug, map[string]any{"kind": c.Kind, "target": c.Target}); err != nil {
+		return err
+	}
+	spec, err := json.Marshal(nonNil(c.Spec))
+	if err != nil {
+		return fmt.Errorf("check %s: %w", c.Slug, err)
+	}
+	enabled := c.Enabled == nil || *c.Enabled
+	interval := c.Interval
+	if interval == 0 {
+		interval = 60
+	}
+	tag, err := a.tx.Exec(ctx, `INSERT INTO check_defs (id, slug, check_entity_id, target_id, kind, spec, interval_seconds, enabled)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (slug) DO UPDATE
+		SET check_entity_id = excluded.check_entity_id, target_id = excluded.target_id, kind = excluded.kind,
+			spec = excluded.spec, interval_seconds = excluded.interval_seconds, enabled = excluded.enabled, updated_at = now()
+		WHERE (check_defs.check_entity_id, check_defs.target_id, check_defs.kind, check_defs.spec, check_defs.interval_seconds, check_defs.enabled)
+			IS DISTINCT FROM (excluded.check_entity_id, excluded.target_id, excluded.kind, excluded.spec, excluded.interval_seconds, excluded.enabled)`,
+		newID(), c.Slug, a.ids[checkSlug], a.ids[c.Target], c.Kind, spec, interval, enabled)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", c.Slug, err)
+	}
+	st.Checks += int(tag.RowsAffected())
+	return nil
+}

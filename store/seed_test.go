@@ -1,0 +1,188 @@
+package store_test
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/seeds"
+	"github.com/nomoshq/nomos/store"
+)
+
+// demoFS copies the embedded demo seed into a map that a test may edit.
+func demoFS(t *testing.T) fstest.MapFS {
+	t.Helper()
+	out := fstest.MapFS{}
+	names, err := fs.Glob(seeds.FS, "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		data, err := fs.ReadFile(seeds.FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = &fstest.MapFile{Data: data}
+	}
+	return out
+}
+
+func TestDemoSeedShape(t *testing.T) {
+	t.Parallel()
+	seed, err := store.LoadSeed(seeds.FS)
+	if err != nil {
+		t.Fatalf("load demo seed: %v", err)
+	}
+	var lxcs, services int
+	for _, h := range seed.Hosts {
+		lxcs += len(h.Containers)
+		for _, c := range h.Containers {
+			services += len(c.Services)
+		}
+	}
+	if len(seed.Hosts) != 2 || lxcs < 10 || services < 18 {
+		t.Errorf("demo fleet has %d hosts, %d lxcs, %d services; want 2, about 12, about 20", len(seed.Hosts), lxcs, services)
+	}
+	if len(seed.Knowledge) < 10 || len(seed.Runbooks) < 5 || len(seed.Policy) < 5 || len(seed.Checks) < 10 {
+		t.Errorf("demo seed has %d docs, %d runbooks, %d policies, %d checks", len(seed.Knowledge), len(seed.Runbooks), len(seed.Policy), len(seed.Checks))
+	}
+}
+
+func TestApplySeedIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s := testenv.Store(t)
+	ctx := testenv.Context(t)
+	seed, err := store.LoadSeed(seeds.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.ApplySeed(ctx, seed)
+	if err != nil {
+		t.Fatalf("first apply: %v", err)
+	}
+	if first.Entities == 0 || first.Relationships == 0 || first.Checks == 0 || first.Knowledge == 0 || first.Runbooks == 0 || first.Policy == 0 {
+		t.Fatalf("first apply wrote too little: %+v", first)
+	}
+	before := snapshot(t, s)
+	second, err := s.ApplySeed(ctx, seed)
+	if err != nil {
+		t.Fatalf("second apply: %v", err)
+	}
+	if second.Total() != 0 {
+		t.Errorf("second apply wrote %+v, want nothing", second)
+	}
+	if diff := cmp.Diff(before, snapshot(t, s)); diff != "" {
+		t.Errorf("second apply changed rows (-before +after):\n%s", diff)
+	}
+}
+
+func TestApplySeedUpdatesInPlace(t *testing.T) {
+	t.Parallel()
+	s := testenv.Store(t)
+	ctx := testenv.Context(t)
+	fsys := demoFS(t)
+	seed, err := store.LoadSeed(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplySeed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.EntityBySlug(ctx, "lxc:101")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := string(fsys["fleet.yaml"].Data)
+	edited := strings.Replace(fleet, "memory_mb: 4096\n        disk_gb: 32", "memory_mb: 6144\n        disk_gb: 32", 1)
+	if edited == fleet {
+		t.Fatal("test setup: jellyfin's memory line not found in fleet.yaml")
+	}
+	fsys["fleet.yaml"] = &fstest.MapFile{Data: []byte(edited)}
+	seed, err = store.LoadSeed(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.ApplySeed(ctx, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.SeedStats{Entities: 1}, st); diff != "" {
+		t.Errorf("apply after edit (-want +got):\n%s", diff)
+	}
+	got, err := s.EntityBySlug(ctx, "lxc:101")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != old.ID {
+		t.Errorf("id changed from %s to %s, want it kept", old.ID, got.ID)
+	}
+	if got.Attrs["memory_mb"] != float64(6144) {
+		t.Errorf("memory_mb = %v, want 6144", got.Attrs["memory_mb"])
+	}
+}
+
+func TestLoadSeedErrorsNameFileAndLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, file, data string
+		wantLine         int
+		wantMsg          string
+	}{
+		{"syntax", "fleet.yaml", "hosts:\n  - name: a\n    ssh: [\n", 3, "did not find expected node content"},
+		{"unknown field", "fleet.yaml", "hosts:\n  - name: a\n    colour: red\n", 3, "field colour not found"},
+		{"wrong type", "fleet.yaml", "hosts:\n  - name: a\n    cores: many\n", 3, "cannot unmarshal"},
+		{"bad vmid", "fleet.yaml", "hosts:\n  - name: a\n    containers:\n      - vmid: 7\n        hostname: x\n        ip: dhcp\n", 4, "vmid 7"},
+		{"bad ip", "fleet.yaml", "hosts:\n  - name: a\n    containers:\n      - vmid: 100\n        hostname: x\n        ip: 10.0.0.1\n", 4, "want CIDR"},
+		{"shell in unit", "fleet.yaml", "hosts:\n  - name: a\n    containers:\n      - vmid: 100\n        hostname: x\n        ip: dhcp\n        services:\n          - name: s\n            unit: \"s;reboot\"\n", 8, "systemd unit"},
+		{"duplicate service", "fleet.yaml", "hosts:\n  - name: a\n    containers:\n      - vmid: 100\n        hostname: x\n        ip: dhcp\n        services:\n          - name: s\n          - name: s\n", 9, "duplicate entity service:s"},
+		{"dangling edge", "fleet.yaml", "hosts:\n  - name: a\nrelationships:\n  - { from: host:a, to: service:nope, type: depends_on }\n", 4, "no such entity"},
+		{"bad edge type", "fleet.yaml", "hosts:\n  - name: a\n  - name: b\nrelationships:\n  - { from: host:a, to: host:b, type: likes }\n", 5, "want one of"},
+		{"check target", "fleet.yaml", "hosts:\n  - name: a\nchecks:\n  - { slug: c, target: host:zz, kind: http }\n", 4, "no such entity"},
+		{"risk class", "fleet.yaml", "hosts:\n  - name: a\npolicy:\n  - { target: host:a, risk_class: scary }\n", 4, "risk_class"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := store.LoadSeed(fstest.MapFS{tt.file: {Data: []byte(tt.data)}})
+			var se *store.SeedError
+			if !errors.As(err, &se) {
+				t.Fatalf("err = %v, want a *SeedError", err)
+			}
+			if se.File != tt.file || se.Line != tt.wantLine {
+				t.Errorf("located at %s:%d, want %s:%d (%v)", se.File, se.Line, tt.file, tt.wantLine, err)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("err = %q, want it to mention %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// snapshot reads the seeded tables in a stable order for comparison.
+func snapshot(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	ctx := testenv.Context(t)
+	var out []string
+	for _, typ := range []string{"host", "lxc", "service", "check"} {
+		es, err := s.ListEntities(ctx, typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			out = append(out, e.ID.String()+" "+e.Slug+" "+e.Name)
+		}
+	}
+	rels, err := s.Relationships(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rels {
+		out = append(out, r.From+" "+r.Type+" "+r.To)
+	}
+	return out
+}
