@@ -111,3 +111,20 @@ func redisDatabases(ctx context.Context, addr string) (int, error) {
 	}
 	return n, nil
 }
+
+// Test Redis: its own port and many databases, so parallel test binaries
+// each get a database without touching a developer's Redis on 6379.
+const (
+	TestRedisPort      = 16379
+	TestRedisDatabases = 1024
+)
+
+// EnsureTestRedis starts or reuses the Redis the tests share.
+func EnsureTestRedis(ctx context.Context, logger *slog.Logger) (*Redis, error) {
+	return EnsureRedis(ctx, RedisConfig{
+		Port:      TestRedisPort,
+		Databases: TestRedisDatabases,
+		Dir:       filepath.Join(CacheDir(), "redis-test"),
+		Logger:    logger,
+	})
+}

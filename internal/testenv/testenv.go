@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -24,13 +23,6 @@ import (
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/migrations"
 	"github.com/nomoshq/nomos/store"
-)
-
-// Ports of the servers the tests share. Redis gets its own port so the tests
-// can use many databases without touching a developer's Redis.
-const (
-	redisPort      = 16379
-	redisDatabases = 1024
 )
 
 var (
@@ -214,11 +206,7 @@ func RedisURL(t testing.TB) string {
 	t.Helper()
 	ctx := Context(t)
 	redisOnce.Do(func() {
-		rds, redisErr = devstack.EnsureRedis(ctx, devstack.RedisConfig{
-			Port:      redisPort,
-			Dir:       filepath.Join(devstack.CacheDir(), "redis-test"),
-			Databases: redisDatabases,
-		})
+		rds, redisErr = devstack.EnsureTestRedis(ctx, Logger(t))
 	})
 	if redisErr != nil {
 		t.Fatalf("testenv: redis: %v", redisErr)

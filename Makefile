@@ -1,0 +1,50 @@
+# Nomos: every target installs or builds what it needs.
+SHELL := /bin/bash
+GO ?= go
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GO_TEST_FLAGS ?= -timeout 30m
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/nomos
+	$(GO) build -o bin/nomos ./cmd/nomos
+
+.PHONY: demo
+demo: build ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim, roles)
+	./bin/nomos dev
+
+.PHONY: prepare
+prepare: ## start or install Postgres and Redis, build Dendrite once into the cache
+	$(GO) run ./cmd/nomos dev -prepare
+
+.PHONY: test
+test: prepare ## vet, then run the whole test suite against real services
+	$(GO) vet ./...
+	$(GO) test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test/race
+test/race: prepare ## the test suite with the race detector
+	$(GO) test -race $(GO_TEST_FLAGS) ./...
+
+.PHONY: lint
+lint: ## gofmt, vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+.PHONY: bench
+bench: prepare ## benchmarks (speed and memory are measured here, never in tests)
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+
+.PHONY: generate
+generate: ## run go generate
+	$(GO) generate ./...
+
+.PHONY: verify
+verify: generate ## fail when go mod tidy, gofmt or generated code would change anything
+	$(GO) mod tidy
+	gofmt -w $$(git ls-files '*.go')
+	@git diff --exit-code -- . || (echo "verify: the tree changed; commit the result"; exit 1)

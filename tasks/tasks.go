@@ -1,0 +1,177 @@
+package tasks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Queues. The actuator consumes the first two; the bot consumes results.
+const (
+	QueueActuator = "nomos:actuator"
+	QueueProbes   = "nomos:probes"
+	QueueResults  = "nomos:results"
+)
+
+// Task types.
+const (
+	TypeExecutionRun      = "execution:run"
+	TypeCheckRun          = "check:run"
+	TypeExecutionProgress = "execution:progress"
+	TypeExecutionResult   = "execution:result"
+	TypeCheckResult       = "check:result"
+)
+
+// Version is the payload version this build writes and reads. A payload of
+// another version is refused rather than guessed at.
+const Version = 1
+
+// RunRetention keeps a finished execution:run task in Redis so that the
+// same execution id cannot be enqueued again while it is retained.
+const RunRetention = 24 * time.Hour
+
+// ErrVersion reports a payload written by an incompatible build.
+var ErrVersion = errors.New("unsupported payload version")
+
+// Status is how an execution ended, as the actuator reports it.
+type Status string
+
+const (
+	StatusSucceeded      Status = "succeeded"
+	StatusFailed         Status = "failed"
+	StatusOutcomeUnknown Status = "outcome_unknown"
+	// StatusRefused means the actuator ran nothing: the order's signature,
+	// expiry or journal check failed.
+	StatusRefused Status = "refused"
+)
+
+// Progress is a coalesced snapshot of a running execution's output.
+type Progress struct {
+	Version     int       `json:"v"`
+	ExecutionID string    `json:"execution_id"`
+	Seq         int       `json:"seq"`
+	Phase       string    `json:"phase,omitempty"`
+	Tail        string    `json:"tail"`
+	Elapsed     Duration  `json:"elapsed"`
+	At          time.Time `json:"at"`
+}
+
+// Phase is one named stage of an execution and how it went.
+type Phase struct {
+	Name     string   `json:"name"`
+	Status   Status   `json:"status"`
+	ExitCode int      `json:"exit_code"`
+	Elapsed  Duration `json:"elapsed"`
+	Note     string   `json:"note,omitempty"`
+}
+
+// Result is the actuator's final word on one execution.
+type Result struct {
+	Version     int       `json:"v"`
+	ExecutionID string    `json:"execution_id"`
+	Status      Status    `json:"status"`
+	ExitCode    int       `json:"exit_code"`
+	Error       string    `json:"error,omitempty"`
+	Output      string    `json:"output,omitempty"`
+	Phases      []Phase   `json:"phases,omitempty"`
+	FailedPhase string    `json:"failed_phase,omitempty"`
+	Snapshot    string    `json:"snapshot,omitempty"`
+	Notes       []string  `json:"notes,omitempty"`
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+}
+
+// CheckRun asks the actuator for one read-only probe.
+type CheckRun struct {
+	Version  int            `json:"v"`
+	CheckID  string         `json:"check_id"`
+	TargetID string         `json:"target_id"`
+	Kind     string         `json:"kind"`
+	Target   Target         `json:"target"`
+	Spec     map[string]any `json:"spec,omitempty"`
+	IssuedAt time.Time      `json:"issued_at"`
+}
+
+// CheckResult is the outcome of a probe, to be written against TargetID.
+type CheckResult struct {
+	Version  int                `json:"v"`
+	CheckID  string             `json:"check_id"`
+	TargetID string             `json:"target_id"`
+	Health   string             `json:"health"`
+	Detail   string             `json:"detail,omitempty"`
+	Metrics  map[string]float64 `json:"metrics,omitempty"`
+	At       time.Time          `json:"at"`
+}
+
+// Duration marshals as milliseconds, which every consumer can read.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).Milliseconds())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return err
+	}
+	*d = Duration(time.Duration(ms) * time.Millisecond)
+	return nil
+}
+
+// versioned is implemented by every payload.
+type versioned interface{ version() int }
+
+func (p Progress) version() int    { return p.Version }
+func (r Result) version() int      { return r.Version }
+func (c CheckRun) version() int    { return c.Version }
+func (c CheckResult) version() int { return c.Version }
+
+// Decode unmarshals a payload and checks its version.
+func Decode[T versioned](payload []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return v, fmt.Errorf("decode payload: %w", err)
+	}
+	if v.version() != Version {
+		return v, fmt.Errorf("decode payload: %w %d (want %d)", ErrVersion, v.version(), Version)
+	}
+	return v, nil
+}
+
+// NewProgressTask wraps a progress report for the results queue.
+func NewProgressTask(p Progress) (*asynq.Task, error) {
+	p.Version = Version
+	return newTask(TypeExecutionProgress, p, asynq.Queue(QueueResults), asynq.MaxRetry(3))
+}
+
+// NewResultTask wraps a result for the results queue. Its TaskID makes a
+// second enqueue of the same result a no-op while the first is retained.
+func NewResultTask(r Result) (*asynq.Task, error) {
+	r.Version = Version
+	return newTask(TypeExecutionResult, r, asynq.Queue(QueueResults), asynq.MaxRetry(25),
+		asynq.TaskID("result:"+r.ExecutionID+":"+string(r.Status)), asynq.Retention(RunRetention))
+}
+
+// NewCheckRunTask wraps a probe request for the probes queue.
+func NewCheckRunTask(c CheckRun) (*asynq.Task, error) {
+	c.Version = Version
+	return newTask(TypeCheckRun, c, asynq.Queue(QueueProbes), asynq.MaxRetry(0))
+}
+
+// NewCheckResultTask wraps a probe result for the results queue.
+func NewCheckResultTask(c CheckResult) (*asynq.Task, error) {
+	c.Version = Version
+	return newTask(TypeCheckResult, c, asynq.Queue(QueueResults), asynq.MaxRetry(3))
+}
+
+func newTask(typ string, v any, opts ...asynq.Option) (*asynq.Task, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", typ, err)
+	}
+	return asynq.NewTask(typ, payload, opts...), nil
+}
