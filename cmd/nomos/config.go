@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -232,7 +233,7 @@ func (c *Config) validate(role string) error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if !contains(logLevels, c.Log.Level) {
+	if !slices.Contains(logLevels, c.Log.Level) {
 		bad("log.level", "want one of %s, got %q", strings.Join(logLevels, ", "), c.Log.Level)
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
@@ -309,7 +310,7 @@ func checkURL(bad func(string, string, ...any), key, raw string, schemes ...stri
 		return
 	}
 	u, err := url.Parse(raw)
-	if err != nil || !contains(schemes, u.Scheme) || u.Host == "" {
+	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
 		bad(key, "want a %s:// URL with a host, got %q", schemes[0], redactURL(raw))
 	}
 }
@@ -336,15 +337,6 @@ func redactURL(raw string) string {
 		return raw
 	}
 	return u.Redacted()
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // joinLines joins errors one per line, indented under the heading.

@@ -162,3 +162,16 @@ func cmpOr(v, def string) string {
 	}
 	return v
 }
+
+// DropDatabase removes database name, disconnecting anyone still on it.
+func (p *Postgres) DropDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, p.AdminURL)
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}

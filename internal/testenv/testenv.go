@@ -102,14 +102,8 @@ func DatabaseURL(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, pg.AdminURL)
-		if err != nil {
-			t.Errorf("testenv: drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("testenv: drop %s: %v", name, err)
+		if err := pg.DropDatabase(ctx, name); err != nil {
+			t.Errorf("testenv: %v", err)
 		}
 	})
 	return pg.URL(name)

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigEnvironmentNesting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeFile(t, dir, "nomos.yaml", "llm:\n  model: file-model\n  base_url: http://file.example/v1\n")
+	cfg, err := loadConfig(path, []string{
+		"NOMOS_LLM__BASE_URL=http://127.0.0.1:9999/v1",
+		"NOMOS_MATRIX__OPERATORS=@alice:example.org, @bob:example.org",
+		"NOMOS_DATABASE__URL=postgres://u:p@db/nomos",
+		"OTHER_VAR=ignored",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LLM.BaseURL != "http://127.0.0.1:9999/v1" {
+		t.Errorf("llm.base_url = %q, want the environment to win over the file", cfg.LLM.BaseURL)
+	}
+	if cfg.LLM.Model != "file-model" {
+		t.Errorf("llm.model = %q, want it from the file", cfg.LLM.Model)
+	}
+	if diff := cmp.Diff([]string{"@alice:example.org", "@bob:example.org"}, cfg.Matrix.Operators); diff != "" {
+		t.Errorf("matrix.operators (-want +got):\n%s", diff)
+	}
+	if cfg.Web.Listen != "127.0.0.1:8080" {
+		t.Errorf("web.listen = %q, want the default", cfg.Web.Listen)
+	}
+}
+
+func TestConfigSecretFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pw := writeFile(t, dir, "pw", "s3cret\n")
+	cfg, err := loadConfig("", []string{"NOMOS_MATRIX__PASSWORD_FILE=" + pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Matrix.Password != "s3cret" {
+		t.Errorf("matrix.password = %q, want the file's content without the newline", cfg.Matrix.Password)
+	}
+	_, err = loadConfig("", []string{"NOMOS_MATRIX__PASSWORD_FILE=" + pw, "NOMOS_MATRIX__PASSWORD=x"})
+	if err == nil || !strings.Contains(err.Error(), "matrix.password and matrix.password_file are both set") {
+		t.Errorf("both set: err = %v, want it refused naming the key", err)
+	}
+	_, err = loadConfig("", []string{"NOMOS_MCP__TOKEN_FILE=" + filepath.Join(dir, "missing")})
+	if err == nil || !strings.Contains(err.Error(), "mcp.token_file") {
+		t.Errorf("missing file: err = %v, want it to name mcp.token_file", err)
+	}
+}
+
+func TestConfigValidationNamesTheKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := writeFile(t, dir, "key", "k")
+	tests := []struct {
+		name    string
+		role    string
+		env     []string
+		wantKey string
+	}{
+		{"missing database", "migrate", nil, "database.url: is required"},
+		{"bad database scheme", "migrate", []string{"NOMOS_DATABASE__URL=mysql://x/y"}, "database.url: want a postgres:// URL"},
+		{"password hidden", "migrate", []string{"NOMOS_DATABASE__URL=mysql://u:hunter2@x/y"}, "xxxxx"},
+		{"bad log level", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LOG__LEVEL=loud"}, "log.level: want one of"},
+		{"bad user id", "bot", []string{"NOMOS_MATRIX__USER_ID=nomos"}, "matrix.user_id: want a Matrix user id"},
+		{"no operators", "bot", nil, "matrix.operators: want at least one"},
+		{"bad operator", "bot", []string{"NOMOS_MATRIX__OPERATORS=alice"}, "matrix.operators[0]"},
+		{"no credentials", "bot", nil, "matrix.password: set matrix.password or matrix.access_token"},
+		{"missing signing key", "bot", nil, "orders.signing_key_file: is required"},
+		{"unreadable key", "actuator", []string{"NOMOS_ACTUATOR__SSH_KEY_FILE=/nonexistent/key"}, "actuator.ssh_key_file: cannot read /nonexistent/key"},
+		{"missing redis", "actuator", []string{"NOMOS_ORDERS__VERIFY_KEY_FILE=" + key}, "redis.url: is required"},
+		{"short mcp token", "mcp", []string{"NOMOS_MCP__TOKEN=short"}, "mcp.token: want at least 16"},
+		{"bad web listen", "bot", []string{"NOMOS_WEB__LISTEN=8080"}, "web.listen: want host:port"},
+		{"bad ttl", "bot", []string{"NOMOS_ORDERS__TTL=5s"}, "orders.ttl: want a duration between 1m and 24h"},
+		{"llm without model", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LLM__API_KEY=k"}, "llm.model: want a model name"},
+		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig("", tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.validate(tt.role)
+			if err == nil || !strings.Contains(err.Error(), tt.wantKey) {
+				t.Fatalf("validate(%s) = %v, want an error containing %q", tt.role, err, tt.wantKey)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error shows a password: %v", err)
+			}
+		})
+	}
+}
+
+func TestConfigValidPasses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := writeFile(t, dir, "key", "k")
+	cfg, err := loadConfig("", []string{
+		"NOMOS_DATABASE__URL=postgres://nomos:nomos@127.0.0.1:5432/nomos",
+		"NOMOS_REDIS__URL=redis://127.0.0.1:6379/0",
+		"NOMOS_MATRIX__HOMESERVER_URL=http://127.0.0.1:8008",
+		"NOMOS_MATRIX__USER_ID=@nomos:localhost",
+		"NOMOS_MATRIX__PASSWORD=pw",
+		"NOMOS_MATRIX__OPERATORS=@operator:localhost",
+		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + key,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate("bot"); err != nil {
+		t.Fatalf("validate(bot) = %v, want nil", err)
+	}
+}
+
+func TestUnbuiltRoleSaysSo(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	code := run([]string{"chat"}, nil, &out, &errOut)
+	if code == 0 {
+		t.Fatalf("nomos chat exited 0, want non-zero while it is not built")
+	}
+	if !strings.Contains(errOut.String(), "not built yet") {
+		t.Errorf("stderr = %q, want it to say the role is not built yet", errOut.String())
+	}
+}
+
+func TestUnknownRole(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	if code := run([]string{"frobnicate"}, nil, &out, &errOut); code != 2 {
+		t.Errorf("exit = %d, want 2", code)
+	}
+	if !strings.Contains(errOut.String(), `unknown role "frobnicate"`) {
+		t.Errorf("stderr = %q", errOut.String())
+	}
+}

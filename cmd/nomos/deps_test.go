@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nomoshq/nomos"
+
+type listedPackage struct {
+	ImportPath string
+	Dir        string
+	Standard   bool
+	Imports    []string
+	Deps       []string
+	GoFiles    []string
+}
+
+// listPackages runs `go list -deps -json` over the module once.
+func listPackages(t *testing.T) map[string]listedPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-json", "./...")
+	cmd.Dir = "../.."
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errOut.String())
+	}
+	pkgs := map[string]listedPackage{}
+	dec := json.NewDecoder(&out)
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
+
+// importRule is one line of DESIGN.md's layout table, as a check.
+type importRule struct {
+	pkg string
+	// forbidden prefixes anywhere in the package's dependency closure.
+	forbidden []string
+	// allowedDirect, when set, is the only non-standard imports allowed.
+	allowedDirect []string
+	// noIO forbids direct imports of packages that reach the outside world.
+	noIO bool
+}
+
+var ioPackages = []string{"os", "os/exec", "net", "net/http", "database/sql", "io/fs", "syscall", "math/rand", "crypto/rand"}
+
+// clockCalls read the wall clock; a pure package takes times as arguments.
+var clockCalls = []string{"time.Now(", "time.Since(", "time.Until(", "time.Sleep(", "time.After("}
+
+var importRules = []importRule{
+	{pkg: "actuator", forbidden: []string{
+		module + "/store", module + "/bot", module + "/executions", module + "/mcpserver", module + "/web",
+		"maunium.net/go/mautrix", "github.com/openai/openai-go", "github.com/jackc/pgx",
+	}},
+	{pkg: "bot", forbidden: []string{"golang.org/x/crypto/ssh"}},
+	{pkg: "executions", forbidden: []string{"golang.org/x/crypto/ssh"}},
+	{pkg: "mcpserver", forbidden: []string{"golang.org/x/crypto/ssh"}},
+	{pkg: "web", forbidden: []string{"golang.org/x/crypto/ssh"}},
+	{pkg: "policy", allowedDirect: []string{}, noIO: true},
+	{pkg: "tasks", allowedDirect: []string{"github.com/hibiken/asynq"}},
+	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh"}},
+	{pkg: "store", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
+}
+
+// TestImportRules enforces DESIGN.md's trust boundaries: the bot side never
+// links an SSH client, the actuator never links the database, Matrix or the
+// LLM, and the pure packages stay pure.
+func TestImportRules(t *testing.T) {
+	pkgs := listPackages(t)
+	for _, rule := range importRules {
+		t.Run(rule.pkg, func(t *testing.T) {
+			found := false
+			for path, p := range pkgs {
+				if path != module+"/"+rule.pkg && !strings.HasPrefix(path, module+"/"+rule.pkg+"/") {
+					continue
+				}
+				found = true
+				for _, dep := range p.Deps {
+					for _, bad := range rule.forbidden {
+						if dep == bad || strings.HasPrefix(dep, bad+"/") {
+							t.Errorf("%s depends on %s, which DESIGN.md forbids", path, dep)
+						}
+					}
+				}
+				if rule.allowedDirect != nil {
+					for _, imp := range p.Imports {
+						if pkgs[imp].Standard || strings.HasPrefix(imp, module+"/"+rule.pkg) {
+							continue
+						}
+						if !slices.ContainsFunc(rule.allowedDirect, func(a string) bool { return imp == a || strings.HasPrefix(imp, a+"/") }) {
+							t.Errorf("%s imports %s; only the standard library and %v are allowed", path, imp, rule.allowedDirect)
+						}
+					}
+				}
+				if rule.noIO {
+					for _, imp := range p.Imports {
+						if slices.Contains(ioPackages, imp) {
+							t.Errorf("%s imports %s; it must stay pure (no I/O, no clock)", path, imp)
+						}
+					}
+					for _, f := range p.GoFiles {
+						src, err := os.ReadFile(filepath.Join(p.Dir, f))
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, call := range clockCalls {
+							if bytes.Contains(src, []byte(call)) {
+								t.Errorf("%s/%s calls %s…); take the time as an argument", path, f, call)
+							}
+						}
+					}
+				}
+			}
+			if !found {
+				t.Logf("package %s does not exist yet; the rule applies once it does", rule.pkg)
+			}
+		})
+	}
+}
+
+// TestEveryPackageHasDocComment keeps `go doc` useful for every package.
+func TestEveryPackageHasDocComment(t *testing.T) {
+	pkgs := listPackages(t)
+	for path, p := range pkgs {
+		if !strings.HasPrefix(path, module) || len(p.GoFiles) == 0 {
+			continue
+		}
+		documented := false
+		for _, f := range p.GoFiles {
+			file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, f), nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if file.Doc != nil && strings.TrimSpace(file.Doc.Text()) != "" {
+				documented = true
+				break
+			}
+		}
+		if !documented {
+			t.Errorf("package %s has no doc comment", path)
+		}
+	}
+}

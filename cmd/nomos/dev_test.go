@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nomoshq/nomos/internal/devstack"
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/seeds"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// devSeedDir copies the demo seed, moving labsim's hosts to free ports.
+func devSeedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	names, _ := fs.Glob(seeds.FS, "*.yaml")
+	for _, n := range names {
+		data, err := fs.ReadFile(seeds.FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Replace(string(data), "127.0.0.1:2201", fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1)
+		s = strings.Replace(s, "127.0.0.1:2202", fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1)
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// startDev runs `nomos dev` in-process until the returned stop is called,
+// and returns dev.json once the stack has printed its summary.
+func startDev(t *testing.T, dir, seedDir, matrixListen, database string) (devState, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	env := &roleEnv{
+		environ: []string{"NOMOS_SEEDS__DIR=" + seedDir},
+		stdout:  out, stderr: out, logger: testenv.Logger(t),
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, env, []string{"-dir", dir, "-matrix-listen", matrixListen, "-database", database})
+	}()
+	deadline := time.After(3 * time.Minute)
+	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("nomos dev exited early: %v\n%s", err, out.String())
+		case <-deadline:
+			cancel()
+			t.Fatalf("nomos dev did not come up:\n%s", out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var st devState
+	data, err := os.ReadFile(filepath.Join(dir, "dev.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("nomos dev: %v", err)
+		}
+	}
+}
+
+func TestDevStackComesUpAndIsReused(t *testing.T) {
+	dir := t.TempDir()
+	seedDir := devSeedDir(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	database := "nomos_devtest_" + strings.ToLower(randomToken(4))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pg, err := devstack.EnsurePostgres(ctx, devstack.PostgresConfig{})
+		if err == nil {
+			err = pg.DropDatabase(ctx, database)
+		}
+		if err != nil {
+			t.Errorf("drop %s: %v", database, err)
+		}
+	})
+
+	first, stop := startDev(t, dir, seedDir, listen, database)
+	for _, key := range []string{first.HomeserverURL, first.RoomID, first.BotUserID, first.Operator.UserID,
+		first.Operator.Password, first.Guest.UserID, first.Guest.Password, first.LabsimLog, first.MCPToken} {
+		if key == "" {
+			t.Fatalf("dev.json is missing a value: %+v", first)
+		}
+	}
+	// A plain HTTP client logs in as the operator and sees the room.
+	token := matrixLogin(t, first.HomeserverURL, "operator", first.Operator.Password)
+	if rooms := joinedRooms(t, first.HomeserverURL, token); !slices.Contains(rooms, first.RoomID) {
+		t.Errorf("operator's rooms %v do not include the ops room %s", rooms, first.RoomID)
+	}
+	guestToken := matrixLogin(t, first.HomeserverURL, "guest", first.Guest.Password)
+	if rooms := joinedRooms(t, first.HomeserverURL, guestToken); !slices.Contains(rooms, first.RoomID) {
+		t.Errorf("guest's rooms %v do not include the ops room %s", rooms, first.RoomID)
+	}
+	stop()
+
+	second, stop := startDev(t, dir, seedDir, listen, database)
+	defer stop()
+	if second.RoomID != first.RoomID || second.Operator.Password != first.Operator.Password {
+		t.Errorf("second run made a new room or account: room %s -> %s", first.RoomID, second.RoomID)
+	}
+	matrixLogin(t, second.HomeserverURL, "operator", second.Operator.Password)
+}
+
+func matrixLogin(t *testing.T, hs, user, password string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"type":       "m.login.password",
+		"identifier": map[string]string{"type": "m.id.user", "user": user},
+		"password":   password,
+	})
+	resp, err := http.Post(hs+"/_matrix/client/v3/login", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("login as %s: status %d, %v", user, resp.StatusCode, err)
+	}
+	return out.AccessToken
+}
+
+func joinedRooms(t *testing.T, hs, token string) []string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", hs+"/_matrix/client/v3/joined_rooms", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		JoinedRooms []string `json:"joined_rooms"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.JoinedRooms
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

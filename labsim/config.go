@@ -1,0 +1,193 @@
+package labsim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Config describes the simulated fleet and where labsim keeps its files.
+type Config struct {
+	// Hosts are the simulated Proxmox nodes of one cluster; each listens on
+	// its own address with its own host key. VMIDs are unique across them.
+	Hosts []Host
+	// StateDir holds the host keys (hostkey_<name>), the container state
+	// (state.json) and the fault control file (faults.json). Required.
+	StateDir string
+	// AuthorizedKeysFile lists, in OpenSSH authorized_keys format, the only
+	// public keys that may log in. It is read again at every login, so keys
+	// can be added without a restart. Required.
+	AuthorizedKeysFile string
+	// LogPath is the JSONL command log, appended to. Default
+	// StateDir/commands.jsonl.
+	LogPath string
+	// Logger receives labsim's own logs. Default: discarded.
+	Logger *slog.Logger
+	// Clock stamps log entries, uptimes, service start times and snapshots.
+	// Default time.Now.
+	Clock func() time.Time
+}
+
+// Host is one simulated Proxmox node.
+type Host struct {
+	// Name is the node name, as in nodes/<name>/lxc; letters, digits, - and _.
+	Name string
+	// Addr is the TCP listen address; "127.0.0.1:0" picks a free port.
+	// Default "127.0.0.1:0".
+	Addr string
+	// Containers are the LXCs the node starts with. Containers already in
+	// the state file keep their saved state instead.
+	Containers []Container
+}
+
+// Container is an LXC as it exists before anyone touches it.
+type Container struct {
+	VMID     int
+	Hostname string
+	// IP is "dhcp" or an address with prefix length, such as "10.0.0.5/24".
+	IP string
+	// Gateway is the default route; for a static IP it is also the resolver
+	// unless Nameserver is set.
+	Gateway string
+	// Nameserver is the resolver written to /etc/resolv.conf. Optional.
+	Nameserver string
+	Cores      int // default 1
+	MemoryMB   int // default 512
+	DiskGB     int // default 8
+	// Status is "running" or "stopped". Default "running".
+	Status   string
+	Services []Service
+}
+
+// Service is a systemd unit inside a container.
+type Service struct {
+	Name string
+	// Unit is the systemd unit; default Name + ".service".
+	Unit string
+	// Port is the TCP port the service answers HTTP on while active; 0 for none.
+	Port       int
+	HealthPath string
+	Active     bool
+	Enabled    bool
+}
+
+var (
+	nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+	hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+)
+
+const (
+	minVMID = 100
+	maxVMID = 999999999
+)
+
+// validate checks cfg and fills in defaults.
+func (cfg *Config) validate() error {
+	var errs []error
+	if cfg.StateDir == "" {
+		errs = append(errs, errors.New("state dir is required"))
+	}
+	if cfg.AuthorizedKeysFile == "" {
+		errs = append(errs, errors.New("authorized keys file is required"))
+	}
+	if len(cfg.Hosts) == 0 {
+		errs = append(errs, errors.New("at least one host is required"))
+	}
+	names := map[string]bool{}
+	vmids := map[int]string{}
+	for i := range cfg.Hosts {
+		h := &cfg.Hosts[i]
+		if !nodeNameRE.MatchString(h.Name) {
+			errs = append(errs, fmt.Errorf("host %d: name %q must be letters, digits, - or _", i, h.Name))
+		} else if names[h.Name] {
+			errs = append(errs, fmt.Errorf("host %s: name used twice", h.Name))
+		}
+		names[h.Name] = true
+		h.Addr = cmp.Or(h.Addr, "127.0.0.1:0")
+		for j := range h.Containers {
+			c := &h.Containers[j]
+			if err := c.validate(); err != nil {
+				errs = append(errs, fmt.Errorf("host %s: container %d: %w", h.Name, c.VMID, err))
+				continue
+			}
+			if other, ok := vmids[c.VMID]; ok {
+				errs = append(errs, fmt.Errorf("host %s: container %d: vmid already used on host %s", h.Name, c.VMID, other))
+			}
+			vmids[c.VMID] = h.Name
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Container) validate() error {
+	var errs []error
+	if c.VMID < minVMID || c.VMID > maxVMID {
+		errs = append(errs, fmt.Errorf("vmid must be between %d and %d", minVMID, maxVMID))
+	}
+	c.Hostname = cmp.Or(c.Hostname, fmt.Sprintf("CT%d", c.VMID))
+	if !hostnameRE.MatchString(c.Hostname) {
+		errs = append(errs, fmt.Errorf("hostname %q is not a valid DNS name", c.Hostname))
+	}
+	c.IP = cmp.Or(c.IP, "dhcp")
+	if c.IP != "dhcp" {
+		if _, err := netip.ParsePrefix(c.IP); err != nil {
+			errs = append(errs, fmt.Errorf("ip %q: want dhcp or an address with prefix length, such as 10.0.0.5/24", c.IP))
+		}
+	}
+	for _, a := range []struct{ name, v string }{{"gateway", c.Gateway}, {"nameserver", c.Nameserver}} {
+		if a.v == "" {
+			continue
+		}
+		if _, err := netip.ParseAddr(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q is not an IP address", a.name, a.v))
+		}
+	}
+	c.Cores = cmp.Or(c.Cores, 1)
+	c.MemoryMB = cmp.Or(c.MemoryMB, 512)
+	c.DiskGB = cmp.Or(c.DiskGB, 8)
+	if c.Cores < 0 || c.MemoryMB < 0 || c.DiskGB < 0 {
+		errs = append(errs, errors.New("cores, memory and disk must not be negative"))
+	}
+	c.Status = cmp.Or(c.Status, statusRunning)
+	if c.Status != statusRunning && c.Status != statusStopped {
+		errs = append(errs, fmt.Errorf("status %q: want running or stopped", c.Status))
+	}
+	units := map[string]bool{}
+	ports := map[int]bool{}
+	for k := range c.Services {
+		s := &c.Services[k]
+		if s.Name == "" && s.Unit == "" {
+			errs = append(errs, fmt.Errorf("service %d: name or unit is required", k))
+			continue
+		}
+		s.Unit = unitName(cmp.Or(s.Unit, s.Name))
+		s.Name = cmp.Or(s.Name, strings.TrimSuffix(s.Unit, ".service"))
+		if units[s.Unit] {
+			errs = append(errs, fmt.Errorf("service %s: unit listed twice", s.Unit))
+		}
+		units[s.Unit] = true
+		if s.Port < 0 || s.Port > 65535 {
+			errs = append(errs, fmt.Errorf("service %s: port %d out of range", s.Unit, s.Port))
+		} else if s.Port != 0 && ports[s.Port] {
+			errs = append(errs, fmt.Errorf("service %s: port %d used by another service", s.Unit, s.Port))
+		}
+		ports[s.Port] = true
+		if s.HealthPath != "" && !strings.HasPrefix(s.HealthPath, "/") {
+			s.HealthPath = "/" + s.HealthPath
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unitName adds .service to a bare unit name, as systemctl does.
+func unitName(s string) string {
+	if strings.Contains(s, ".") {
+		return s
+	}
+	return s + ".service"
+}

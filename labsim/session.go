@@ -1,0 +1,205 @@
+package labsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gliderlabs/ssh"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// exitKilled is the exit code logged for a command whose session ended
+// before it did.
+const exitKilled = -1
+
+var (
+	errSimClosed   = errors.New("labsim closed")
+	errSessionGone = errors.New("client closed the session")
+	errFinished    = errors.New("command finished")
+)
+
+// signalError is a session cancelled by a signal from the client.
+type signalError struct{ sig ssh.Signal }
+
+func (e signalError) Error() string { return "client sent SIG" + string(e.sig) }
+
+// probeInterval is how often a blocked command checks that its client is
+// still there. The SSH library does not tell a handler when the client
+// closes the channel but keeps the connection.
+const probeInterval = 100 * time.Millisecond
+
+func (s *Sim) enterSession(host string, sess ssh.Session, cancel context.CancelCauseFunc) (*activeSession, bool) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	as := &activeSession{host: host, cancel: cancel, conn: closerFor(sess)}
+	s.sessions[as] = struct{}{}
+	s.wg.Add(1)
+	return as, true
+}
+
+func (s *Sim) leaveSession(as *activeSession) {
+	s.sessMu.Lock()
+	delete(s.sessions, as)
+	s.sessMu.Unlock()
+	s.wg.Done()
+}
+
+// closerFor returns what ends the whole connection under sess.
+func closerFor(sess ssh.Session) interface{ Close() error } {
+	if c, ok := sess.Context().Value(ssh.ContextKeyConn).(gossh.Conn); ok {
+		return c
+	}
+	return sess
+}
+
+func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
+	ctx, cancel := context.WithCancelCause(sess.Context())
+	defer cancel(errFinished)
+	as, ok := s.enterSession(h.name, sess, cancel)
+	if !ok {
+		sess.Exit(255)
+		return
+	}
+	defer s.leaveSession(as)
+
+	start := s.clock()
+	raw := sess.RawCommand()
+	entry := LogEntry{
+		TS:      start,
+		Host:    h.name,
+		User:    sess.User(),
+		Command: raw,
+		VMID:    commandVMID(raw),
+	}
+	if k := sess.PublicKey(); k != nil {
+		entry.KeyFP = gossh.FingerprintSHA256(k)
+	}
+	log := s.log.With("host", h.name, "user", entry.User, "command", raw)
+
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		watchSession(ctx, cancel, sess)
+	}()
+	stopWatch := func() {
+		cancel(errFinished)
+		<-watchDone
+	}
+
+	faults := s.currentFaults()
+	var code int
+	switch {
+	case strings.TrimSpace(raw) == "":
+		fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
+		code = 1
+	case faults.drops(h.name) && !isControlCommand(raw):
+		stopWatch()
+		entry.Exit = exitKilled
+		entry.DurationMS = s.clock().Sub(start).Milliseconds()
+		s.appendLog(entry)
+		log.Info("drop fault: closing connection without exit status")
+		as.conn.Close()
+		return
+	case faults.hangs(raw, entry.VMID):
+		log.Info("hang fault: command will not finish")
+		<-ctx.Done()
+		code = exitKilled
+	default:
+		env := &shellEnv{sim: s, host: h.name, faults: faults, session: as}
+		code = s.runGuarded(ctx, env, raw, sess, log)
+	}
+	cause := context.Cause(ctx)
+	stopWatch()
+
+	entry.Exit = code
+	entry.DurationMS = s.clock().Sub(start).Milliseconds()
+	s.appendLog(entry)
+	log.Debug("command finished", "exit", code, "duration_ms", entry.DurationMS)
+
+	if code == exitKilled {
+		var sig signalError
+		if errors.As(cause, &sig) {
+			// Tell the client which signal ended the command, as sshd does.
+			sess.SendRequest("exit-signal", false, gossh.Marshal(struct {
+				Signal     string
+				CoreDumped bool
+				Error      string
+				Lang       string
+			}{Signal: string(sig.sig)}))
+		}
+		sess.Close()
+		return
+	}
+	sess.Exit(code & 0xff)
+}
+
+// runGuarded runs the command and turns a bug in the simulator into exit
+// 255 and a log line, so one bad command does not take down every host.
+func (s *Sim) runGuarded(ctx context.Context, env *shellEnv, raw string, sess ssh.Session, log *slog.Logger) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("labsim bug: command panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			fmt.Fprintf(sess.Stderr(), "labsim: internal error running %q\n", raw)
+			code = 255
+		}
+	}()
+	return runScript(ctx, env, "bash", raw, stdio{in: sess, out: sess, err: sess.Stderr()})
+}
+
+// watchSession cancels ctx when the client sends a signal or closes the
+// channel, so blocked commands can end.
+func watchSession(ctx context.Context, cancel context.CancelCauseFunc, sess ssh.Session) {
+	sigs := make(chan ssh.Signal, 16)
+	sess.Signals(sigs)
+	defer sess.Signals(nil)
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-sigs:
+			cancel(signalError{sig})
+			return
+		case <-t.C:
+			// A request on a channel the client closed fails at once.
+			if _, err := sess.SendRequest("keepalive@openssh.com", false, nil); err != nil {
+				cancel(errSessionGone)
+				return
+			}
+		}
+	}
+}
+
+// isControlCommand reports whether raw talks to labsim itself; those run
+// even on a host that drops everything else, so a drop can be lifted.
+func isControlCommand(raw string) bool {
+	toks, err := tokenize(raw)
+	return err == nil && len(toks) > 0 && toks[0].kind == tokWord && toks[0].val == "labsim"
+}
+
+// commandVMID finds the container the first pct command in raw targets.
+func commandVMID(raw string) int {
+	toks, err := tokenize(raw)
+	if err != nil {
+		return 0
+	}
+	for i := 0; i+2 < len(toks); i++ {
+		if toks[i].kind != tokWord || toks[i].val != "pct" || toks[i+1].kind != tokWord || toks[i+2].kind != tokWord {
+			continue
+		}
+		if n, err := strconv.Atoi(toks[i+2].val); err == nil && n >= minVMID && n <= maxVMID {
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,447 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ExecutionState is a state of the execution state machine in DESIGN.md.
+type ExecutionState string
+
+const (
+	StateAwaitingApproval ExecutionState = "awaiting_approval"
+	StateApproved         ExecutionState = "approved"
+	StateDispatched       ExecutionState = "dispatched"
+	StateRunning          ExecutionState = "running"
+	StateSucceeded        ExecutionState = "succeeded"
+	StateFailed           ExecutionState = "failed"
+	StateOutcomeUnknown   ExecutionState = "outcome_unknown"
+	StateReconciled       ExecutionState = "reconciled"
+	StateDenied           ExecutionState = "denied"
+	StateExpired          ExecutionState = "expired"
+	StateCancelled        ExecutionState = "cancelled"
+)
+
+// Terminal reports whether no automatic transition leaves the state.
+// outcome_unknown is terminal for automation; only an operator moves it on.
+func (s ExecutionState) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateOutcomeUnknown, StateReconciled, StateDenied, StateExpired, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Execution is one gated action and where it stands.
+type Execution struct {
+	ID           uuid.UUID
+	Action       string
+	TargetID     *uuid.UUID
+	TargetSlug   string
+	Params       json.RawMessage
+	Steps        []string
+	RiskClass    string
+	PlanHash     string
+	PlanCode     string
+	State        ExecutionState
+	RequestedBy  string
+	RequestedVia string
+	RoomID       string
+	CardEventID  string
+	ExpiresAt    time.Time
+	Result       json.RawMessage
+	Error        string
+	ProgressTail string
+	HeartbeatAt  *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	// Approval is the decision taken on the execution, if any.
+	Approval *Approval
+}
+
+// Approval is the one decision recorded for an execution.
+type Approval struct {
+	Decision  string // approved or denied
+	DecidedBy string
+	Method    string
+	EventID   string
+	PlanHash  string
+	DecidedAt time.Time
+}
+
+// NewExecution is what the lifecycle persists when a plan is requested.
+type NewExecution struct {
+	ID           uuid.UUID
+	Action       string
+	TargetID     *uuid.UUID
+	TargetSlug   string
+	Params       json.RawMessage
+	Steps        []string
+	RiskClass    string
+	PlanHash     string
+	PlanCode     string
+	State        ExecutionState
+	RequestedBy  string
+	RequestedVia string
+	RoomID       string
+	ExpiresAt    time.Time
+}
+
+// ErrStateConflict is returned when a compare-and-set finds the execution
+// in another state than expected. The error carries the current row.
+type ErrStateConflict struct {
+	Current Execution
+}
+
+func (e *ErrStateConflict) Error() string {
+	return fmt.Sprintf("execution %s is %s", e.Current.ID, e.Current.State)
+}
+
+// ErrAlreadyDecided is returned when a decision arrives for an execution
+// that already has one. The first decision wins.
+type ErrAlreadyDecided struct {
+	Existing Approval
+}
+
+func (e *ErrAlreadyDecided) Error() string {
+	return fmt.Sprintf("already %s by %s at %s", e.Existing.Decision, e.Existing.DecidedBy, e.Existing.DecidedAt.UTC().Format(time.RFC3339))
+}
+
+// ExecutionEvent is published on the executions channel after every
+// committed change, so the bot and the status page can follow live.
+type ExecutionEvent struct {
+	ID    uuid.UUID      `json:"id"`
+	State ExecutionState `json:"state"`
+	Seq   int64          `json:"seq,omitempty"`
+}
+
+// ExecutionsChannel is the LISTEN/NOTIFY channel for ExecutionEvent.
+const ExecutionsChannel = "nomos_executions"
+
+const executionColumns = `x.id, x.action, x.target_id, x.target_slug, x.params, x.steps, x.risk_class,
+	x.plan_hash, x.plan_code, x.state, x.requested_by, x.requested_via, coalesce(x.room_id, ''),
+	coalesce(x.card_event_id, ''), x.expires_at, x.result, coalesce(x.error, ''), x.progress_tail,
+	x.heartbeat_at, x.created_at, x.updated_at,
+	a.decision, a.decided_by, a.method, a.event_id, a.plan_hash, a.decided_at`
+
+const executionFrom = `executions x LEFT JOIN approvals a ON a.execution_id = x.id`
+
+func scanExecution(row pgx.Row) (Execution, error) {
+	var x Execution
+	var steps []byte
+	var decision, decidedBy, method, eventID, planHash *string
+	var decidedAt *time.Time
+	err := row.Scan(&x.ID, &x.Action, &x.TargetID, &x.TargetSlug, &x.Params, &steps, &x.RiskClass,
+		&x.PlanHash, &x.PlanCode, &x.State, &x.RequestedBy, &x.RequestedVia, &x.RoomID,
+		&x.CardEventID, &x.ExpiresAt, &x.Result, &x.Error, &x.ProgressTail,
+		&x.HeartbeatAt, &x.CreatedAt, &x.UpdatedAt,
+		&decision, &decidedBy, &method, &eventID, &planHash, &decidedAt)
+	if err != nil {
+		return Execution{}, interpretError(err)
+	}
+	if err := json.Unmarshal(steps, &x.Steps); err != nil {
+		return Execution{}, fmt.Errorf("decode steps of %s: %w", x.ID, err)
+	}
+	if decision != nil {
+		x.Approval = &Approval{Decision: *decision, DecidedBy: *decidedBy, Method: *method, PlanHash: *planHash, DecidedAt: *decidedAt}
+		if eventID != nil {
+			x.Approval.EventID = *eventID
+		}
+	}
+	return x, nil
+}
+
+// CreateExecution persists a requested execution with its audit row. A
+// read_only request can be created already approved, with its automatic
+// approval recorded in the same transaction.
+func (s *Store) CreateExecution(ctx context.Context, n NewExecution, auto *Approval) (Execution, error) {
+	steps, err := json.Marshal(n.Steps)
+	if err != nil {
+		return Execution{}, fmt.Errorf("create execution: %w", err)
+	}
+	params := n.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	var x Execution
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
+			risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15)`,
+			n.ID, n.Action, n.TargetID, n.TargetSlug, params, steps, n.RiskClass, n.PlanHash, n.PlanCode,
+			n.State, n.RequestedBy, n.RequestedVia, n.RoomID, n.ExpiresAt, s.now())
+		if err != nil {
+			return err
+		}
+		if err := audit(ctx, tx, AuditEntry{
+			Actor: n.RequestedBy, Action: "execution.requested", ExecutionID: &n.ID, EntityID: n.TargetID,
+			Detail: map[string]any{"action": n.Action, "target": n.TargetSlug, "risk_class": n.RiskClass,
+				"plan_hash": n.PlanHash, "via": n.RequestedVia, "steps": n.Steps},
+		}); err != nil {
+			return err
+		}
+		if auto != nil {
+			if err := insertApproval(ctx, tx, n.ID, *auto); err != nil {
+				return err
+			}
+			if err := audit(ctx, tx, AuditEntry{Actor: auto.DecidedBy, Action: "execution.approved", ExecutionID: &n.ID,
+				Detail: map[string]any{"method": auto.Method, "plan_hash": auto.PlanHash}}); err != nil {
+				return err
+			}
+		}
+		if err := notify(ctx, tx, n.ID, n.State); err != nil {
+			return err
+		}
+		x, err = getExecution(ctx, tx, n.ID)
+		return err
+	})
+	if err != nil {
+		return Execution{}, fmt.Errorf("create execution %s: %w", n.ID, err)
+	}
+	return x, nil
+}
+
+// GetExecution loads one execution with its decision.
+func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, error) {
+	x, err := getExecution(ctx, s.pool, id)
+	if err != nil {
+		return Execution{}, fmt.Errorf("load execution %s: %w", id, err)
+	}
+	return x, nil
+}
+
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func getExecution(ctx context.Context, q rowQuerier, id uuid.UUID) (Execution, error) {
+	return scanExecution(q.QueryRow(ctx, `SELECT `+executionColumns+` FROM `+executionFrom+` WHERE x.id = $1`, id))
+}
+
+// ExecutionFilter selects executions for ListExecutions.
+type ExecutionFilter struct {
+	States []ExecutionState
+	RoomID string
+	// UpdatedBefore keeps executions not updated since then (zero: any).
+	UpdatedBefore time.Time
+	Limit         int
+}
+
+// ListExecutions returns executions newest first.
+func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Execution, error) {
+	states := make([]string, len(f.States))
+	for i, st := range f.States {
+		states[i] = string(st)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var before *time.Time
+	if !f.UpdatedBefore.IsZero() {
+		before = &f.UpdatedBefore
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM `+executionFrom+`
+		WHERE (cardinality($1::text[]) = 0 OR x.state = ANY($1))
+		  AND ($2 = '' OR x.room_id = $2)
+		  AND ($3::timestamptz IS NULL OR x.updated_at < $3)
+		ORDER BY x.created_at DESC LIMIT $4`, states, f.RoomID, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	defer rows.Close()
+	var out []Execution
+	for rows.Next() {
+		x, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list executions: %w", err)
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// Transition is one compare-and-set step of the state machine.
+type Transition struct {
+	ID   uuid.UUID
+	From []ExecutionState
+	To   ExecutionState
+	// Audit is written in the same transaction when the transition applies.
+	Audit AuditEntry
+	// Optional field updates applied with the state change.
+	Result       json.RawMessage
+	Error        *string
+	ProgressTail *string
+	Heartbeat    bool
+	// Decision, when set, is recorded as the execution's one approval; a
+	// decision already on record makes the transition fail with
+	// *ErrAlreadyDecided.
+	Decision *Approval
+}
+
+// Transition applies t if the execution is in one of t.From. Otherwise it
+// changes nothing and returns *ErrStateConflict with the current row.
+func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error) {
+	from := make([]string, len(t.From))
+	for i, st := range t.From {
+		from[i] = string(st)
+	}
+	var x Execution
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if t.Decision != nil {
+			if err := insertApproval(ctx, tx, t.ID, *t.Decision); err != nil {
+				return err
+			}
+		}
+		var hb *time.Time
+		if t.Heartbeat {
+			now := s.now()
+			hb = &now
+		}
+		tag, err := tx.Exec(ctx, `UPDATE executions SET state = $3,
+				result = coalesce($4, result), error = coalesce($5, error),
+				progress_tail = coalesce($6, progress_tail),
+				heartbeat_at = coalesce($7, heartbeat_at), updated_at = $8
+			WHERE id = $1 AND state = ANY($2)`,
+			t.ID, from, t.To, nullJSON(t.Result), t.Error, t.ProgressTail, hb, s.now())
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			cur, err := getExecution(ctx, tx, t.ID)
+			if err != nil {
+				return err
+			}
+			return &ErrStateConflict{Current: cur}
+		}
+		a := t.Audit
+		a.ExecutionID = &t.ID
+		if err := audit(ctx, tx, a); err != nil {
+			return err
+		}
+		if err := notify(ctx, tx, t.ID, t.To); err != nil {
+			return err
+		}
+		x, err = getExecution(ctx, tx, t.ID)
+		return err
+	})
+	if err != nil {
+		var conflict *ErrStateConflict
+		var decided *ErrAlreadyDecided
+		if errors.As(err, &conflict) || errors.As(err, &decided) || errors.Is(err, ErrNotFound) {
+			return Execution{}, err
+		}
+		return Execution{}, fmt.Errorf("transition execution %s to %s: %w", t.ID, t.To, err)
+	}
+	return x, nil
+}
+
+// UpdateProgress records output and a heartbeat for a running execution
+// without an audit row: progress is frequent and carries no decision. A
+// terminal execution is left untouched and reported as a conflict.
+func (s *Store) UpdateProgress(ctx context.Context, id uuid.UUID, tail string) (Execution, error) {
+	var x Execution
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE executions SET progress_tail = $2, heartbeat_at = $3, updated_at = $3
+			WHERE id = $1 AND state = 'running'`, id, tail, s.now())
+		if err != nil {
+			return err
+		}
+		cur, err := getExecution(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return &ErrStateConflict{Current: cur}
+		}
+		x = cur
+		return notify(ctx, tx, id, cur.State)
+	})
+	if err != nil {
+		var conflict *ErrStateConflict
+		if errors.As(err, &conflict) || errors.Is(err, ErrNotFound) {
+			return Execution{}, err
+		}
+		return Execution{}, fmt.Errorf("progress of execution %s: %w", id, err)
+	}
+	return x, nil
+}
+
+// SetCardEvent records the Matrix event that shows an execution's plan.
+func (s *Store) SetCardEvent(ctx context.Context, id uuid.UUID, roomID, eventID string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE executions SET room_id = $2, card_event_id = $3 WHERE id = $1`, id, roomID, eventID)
+	if err != nil {
+		return fmt.Errorf("set card of execution %s: %w", id, err)
+	}
+	return nil
+}
+
+// ExecutionByCard finds the execution a Matrix event shows.
+func (s *Store) ExecutionByCard(ctx context.Context, eventID string) (Execution, error) {
+	x, err := scanExecution(s.pool.QueryRow(ctx, `SELECT `+executionColumns+` FROM `+executionFrom+` WHERE x.card_event_id = $1`, eventID))
+	if err != nil {
+		return Execution{}, fmt.Errorf("execution for card %s: %w", eventID, err)
+	}
+	return x, nil
+}
+
+func insertApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, a Approval) error {
+	tag, err := tx.Exec(ctx, `INSERT INTO approvals (execution_id, decision, decided_by, method, event_id, plan_hash, decided_at)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7) ON CONFLICT (execution_id) DO NOTHING`,
+		id, a.Decision, a.DecidedBy, a.Method, a.EventID, a.PlanHash, a.DecidedAt)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		var existing Approval
+		var eventID *string
+		err := tx.QueryRow(ctx, `SELECT decision, decided_by, method, event_id, plan_hash, decided_at
+			FROM approvals WHERE execution_id = $1`, id).Scan(&existing.Decision, &existing.DecidedBy,
+			&existing.Method, &eventID, &existing.PlanHash, &existing.DecidedAt)
+		if err != nil {
+			return err
+		}
+		if eventID != nil {
+			existing.EventID = *eventID
+		}
+		return &ErrAlreadyDecided{Existing: existing}
+	}
+	return nil
+}
+
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func audit(ctx context.Context, q execer, e AuditEntry) error {
+	detail, err := json.Marshal(nonNil(e.Detail))
+	if err != nil {
+		return err
+	}
+	_, err = q.Exec(ctx, `INSERT INTO audit_log (actor, action, execution_id, entity_id, detail)
+		VALUES ($1, $2, $3, $4, $5)`, e.Actor, e.Action, e.ExecutionID, e.EntityID, detail)
+	return err
+}
+
+func notify(ctx context.Context, q execer, id uuid.UUID, state ExecutionState) error {
+	payload, err := json.Marshal(ExecutionEvent{ID: id, State: state})
+	if err != nil {
+		return err
+	}
+	_, err = q.Exec(ctx, `SELECT pg_notify($1, $2)`, ExecutionsChannel, string(payload))
+	return err
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// ListenExecutions calls fn for every ExecutionEvent committed from now
+// until ctx ends. It holds one pooled connection, and reconnects after a
+// lost connection; events committed while it was reconnecting are missed,
+// so callers that must not miss one re-read state after onReconnect.
+func (s *Store) ListenExecutions(ctx context.Context, fn func(ExecutionEvent), onReconnect func()) error {
+	first := true
+	for {
+		err := s.listenOnce(ctx, fn, func() {
+			if !first && onReconnect != nil {
+				onReconnect()
+			}
+			first = false
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.logger.Warn("executions listener lost its connection; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, fn func(ExecutionEvent), listening func()) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+ExecutionsChannel); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+ExecutionsChannel)
+	listening()
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var ev ExecutionEvent
+		if err := json.Unmarshal([]byte(n.Payload), &ev); err != nil {
+			s.logger.Warn("malformed execution event", "payload", n.Payload, "err", fmt.Sprint(err))
+			continue
+		}
+		fn(ev)
+	}
+}

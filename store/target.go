@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// ResolveTargets finds the entities a name may mean, among the given types
+// (all non-check types when none are given). An exact slug wins outright;
+// otherwise the name is matched against entity names, LXC vmids and
+// hostnames, case-insensitively. The caller refuses anything but one match.
+func (s *Store) ResolveTargets(ctx context.Context, ref string, types ...string) ([]Entity, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return nil, nil
+	}
+	if strings.Contains(ref, ":") {
+		e, err := s.EntityBySlug(ctx, ref)
+		if err == nil && (len(types) == 0 || slices.Contains(types, e.Type)) {
+			return []Entity{e}, nil
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	vmid := -1
+	if n, err := strconv.Atoi(ref); err == nil {
+		vmid = n
+	}
+	if types == nil {
+		types = []string{}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+`
+		WHERE e.type <> 'check' AND e.lifecycle <> 'destroyed'
+		  AND (cardinality($2::text[]) = 0 OR e.type = ANY($2))
+		  AND (lower(e.name) = lower($1)
+		       OR lower(e.attrs->>'hostname') = lower($1)
+		       OR (e.type = 'lxc' AND (e.attrs->>'vmid')::int = $3))
+		ORDER BY e.slug`, ref, types, vmid)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", ref, err)
+	}
+	defer rows.Close()
+	var out []Entity
+	for rows.Next() {
+		e, err := scanEntity(rows)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %q: %w", ref, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// EntityByID loads one entity with its status.
+func (s *Store) EntityByID(ctx context.Context, id uuid.UUID) (Entity, error) {
+	e, err := scanEntity(s.pool.QueryRow(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+` WHERE e.id = $1`, id))
+	if err != nil {
+		return Entity{}, fmt.Errorf("load entity %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// PolicyOverride raises or lowers the class of an action on one entity.
+type PolicyOverride struct {
+	Slug      string
+	Action    string // "*" for every action
+	RiskClass string
+	Reason    string
+}
+
+// PolicyOverrides returns every override, ordered by slug and action.
+func (s *Store) PolicyOverrides(ctx context.Context) ([]PolicyOverride, error) {
+	rows, err := s.pool.Query(ctx, `SELECT e.slug, p.action, p.risk_class, p.reason
+		FROM policy_overrides p JOIN entities e ON e.id = p.entity_id ORDER BY e.slug, p.action`)
+	if err != nil {
+		return nil, fmt.Errorf("list policy overrides: %w", err)
+	}
+	defer rows.Close()
+	var out []PolicyOverride
+	for rows.Next() {
+		var p PolicyOverride
+		if err := rows.Scan(&p.Slug, &p.Action, &p.RiskClass, &p.Reason); err != nil {
+			return nil, fmt.Errorf("list policy overrides: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
