@@ -1,4 +1,18 @@
 // Package labsim is a simulated Proxmox host served over real SSH. It keeps
 // container state, emulates the pct and in-container commands the actuator
 // uses, injects faults on request, and logs every command it receives.
+//
+// Faults can be switched by an SSH command to any host, by [Sim.Inject] and
+// [Sim.Clear], or by editing StateDir/faults.json, which is read again for
+// every command. The command forms are:
+//
+//	labsim fault dns_dead|apt_fail|net_down <vmid|*>
+//	labsim fault hang <vmid|*> <command substring>
+//	labsim fault drop <host|*>
+//	labsim fault clear [kind [target]]
+//	labsim fault list
+//
+// and the file holds the same faults as JSON:
+//
+//	{"faults": [{"kind": "hang", "target": "101", "match": "apt-get install"}]}
 package labsim

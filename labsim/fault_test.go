@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -230,17 +231,20 @@ func TestDrop(t *testing.T) {
 	diff(t, "lifting the drop on the dropped host itself", result{Stdout: "cleared 1 fault(s)\n"}, b.run(t, "pve1", "labsim fault clear drop pve1"))
 	diff(t, "after clear", 0, b.run(t, "pve1", "pct list").Exit)
 
-	entries, err := ReadLog(b.cfg.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dropped []string
-	for _, e := range entries {
-		if e.Exit == exitKilled {
-			dropped = append(dropped, e.Command)
+	// The running session's entry is written once its handler wakes up,
+	// which may be after the client saw the connection go.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	waitForLog(t, ctx, b.cfg.LogPath, func(entries []LogEntry) bool {
+		var dropped []string
+		for _, e := range entries {
+			if e.Exit == exitKilled {
+				dropped = append(dropped, e.Command)
+			}
 		}
-	}
-	diff(t, "killed commands in the log", []string{"echo sleepy", "pct list"}, dropped)
+		slices.Sort(dropped)
+		return slices.Equal(dropped, []string{"echo sleepy", "pct list"})
+	})
 }
 
 func TestControlFile(t *testing.T) {

@@ -222,3 +222,21 @@ func TestScriptFromStdin(t *testing.T) {
 	}
 	diff(t, "script read from stdin", "jellyfin\nactive\n", string(out))
 }
+
+// TestNodeNetwork probes services from the Proxmox node itself, as an
+// actuator health check does.
+func TestNodeNetwork(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	diff(t, "health check from the node", result{Stdout: "200"}, b.run(t, "pve1", "curl -s -o /dev/null -w %{http_code} http://10.0.0.21:8096/health"))
+	diff(t, "service on a container across nodes", result{Stdout: "200"}, b.run(t, "pve2", "curl -s -o /dev/null -w %{http_code} http://jellyfin:8096/"))
+	diff(t, "stopped container", 7, b.run(t, "pve1", "curl -s http://10.0.0.22/").Exit)
+	diff(t, "the node's own web UI", 0, b.run(t, "pve1", "curl -fsSk https://127.0.0.1:8006/").Exit)
+	diff(t, "getent from the node", result{Stdout: "10.0.0.100      web\n"}, b.run(t, "pve1", "getent hosts web"))
+	contains(t, "ping from the node", b.must(t, "pve1", "ping -c 1 10.0.0.21"), "1 packets transmitted, 1 received, 0% packet loss")
+	// A container's dead resolver does not touch the node's.
+	if err := b.sim.Inject(Fault{Kind: FaultDNSDead, Target: "*"}); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "node DNS with every container's resolver dead", 0, b.run(t, "pve1", "getent hosts deb.debian.org").Exit)
+}

@@ -149,7 +149,7 @@ func (r *runner) simple(ctx context.Context, c command, std stdio) int {
 	}
 	std, sinks, err := r.redirect(c.redirs, std)
 	if err != nil {
-		fmt.Fprintf(std.err, "%s: %v\n", cmpShell(r.shell), err)
+		fmt.Fprintf(std.err, "%s: %v\n", shellName(r.shell), err)
 		return 1
 	}
 	st := 0
@@ -174,7 +174,9 @@ func (r *runner) simple(ctx context.Context, c command, std stdio) int {
 	return st
 }
 
-func cmpShell(shell string) string {
+// shellName names the shell in error messages; a command run without one
+// reports as bash, as lxc-attach's callers usually are.
+func shellName(shell string) string {
 	if shell == "" {
 		return "bash"
 	}
@@ -282,7 +284,7 @@ func (r *runner) exec(ctx context.Context, args []string, std stdio) int {
 		if len(args) > 1 {
 			n, err := strconv.Atoi(args[1])
 			if err != nil {
-				fmt.Fprintf(std.err, "%s: exit: %s: numeric argument required\n", cmpShell(r.shell), args[1])
+				fmt.Fprintf(std.err, "%s: exit: %s: numeric argument required\n", shellName(r.shell), args[1])
 				n = 2
 			}
 			code = n & 0xff
@@ -380,6 +382,7 @@ loop:
 				nr.pipefail = a == "-o"
 			}
 			i++
+		case strings.HasPrefix(a, "--"): // --login, --norc, --noprofile
 		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
 			for _, ch := range a[1:] {
 				switch ch {
@@ -669,11 +672,14 @@ func (s *Sim) readFileLocked(env *shellEnv, p string) (string, bool) {
 		return hostOSRelease, true
 	case "/etc/hostname":
 		return env.host + "\n", true
+	case "/etc/resolv.conf":
+		return "search lan\nnameserver 1.1.1.1\n", true
 	}
-	var vmid int
-	if _, err := fmt.Sscanf(p, "/etc/pve/lxc/%d.conf", &vmid); err == nil {
-		if ct := s.state.Hosts[env.host].Containers[vmid]; ct != nil {
-			return pctConfig(ct), true
+	if id, ok := strings.CutPrefix(p, "/etc/pve/lxc/"); ok {
+		if vmid, err := strconv.Atoi(strings.TrimSuffix(id, ".conf")); err == nil && strings.HasSuffix(id, ".conf") {
+			if ct := s.state.Hosts[env.host].Containers[vmid]; ct != nil {
+				return pctConfig(ct), true
+			}
 		}
 	}
 	return "", false

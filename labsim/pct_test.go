@@ -148,3 +148,15 @@ func TestPctUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestPctSet(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	diff(t, "set", result{}, b.run(t, "pve1", "pct set 101 --cores 8 --memory 8192 --nameserver 9.9.9.9 --onboot 1"))
+	contains(t, "config after set", b.must(t, "pve1", "pct config 101"), "cores: 8\n", "memory: 8192\n", "nameserver: 9.9.9.9\n", "onboot: 1\n")
+	diff(t, "resolv.conf follows the nameserver", result{Stdout: "# --- BEGIN PVE ---\nsearch lan\nnameserver 9.9.9.9\n# --- END PVE ---\n"},
+		b.run(t, "pve1", "pct exec 101 -- cat /etc/resolv.conf"))
+	diff(t, "set with a bad value", result{Stderr: "400 Parameter verification failed.\ncores: type check ('integer') failed - got 'many'\npct set <vmid> [OPTIONS]\n", Exit: 255},
+		b.run(t, "pve1", "pct set 101 --cores many"))
+	contains(t, "config unchanged by a failed set", b.must(t, "pve1", "pct config 101"), "cores: 8\n")
+}

@@ -109,7 +109,7 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 		log.Info("drop fault: closing connection without exit status")
 		as.conn.Close()
 		return
-	case faults.hangs(raw, entry.VMID):
+	case faults.hangs(raw, entry.VMID) && !isControlCommand(raw):
 		log.Info("hang fault: command will not finish")
 		<-ctx.Done()
 		code = exitKilled
@@ -180,8 +180,8 @@ func watchSession(ctx context.Context, cancel context.CancelCauseFunc, sess ssh.
 	}
 }
 
-// isControlCommand reports whether raw talks to labsim itself; those run
-// even on a host that drops everything else, so a drop can be lifted.
+// isControlCommand reports whether raw talks to labsim itself. Drop and
+// hang faults spare those, so a fault can always be lifted over SSH.
 func isControlCommand(raw string) bool {
 	toks, err := tokenize(raw)
 	return err == nil && len(toks) > 0 && toks[0].kind == tokWord && toks[0].val == "labsim"

@@ -139,7 +139,10 @@ func (s *Sim) host(name string) *simHost {
 func (s *Sim) Start(ctx context.Context) error {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
-	if s.started || s.closed {
+	if s.closed {
+		return errors.New("labsim: start after close")
+	}
+	if s.started {
 		return errors.New("labsim: already started")
 	}
 	f, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -167,7 +170,7 @@ func (s *Sim) Start(ctx context.Context) error {
 		h.srv = &ssh.Server{
 			Handler:          func(sess ssh.Session) { s.serveSession(h, sess) },
 			HostSigners:      []ssh.Signer{h.signer},
-			Version:          "OpenSSH_9.2p1 labsim",
+			Version:          "labsim",
 			PublicKeyHandler: s.allowKey,
 		}
 		s.wg.Add(1)

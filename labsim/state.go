@@ -375,7 +375,6 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 			Port:       s.Port,
 			HealthPath: s.HealthPath,
 			Enabled:    s.Enabled,
-			Active:     s.Active,
 		}
 		if p, ok := packages[s.Name]; ok && p.Unit == s.Unit {
 			ct.Guest.Packages[s.Name] = p.Version
@@ -385,10 +384,15 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 		}
 	}
 	if c.Status == statusRunning {
-		ct.Status, ct.StartedAt = statusRunning, now
-		for _, u := range slices.Sorted(maps.Keys(ct.Guest.Services)) {
-			if ct.Guest.Services[u].Active {
-				ct.startService(now, u)
+		// Base units start as at boot; configured ones as configured.
+		ct.boot(now)
+		for _, s := range c.Services {
+			if s.Active != ct.Guest.Services[s.Unit].Active {
+				if s.Active {
+					ct.startService(now, s.Unit)
+				} else {
+					ct.stopService(now, s.Unit)
+				}
 			}
 		}
 	}

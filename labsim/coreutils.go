@@ -44,6 +44,12 @@ func init() {
 		"rm":       {run: rmCmd},
 		"mkdir":    {run: func(*call) int { return 0 }},
 		"chmod":    {run: func(*call) int { return 0 }},
+		"getent":   {run: getentCmd},
+		"nslookup": {run: nslookupCmd},
+		"host":     {run: hostCmd},
+		"dig":      {run: digCmd},
+		"ping":     {run: pingCmd},
+		"curl":     {run: curlCmd},
 	}
 	hostBuiltins = maps.Clone(common)
 	maps.Copy(hostBuiltins, map[string]builtin{
@@ -60,12 +66,6 @@ func init() {
 		"apt-get":    {run: aptCmd},
 		"apt":        {run: aptCmd},
 		"dpkg":       {run: dpkgCmd},
-		"getent":     {run: getentCmd},
-		"nslookup":   {run: nslookupCmd},
-		"host":       {run: hostCmd},
-		"dig":        {run: digCmd},
-		"ping":       {run: pingCmd},
-		"curl":       {run: curlCmd},
 		"journalctl": {run: journalctlCmd},
 		"ss":         {run: ssCmd},
 	})
@@ -170,7 +170,7 @@ func printfCmd(c *call) int {
 			spec, verb := format[i+1:j], format[j]
 			i = j
 			if !sanePrintfSpec(spec) {
-				c.errf("%s: printf: %%%s%c: invalid format\n", cmpShell(c.shell), spec, verb)
+				c.errf("%s: printf: %%%s%c: invalid format\n", shellName(c.shell), spec, verb)
 				return 1
 			}
 			if verb == '%' {
@@ -190,7 +190,7 @@ func printfCmd(c *call) int {
 			case 'd', 'i':
 				n, err := strconv.Atoi(cmpStr(arg, "0"))
 				if err != nil {
-					c.errf("%s: printf: %s: invalid number\n", cmpShell(c.shell), arg)
+					c.errf("%s: printf: %s: invalid number\n", shellName(c.shell), arg)
 					status = 1
 				}
 				fmt.Fprintf(&b, "%"+spec+"d", n)
