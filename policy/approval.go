@@ -1,0 +1,249 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Method is how a decision reached Nomos.
+type Method string
+
+// The approval methods. There is deliberately no MCP method: an agent may
+// request an execution over MCP but never approve one.
+const (
+	// MethodAuto is Nomos approving on its own: read_only plans, and
+	// reversible_low plans with a validated history when configured.
+	MethodAuto Method = "auto"
+	// MethodReaction is ✅ or 👍 (approve), ❌ or 👎 (deny) on the plan card.
+	MethodReaction Method = "reaction"
+	// MethodReply is an assent or refusal in a reply, or in the next message
+	// when exactly one plan is pending.
+	MethodReply Method = "reply"
+	// MethodPhrase is the typed confirmation phrase.
+	MethodPhrase Method = "phrase"
+)
+
+// ParseMethod parses a method name.
+func ParseMethod(s string) (Method, error) {
+	switch m := Method(s); m {
+	case MethodAuto, MethodReaction, MethodReply, MethodPhrase:
+		return m, nil
+	}
+	return "", configErr("method must be auto, reaction, reply or phrase, got %s", quoted(s))
+}
+
+// MethodAllowed reports whether method m counts as approval for class c:
+// read_only approves itself (and any operator's approval counts);
+// reversible_low and config_mutation need a reaction, reply or phrase;
+// destructive needs the phrase.
+func MethodAllowed(c Class, m Method) bool {
+	switch m {
+	case MethodAuto:
+		return c == ReadOnly
+	case MethodReaction, MethodReply:
+		return c.Valid() && c < Destructive
+	case MethodPhrase:
+		return c.Valid()
+	}
+	return false
+}
+
+// Default plan lifetimes.
+const (
+	DefaultTTL            = 30 * time.Minute
+	DefaultDestructiveTTL = 10 * time.Minute
+)
+
+// TTLConfig sets how long a plan of each class waits for approval before it
+// expires. Zero means the default.
+type TTLConfig struct {
+	// ReadOnly defaults to DefaultTTL; such plans approve themselves, so it
+	// only bounds how long one may wait to be dispatched.
+	ReadOnly time.Duration `json:"read_only" yaml:"read_only"`
+	// ReversibleLow defaults to DefaultTTL.
+	ReversibleLow time.Duration `json:"reversible_low" yaml:"reversible_low"`
+	// ConfigMutation defaults to DefaultTTL.
+	ConfigMutation time.Duration `json:"config_mutation" yaml:"config_mutation"`
+	// Destructive defaults to DefaultDestructiveTTL.
+	Destructive time.Duration `json:"destructive" yaml:"destructive"`
+}
+
+// RulesConfig configures approval rules.
+type RulesConfig struct {
+	// Operators are the Matrix user ids who may approve and deny. Required.
+	Operators []string `json:"operators" yaml:"operators"`
+	// TTL is each class's plan lifetime.
+	TTL TTLConfig `json:"ttl" yaml:"ttl"`
+	// AutoApproveValidated lets a reversible_low plan whose pattern has a
+	// clean validated history approve itself. Off by default.
+	AutoApproveValidated bool `json:"auto_approve_validated" yaml:"auto_approve_validated"`
+}
+
+// Rules answers who may decide a plan, by which method, and until when.
+type Rules struct {
+	operators []string
+	ttl       TTLConfig
+	autoValid bool
+}
+
+// NewRules validates cfg and fills in defaults.
+func NewRules(cfg RulesConfig) (*Rules, error) {
+	if len(cfg.Operators) == 0 {
+		return nil, configErr("operators: at least one Matrix user id is required, or nobody can approve anything")
+	}
+	ops := make([]string, 0, len(cfg.Operators))
+	for i, u := range cfg.Operators {
+		if err := ValidateMatrixUserID(u); err != nil {
+			return nil, configErr("operators[%d]: %v", i, err)
+		}
+		if !slices.Contains(ops, u) {
+			ops = append(ops, u)
+		}
+	}
+	t := cfg.TTL
+	for _, c := range Classes() {
+		if d := t.of(c); d < 0 {
+			return nil, configErr("ttl.%s: must not be negative, got %s", c, d)
+		}
+	}
+	t.ReadOnly = cmp.Or(t.ReadOnly, DefaultTTL)
+	t.ReversibleLow = cmp.Or(t.ReversibleLow, DefaultTTL)
+	t.ConfigMutation = cmp.Or(t.ConfigMutation, DefaultTTL)
+	t.Destructive = cmp.Or(t.Destructive, DefaultDestructiveTTL)
+	return &Rules{operators: ops, ttl: t, autoValid: cfg.AutoApproveValidated}, nil
+}
+
+// Operators returns the operators, in configured order without duplicates.
+func (r *Rules) Operators() []string { return slices.Clone(r.operators) }
+
+// IsOperator reports whether userID is a listed operator, by exact match.
+func (r *Rules) IsOperator(userID string) bool { return slices.Contains(r.operators, userID) }
+
+// Authorize checks that userID may make decision d on a plan of class c by
+// method m. Anyone listed may deny by reaction, reply or phrase; approval
+// also needs a method that counts for the class (see MethodAllowed).
+// MethodAuto needs no user and is allowed only for read_only; for a
+// validated reversible_low pattern use AutoApproves. Authorize does not
+// check the phrase itself: match it with MatchPhrase first.
+func (r *Rules) Authorize(d Decision, c Class, userID string, m Method) error {
+	if !c.Valid() {
+		return configErr("class %s is not a class", c)
+	}
+	if m == MethodAuto {
+		if d == Approve && c == ReadOnly {
+			return nil
+		}
+		return fmt.Errorf("%w: %s plans are not approved automatically", ErrMethodNotAllowed, c)
+	}
+	if _, err := ParseMethod(string(m)); err != nil {
+		return fmt.Errorf("%w: %s", ErrMethodNotAllowed, quoted(string(m)))
+	}
+	if !r.IsOperator(userID) {
+		return fmt.Errorf("%w: %s", ErrNotOperator, quoted(userID))
+	}
+	switch d {
+	case Deny:
+		return nil
+	case Approve:
+		if !MethodAllowed(c, m) {
+			return fmt.Errorf("%w: a %s plan needs the typed confirmation phrase, not a %s", ErrMethodNotAllowed, c, m)
+		}
+		return nil
+	}
+	return configErr("decision %d is neither approve nor deny", d)
+}
+
+// AutoApproves reports whether a plan of class c approves itself: always
+// for read_only, and for reversible_low when the rules allow it and the
+// plan's pattern has a clean validated history.
+func (r *Rules) AutoApproves(c Class, validatedHistory bool) bool {
+	return c == ReadOnly || (c == ReversibleLow && r.autoValid && validatedHistory)
+}
+
+// TTL returns how long a plan of class c waits for approval; an invalid
+// class gets the destructive lifetime.
+func (r *Rules) TTL(c Class) time.Duration { return r.ttl.of(c) }
+
+func (t TTLConfig) of(c Class) time.Duration {
+	switch c {
+	case ReadOnly:
+		return t.ReadOnly
+	case ReversibleLow:
+		return t.ReversibleLow
+	case ConfigMutation:
+		return t.ConfigMutation
+	}
+	return t.Destructive
+}
+
+// ExpiresAt returns when a plan of class c created at created expires.
+func (r *Rules) ExpiresAt(c Class, created time.Time) time.Time {
+	return created.Add(r.TTL(c))
+}
+
+// Expired reports whether a plan of class c created at created has expired
+// at now; it has from ExpiresAt on.
+func (r *Rules) Expired(c Class, created, now time.Time) bool {
+	return !now.Before(r.ExpiresAt(c, created))
+}
+
+// ConfirmationPhrase returns the phrase that approves a destructive plan:
+// "<verb> <target-slug> <code>", e.g. "destroy lxc:131 k7q2", where the verb
+// comes from the action's Spec and the code from PlanCode(planHash).
+func ConfirmationPhrase(a Action, targetSlug, planHash string) (string, error) {
+	spec, err := Lookup(a)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := ParseSlug(targetSlug); err != nil {
+		return "", targetErr("target slug: %v", err)
+	}
+	code, err := PlanCode(planHash)
+	if err != nil {
+		return "", err
+	}
+	return spec.Verb + " " + targetSlug + " " + code, nil
+}
+
+// maxPhraseLen bounds what MatchPhrase reads.
+const maxPhraseLen = 256
+
+// MatchPhrase reports whether a typed message is the confirmation phrase
+// want. Surrounding whitespace is trimmed and inner runs of whitespace
+// collapse to one space. ASCII letters compare without case, because phone
+// keyboards capitalise the first letter; every phrase is lowercase by
+// construction (lowercase verb, slug and code alphabet), so folding case
+// cannot make one plan's phrase match another's. Nothing else is forgiven:
+// an extra word, a missing one or a wrong code never matches, and an empty
+// want never matches.
+func MatchPhrase(got, want string) bool {
+	if len(got) > maxPhraseLen || len(want) > maxPhraseLen {
+		return false
+	}
+	w := normalizePhrase(want)
+	return w != "" && normalizePhrase(got) == w
+}
+
+func normalizePhrase(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range strings.TrimFunc(s, unicode.IsSpace) {
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		if r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

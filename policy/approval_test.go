@@ -1,0 +1,259 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+type rulesBundle struct {
+	rules *Rules
+}
+
+func setup(t *testing.T) rulesBundle {
+	t.Helper()
+	r, err := NewRules(RulesConfig{Operators: []string{"@operator:localhost", "@alice:example.org", "@operator:localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rulesBundle{rules: r}
+}
+
+func TestNewRules(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if d := diff([]string{"@operator:localhost", "@alice:example.org"}, b.rules.Operators()); d != "" {
+		t.Errorf("Operators %s", d)
+	}
+	for c, want := range map[Class]time.Duration{
+		ReadOnly: 30 * time.Minute, ReversibleLow: 30 * time.Minute,
+		ConfigMutation: 30 * time.Minute, Destructive: 10 * time.Minute,
+	} {
+		if got := b.rules.TTL(c); got != want {
+			t.Errorf("default TTL(%s) = %s, want %s", c, got, want)
+		}
+	}
+	r, err := NewRules(RulesConfig{Operators: []string{"@o:x"}, TTL: TTLConfig{ConfigMutation: time.Hour, Destructive: 2 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TTL(ConfigMutation) != time.Hour || r.TTL(Destructive) != 2*time.Minute || r.TTL(ReversibleLow) != DefaultTTL {
+		t.Errorf("configured TTLs not applied: %+v", r.ttl)
+	}
+
+	bad := []struct {
+		cfg  RulesConfig
+		want string
+	}{
+		{RulesConfig{}, "operators: at least one Matrix user id is required"},
+		{RulesConfig{Operators: []string{"operator"}}, "operators[0]: must be a Matrix user id"},
+		{RulesConfig{Operators: []string{"@o:x", "@a b:x"}}, "operators[1]"},
+		{RulesConfig{Operators: []string{"@o:x"}, TTL: TTLConfig{Destructive: -time.Second}}, "ttl.destructive: must not be negative"},
+	}
+	for _, tt := range bad {
+		_, err := NewRules(tt.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewRules(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+}
+
+func TestMethodAllowed(t *testing.T) {
+	t.Parallel()
+	want := map[Class][]Method{
+		ReadOnly:       {MethodAuto, MethodReaction, MethodReply, MethodPhrase},
+		ReversibleLow:  {MethodReaction, MethodReply, MethodPhrase},
+		ConfigMutation: {MethodReaction, MethodReply, MethodPhrase},
+		Destructive:    {MethodPhrase},
+	}
+	for _, c := range Classes() {
+		var got []Method
+		for _, m := range []Method{MethodAuto, MethodReaction, MethodReply, MethodPhrase, "mcp", ""} {
+			if MethodAllowed(c, m) {
+				got = append(got, m)
+			}
+		}
+		if d := diff(want[c], got); d != "" {
+			t.Errorf("MethodAllowed(%s) %s", c, d)
+		}
+	}
+	if MethodAllowed(0, MethodPhrase) {
+		t.Error("MethodAllowed for an invalid class")
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const op, guest = "@operator:localhost", "@guest:localhost"
+	tests := []struct {
+		d      Decision
+		c      Class
+		user   string
+		m      Method
+		wantIs error
+	}{
+		{Approve, ReadOnly, "", MethodAuto, nil},
+		{Approve, ReversibleLow, "", MethodAuto, ErrMethodNotAllowed},
+		{Approve, ReversibleLow, op, MethodReaction, nil},
+		{Approve, ConfigMutation, op, MethodReply, nil},
+		{Approve, ConfigMutation, op, MethodPhrase, nil},
+		{Approve, Destructive, op, MethodReaction, ErrMethodNotAllowed},
+		{Approve, Destructive, op, MethodReply, ErrMethodNotAllowed},
+		{Approve, Destructive, op, MethodPhrase, nil},
+		{Approve, ReversibleLow, guest, MethodReaction, ErrNotOperator},
+		{Approve, Destructive, guest, MethodPhrase, ErrNotOperator},
+		{Approve, ReversibleLow, "@Operator:localhost", MethodReaction, ErrNotOperator},
+		{Approve, ReversibleLow, op, "mcp", ErrMethodNotAllowed},
+		{Deny, Destructive, op, MethodReaction, nil},
+		{Deny, ConfigMutation, op, MethodReply, nil},
+		{Deny, ConfigMutation, guest, MethodReaction, ErrNotOperator},
+		{Deny, ReadOnly, "", MethodAuto, ErrMethodNotAllowed},
+		{Approve, 0, op, MethodPhrase, ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		err := b.rules.Authorize(tt.d, tt.c, tt.user, tt.m)
+		if (tt.wantIs == nil) != (err == nil) || (tt.wantIs != nil && !errors.Is(err, tt.wantIs)) {
+			t.Errorf("Authorize(%s, %s, %q, %s) = %v, want %v", tt.d, tt.c, tt.user, tt.m, err, tt.wantIs)
+		}
+	}
+}
+
+func TestAutoApproves(t *testing.T) {
+	t.Parallel()
+	off := setup(t).rules
+	on, _ := NewRules(RulesConfig{Operators: []string{"@o:x"}, AutoApproveValidated: true})
+	tests := []struct {
+		r         *Rules
+		c         Class
+		validated bool
+		want      bool
+	}{
+		{off, ReadOnly, false, true},
+		{off, ReversibleLow, true, false},
+		{on, ReversibleLow, true, true},
+		{on, ReversibleLow, false, false},
+		{on, ConfigMutation, true, false},
+		{on, Destructive, true, false},
+	}
+	for _, tt := range tests {
+		if got := tt.r.AutoApproves(tt.c, tt.validated); got != tt.want {
+			t.Errorf("AutoApproves(%s, %v) with auto=%v = %v", tt.c, tt.validated, tt.r.autoValid, got)
+		}
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	r := setup(t).rules
+	created := time.Date(2026, 7, 6, 10, 0, 0, 0, time.UTC)
+	if got := r.ExpiresAt(Destructive, created); !got.Equal(created.Add(10 * time.Minute)) {
+		t.Errorf("ExpiresAt = %s", got)
+	}
+	tests := []struct {
+		c     Class
+		after time.Duration
+		want  bool
+	}{
+		{Destructive, 9*time.Minute + 59*time.Second, false},
+		{Destructive, 10 * time.Minute, true},
+		{ConfigMutation, 10 * time.Minute, false},
+		{ConfigMutation, 30 * time.Minute, true},
+		{ReversibleLow, -time.Minute, false},
+	}
+	for _, tt := range tests {
+		if got := r.Expired(tt.c, created, created.Add(tt.after)); got != tt.want {
+			t.Errorf("Expired(%s, +%s) = %v", tt.c, tt.after, got)
+		}
+	}
+}
+
+func TestConfirmationPhrase(t *testing.T) {
+	t.Parallel()
+	plan := mustPlan(t, PctDestroyParams{}, lxc131)
+	h := mustHash(t, plan)
+	code, _ := PlanCode(h)
+	got, err := ConfirmationPhrase(ActionPctDestroy, "lxc:131", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "destroy lxc:131 " + code; got != want {
+		t.Errorf("ConfirmationPhrase = %q, want %q", got, want)
+	}
+	if _, err := ConfirmationPhrase("nuke", "lxc:131", h); !errors.Is(err, ErrUnknownAction) {
+		t.Errorf("unknown action: %v", err)
+	}
+	if _, err := ConfirmationPhrase(ActionPctDestroy, "lxc:131; reboot", h); !errors.Is(err, ErrInvalidTarget) {
+		t.Errorf("bad slug: %v", err)
+	}
+	if _, err := ConfirmationPhrase(ActionPctDestroy, "lxc:131", "abc"); !errors.Is(err, ErrInvalidPlan) {
+		t.Errorf("bad hash: %v", err)
+	}
+	// A phrase for another plan on the same target does not match.
+	other := mustPlan(t, PctDestroyParams{Purge: true}, lxc131)
+	otherPhrase, _ := ConfirmationPhrase(ActionPctDestroy, "lxc:131", mustHash(t, other))
+	if otherPhrase == got || MatchPhrase(otherPhrase, got) {
+		t.Errorf("phrases of two plans match: %q, %q", got, otherPhrase)
+	}
+}
+
+var phraseTests = []struct {
+	got  string
+	want bool
+}{
+	{"destroy lxc:131 k7q2", true},
+	{"  destroy lxc:131 k7q2\n", true},
+	{"destroy   lxc:131\tk7q2", true},
+	{"destroy\u00a0lxc:131 k7q2", true},
+	{"Destroy lxc:131 k7q2", true},
+	{"DESTROY LXC:131 K7Q2", true},
+	{"destroy lxc:131 k7q3", false},
+	{"destroy lxc:13 k7q2", false},
+	{"destroy lxc:131", false},
+	{"destroy lxc:131 k7q2 now", false},
+	{"please destroy lxc:131 k7q2", false},
+	{"destroylxc:131k7q2", false},
+	{"destroy lxc:131 k7q2.", false},
+	{"`destroy lxc:131 k7q2`", false},
+	{"yes", false},
+	{"", false},
+	{"destroy lxc:131 \u212a7q2", false}, // Kelvin sign is not k
+}
+
+func TestMatchPhrase(t *testing.T) {
+	t.Parallel()
+	const want = "destroy lxc:131 k7q2"
+	for _, tt := range phraseTests {
+		if got := MatchPhrase(tt.got, want); got != tt.want {
+			t.Errorf("MatchPhrase(%q, %q) = %v, want %v", tt.got, want, got, tt.want)
+		}
+	}
+	if MatchPhrase("", "") || MatchPhrase(" ", "  ") {
+		t.Error("an empty phrase matched")
+	}
+}
+
+func FuzzMatchPhrase(f *testing.F) {
+	for _, tt := range phraseTests {
+		f.Add(tt.got, "destroy lxc:131 k7q2")
+	}
+	f.Fuzz(func(t *testing.T, got, want string) {
+		m := MatchPhrase(got, want)
+		if MatchPhrase(got, want) != m {
+			t.Fatal("MatchPhrase is not deterministic")
+		}
+		if m && normalizePhrase(got) != normalizePhrase(want) {
+			t.Fatalf("MatchPhrase(%q, %q) but they normalise differently", got, want)
+		}
+		if m && strings.TrimSpace(want) == "" {
+			t.Fatalf("empty want %q matched", want)
+		}
+		if m && !strings.EqualFold(strings.Join(strings.Fields(got), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Fatalf("MatchPhrase(%q, %q) matched words that differ beyond case", got, want)
+		}
+		if p := normalizePhrase(want); p != "" && len(want) <= maxPhraseLen && !MatchPhrase(want, want) {
+			t.Fatalf("a phrase does not match itself: %q", want)
+		}
+	})
+}

@@ -1,0 +1,664 @@
+package policy
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Params is the validated parameter set of one action. The concrete types are
+// the *Params structs of this package, as values; a type switch tells them
+// apart. Obtain one from ParseParams, ParseParamsMap or ValidateParams so it
+// is normalised and checked.
+type Params interface {
+	// Action names the catalogue action these parameters belong to.
+	Action() Action
+	// check returns a normalised copy (defaults filled in) and every problem.
+	check() (Params, []*ParamError)
+}
+
+// Limits on free-form shell, in bytes.
+const (
+	MaxCommandLen     = 16 << 10
+	MaxPostInstallLen = 64 << 10
+)
+
+// Defaults a pct_create leaves out.
+const (
+	DefaultCores   = 1
+	DefaultMemory  = 512 // MB
+	DefaultDiskGB  = 8
+	DefaultIP      = "dhcp"
+	DefaultStorage = "local-lvm"
+	DefaultBridge  = "vmbr0"
+)
+
+// SystemctlVerb is a verb the systemctl action may run.
+type SystemctlVerb string
+
+// The systemctl verbs.
+const (
+	VerbEnable  SystemctlVerb = "enable"
+	VerbDisable SystemctlVerb = "disable"
+	VerbReload  SystemctlVerb = "reload"
+	VerbStart   SystemctlVerb = "start"
+	VerbStop    SystemctlVerb = "stop"
+	VerbRestart SystemctlVerb = "restart"
+)
+
+// AptMode says whether apt_upgrade only lists upgrades or installs them.
+type AptMode string
+
+// The apt_upgrade modes.
+const (
+	AptAudit   AptMode = "audit"
+	AptUpgrade AptMode = "upgrade"
+)
+
+// RestartParams are the parameters of restart: none. The unit comes from
+// the service target.
+type RestartParams struct{}
+
+// SystemctlParams are the parameters of systemctl.
+type SystemctlParams struct {
+	// Verb is one of enable, disable, reload, start, stop, restart.
+	Verb SystemctlVerb `json:"verb"`
+	// Unit is the systemd unit. Required for an lxc target; for a service
+	// target it may be omitted, and if given must be the service's unit.
+	// A bare name gains ".service".
+	Unit string `json:"unit,omitempty"`
+}
+
+// PctExecParams are the parameters of pct_exec.
+type PctExecParams struct {
+	// Command is a shell script run by sh -c inside the container.
+	Command string `json:"command"`
+}
+
+// AptUpgradeParams are the parameters of apt_upgrade.
+type AptUpgradeParams struct {
+	// Mode is audit (the default: refresh lists and show what would
+	// change) or upgrade.
+	Mode AptMode `json:"mode,omitempty"`
+}
+
+// PctCreateParams are the parameters of pct_create. Zero values mean the
+// documented defaults, which ValidateParams fills in so the plan shows them.
+type PctCreateParams struct {
+	// VMID is the new container's id; 0 means the next free id, chosen at
+	// run time.
+	VMID int `json:"vmid,omitempty"`
+	// Hostname is the container's hostname, a DNS label. Required.
+	Hostname string `json:"hostname"`
+	// Cores is the number of CPU cores, 1 to 128 (default 1).
+	Cores int `json:"cores,omitempty"`
+	// Memory is the memory in MB, 16 to 1048576 (default 512).
+	Memory int `json:"memory,omitempty"`
+	// DiskGB is the root disk size in GB, 1 to 65536 (default 8).
+	DiskGB int `json:"disk_gb,omitempty"`
+	// IP is "dhcp" (the default) or an IPv4 CIDR such as 192.168.8.50/24.
+	IP string `json:"ip,omitempty"`
+	// GW is the IPv4 gateway; required with a static IP, inside its prefix;
+	// refused with dhcp.
+	GW string `json:"gw,omitempty"`
+	// Storage is the Proxmox storage for the root disk (default local-lvm).
+	Storage string `json:"storage,omitempty"`
+	// Bridge is the bridge for eth0 (default vmbr0).
+	Bridge string `json:"bridge,omitempty"`
+	// Template is a template volume id; empty means the newest Debian
+	// template on the host, chosen at run time.
+	Template string `json:"template,omitempty"`
+	// Nameserver is an IPv4 resolver for the container; empty means the
+	// host's or DHCP's.
+	Nameserver string `json:"nameserver,omitempty"`
+	// Services are Debian packages to install, such as docker.io.
+	Services []string `json:"services,omitempty"`
+	// PostInstall is a shell script run by sh -c inside the container after
+	// the packages; it should end with a health check.
+	PostInstall string `json:"post_install,omitempty"`
+	// Privileged makes a privileged container; the default is unprivileged.
+	Privileged bool `json:"privileged,omitempty"`
+	// Nesting enables the nesting feature, which Docker in a container needs.
+	Nesting bool `json:"nesting,omitempty"`
+}
+
+// PctStartParams are the parameters of pct_start: none.
+type PctStartParams struct{}
+
+// PctStopParams are the parameters of pct_stop: none.
+type PctStopParams struct{}
+
+// PctRebootParams are the parameters of pct_reboot: none.
+type PctRebootParams struct{}
+
+// PctSnapshotParams are the parameters of pct_snapshot.
+type PctSnapshotParams struct {
+	// Name is the snapshot name. It may be empty when parsed; the caller
+	// fills it (see SnapshotName) before rendering.
+	Name string `json:"name,omitempty"`
+}
+
+// PctRollbackParams are the parameters of pct_rollback.
+type PctRollbackParams struct {
+	// Name is the snapshot to roll back to. Required.
+	Name string `json:"name"`
+}
+
+// PctDestroyParams are the parameters of pct_destroy.
+type PctDestroyParams struct {
+	// Purge also removes the container from backup jobs, replication and
+	// HA configuration.
+	Purge bool `json:"purge,omitempty"`
+}
+
+// RunParams are the parameters of run.
+type RunParams struct {
+	// Command is a shell script run by sh -c on the host.
+	Command string `json:"command"`
+}
+
+// Action returns ActionRestart.
+func (RestartParams) Action() Action { return ActionRestart }
+
+// Action returns ActionSystemctl.
+func (SystemctlParams) Action() Action { return ActionSystemctl }
+
+// Action returns ActionPctExec.
+func (PctExecParams) Action() Action { return ActionPctExec }
+
+// Action returns ActionAptUpgrade.
+func (AptUpgradeParams) Action() Action { return ActionAptUpgrade }
+
+// Action returns ActionPctCreate.
+func (PctCreateParams) Action() Action { return ActionPctCreate }
+
+// Action returns ActionPctStart.
+func (PctStartParams) Action() Action { return ActionPctStart }
+
+// Action returns ActionPctStop.
+func (PctStopParams) Action() Action { return ActionPctStop }
+
+// Action returns ActionPctReboot.
+func (PctRebootParams) Action() Action { return ActionPctReboot }
+
+// Action returns ActionPctSnapshot.
+func (PctSnapshotParams) Action() Action { return ActionPctSnapshot }
+
+// Action returns ActionPctRollback.
+func (PctRollbackParams) Action() Action { return ActionPctRollback }
+
+// Action returns ActionPctDestroy.
+func (PctDestroyParams) Action() Action { return ActionPctDestroy }
+
+// Action returns ActionRun.
+func (RunParams) Action() Action { return ActionRun }
+
+func (p RestartParams) check() (Params, []*ParamError)   { return p, nil }
+func (p PctStartParams) check() (Params, []*ParamError)  { return p, nil }
+func (p PctStopParams) check() (Params, []*ParamError)   { return p, nil }
+func (p PctRebootParams) check() (Params, []*ParamError) { return p, nil }
+func (p PctDestroyParams) check() (Params, []*ParamError) {
+	return p, nil
+}
+
+func (p SystemctlParams) check() (Params, []*ParamError) {
+	var errs []*ParamError
+	switch p.Verb {
+	case VerbEnable, VerbDisable, VerbReload, VerbStart, VerbStop, VerbRestart:
+	default:
+		errs = append(errs, paramErr("verb", "must be one of enable, disable, reload, start, stop, restart, got %s", quoted(string(p.Verb))))
+	}
+	if p.Unit != "" {
+		if err := ValidateUnit(p.Unit); err != nil {
+			errs = append(errs, paramErr("unit", "%v", err))
+		} else {
+			p.Unit = normalizeUnit(p.Unit)
+		}
+	}
+	return p, errs
+}
+
+func (p PctExecParams) check() (Params, []*ParamError) {
+	var errs []*ParamError
+	if e := checkShell("command", p.Command, MaxCommandLen, true); e != nil {
+		errs = append(errs, e)
+	}
+	return p, errs
+}
+
+func (p RunParams) check() (Params, []*ParamError) {
+	var errs []*ParamError
+	if e := checkShell("command", p.Command, MaxCommandLen, true); e != nil {
+		errs = append(errs, e)
+	}
+	return p, errs
+}
+
+func (p AptUpgradeParams) check() (Params, []*ParamError) {
+	if p.Mode == "" {
+		p.Mode = AptAudit
+	}
+	if p.Mode != AptAudit && p.Mode != AptUpgrade {
+		return p, []*ParamError{paramErr("mode", "must be audit or upgrade, got %s", quoted(string(p.Mode)))}
+	}
+	return p, nil
+}
+
+func (p PctSnapshotParams) check() (Params, []*ParamError) {
+	if p.Name == "" {
+		return p, nil
+	}
+	if err := ValidateSnapshotName(p.Name); err != nil {
+		return p, []*ParamError{paramErr("name", "%v", err)}
+	}
+	return p, nil
+}
+
+func (p PctRollbackParams) check() (Params, []*ParamError) {
+	if p.Name == "" {
+		return p, []*ParamError{paramErr("name", "is required: the snapshot to roll back to")}
+	}
+	if err := ValidateSnapshotName(p.Name); err != nil {
+		return p, []*ParamError{paramErr("name", "%v", err)}
+	}
+	return p, nil
+}
+
+func (p PctCreateParams) check() (Params, []*ParamError) {
+	var errs []*ParamError
+	add := func(field string, err error) {
+		if err != nil {
+			errs = append(errs, paramErr(field, "%v", err))
+		}
+	}
+	if p.VMID != 0 {
+		add("vmid", ValidateVMID(p.VMID))
+	}
+	add("hostname", ValidateHostname(p.Hostname))
+	p.Cores = cmp.Or(p.Cores, DefaultCores)
+	p.Memory = cmp.Or(p.Memory, DefaultMemory)
+	p.DiskGB = cmp.Or(p.DiskGB, DefaultDiskGB)
+	if p.Cores < 1 || p.Cores > 128 {
+		errs = append(errs, paramErr("cores", "must be from 1 to 128, got %d", p.Cores))
+	}
+	if p.Memory < 16 || p.Memory > 1<<20 {
+		errs = append(errs, paramErr("memory", "must be from 16 to 1048576 (MB), got %d", p.Memory))
+	}
+	if p.DiskGB < 1 || p.DiskGB > 65536 {
+		errs = append(errs, paramErr("disk_gb", "must be from 1 to 65536 (GB), got %d", p.DiskGB))
+	}
+	if p.IP == "" {
+		p.IP = DefaultIP
+	}
+	if p.IP == DefaultIP {
+		if p.GW != "" {
+			errs = append(errs, paramErr("gw", `must be empty with ip "dhcp" (DHCP supplies the gateway), got %s`, quoted(p.GW)))
+		}
+	} else if prefix, err := ParseCIDR(p.IP); err != nil {
+		errs = append(errs, paramErr("ip", `must be "dhcp" or %s`, strings.TrimPrefix(err.Error(), "must be ")))
+	} else if p.GW == "" {
+		errs = append(errs, paramErr("gw", "is required with a static ip; give the gateway of %s, or use ip \"dhcp\"", prefix.Masked()))
+	} else if gw, err := ParseIPv4(p.GW); err != nil {
+		add("gw", err)
+	} else if !usableUnicast(gw) || !prefix.Contains(gw) || gw == prefix.Addr() {
+		errs = append(errs, paramErr("gw", "must be another host address inside %s, got %s", prefix.Masked(), quoted(p.GW)))
+	}
+	p.Storage = cmp.Or(p.Storage, DefaultStorage)
+	add("storage", ValidateStorage(p.Storage))
+	p.Bridge = cmp.Or(p.Bridge, DefaultBridge)
+	add("bridge", ValidateBridge(p.Bridge))
+	if p.Template != "" {
+		add("template", ValidateTemplate(p.Template))
+	}
+	if p.Nameserver != "" {
+		if ns, err := ParseIPv4(p.Nameserver); err != nil {
+			add("nameserver", err)
+		} else if !usableUnicast(ns) {
+			errs = append(errs, paramErr("nameserver", "must be a reachable unicast resolver such as 1.1.1.1, got %s", quoted(p.Nameserver)))
+		}
+	}
+	if len(p.Services) > 64 {
+		errs = append(errs, paramErr("services", "must list at most 64 packages, got %d", len(p.Services)))
+	}
+	seen := make(map[string]bool, len(p.Services))
+	for i, s := range p.Services {
+		field := fmt.Sprintf("services[%d]", i)
+		if err := ValidatePackage(s); err != nil {
+			add(field, err)
+		} else if seen[s] {
+			errs = append(errs, paramErr(field, "lists %s twice", quoted(s)))
+		}
+		seen[s] = true
+	}
+	if len(p.Services) == 0 {
+		p.Services = nil
+	} else {
+		p.Services = slices.Clone(p.Services)
+	}
+	if p.PostInstall != "" {
+		if e := checkShell("post_install", p.PostInstall, MaxPostInstallLen, false); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return p, errs
+}
+
+// checkShell validates free-form shell: valid UTF-8, within max bytes, and
+// free of anything that would make the plan card differ from what runs: NUL,
+// control characters other than tab and newline, and invisible or
+// bidirectional formatting characters.
+func checkShell(field, s string, maxLen int, required bool) *ParamError {
+	switch {
+	case strings.TrimSpace(s) == "":
+		if required {
+			return paramErr(field, "is required: a shell command")
+		}
+		return nil
+	case len(s) > maxLen:
+		return paramErr(field, "must be at most %d bytes, got %d", maxLen, len(s))
+	case !utf8.ValidString(s):
+		return paramErr(field, "must be valid UTF-8")
+	case s[0] == '-' || s[0] == '+':
+		return paramErr(field, "must not start with %q, which sh -c would read as an option", s[:1])
+	}
+	for i, r := range s {
+		switch {
+		case r == 0:
+			return paramErr(field, "must not contain NUL bytes (at byte %d)", i)
+		case r == '\r':
+			return paramErr(field, "must not contain carriage returns (at byte %d); use \\n line endings", i)
+		case (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return paramErr(field, "must not contain control character %U (at byte %d)", r, i)
+		case invisible(r):
+			return paramErr(field, "must not contain invisible or bidirectional formatting character %U (at byte %d): the plan card must show what runs", r, i)
+		}
+	}
+	return nil
+}
+
+func invisible(r rune) bool {
+	switch {
+	case r == 0x061c, r == 0x00ad, r == 0xfeff,
+		r >= 0x200b && r <= 0x200f, // zero-width and LRM/RLM
+		r >= 0x202a && r <= 0x202e, // bidi embeddings and overrides
+		r >= 0x2060 && r <= 0x2064, // word joiner and invisible operators
+		r >= 0x2066 && r <= 0x2069: // bidi isolates
+		return true
+	}
+	return false
+}
+
+// ValidateParams checks p and returns its normalised form: defaults filled
+// in, unit names completed with their type. Errors are *ParamError values
+// (joined when there are several) matching ErrInvalidParams.
+func ValidateParams(p Params) (Params, error) {
+	if p == nil {
+		return nil, paramErr("", "missing")
+	}
+	if _, err := Lookup(p.Action()); err != nil {
+		return nil, err
+	}
+	out, errs := p.check()
+	if err := joinParamErrs(errs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// paramKind ties an action to its parameter type.
+type paramKind struct {
+	fields []string
+	decode func([]byte) (Params, error)
+}
+
+func kind[T Params]() paramKind {
+	var zero T
+	return paramKind{
+		fields: jsonFields(reflect.TypeOf(zero)),
+		decode: func(b []byte) (Params, error) {
+			var v T
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&v); err != nil {
+				return nil, err
+			}
+			return v, nil
+		},
+	}
+}
+
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}
+
+var kinds = map[Action]paramKind{
+	ActionRestart:     kind[RestartParams](),
+	ActionSystemctl:   kind[SystemctlParams](),
+	ActionPctExec:     kind[PctExecParams](),
+	ActionAptUpgrade:  kind[AptUpgradeParams](),
+	ActionPctCreate:   kind[PctCreateParams](),
+	ActionPctStart:    kind[PctStartParams](),
+	ActionPctStop:     kind[PctStopParams](),
+	ActionPctReboot:   kind[PctRebootParams](),
+	ActionPctSnapshot: kind[PctSnapshotParams](),
+	ActionPctRollback: kind[PctRollbackParams](),
+	ActionPctDestroy:  kind[PctDestroyParams](),
+	ActionRun:         kind[RunParams](),
+}
+
+// ParseParams decodes and validates the JSON parameters of action a. Empty
+// input and null mean {}. Unknown and repeated fields are refused. Errors
+// name the parameter and say what is expected, e.g.
+// `params.hostname: must be a DNS label (a-z, 0-9, -), got "foo;rm"`.
+func ParseParams(a Action, raw json.RawMessage) (Params, error) {
+	k, ok := kinds[a]
+	if !ok {
+		_, err := Lookup(a)
+		return nil, err
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	if !utf8.Valid(raw) {
+		return nil, paramErr("", "must be valid UTF-8 JSON")
+	}
+	if err := checkKeys(a, raw, k.fields); err != nil {
+		return nil, err
+	}
+	p, err := k.decode(raw)
+	if err != nil {
+		return nil, decodeErr(err)
+	}
+	return ValidateParams(p)
+}
+
+// ParseParamsMap is ParseParams for parameters that arrive as a decoded JSON
+// object, as from an MCP tool call.
+func ParseParamsMap(a Action, m map[string]any) (Params, error) {
+	if _, ok := kinds[a]; !ok {
+		_, err := Lookup(a)
+		return nil, err
+	}
+	if err := validUTF8Value("", m); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, paramErr("", "must be a JSON object of strings, numbers, booleans and lists: %v", err)
+	}
+	return ParseParams(a, raw)
+}
+
+func validUTF8Value(field string, v any) error {
+	switch v := v.(type) {
+	case string:
+		if !utf8.ValidString(v) {
+			return paramErr(field, "must be valid UTF-8")
+		}
+	case map[string]any:
+		for k, x := range v {
+			name := k
+			if field != "" {
+				name = field + "." + k
+			}
+			if !utf8.ValidString(k) {
+				return paramErr(field, "has a key that is not valid UTF-8")
+			}
+			if err := validUTF8Value(name, x); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, x := range v {
+			if err := validUTF8Value(fmt.Sprintf("%s[%d]", field, i), x); err != nil {
+				return err
+			}
+		}
+	case []string:
+		for i, x := range v {
+			if !utf8.ValidString(x) {
+				return paramErr(fmt.Sprintf("%s[%d]", field, i), "must be valid UTF-8")
+			}
+		}
+	}
+	return nil
+}
+
+// checkKeys walks the top level of a JSON object and refuses anything that is
+// not an object, unknown keys and repeated keys. Repeated keys are refused
+// because parsers disagree on which one wins, and the plan card must show
+// what runs.
+func checkKeys(a Action, raw []byte, known []string) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return paramErr("", "not valid JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return paramErr("", "must be a JSON object, got %s", jsonKind(tok))
+	}
+	seen := map[string]bool{}
+	var errs []*ParamError
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return paramErr("", "not valid JSON: %v", err)
+		}
+		key := tok.(string)
+		switch {
+		case seen[key]:
+			errs = append(errs, paramErr(key, "is given more than once"))
+		case !slices.Contains(known, key):
+			if len(known) == 0 {
+				errs = append(errs, paramErr(key, "is not a parameter of %s, which takes none", a))
+			} else {
+				errs = append(errs, paramErr(key, "is not a parameter of %s (known: %s)", a, strings.Join(known, ", ")))
+			}
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return paramErr(key, "not valid JSON: %v", err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return paramErr("", "not valid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return paramErr("", "must be a single JSON object, found more after it")
+	}
+	return joinParamErrs(errs)
+}
+
+func jsonKind(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "a list"
+		}
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "something else"
+}
+
+// decodeErr turns a decoding error into a ParamError naming the field.
+func decodeErr(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "?"
+		}
+		return paramErr(field, "must be %s, got %s", goKind(te.Type), te.Value)
+	}
+	return paramErr("", "not valid JSON: %v", err)
+}
+
+func goKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "a list of " + strings.TrimPrefix(goKind(t.Elem()), "a ") + "s"
+	case reflect.Struct:
+		return "a JSON object"
+	}
+	return t.String()
+}
+
+// MarshalParams encodes validated parameters as canonical JSON: object keys
+// sorted, no insignificant whitespace, no HTML escaping. ParseParams of the
+// result yields the same parameters.
+func MarshalParams(p Params) (json.RawMessage, error) {
+	p, err := ValidateParams(p)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalJSON(p)
+}
+
+// canonicalJSON re-encodes v so that equal values always produce equal
+// bytes: encoding/json sorts map keys, and decoding with UseNumber keeps
+// numbers exactly as written.
+func canonicalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(generic); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

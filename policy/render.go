@@ -1,0 +1,169 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Placeholders in pct_create's summary steps for values the actuator picks
+// at run time: the next free vmid and the newest Debian template on the host.
+const (
+	VMIDPlaceholder     = "$VMID"
+	TemplatePlaceholder = "$TEMPLATE"
+)
+
+// Render returns the command lines that run on the Proxmox host for these
+// parameters and target, in order, exactly as the plan card shows them and
+// the plan hash covers them. Every identifier in them has passed its grammar
+// and free-form shell appears only as one ShellQuote'd argument of sh -c.
+//
+// For every action but pct_create these are the commands the actuator runs.
+// pct_create renders a summary: the actuator's provisioning script carries
+// out these steps with a DNS gate before apt, retries and phase reporting,
+// substituting VMIDPlaceholder and TemplatePlaceholder when the parameters
+// leave them to it.
+func Render(p Params, t Target) ([]string, error) {
+	p, err := ValidateParams(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPair(p, t); err != nil {
+		return nil, err
+	}
+	vmid := strconv.Itoa(t.VMID)
+	switch p := p.(type) {
+	case RestartParams:
+		return []string{inGuest(t, "systemctl", "restart", normalizeUnit(t.Unit))}, nil
+	case SystemctlParams:
+		return []string{inGuest(t, "systemctl", string(p.Verb), unitFor(p, t))}, nil
+	case PctExecParams:
+		return []string{inGuest(t, "sh", "-c", ShellQuote(p.Command))}, nil
+	case AptUpgradeParams:
+		update := inGuest(t, "apt-get", "-q", "-o", "Acquire::Retries=3", "update")
+		if p.Mode == AptAudit {
+			return []string{update, inGuest(t, "apt", "list", "--upgradable")}, nil
+		}
+		return []string{update, inGuest(t, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y",
+			"-o", "Acquire::Retries=3", "-o", "Dpkg::Options::=--force-confold", "upgrade")}, nil
+	case PctCreateParams:
+		return renderCreate(p), nil
+	case PctStartParams:
+		return []string{"pct start " + vmid}, nil
+	case PctStopParams:
+		return []string{"pct shutdown " + vmid + " --timeout 60 --forceStop 1"}, nil
+	case PctRebootParams:
+		return []string{"pct reboot " + vmid}, nil
+	case PctSnapshotParams:
+		if p.Name == "" {
+			return nil, paramErr("name", "is required before rendering; generate one with SnapshotName")
+		}
+		return []string{"pct snapshot " + vmid + " " + shellWord(p.Name)}, nil
+	case PctRollbackParams:
+		return []string{"pct rollback " + vmid + " " + shellWord(p.Name)}, nil
+	case PctDestroyParams:
+		if p.Purge {
+			return []string{"pct destroy " + vmid + " --purge 1"}, nil
+		}
+		return []string{"pct destroy " + vmid}, nil
+	case RunParams:
+		return []string{"sh -c " + ShellQuote(p.Command)}, nil
+	}
+	return nil, fmt.Errorf("%w %s", ErrUnknownAction, quoted(string(p.Action())))
+}
+
+// checkPair checks the target and the parts of the parameters that depend
+// on it.
+func checkPair(p Params, t Target) error {
+	if err := checkTarget(p.Action(), t); err != nil {
+		return err
+	}
+	if s, ok := p.(SystemctlParams); ok {
+		switch {
+		case t.Type == TargetLXC && s.Unit == "":
+			return paramErr("unit", "is required for an lxc target: which unit to %s", s.Verb)
+		case t.Type == TargetService && s.Unit != "" && s.Unit != normalizeUnit(t.Unit):
+			return paramErr("unit", "must be empty or %s for target %s, got %s", normalizeUnit(t.Unit), t.Slug, quoted(s.Unit))
+		}
+	}
+	return nil
+}
+
+func unitFor(p SystemctlParams, t Target) string {
+	if p.Unit != "" {
+		return p.Unit
+	}
+	return normalizeUnit(t.Unit)
+}
+
+// inGuest renders argv to run where the target lives: inside its container
+// through pct exec, or on the host itself for a service with no container.
+// Words are validated identifiers or already-quoted shell.
+func inGuest(t Target, argv ...string) string {
+	for i, w := range argv {
+		if !strings.HasPrefix(w, "'") {
+			argv[i] = shellWord(w)
+		}
+	}
+	cmd := strings.Join(argv, " ")
+	if t.VMID == 0 {
+		return cmd
+	}
+	return "pct exec " + strconv.Itoa(t.VMID) + " -- " + cmd
+}
+
+func renderCreate(p PctCreateParams) []string {
+	vmid := VMIDPlaceholder
+	if p.VMID != 0 {
+		vmid = strconv.Itoa(p.VMID)
+	}
+	tmpl := TemplatePlaceholder
+	if p.Template != "" {
+		tmpl = shellWord(p.Template)
+	}
+	net := "name=eth0,bridge=" + p.Bridge + ",ip=" + p.IP
+	if p.GW != "" {
+		net += ",gw=" + p.GW
+	}
+	create := []string{
+		"pct create", vmid, tmpl,
+		"--hostname", p.Hostname,
+		"--cores", strconv.Itoa(p.Cores),
+		"--memory", strconv.Itoa(p.Memory),
+		"--rootfs", p.Storage + ":" + strconv.Itoa(p.DiskGB),
+		"--net0", shellWord(net),
+	}
+	if p.Privileged {
+		create = append(create, "--unprivileged 0")
+	} else {
+		create = append(create, "--unprivileged 1")
+	}
+	if p.Nesting {
+		create = append(create, "--features nesting=1")
+	}
+	if p.Nameserver != "" {
+		create = append(create, "--nameserver", p.Nameserver)
+	}
+	steps := []string{strings.Join(create, " "), "pct start " + vmid}
+	exec := "pct exec " + vmid + " -- "
+	if len(p.Services) > 0 {
+		pkgs := make([]string, len(p.Services))
+		for i, s := range p.Services {
+			pkgs[i] = shellWord(s)
+		}
+		steps = append(steps,
+			exec+"apt-get -q -o Acquire::Retries=3 update",
+			exec+"env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 install "+strings.Join(pkgs, " "))
+	}
+	if p.PostInstall != "" {
+		steps = append(steps, exec+"sh -c "+ShellQuote(p.PostInstall))
+	}
+	return steps
+}
+
+// SnapshotName returns a snapshot name for a snapshot taken at t, such as
+// nomos-20260706-101500 (UTC), valid for ValidateSnapshotName.
+func SnapshotName(t time.Time) string {
+	return "nomos-" + t.UTC().Format("20060102-150405")
+}

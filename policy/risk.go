@@ -1,0 +1,197 @@
+package policy
+
+import "fmt"
+
+// Override adjusts the class of actions on one service, as the seeds'
+// policy section says, e.g. {service: postgres, min_class: config_mutation}.
+type Override struct {
+	// Service is the service name, as in its slug service:<name>.
+	Service string `json:"service" yaml:"service"`
+	// Action limits the override to one action; empty means every action.
+	Action Action `json:"action,omitempty" yaml:"action,omitempty"`
+	// MinClass raises the class to at least this; zero means no floor.
+	MinClass Class `json:"min_class,omitempty" yaml:"min_class,omitempty"`
+	// MaxClass lowers the class to at most this; zero means no cap. It
+	// applies only when the service is the target itself, and never lowers
+	// a destructive class or a state change below reversible_low.
+	MaxClass Class `json:"max_class,omitempty" yaml:"max_class,omitempty"`
+}
+
+// Validate checks the override on its own.
+func (o Override) Validate() error {
+	if err := ValidateServiceName(o.Service); err != nil {
+		return configErr("override service: %v", err)
+	}
+	if o.Action != "" {
+		if _, err := Lookup(o.Action); err != nil {
+			return configErr("override for %s: %v", o.Service, err)
+		}
+	}
+	switch {
+	case o.MinClass == 0 && o.MaxClass == 0:
+		return configErr("override for %s sets neither min_class nor max_class", o.Service)
+	case o.MinClass != 0 && !o.MinClass.Valid():
+		return configErr("override for %s: min_class %s is not a class", o.Service, o.MinClass)
+	case o.MaxClass != 0 && !o.MaxClass.Valid():
+		return configErr("override for %s: max_class %s is not a class", o.Service, o.MaxClass)
+	case o.MinClass != 0 && o.MaxClass != 0 && o.MinClass > o.MaxClass:
+		return configErr("override for %s: min_class %s is above max_class %s", o.Service, o.MinClass, o.MaxClass)
+	}
+	return nil
+}
+
+// Classify returns the risk class of running these parameters against this
+// target, after overrides.
+//
+// Base classes:
+//
+//	restart                                  reversible_low
+//	systemctl start, stop, restart, reload   reversible_low
+//	systemctl enable, disable                config_mutation
+//	pct_exec                                 ClassifyCommand(command, in a container)
+//	apt_upgrade audit                        read_only
+//	apt_upgrade upgrade                      config_mutation
+//	pct_create                               config_mutation; for a privileged
+//	                                         container, at least the class of its
+//	                                         post_install
+//	pct_start, pct_stop, pct_reboot          reversible_low
+//	pct_snapshot                             reversible_low
+//	pct_rollback, pct_destroy                destructive
+//	run                                      ClassifyCommand(command, on the host)
+//
+// Overrides then apply: every matching MinClass raises the class (for the
+// target service, or any service in Target.Services); the highest matching
+// MaxClass of the target service itself lowers it. A read_only class is
+// never changed, a destructive class is never lowered, and nothing that
+// changes state is lowered below reversible_low.
+func Classify(p Params, t Target, overrides []Override) (Risk, error) {
+	p, err := ValidateParams(p)
+	if err != nil {
+		return Risk{}, err
+	}
+	if err := checkPair(p, t); err != nil {
+		return Risk{}, err
+	}
+	for i, o := range overrides {
+		if err := o.Validate(); err != nil {
+			return Risk{}, fmt.Errorf("override %d: %w", i, err)
+		}
+	}
+	var b riskBuilder
+	switch p := p.(type) {
+	case RestartParams:
+		b.raise(ReversibleLow, "restarts "+normalizeUnit(t.Unit))
+	case SystemctlParams:
+		switch p.Verb {
+		case VerbEnable, VerbDisable:
+			b.raise(ConfigMutation, fmt.Sprintf("%ss %s at boot", p.Verb, unitFor(p, t)))
+		default:
+			b.raise(ReversibleLow, fmt.Sprintf("%ss %s", p.Verb, unitFor(p, t)))
+		}
+	case PctExecParams:
+		b.merge(ClassifyCommand(p.Command, TargetLXC))
+	case AptUpgradeParams:
+		if p.Mode == AptAudit {
+			b.raise(ReadOnly, "lists pending upgrades")
+		} else {
+			b.raise(ConfigMutation, "installs package upgrades")
+		}
+	case PctCreateParams:
+		b.raise(ConfigMutation, "creates a container on "+t.Host)
+		if p.Privileged && p.PostInstall != "" {
+			r := ClassifyCommand(p.PostInstall, TargetLXC)
+			if r.Class == Destructive {
+				b.merge(Risk{Class: Destructive, Reasons: prefix("privileged post_install: ", r.Reasons)})
+			}
+		}
+	case PctStartParams:
+		b.raise(ReversibleLow, "starts "+t.Slug)
+	case PctStopParams:
+		b.raise(ReversibleLow, "stops "+t.Slug)
+	case PctRebootParams:
+		b.raise(ReversibleLow, "reboots "+t.Slug)
+	case PctSnapshotParams:
+		b.raise(ReversibleLow, "takes a snapshot of "+t.Slug)
+	case PctRollbackParams:
+		b.raise(Destructive, "discards every change to "+t.Slug+" since snapshot "+p.Name)
+	case PctDestroyParams:
+		b.raise(Destructive, "destroys "+t.Slug+" and its disks")
+	case RunParams:
+		b.merge(ClassifyCommand(p.Command, TargetHost))
+	}
+	return applyOverrides(b, p.Action(), t, overrides), nil
+}
+
+func prefix(p string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p + s
+	}
+	return out
+}
+
+func applyOverrides(b riskBuilder, a Action, t Target, overrides []Override) Risk {
+	base := b.class
+	if base <= ReadOnly {
+		return b.risk()
+	}
+	target := ""
+	if t.Type == TargetService {
+		target = t.Name()
+	}
+	touched := func(s string) bool {
+		if s == target {
+			return true
+		}
+		for _, x := range t.Services {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	}
+	var floor, cap Class
+	var floorBy, capBy string
+	for _, o := range overrides {
+		if o.Action != "" && o.Action != a {
+			continue
+		}
+		if o.MinClass != 0 && touched(o.Service) && o.MinClass > floor {
+			floor, floorBy = o.MinClass, o.Service
+		}
+		if o.MaxClass != 0 && o.Service == target && target != "" && o.MaxClass > cap {
+			cap, capBy = o.MaxClass, o.Service
+		}
+	}
+	c := base
+	if cap != 0 && base < Destructive && cap < c {
+		c = max(cap, ReversibleLow)
+	}
+	if floor > c {
+		c = floor
+	}
+	r := b.risk()
+	switch {
+	case c > base:
+		r.Reasons = append([]string{fmt.Sprintf("raised to %s by policy for service %s", c, floorBy)}, r.Reasons...)
+	case c < base:
+		r.Reasons = append([]string{fmt.Sprintf("lowered to %s by policy for service %s", c, capBy)}, r.Reasons...)
+	}
+	r.Class = c
+	return r
+}
+
+// NeedsSnapshot reports whether the actuator should take a pct snapshot of
+// the target's container before running a step of class c: for
+// config_mutation and destructive steps inside a container, except those
+// that create, destroy, snapshot or roll back the container themselves.
+func NeedsSnapshot(p Params, t Target, c Class) bool {
+	if c < ConfigMutation || p == nil {
+		return false
+	}
+	switch p.Action() {
+	case ActionPctCreate, ActionPctDestroy, ActionPctSnapshot, ActionPctRollback, ActionRun:
+		return false
+	}
+	return (t.Type == TargetLXC || t.Type == TargetService) && t.VMID != 0
+}
