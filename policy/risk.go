@@ -2,40 +2,41 @@ package policy
 
 import "fmt"
 
-// Override adjusts the class of actions on one service, as the seeds'
-// policy section says, e.g. {service: postgres, min_class: config_mutation}.
+// Override adjusts the class of actions on one entity, as the seeds'
+// policy section says, e.g. {target: service:postgres, min_class: config_mutation}.
 type Override struct {
-	// Service is the service name, as in its slug service:<name>.
-	Service string `json:"service" yaml:"service"`
+	// Target is the entity's slug: service:postgres, lxc:105, host:strong.
+	// A raise on a service also covers its container (Target.Services).
+	Target string `json:"target" yaml:"target"`
 	// Action limits the override to one action; empty means every action.
 	Action Action `json:"action,omitempty" yaml:"action,omitempty"`
 	// MinClass raises the class to at least this; zero means no floor.
 	MinClass Class `json:"min_class,omitempty" yaml:"min_class,omitempty"`
 	// MaxClass lowers the class to at most this; zero means no cap. It
-	// applies only when the service is the target itself, and never lowers
+	// applies only when the entity is the target itself, and never lowers
 	// a destructive class or a state change below reversible_low.
 	MaxClass Class `json:"max_class,omitempty" yaml:"max_class,omitempty"`
 }
 
 // Validate checks the override on its own.
 func (o Override) Validate() error {
-	if err := ValidateServiceName(o.Service); err != nil {
-		return configErr("override service: %v", err)
+	if _, _, err := ParseSlug(o.Target); err != nil {
+		return configErr("override target: %v", err)
 	}
 	if o.Action != "" {
 		if _, err := Lookup(o.Action); err != nil {
-			return configErr("override for %s: %v", o.Service, err)
+			return configErr("override for %s: %v", o.Target, err)
 		}
 	}
 	switch {
 	case o.MinClass == 0 && o.MaxClass == 0:
-		return configErr("override for %s sets neither min_class nor max_class", o.Service)
+		return configErr("override for %s sets neither min_class nor max_class", o.Target)
 	case o.MinClass != 0 && !o.MinClass.Valid():
-		return configErr("override for %s: min_class %s is not a class", o.Service, o.MinClass)
+		return configErr("override for %s: min_class %s is not a class", o.Target, o.MinClass)
 	case o.MaxClass != 0 && !o.MaxClass.Valid():
-		return configErr("override for %s: max_class %s is not a class", o.Service, o.MaxClass)
+		return configErr("override for %s: max_class %s is not a class", o.Target, o.MaxClass)
 	case o.MinClass != 0 && o.MaxClass != 0 && o.MinClass > o.MaxClass:
-		return configErr("override for %s: min_class %s is above max_class %s", o.Service, o.MinClass, o.MaxClass)
+		return configErr("override for %s: min_class %s is above max_class %s", o.Target, o.MinClass, o.MaxClass)
 	}
 	return nil
 }
@@ -135,16 +136,13 @@ func applyOverrides(b riskBuilder, a Action, t Target, overrides []Override) Ris
 	if base <= ReadOnly {
 		return b.risk()
 	}
-	target := ""
-	if t.Type == TargetService {
-		target = t.Name()
-	}
-	touched := func(s string) bool {
-		if s == target {
+	target := t.Slug
+	touched := func(slug string) bool {
+		if slug == target {
 			return true
 		}
 		for _, x := range t.Services {
-			if x == s {
+			if "service:"+x == slug {
 				return true
 			}
 		}
@@ -156,11 +154,11 @@ func applyOverrides(b riskBuilder, a Action, t Target, overrides []Override) Ris
 		if o.Action != "" && o.Action != a {
 			continue
 		}
-		if o.MinClass != 0 && touched(o.Service) && o.MinClass > floor {
-			floor, floorBy = o.MinClass, o.Service
+		if o.MinClass != 0 && touched(o.Target) && o.MinClass > floor {
+			floor, floorBy = o.MinClass, o.Target
 		}
-		if o.MaxClass != 0 && o.Service == target && target != "" && o.MaxClass > cap {
-			cap, capBy = o.MaxClass, o.Service
+		if o.MaxClass != 0 && o.Target == target && target != "" && o.MaxClass > cap {
+			cap, capBy = o.MaxClass, o.Target
 		}
 	}
 	c := base
@@ -173,9 +171,9 @@ func applyOverrides(b riskBuilder, a Action, t Target, overrides []Override) Ris
 	r := b.risk()
 	switch {
 	case c > base:
-		r.Reasons = append([]string{fmt.Sprintf("raised to %s by policy for service %s", c, floorBy)}, r.Reasons...)
+		r.Reasons = append([]string{fmt.Sprintf("raised to %s by policy for %s", c, floorBy)}, r.Reasons...)
 	case c < base:
-		r.Reasons = append([]string{fmt.Sprintf("lowered to %s by policy for service %s", c, capBy)}, r.Reasons...)
+		r.Reasons = append([]string{fmt.Sprintf("lowered to %s by policy for %s", c, capBy)}, r.Reasons...)
 	}
 	r.Class = c
 	return r
