@@ -30,6 +30,8 @@ type Order struct {
 
 // Target is the resolved entity an order acts on.
 type Target struct {
+	// ID is the entity's id, part of the plan hash.
+	ID   string `json:"id"`
 	Slug string `json:"slug"`
 	Type string `json:"type"`
 	// Host is the Proxmox node's name and HostAddr its SSH address.
@@ -41,6 +43,8 @@ type Target struct {
 	Port     int    `json:"port,omitempty"`
 	// HealthPath is the service's HTTP health path, for verification.
 	HealthPath string `json:"health_path,omitempty"`
+	// Services names the services inside a container target.
+	Services []string `json:"services,omitempty"`
 }
 
 // Envelope is the signed form of an order on the wire. Order holds the exact

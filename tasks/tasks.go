@@ -48,6 +48,21 @@ const (
 	StatusRefused Status = "refused"
 )
 
+// Refusal is why the actuator refused an order without running it.
+type Refusal string
+
+const (
+	RefusedBadSignature Refusal = "bad_signature"
+	RefusedExpired      Refusal = "expired"
+	RefusedMalformed    Refusal = "malformed"
+	// RefusedReplay means the journal shows the order already started; the
+	// first delivery's result stands.
+	RefusedReplay Refusal = "replay"
+	// RefusedPlanMismatch means the signed plan hash does not match the
+	// steps the actuator derives from the order's action and parameters.
+	RefusedPlanMismatch Refusal = "plan_mismatch"
+)
+
 // Progress is a coalesced snapshot of a running execution's output.
 type Progress struct {
 	Version     int       `json:"v"`
@@ -70,9 +85,11 @@ type Phase struct {
 
 // Result is the actuator's final word on one execution.
 type Result struct {
-	Version     int       `json:"v"`
-	ExecutionID string    `json:"execution_id"`
-	Status      Status    `json:"status"`
+	Version     int    `json:"v"`
+	ExecutionID string `json:"execution_id"`
+	Status      Status `json:"status"`
+	// Refusal says why a refused order was not run.
+	Refusal     Refusal   `json:"refusal,omitempty"`
 	ExitCode    int       `json:"exit_code"`
 	Error       string    `json:"error,omitempty"`
 	Output      string    `json:"output,omitempty"`
