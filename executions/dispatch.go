@@ -1,0 +1,114 @@
+package executions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// Dispatch signs an approved execution's order and enqueues it for the
+// actuator, then marks it dispatched. The task id is the execution id, so
+// a second enqueue while the first is retained is a no-op; if Redis lost
+// the first, the second delivers it, and the actuator's journal makes sure
+// it still runs at most once.
+func (s *Service) Dispatch(ctx context.Context, id uuid.UUID) (store.Execution, error) {
+	x, err := s.store.GetExecution(ctx, id)
+	if err != nil {
+		return x, err
+	}
+	if x.State != store.StateApproved && x.State != store.StateDispatched {
+		return x, fmt.Errorf("dispatch execution %s: %w: it is %s", id, ErrNotPending, x.State)
+	}
+	if err := s.send(ctx, x); err != nil {
+		if errors.Is(err, ErrTargetChanged) {
+			msg := "the target changed after approval; request the plan again"
+			failed, terr := s.store.Transition(ctx, store.Transition{
+				ID: id, From: []store.ExecutionState{store.StateApproved, store.StateDispatched}, To: store.StateFailed,
+				Error: &msg, Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.failed", Detail: map[string]any{"error": msg}},
+			})
+			if terr == nil {
+				return failed, err
+			}
+		}
+		return x, err
+	}
+	if x.State == store.StateDispatched {
+		return x, nil
+	}
+	x, err = s.store.Transition(ctx, store.Transition{
+		ID: id, From: []store.ExecutionState{store.StateApproved}, To: store.StateDispatched,
+		Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.dispatched"},
+	})
+	var conflict *store.ErrStateConflict
+	if errors.As(err, &conflict) {
+		// Someone else dispatched it meanwhile; the order is queued once.
+		return conflict.Current, nil
+	}
+	return x, err
+}
+
+// send signs and enqueues the order for x. The plan is recomputed from the
+// current target first: if it no longer hashes to what was approved, the
+// approval does not cover it and nothing is sent.
+func (s *Service) send(ctx context.Context, x store.Execution) error {
+	if x.TargetID == nil {
+		return fmt.Errorf("dispatch execution %s: %w: the target no longer exists", x.ID, ErrTargetChanged)
+	}
+	entity, err := s.store.EntityByID(ctx, *x.TargetID)
+	if err != nil {
+		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
+	}
+	g, err := s.loadGraph(ctx)
+	if err != nil {
+		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
+	}
+	params, err := policy.ParseParams(policy.Action(x.Action), x.Params)
+	if err != nil {
+		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
+	}
+	plan, err := policy.NewPlan(params, g.policyTarget(entity))
+	if err != nil {
+		return fmt.Errorf("dispatch execution %s: %w: %v", x.ID, ErrTargetChanged, err)
+	}
+	hash, err := policy.PlanHash(plan)
+	if err != nil {
+		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
+	}
+	if hash != x.PlanHash || x.Approval == nil || x.Approval.PlanHash != hash {
+		return fmt.Errorf("dispatch execution %s: %w", x.ID, ErrTargetChanged)
+	}
+	// Every order sent for one execution shares the deadline of the first
+	// dispatch, so once the reconciler gives up on it, no copy can still run.
+	now := s.now()
+	deadline := now.Add(s.cfg.OrderTTL)
+	if x.State == store.StateDispatched {
+		deadline = x.UpdatedAt.Add(s.cfg.OrderTTL)
+	}
+	if !now.Before(deadline) {
+		return fmt.Errorf("dispatch execution %s: its order deadline has passed", x.ID)
+	}
+	order := tasks.Order{
+		ExecutionID: x.ID.String(), Action: x.Action, Target: g.orderTarget(entity),
+		Params: x.Params, Steps: x.Steps, RiskClass: x.RiskClass, PlanHash: x.PlanHash,
+		IssuedAt: now, ExpiresAt: deadline,
+	}
+	if order.Target.HostAddr == "" {
+		return fmt.Errorf("dispatch execution %s: host %s has no ssh address in the fleet data", x.ID, order.Target.Host)
+	}
+	envelope, err := tasks.SignOrder(s.cfg.SigningKey, order)
+	if err != nil {
+		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
+	}
+	_, err = s.cfg.Queue.EnqueueContext(ctx, tasks.NewRunTask(x.ID.String(), envelope))
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("dispatch execution %s: enqueue: %w", x.ID, err)
+	}
+	return nil
+}

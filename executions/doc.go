@@ -1,0 +1,7 @@
+// Package executions is the lifecycle of a gated action: request (validate,
+// resolve, classify, persist), decide (approve, deny, cancel, expire), sign
+// and dispatch to the actuator, apply its progress and results, and
+// reconcile what Redis may have lost. Every transition is a compare-and-set
+// in the store with an audit row, so two deciders or two deliveries of the
+// same result can never move an execution twice.
+package executions

@@ -1,0 +1,39 @@
+package executions
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nomoshq/nomos/store"
+)
+
+// Errors the front ends turn into a clear sentence for the operator.
+var (
+	// ErrUnknownTarget: the name matched no entity of a type the action takes.
+	ErrUnknownTarget = errors.New("unknown target")
+	// ErrExpired: the plan's approval window closed before the decision.
+	ErrExpired = errors.New("plan has expired")
+	// ErrNotPending: the execution is past the point where it can be decided.
+	ErrNotPending = errors.New("execution is not awaiting a decision")
+	// ErrPhraseMismatch: a destructive plan got something other than its phrase.
+	ErrPhraseMismatch = errors.New("confirmation phrase does not match")
+	// ErrNotOutcomeUnknown: only an outcome_unknown execution can be reconciled.
+	ErrNotOutcomeUnknown = errors.New("execution is not outcome_unknown")
+	// ErrTargetChanged: the target changed after approval, so the approved plan no longer applies.
+	ErrTargetChanged = errors.New("target changed since the plan was approved")
+)
+
+// AmbiguousTargetError lists the entities a name could mean. Nomos never
+// guesses between them.
+type AmbiguousTargetError struct {
+	Ref        string
+	Candidates []string
+}
+
+func (e *AmbiguousTargetError) Error() string {
+	return fmt.Sprintf("%q matches %d entities: %s; name one of them", e.Ref, len(e.Candidates), strings.Join(e.Candidates, ", "))
+}
+
+// AlreadyDecidedError reports the decision that won.
+type AlreadyDecidedError = store.ErrAlreadyDecided

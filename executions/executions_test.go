@@ -1,0 +1,531 @@
+package executions_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/seeds"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const operator = "@operator:localhost"
+
+// clock is a settable clock shared by the service and the store.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// flakyQueue fails every enqueue while down is set, then passes through.
+type flakyQueue struct {
+	mu   sync.Mutex
+	down bool
+	next executions.Enqueuer
+}
+
+func (q *flakyQueue) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	q.mu.Lock()
+	down := q.down
+	q.mu.Unlock()
+	if down {
+		return nil, errors.New("redis: connection refused")
+	}
+	return q.next.EnqueueContext(ctx, t, opts...)
+}
+
+func (q *flakyQueue) setDown(v bool) { q.mu.Lock(); q.down = v; q.mu.Unlock() }
+
+type bundle struct {
+	svc       *executions.Service
+	store     *store.Store
+	clock     *clock
+	queue     *flakyQueue
+	inspector *asynq.Inspector
+	redis     asynq.RedisClientOpt
+	pub       ed25519.PublicKey
+	ctx       context.Context
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := testenv.Context(t)
+	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(t), MaxConns: 4, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	seed, err := store.LoadSeed(seeds.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySeed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := asynq.ParseRedisURI(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisOpt := opt.(asynq.RedisClientOpt)
+	client := asynq.NewClient(redisOpt)
+	t.Cleanup(func() { client.Close() })
+	inspector := asynq.NewInspector(redisOpt)
+	t.Cleanup(func() { inspector.Close() })
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &flakyQueue{next: client}
+	svc, err := executions.New(executions.Config{
+		Store: st, Queue: q, SigningKey: priv, Rules: rules,
+		Logger: testenv.Logger(t), Clock: clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{svc: svc, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: pub, ctx: ctx}
+}
+
+func (b *bundle) request(t *testing.T, action, target, params string) executions.Planned {
+	t.Helper()
+	p, err := b.svc.Request(b.ctx, executions.Request{
+		Action: action, Target: target, Params: json.RawMessage(params),
+		RequestedBy: operator, Via: "chat", RoomID: "!ops:localhost",
+	})
+	if err != nil {
+		t.Fatalf("request %s %s: %v", action, target, err)
+	}
+	return p
+}
+
+// queuedOrder returns the verified order queued for id.
+func (b *bundle) queuedOrder(t *testing.T, id uuid.UUID) tasks.Order {
+	t.Helper()
+	info, err := b.inspector.GetTaskInfo(tasks.QueueActuator, id.String())
+	if err != nil {
+		t.Fatalf("no task queued for %s: %v", id, err)
+	}
+	o, err := tasks.VerifyOrder(b.pub, info.Payload, b.clock.Now())
+	if err != nil {
+		t.Fatalf("queued order does not verify: %v", err)
+	}
+	return o
+}
+
+func auditActions(t *testing.T, b *bundle, id uuid.UUID) []string {
+	t.Helper()
+	rows, err := b.store.AuditFor(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Action)
+	}
+	return out
+}
+
+func TestRequestPlansAndWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.request(t, "restart", "jellyfin", "")
+	x := p.Execution
+	if x.State != store.StateAwaitingApproval {
+		t.Fatalf("state = %s, want awaiting_approval", x.State)
+	}
+	if x.TargetSlug != "service:jellyfin" || x.RiskClass != "reversible_low" {
+		t.Errorf("target %s class %s, want service:jellyfin reversible_low", x.TargetSlug, x.RiskClass)
+	}
+	if want := "pct exec 101 -- systemctl restart jellyfin.service"; len(x.Steps) != 1 || x.Steps[0] != want {
+		t.Errorf("steps = %q, want [%q]", x.Steps, want)
+	}
+	if len(x.PlanHash) != 64 || len(x.PlanCode) != 4 {
+		t.Errorf("plan hash %q code %q", x.PlanHash, x.PlanCode)
+	}
+	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+		t.Error("an unapproved plan was queued for the actuator")
+	}
+	pg := b.request(t, "restart", "postgres", "")
+	if pg.Execution.RiskClass != "config_mutation" {
+		t.Errorf("postgres restart class = %s, want config_mutation from the seed's override", pg.Execution.RiskClass)
+	}
+	var blast []string
+	for _, a := range pg.Blast {
+		blast = append(blast, a.Slug)
+	}
+	for _, want := range []string{"service:gitea", "service:authentik", "service:paperless"} {
+		if !strings.Contains(strings.Join(blast, " "), want) {
+			t.Errorf("postgres blast radius %v lacks %s", blast, want)
+		}
+	}
+}
+
+func TestRequestRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tests := []struct {
+		name, action, target, params string
+		check                        func(error) bool
+		want                         string
+	}{
+		{"unknown action", "explode", "jellyfin", "", func(err error) bool { return errors.Is(err, policy.ErrUnknownAction) }, "unknown action"},
+		{"unknown target", "restart", "plex", "", func(err error) bool { return errors.Is(err, executions.ErrUnknownTarget) }, `called "plex"`},
+		{"wrong target type", "pct_reboot", "jellyfin.service", "", func(err error) bool { return errors.Is(err, executions.ErrUnknownTarget) }, "takes a lxc"},
+		{"ambiguous target", "systemctl", "postgres", `{"verb":"reload"}`, func(err error) bool {
+			var a *executions.AmbiguousTargetError
+			return errors.As(err, &a) && len(a.Candidates) == 2
+		}, "lxc:105, service:postgres"},
+		{"malformed params", "systemctl", "service:jellyfin", `{"verb":"restart; reboot"}`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, "params.verb"},
+		{"unknown param", "restart", "jellyfin", `{"force":true}`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, "force"},
+		{"not json", "restart", "jellyfin", `{`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, ""},
+	}
+	for _, tt := range tests {
+		_, err := b.svc.Request(b.ctx, executions.Request{Action: tt.action, Target: tt.target, Params: json.RawMessage(tt.params), RequestedBy: operator, Via: "chat"})
+		if err == nil || !tt.check(err) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+	}
+	xs, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(xs) != 0 {
+		t.Errorf("refused requests persisted %d executions", len(xs))
+	}
+}
+
+func TestReadOnlyAutoApprovesAndDispatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.request(t, "pct_exec", "101", `{"command":"df -h /"}`)
+	x := p.Execution
+	if x.State != store.StateDispatched || x.Approval == nil || x.Approval.Method != "auto" {
+		t.Fatalf("state %s approval %+v, want dispatched with an automatic approval", x.State, x.Approval)
+	}
+	o := b.queuedOrder(t, x.ID)
+	if o.Target.HostAddr != "127.0.0.1:2201" || o.Target.VMID != 101 || o.PlanHash != x.PlanHash {
+		t.Errorf("order target %+v hash %s", o.Target, o.PlanHash)
+	}
+}
+
+func TestApproveDispatchesOnceAndFirstDecisionWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+
+	_, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: "@guest:localhost", Method: policy.MethodReaction, EventID: "$guest"})
+	if !errors.Is(err, policy.ErrNotOperator) {
+		t.Fatalf("guest approval = %v, want ErrNotOperator", err)
+	}
+
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction, EventID: "$r" + string(rune('a'+i))})
+			errs <- err
+		}()
+	}
+	wins, lost := 0, 0
+	for range n {
+		err := <-errs
+		var decided *executions.AlreadyDecidedError
+		switch {
+		case err == nil:
+			wins++
+		case errors.As(err, &decided):
+			lost++
+			if decided.Existing.DecidedBy != operator || !strings.Contains(err.Error(), "already approved by "+operator) {
+				t.Errorf("conflict = %v", err)
+			}
+		default:
+			t.Errorf("approve: %v", err)
+		}
+	}
+	if wins != 1 || lost != n-1 {
+		t.Fatalf("%d approvals won and %d lost, want 1 and %d", wins, lost, n-1)
+	}
+	got, err := b.store.GetExecution(b.ctx, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.StateDispatched {
+		t.Errorf("state = %s, want dispatched", got.State)
+	}
+	o := b.queuedOrder(t, x.ID)
+	if o.Action != "restart" || o.Target.Unit != "jellyfin.service" {
+		t.Errorf("order = %+v", o)
+	}
+	audit := strings.Join(auditActions(t, b, x.ID), " ")
+	for _, want := range []string{"execution.requested", "execution.decision_refused", "execution.approved", "execution.dispatched"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit %q lacks %s", audit, want)
+		}
+	}
+	if strings.Count(audit, "execution.approved") != 1 {
+		t.Errorf("audit %q records more than one approval", audit)
+	}
+}
+
+func TestDestructiveNeedsThePhrase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.request(t, "pct_destroy", "teddycloud", "")
+	x := p.Execution
+	if x.RiskClass != "destructive" || !strings.HasPrefix(p.Phrase, "destroy lxc:131 ") {
+		t.Fatalf("class %s phrase %q", x.RiskClass, p.Phrase)
+	}
+	for _, m := range []policy.Method{policy.MethodReaction, policy.MethodReply} {
+		if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: m}); !errors.Is(err, policy.ErrMethodNotAllowed) {
+			t.Errorf("%s on a destructive plan = %v, want ErrMethodNotAllowed", m, err)
+		}
+	}
+	other := b.request(t, "pct_destroy", "131", "")
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodPhrase, Phrase: other.Phrase}); !errors.Is(err, executions.ErrPhraseMismatch) {
+		t.Errorf("another plan's phrase = %v, want ErrPhraseMismatch", err)
+	}
+	got, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodPhrase, Phrase: "  " + strings.ToUpper(p.Phrase[:1]) + p.Phrase[1:]})
+	if err != nil {
+		t.Fatalf("right phrase: %v", err)
+	}
+	if got.State != store.StateDispatched {
+		t.Errorf("state = %s, want dispatched", got.State)
+	}
+}
+
+func TestExpiredPlanCannotBeApproved(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "gitea", "").Execution
+	b.clock.Advance(31 * time.Minute)
+	_, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReply})
+	if !errors.Is(err, executions.ErrExpired) {
+		t.Fatalf("approve after TTL = %v, want ErrExpired", err)
+	}
+	got, _ := b.store.GetExecution(b.ctx, x.ID)
+	if got.State != store.StateExpired {
+		t.Errorf("state = %s, want expired", got.State)
+	}
+	_, err = b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReply})
+	if !errors.Is(err, executions.ErrNotPending) {
+		t.Errorf("second approve = %v, want ErrNotPending", err)
+	}
+}
+
+func TestResultsApplyOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+		t.Fatal(err)
+	}
+	id := x.ID.String()
+	a, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "restarting"})
+	if err != nil || !a.Changed || a.Execution.State != store.StateRunning {
+		t.Fatalf("first progress: %+v %v", a, err)
+	}
+	a, err = b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded, Output: "done"})
+	if err != nil || !a.Changed || a.Execution.State != store.StateSucceeded {
+		t.Fatalf("result: %+v %v", a, err)
+	}
+	for _, late := range []tasks.Result{
+		{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded},
+		{Version: 1, ExecutionID: id, Status: tasks.StatusFailed, Error: "late"},
+		{Version: 1, ExecutionID: id, Status: tasks.StatusRefused, Refusal: tasks.RefusedReplay},
+	} {
+		a, err := b.svc.ApplyResult(b.ctx, late)
+		if err != nil || a.Changed || a.Execution.State != store.StateSucceeded {
+			t.Errorf("late %s: %+v %v; want no change", late.Status, a, err)
+		}
+	}
+	a, err = b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "late"})
+	if err != nil || a.Changed || a.Execution.ProgressTail != "done" {
+		t.Errorf("late progress: %+v %v", a, err)
+	}
+}
+
+func TestRefusedOrderFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: x.ID.String(), Status: tasks.StatusRefused, Refusal: tasks.RefusedExpired, Error: "order expired"})
+	if err != nil || a.Execution.State != store.StateFailed || !strings.Contains(a.Execution.Error, "refused the order (expired)") {
+		t.Errorf("refused: %+v %v", a.Execution, err)
+	}
+}
+
+func TestReconcilerRecoversLostDispatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Redis is down at approval: the approval stands, nothing is queued.
+	b.queue.setDown(true)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	got, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction})
+	if err != nil || got.State != store.StateApproved {
+		t.Fatalf("approve with redis down: %s %v", got.State, err)
+	}
+	b.queue.setDown(false)
+	rep, err := b.svc.Reconcile(b.ctx)
+	if err != nil || rep.Dispatched != 1 {
+		t.Fatalf("reconcile = %+v %v, want one dispatch", rep, err)
+	}
+	b.queuedOrder(t, x.ID)
+
+	// Redis is flushed before the actuator picks the order up.
+	rdb := redis.NewClient(&redis.Options{Addr: b.redis.Addr, DB: b.redis.DB})
+	defer rdb.Close()
+	if err := rdb.FlushDB(b.ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+		t.Fatal("the order survived the flush")
+	}
+	b.clock.Advance(45 * time.Second)
+	rep, err = b.svc.Reconcile(b.ctx)
+	if err != nil || rep.Resent != 1 {
+		t.Fatalf("reconcile after flush = %+v %v, want one resend", rep, err)
+	}
+	// The client remembers it registered the queue before the flush, so
+	// the registry the inspector reads is gone; the task itself is back.
+	if n, err := rdb.Exists(b.ctx, "asynq:{"+tasks.QueueActuator+"}:t:"+x.ID.String()).Result(); err != nil || n != 1 {
+		t.Fatalf("resent task missing from redis: %d %v", n, err)
+	}
+	rdb.SAdd(b.ctx, "asynq:queues", tasks.QueueActuator)
+	o := b.queuedOrder(t, x.ID)
+	if o.ExpiresAt.After(got.UpdatedAt.Add(15*time.Minute + time.Second)) {
+		t.Errorf("resent order expires %s, later than the first dispatch's deadline", o.ExpiresAt)
+	}
+	// Still unacknowledged after every copy expired: outcome unknown, never re-run.
+	b.clock.Advance(20 * time.Minute)
+	rep, err = b.svc.Reconcile(b.ctx)
+	if err != nil || rep.OutcomeUnknown != 1 || rep.Resent != 0 {
+		t.Fatalf("reconcile after expiry = %+v %v", rep, err)
+	}
+	got, _ = b.store.GetExecution(b.ctx, x.ID)
+	if got.State != store.StateOutcomeUnknown {
+		t.Fatalf("state = %s, want outcome_unknown", got.State)
+	}
+	if _, err := b.svc.Reconciled(b.ctx, x.ID, "@guest:localhost", "checked"); !errors.Is(err, policy.ErrNotOperator) {
+		t.Errorf("guest reconcile = %v", err)
+	}
+	got, err = b.svc.Reconciled(b.ctx, x.ID, operator, "jellyfin was restarted; verified by hand")
+	if err != nil || got.State != store.StateReconciled {
+		t.Errorf("reconciled: %s %v", got.State, err)
+	}
+}
+
+func TestReconcilerMarksSilentRunsUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: x.ID.String()}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Minute)
+	if rep, _ := b.svc.Reconcile(b.ctx); rep.OutcomeUnknown != 0 {
+		t.Fatalf("a run with a recent heartbeat was marked unknown: %+v", rep)
+	}
+	b.clock.Advance(2 * time.Minute)
+	rep, err := b.svc.Reconcile(b.ctx)
+	if err != nil || rep.OutcomeUnknown != 1 {
+		t.Fatalf("reconcile = %+v %v, want one outcome_unknown", rep, err)
+	}
+	// A result that arrives later is kept in the audit log but moves nothing.
+	a, err := b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: x.ID.String(), Status: tasks.StatusSucceeded})
+	if err != nil || a.Changed || a.Execution.State != store.StateOutcomeUnknown {
+		t.Errorf("late result: %+v %v", a, err)
+	}
+	if audit := auditActions(t, b, x.ID); audit[len(audit)-1] != "execution.late_result" {
+		t.Errorf("audit = %v, want the late result recorded", audit)
+	}
+}
+
+func TestExpiryByReconciler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "pct_destroy", "131", "").Execution
+	b.clock.Advance(11 * time.Minute)
+	rep, err := b.svc.Reconcile(b.ctx)
+	if err != nil || rep.Expired != 1 {
+		t.Fatalf("reconcile = %+v %v", rep, err)
+	}
+	got, _ := b.store.GetExecution(b.ctx, x.ID)
+	if got.State != store.StateExpired {
+		t.Errorf("state = %s, want expired", got.State)
+	}
+}
+
+func TestTargetChangedAfterApprovalIsNotSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.queue.setDown(true)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+		t.Fatal(err)
+	}
+	// The service moves to another unit name before the order goes out.
+	fsys := fstest.MapFS{}
+	names, _ := fs.Glob(seeds.FS, "*.yaml")
+	for _, n := range names {
+		data, _ := fs.ReadFile(seeds.FS, n)
+		fsys[n] = &fstest.MapFile{Data: []byte(strings.Replace(string(data), "unit: jellyfin.service", "unit: jellyfin-server.service", 1))}
+	}
+	seed, err := store.LoadSeed(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.ApplySeed(b.ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	b.queue.setDown(false)
+	if _, err := b.svc.Reconcile(b.ctx); !errors.Is(err, executions.ErrTargetChanged) {
+		t.Fatalf("reconcile = %v, want ErrTargetChanged", err)
+	}
+	got, _ := b.store.GetExecution(b.ctx, x.ID)
+	if got.State != store.StateFailed || !strings.Contains(got.Error, "target changed") {
+		t.Errorf("state %s error %q, want failed because the target changed", got.State, got.Error)
+	}
+	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+		t.Error("an order for the changed target was queued")
+	}
+}
