@@ -3,6 +3,9 @@ SHELL := /bin/bash
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -timeout 30m
+# Pure-Go end-to-end encryption (goolm): no libolm, no cgo needed.
+export GOFLAGS := -buildvcs=false -tags=goolm
+export CGO_ENABLED ?= 0
 
 .PHONY: help
 help: ## list the targets
@@ -26,8 +29,8 @@ test: prepare ## vet, then run the whole test suite against real services
 	$(GO) test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test/race
-test/race: prepare ## the test suite with the race detector
-	$(GO) test -race $(GO_TEST_FLAGS) ./...
+test/race: prepare ## the test suite with the race detector (needs cgo)
+	CGO_ENABLED=1 $(GO) test -race $(GO_TEST_FLAGS) ./...
 
 .PHONY: lint
 lint: ## gofmt, vet and staticcheck

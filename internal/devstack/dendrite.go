@@ -115,7 +115,9 @@ func EnsureDendrite(ctx context.Context, logger *slog.Logger) (binDir string, er
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = tmp // outside any module, so no go.mod or go.work applies
-	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOWORK=off", "GO111MODULE=on")
+	// Dendrite links SQLite through cgo; build it that way whatever the
+	// caller's CGO_ENABLED says.
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOWORK=off", "GO111MODULE=on", "CGO_ENABLED=1", "GOFLAGS=-buildvcs=false")
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	runErr := cmd.Run()

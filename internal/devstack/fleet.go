@@ -1,0 +1,41 @@
+package devstack
+
+import (
+	"log/slog"
+
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/store"
+)
+
+// LabsimConfig describes the seeded fleet to labsim: every host on its
+// seeded ssh address (127.0.0.1:0 when unset), every container with its
+// services active when it runs and enabled.
+func LabsimConfig(seed *store.Seed, stateDir, authorizedKeys, logPath string, logger *slog.Logger) labsim.Config {
+	lc := labsim.Config{StateDir: stateDir, AuthorizedKeysFile: authorizedKeys, LogPath: logPath, Logger: logger}
+	for _, h := range seed.Hosts {
+		host := labsim.Host{Name: h.Name, Addr: h.SSH}
+		if host.Addr == "" {
+			host.Addr = "127.0.0.1:0"
+		}
+		for _, c := range h.Containers {
+			ct := labsim.Container{
+				VMID: c.VMID, Hostname: c.Hostname, IP: c.IP, Gateway: c.Gateway,
+				Cores: c.Cores, MemoryMB: c.MemoryMB, DiskGB: c.DiskGB, Status: c.Status,
+			}
+			if ct.IP != "dhcp" && ct.Gateway != "" {
+				// The demo fleet's resolver works; a dead one is a fault the
+				// tests and the demo inject on purpose.
+				ct.Nameserver = "1.1.1.1"
+			}
+			for _, s := range c.Services {
+				ct.Services = append(ct.Services, labsim.Service{
+					Name: s.Name, Unit: s.Unit, Port: s.Port, HealthPath: s.HealthPath,
+					Active: c.Status != "stopped", Enabled: true,
+				})
+			}
+			host.Containers = append(host.Containers, ct)
+		}
+		lc.Hosts = append(lc.Hosts, host)
+	}
+	return lc
+}

@@ -1,0 +1,119 @@
+package testenv
+
+import (
+	"crypto/ed25519"
+	"encoding/pem"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/nomoshq/nomos/internal/devstack"
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/seeds"
+	"github.com/nomoshq/nomos/store"
+)
+
+// Fleet is the demo homelab served by labsim for one test, with the seed
+// rewritten so each host's ssh address is the port labsim really listens
+// on, and the client key and known_hosts an actuator needs.
+type Fleet struct {
+	Seed           *store.Seed
+	Sim            *labsim.Sim
+	SSHKeyFile     string
+	SSHSigner      ssh.Signer
+	KnownHostsFile string
+	LogPath        string
+}
+
+// NewFleet starts labsim with the demo seed on free loopback ports. Apply
+// f.Seed to a store so executions address the same ports.
+func NewFleet(t testing.TB) *Fleet {
+	t.Helper()
+	dir := t.TempDir()
+	fsys := fstest.MapFS{}
+	names, err := fs.Glob(seeds.FS, "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		data, err := fs.ReadFile(seeds.FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		for _, fixed := range []string{"127.0.0.1:2201", "127.0.0.1:2202"} {
+			s = strings.ReplaceAll(s, fixed, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		}
+		fsys[n] = &fstest.MapFile{Data: []byte(s)}
+	}
+	seed, err := store.LoadSeed(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "nomos test actuator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "actuator_ed25519")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sshPub, _ := ssh.NewPublicKey(pub)
+	authorized := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(authorized, ssh.MarshalAuthorizedKey(sshPub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &Fleet{Seed: seed, SSHKeyFile: keyFile, SSHSigner: signer, LogPath: filepath.Join(dir, "labsim", "commands.jsonl")}
+	f.Sim, err = labsim.New(devstack.LabsimConfig(seed, filepath.Join(dir, "labsim"), authorized, f.LogPath, Logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sim.Start(Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Sim.Close() })
+	f.KnownHostsFile = filepath.Join(dir, "known_hosts")
+	if err := labsim.WriteKnownHosts(f.KnownHostsFile, f.Sim.KnownHostsLines()); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Commands returns the raw commands labsim received, in order.
+func (f *Fleet) Commands(t testing.TB) []string {
+	t.Helper()
+	entries, err := labsim.ReadLog(f.LogPath)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Command
+	}
+	return out
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

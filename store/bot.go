@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// MarkEventHandled records that the bot handled a Matrix event. It returns
+// false when the event was already recorded, so the caller skips it.
+func (s *Store) MarkEventHandled(ctx context.Context, roomID, eventID string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO bot_handled_events (event_id, room_id, handled_at) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, eventID, roomID, s.now())
+	if err != nil {
+		return false, fmt.Errorf("mark event %s handled: %w", eventID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// EventHandled reports whether the bot already handled an event.
+func (s *Store) EventHandled(ctx context.Context, eventID string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM bot_handled_events WHERE event_id = $1)`, eventID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("event %s handled: %w", eventID, err)
+	}
+	return ok, nil
+}
+
+// BotState reads a bot setting; ErrNotFound when unset.
+func (s *Store) BotState(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, `SELECT value FROM bot_state WHERE key = $1`, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("bot state %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// SetBotStateOnce stores value under key unless the key is set, and returns
+// the value that is stored.
+func (s *Store) SetBotStateOnce(ctx context.Context, key, value string) (string, error) {
+	_, err := s.pool.Exec(ctx, `INSERT INTO bot_state (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING`, key, value)
+	if err != nil {
+		return "", fmt.Errorf("bot state %s: %w", key, err)
+	}
+	return s.BotState(ctx, key)
+}
+
+// ClaimNotice records that a notice of kind is being sent for an execution.
+// Only the first caller gets true.
+func (s *Store) ClaimNotice(ctx context.Context, executionID uuid.UUID, kind string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO bot_notices (execution_id, kind, sent_at) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, executionID, kind, s.now())
+	if err != nil {
+		return false, fmt.Errorf("claim %s notice for %s: %w", kind, executionID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
