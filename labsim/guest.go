@@ -413,6 +413,10 @@ func aptCmd(c *call) int {
 		return 0
 	case "clean", "autoclean":
 		return 0
+	case "list":
+		if c.name == "apt" {
+			return c.aptList(tpl)
+		}
 	case "":
 		c.errf("E: No operation specified\n")
 		return 100
@@ -448,6 +452,31 @@ func (c *call) aptUpdate(tpl ctTemplate) int {
 	}
 	c.errf("E: Some index files failed to download. They have been ignored, or old ones used instead.\n")
 	return 100
+}
+
+// aptList is apt list: --upgradable shows nothing, since the mirror has no
+// newer versions than it installs; --installed shows what is installed;
+// otherwise every package the mirror carries.
+func (c *call) aptList(tpl ctTemplate) int {
+	upgradable := slices.Contains(c.args, "--upgradable") || slices.Contains(c.args, "--upgradeable")
+	installed := slices.Contains(c.args, "--installed")
+	c.outf("Listing...\n")
+	if upgradable {
+		return 0
+	}
+	for _, n := range slices.Sorted(maps.Keys(packages)) {
+		p := packages[n]
+		_, have := c.ct.Guest.Packages[n]
+		if installed && !have {
+			continue
+		}
+		mark := ""
+		if have {
+			mark = " [installed]"
+		}
+		c.outf("%s/%s %s %s%s\n", n, tpl.codename, plainVersion(p.Version), cmp.Or(p.Arch, "amd64"), mark)
+	}
+	return 0
 }
 
 func debName(name string, p pkgInfo) string {

@@ -60,6 +60,9 @@ type MatrixConfig struct {
 	AccessToken     string   `koanf:"access_token"`
 	AccessTokenFile string   `koanf:"access_token_file"`
 	Operators       []string `koanf:"operators"`
+	PickleKey       string   `koanf:"pickle_key"`
+	PickleKeyFile   string   `koanf:"pickle_key_file"`
+	RecoveryKeyFile string   `koanf:"recovery_key_file"`
 }
 
 // LLMConfig points the agent at an OpenAI-compatible endpoint.
@@ -184,6 +187,7 @@ func (c *Config) resolveSecrets() error {
 		{"redis.url", &c.Redis.URL, c.Redis.URLFile},
 		{"matrix.password", &c.Matrix.Password, c.Matrix.PasswordFile},
 		{"matrix.access_token", &c.Matrix.AccessToken, c.Matrix.AccessTokenFile},
+		{"matrix.pickle_key", &c.Matrix.PickleKey, c.Matrix.PickleKeyFile},
 		{"llm.api_key", &c.LLM.APIKey, c.LLM.APIKeyFile},
 		{"mcp.token", &c.MCP.Token, c.MCP.TokenFile},
 	}
@@ -255,6 +259,9 @@ func (c *Config) validate(role string) error {
 		}
 		if len(c.Matrix.Operators) == 0 {
 			bad("matrix.operators", "want at least one operator user id, such as [\"@alice:example.org\"]")
+		}
+		if len(c.Matrix.PickleKey) < 16 {
+			bad("matrix.pickle_key", "want a secret of at least 16 characters; it encrypts the bot's end-to-end keys at rest")
 		}
 		for i, op := range c.Matrix.Operators {
 			if !userIDPattern.MatchString(op) {

@@ -84,6 +84,7 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"no operators", "bot", nil, "matrix.operators: want at least one"},
 		{"bad operator", "bot", []string{"NOMOS_MATRIX__OPERATORS=alice"}, "matrix.operators[0]"},
 		{"no credentials", "bot", nil, "matrix.password: set matrix.password or matrix.access_token"},
+		{"no pickle key", "bot", nil, "matrix.pickle_key: want a secret of at least 16"},
 		{"missing signing key", "bot", nil, "orders.signing_key_file: is required"},
 		{"unreadable key", "actuator", []string{"NOMOS_ACTUATOR__SSH_KEY_FILE=/nonexistent/key"}, "actuator.ssh_key_file: cannot read /nonexistent/key"},
 		{"missing redis", "actuator", []string{"NOMOS_ORDERS__VERIFY_KEY_FILE=" + key}, "redis.url: is required"},
@@ -122,6 +123,7 @@ func TestConfigValidPasses(t *testing.T) {
 		"NOMOS_MATRIX__USER_ID=@nomos:localhost",
 		"NOMOS_MATRIX__PASSWORD=pw",
 		"NOMOS_MATRIX__OPERATORS=@operator:localhost",
+		"NOMOS_MATRIX__PICKLE_KEY=0123456789abcdef0123",
 		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + key,
 	})
 	if err != nil {

@@ -242,6 +242,7 @@ func writeDevState(path string, s devState) error {
 type devKeys struct {
 	sshKey, authorizedKeys, knownHosts string
 	signingKey, verifyKey              string
+	pickleKey, recoveryKey             string
 }
 
 // ensureDevKeys creates the actuator's SSH key and the order-signing key
@@ -253,6 +254,8 @@ func ensureDevKeys(dir string) (devKeys, error) {
 		knownHosts:     filepath.Join(dir, "known_hosts"),
 		signingKey:     filepath.Join(dir, "orders_signing.key"),
 		verifyKey:      filepath.Join(dir, "orders_verify.pub"),
+		pickleKey:      filepath.Join(dir, "pickle_key"),
+		recoveryKey:    filepath.Join(dir, "recovery_key"),
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return k, err
@@ -274,6 +277,11 @@ func ensureDevKeys(dir string) (devKeys, error) {
 			return k, err
 		}
 		if err := os.WriteFile(k.authorizedKeys, ssh.MarshalAuthorizedKey(sshPub), 0o600); err != nil {
+			return k, err
+		}
+	}
+	if _, err := os.Stat(k.pickleKey); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(k.pickleKey, []byte(randomToken(32)+"\n"), 0o600); err != nil {
 			return k, err
 		}
 	}
@@ -382,6 +390,8 @@ func devEnvironment(s devState, k devKeys, dir string) []string {
 		"NOMOS_MATRIX__USER_ID=" + s.Bot.UserID,
 		"NOMOS_MATRIX__PASSWORD=" + s.Bot.Password,
 		"NOMOS_MATRIX__OPERATORS=" + s.Operator.UserID,
+		"NOMOS_MATRIX__PICKLE_KEY_FILE=" + k.pickleKey,
+		"NOMOS_MATRIX__RECOVERY_KEY_FILE=" + k.recoveryKey,
 		"NOMOS_ACTUATOR__SSH_KEY_FILE=" + k.sshKey,
 		"NOMOS_ACTUATOR__KNOWN_HOSTS_FILE=" + k.knownHosts,
 		"NOMOS_ACTUATOR__JOURNAL_FILE=" + filepath.Join(dir, "actuator", "journal"),

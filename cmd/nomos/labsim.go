@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"strings"
 
+	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 )
@@ -43,10 +43,9 @@ func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
 	return nil
 }
 
-// startLabsim serves the seeded fleet: every host on its seeded ssh address,
-// every container with its services active and enabled.
+// startLabsim serves the seeded fleet.
 func startLabsim(ctx context.Context, seed *store.Seed, cfg LabsimConfig, logger *slog.Logger) (*labsim.Sim, error) {
-	sim, err := labsim.New(labsimConfig(seed, cfg, logger))
+	sim, err := labsim.New(devstack.LabsimConfig(seed, cfg.StateDir, cfg.AuthorizedKeysFile, cfg.LogFile, logger))
 	if err != nil {
 		return nil, err
 	}
@@ -54,39 +53,4 @@ func startLabsim(ctx context.Context, seed *store.Seed, cfg LabsimConfig, logger
 		return nil, err
 	}
 	return sim, nil
-}
-
-func labsimConfig(seed *store.Seed, cfg LabsimConfig, logger *slog.Logger) labsim.Config {
-	lc := labsim.Config{
-		StateDir:           cfg.StateDir,
-		AuthorizedKeysFile: cfg.AuthorizedKeysFile,
-		LogPath:            cfg.LogFile,
-		Logger:             logger,
-	}
-	for _, h := range seed.Hosts {
-		host := labsim.Host{Name: h.Name, Addr: h.SSH}
-		if host.Addr == "" {
-			host.Addr = "127.0.0.1:0"
-		}
-		for _, c := range h.Containers {
-			ct := labsim.Container{
-				VMID: c.VMID, Hostname: c.Hostname, IP: c.IP, Gateway: c.Gateway,
-				Cores: c.Cores, MemoryMB: c.MemoryMB, DiskGB: c.DiskGB, Status: c.Status,
-			}
-			if ct.IP != "dhcp" && ct.Gateway != "" {
-				// The demo fleet's resolver works; a dead one is a fault
-				// that tests and the demo inject on purpose.
-				ct.Nameserver = "1.1.1.1"
-			}
-			for _, s := range c.Services {
-				ct.Services = append(ct.Services, labsim.Service{
-					Name: s.Name, Unit: strings.TrimSpace(s.Unit), Port: s.Port,
-					HealthPath: s.HealthPath, Active: c.Status != "stopped", Enabled: true,
-				})
-			}
-			host.Containers = append(host.Containers, ct)
-		}
-		lc.Hosts = append(lc.Hosts, host)
-	}
-	return lc
 }

@@ -54,19 +54,16 @@ var roles map[string]role
 
 func init() {
 	roles = map[string]role{
-		"migrate": {summary: "apply pending database migrations", run: runMigrate},
-		"seed":    {summary: "upsert the fleet, policy, knowledge and runbooks from seed files", run: runSeed},
-		"labsim":  {summary: "serve simulated Proxmox hosts over SSH", run: runLabsim},
-		"dev":     {summary: "bring up the whole local stack in the foreground", run: runDev},
-		"version": {summary: "print the version", run: runVersion},
-		"bot": {summary: "run the Matrix bot, status page and MCP endpoint",
-			pending: "the Matrix front (plans, approvals, live status)"},
-		"actuator": {summary: "run the SSH actuator that carries out approved orders",
-			pending: "the gated execution path (signed orders, journal, SSH runner)"},
+		"migrate":  {summary: "apply pending database migrations", run: runMigrate},
+		"seed":     {summary: "upsert the fleet, policy, knowledge and runbooks from seed files", run: runSeed},
+		"labsim":   {summary: "serve simulated Proxmox hosts over SSH", run: runLabsim},
+		"dev":      {summary: "bring up the whole local stack in the foreground", run: runDev},
+		"version":  {summary: "print the version", run: runVersion},
+		"bot":      {summary: "run the Matrix bot: plans, approvals, live status", run: runBot},
+		"actuator": {summary: "run the SSH actuator that carries out approved orders", run: runActuator},
 		"mcp": {summary: "serve the MCP tools over stdio (--stdio)",
 			pending: "the agent and MCP server"},
-		"chat": {summary: "a terminal Matrix client for the dev operator",
-			pending: "the Matrix front"},
+		"chat": {summary: "a terminal Matrix client for the dev operator", run: runChat},
 	}
 }
 

@@ -1,0 +1,382 @@
+package actuator
+
+import (
+	"cmp"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// Config configures an Actuator. Zero durations take their defaults.
+type Config struct {
+	// RedisURL locates the Redis that carries orders and results, such as
+	// redis://127.0.0.1:6379/0. Required.
+	RedisURL string
+	// VerifyKey is the bot's order-signing public key. Only orders it
+	// verifies run. Required.
+	VerifyKey ed25519.PublicKey
+	// SSHSigner is the actuator's SSH private key. Required.
+	SSHSigner ssh.Signer
+	// KnownHostsFile pins every host's SSH key; a host that is not in it,
+	// or presents another key, is refused. Required.
+	KnownHostsFile string
+	// SSHUser is the login on the hosts. Default root.
+	SSHUser string
+	// JournalPath is the local append-only journal that keeps an order
+	// from running twice. Its directory is created if need be. Required.
+	JournalPath string
+	// Concurrency is how many orders and probes run at once. Default 4.
+	Concurrency int
+	// CommandTimeout bounds each command; a command still running then is
+	// killed and its execution fails. Default 10m.
+	CommandTimeout time.Duration
+	// ProvisionTimeout bounds a whole pct_create. Default 30m.
+	ProvisionTimeout time.Duration
+	// ProgressInterval is the least time between two progress reports of
+	// one execution. Default 2s.
+	ProgressInterval time.Duration
+	// HeartbeatInterval is the most time between two progress reports of a
+	// running execution, output or not. Default 10s.
+	HeartbeatInterval time.Duration
+	// TaskCheckInterval is how often idle queues are polled for new work.
+	// Default 100ms; asynq's own default of 1s adds a second to every
+	// order.
+	TaskCheckInterval time.Duration
+	// RetryDelay is the pause between attempts of the DNS gate and of apt
+	// during pct_create. Default 5s.
+	RetryDelay time.Duration
+	// ShutdownGrace is how long running executions may go on once Run's
+	// context ends; then their commands are killed and they are reported
+	// as outcome_unknown. Default 10s.
+	ShutdownGrace time.Duration
+	// Logger receives the actuator's logs. Default: discarded.
+	Logger *slog.Logger
+	// Clock tells the time for expiry checks, the journal, snapshot names
+	// and reports. Default time.Now.
+	Clock func() time.Time
+}
+
+// Actuator consumes orders and probes and carries them out over SSH. Build
+// one with New and start it with Run.
+type Actuator struct {
+	cfg     Config
+	log     *slog.Logger
+	redis   asynq.RedisConnOpt
+	ssh     *SSHRunner
+	runner  Runner
+	journal *journal
+	running atomic.Bool
+
+	// Set by Run before the first task arrives.
+	client    *asynq.Client
+	workCtx   context.Context // commands; cancelled after the shutdown grace
+	reportCtx context.Context // result delivery; cancelled last
+
+	mu     sync.Mutex // guards active and idleCh
+	active int
+	idleCh chan struct{}
+}
+
+// New checks cfg, connects nothing yet, and opens the journal.
+func New(cfg Config) (*Actuator, error) {
+	cfg.SSHUser = cmp.Or(cfg.SSHUser, "root")
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
+	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
+	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)
+	cfg.ProgressInterval = cmp.Or(cfg.ProgressInterval, 2*time.Second)
+	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, 10*time.Second)
+	cfg.TaskCheckInterval = cmp.Or(cfg.TaskCheckInterval, 100*time.Millisecond)
+	cfg.RetryDelay = cmp.Or(cfg.RetryDelay, 5*time.Second)
+	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, 10*time.Second)
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)).With("component", "actuator")
+
+	var errs []error
+	var redisOpt asynq.RedisConnOpt
+	if cfg.RedisURL == "" {
+		errs = append(errs, errors.New("redis url is required"))
+	} else if opt, err := asynq.ParseRedisURI(cfg.RedisURL); err != nil {
+		errs = append(errs, fmt.Errorf("redis url: %w", err))
+	} else {
+		redisOpt = opt
+	}
+	if len(cfg.VerifyKey) != ed25519.PublicKeySize {
+		errs = append(errs, fmt.Errorf("verify key: want an Ed25519 public key of %d bytes, got %d", ed25519.PublicKeySize, len(cfg.VerifyKey)))
+	}
+	if cfg.JournalPath == "" {
+		errs = append(errs, errors.New("journal path is required"))
+	}
+	if cfg.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", cfg.Concurrency))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"command timeout", cfg.CommandTimeout}, {"provision timeout", cfg.ProvisionTimeout},
+		{"progress interval", cfg.ProgressInterval}, {"heartbeat interval", cfg.HeartbeatInterval},
+		{"task check interval", cfg.TaskCheckInterval}, {"retry delay", cfg.RetryDelay},
+		{"shutdown grace", cfg.ShutdownGrace},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
+		}
+	}
+	runner, err := NewSSHRunner(SSHConfig{
+		User: cfg.SSHUser, Signer: cfg.SSHSigner, KnownHostsFile: cfg.KnownHostsFile,
+		DialTimeout: 10 * time.Second, Logger: log,
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("actuator config: %w", err)
+	}
+	j, err := openJournal(cfg.JournalPath, cfg.Clock())
+	if err != nil {
+		return nil, err
+	}
+	return &Actuator{cfg: cfg, log: log, redis: redisOpt, ssh: runner, runner: runner, journal: j}, nil
+}
+
+func (a *Actuator) now() time.Time { return a.cfg.Clock() }
+
+// Run reports what an earlier run left unfinished, then consumes orders and
+// probes until ctx ends. It then stops taking work, lets running executions
+// finish for ShutdownGrace, kills what is left (reported as
+// outcome_unknown), and closes the journal and every connection. Run may be
+// called once.
+func (a *Actuator) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("actuator: Run called twice")
+	}
+	defer a.journal.Close()
+	defer a.ssh.Close()
+	a.client = asynq.NewClient(a.redis)
+	defer a.client.Close()
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	reportCtx, cancelReports := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReports()
+	a.workCtx, a.reportCtx = workCtx, reportCtx
+
+	if err := a.recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	srv := asynq.NewServer(a.redis, asynq.Config{
+		Concurrency:       a.cfg.Concurrency,
+		Queues:            map[string]int{tasks.QueueActuator: 3, tasks.QueueProbes: 1},
+		TaskCheckInterval: a.cfg.TaskCheckInterval,
+		// drain bounds the handlers; asynq must not give up on them first
+		// and put their orders back on the queue.
+		ShutdownTimeout: a.cfg.ShutdownGrace + 30*time.Second,
+		Logger:          asynqLogger{a.log},
+		LogLevel:        asynq.WarnLevel,
+	})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
+	mux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("start actuator: %w", err)
+	}
+	a.log.Info("actuator ready", "queues", []string{tasks.QueueActuator, tasks.QueueProbes}, "concurrency", a.cfg.Concurrency)
+
+	<-ctx.Done()
+	a.log.Info("actuator stopping", "running", a.activeCount())
+	srv.Stop()
+	a.drain(cancelWork, cancelReports)
+	srv.Shutdown()
+	a.log.Info("actuator stopped")
+	return nil
+}
+
+// drain waits for running handlers: for ShutdownGrace, then after killing
+// their commands, then after giving up on reports that cannot be sent.
+func (a *Actuator) drain(cancelWork, cancelReports context.CancelFunc) {
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-a.idle():
+			return true
+		case <-t.C:
+			return false
+		}
+	}
+	if wait(a.cfg.ShutdownGrace) {
+		return
+	}
+	a.log.Warn("stopping executions still running after the shutdown grace", "running", a.activeCount())
+	cancelWork()
+	if wait(10 * time.Second) {
+		return
+	}
+	a.log.Error("results could not be delivered before shutdown; the next start reports them as outcome_unknown")
+	cancelReports()
+	<-a.idle()
+}
+
+// enter counts a running handler; call the returned func when it is done.
+func (a *Actuator) enter() func() {
+	a.mu.Lock()
+	a.active++
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.active--
+		if a.active == 0 && a.idleCh != nil {
+			close(a.idleCh)
+			a.idleCh = nil
+		}
+		a.mu.Unlock()
+	}
+}
+
+// idle returns a channel that is closed when no handler runs.
+func (a *Actuator) idle() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.active == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if a.idleCh == nil {
+		a.idleCh = make(chan struct{})
+	}
+	return a.idleCh
+}
+
+func (a *Actuator) activeCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.active
+}
+
+// recover reports every execution the journal saw start but not finish as
+// outcome_unknown, then marks it finished. The mark follows the report, so
+// a crash in between reports it again rather than never.
+func (a *Actuator) recover(ctx context.Context) error {
+	for _, u := range a.journal.Unfinished() {
+		now := a.now()
+		res := tasks.Result{
+			ExecutionID: u.ID,
+			Status:      tasks.StatusOutcomeUnknown,
+			Error: fmt.Sprintf("The actuator stopped while this execution was running (it started at %s), so its outcome is unknown: "+
+				"the command may or may not have finished. Check the target, then mark the execution reconciled.", u.StartedAt.UTC().Format(time.RFC3339)),
+			StartedAt:  u.StartedAt,
+			FinishedAt: now,
+		}
+		if err := a.deliverResult(ctx, res); err != nil {
+			return fmt.Errorf("recover execution %s: %w", u.ID, err)
+		}
+		if err := a.journal.Finish(u.ID, res.Status); err != nil {
+			return fmt.Errorf("recover execution %s: %w", u.ID, err)
+		}
+		a.log.Warn("reported an execution interrupted by a stop as outcome_unknown", "execution_id", u.ID, "started_at", u.StartedAt)
+	}
+	return nil
+}
+
+// enqueueTimeout bounds one attempt to put a message on the queue.
+const enqueueTimeout = 5 * time.Second
+
+// enqueue puts t on its queue once. A message whose task id is already
+// queued or retained counts as delivered.
+func (a *Actuator) enqueue(ctx context.Context, t *asynq.Task) error {
+	ctx, cancel := context.WithTimeout(ctx, enqueueTimeout)
+	defer cancel()
+	_, err := a.client.EnqueueContext(ctx, t)
+	if errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask) {
+		return nil
+	}
+	return err
+}
+
+// deliverResult redacts res and enqueues it, retrying until it is on the
+// queue or ctx ends.
+func (a *Actuator) deliverResult(ctx context.Context, res tasks.Result) error {
+	res = redactResult(res)
+	t, err := tasks.NewResultTask(res)
+	if err != nil {
+		return err
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := a.enqueue(ctx, t)
+		if err == nil {
+			return nil
+		}
+		a.log.Warn("could not enqueue a result; retrying", "execution_id", res.ExecutionID, "status", res.Status, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("enqueue result: %w (last error: %v)", context.Cause(ctx), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// reportProgress enqueues one progress report. Progress is advisory: a
+// report that cannot be sent is logged and dropped.
+func (a *Actuator) reportProgress(ctx context.Context, p tasks.Progress) {
+	t, err := tasks.NewProgressTask(p)
+	if err == nil {
+		err = a.enqueue(ctx, t)
+	}
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("could not enqueue progress", "execution_id", p.ExecutionID, "seq", p.Seq, "error", err)
+	}
+}
+
+// redactResult redacts every free-text field of a result.
+func redactResult(r tasks.Result) tasks.Result {
+	r.Error = Redact(r.Error)
+	r.Output = Redact(r.Output)
+	if r.Notes != nil {
+		notes := make([]string, len(r.Notes))
+		for i, n := range r.Notes {
+			notes[i] = Redact(n)
+		}
+		r.Notes = notes
+	}
+	if r.Phases != nil {
+		phases := make([]tasks.Phase, len(r.Phases))
+		for i, p := range r.Phases {
+			p.Note = Redact(p.Note)
+			phases[i] = p
+		}
+		r.Phases = phases
+	}
+	return r
+}
+
+// asynqLogger sends asynq's logs to slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (l asynqLogger) Debug(args ...any) { l.l.Debug(fmt.Sprint(args...), "source", "asynq") }
+func (l asynqLogger) Info(args ...any)  { l.l.Info(fmt.Sprint(args...), "source", "asynq") }
+func (l asynqLogger) Warn(args ...any)  { l.l.Warn(fmt.Sprint(args...), "source", "asynq") }
+func (l asynqLogger) Error(args ...any) { l.l.Error(fmt.Sprint(args...), "source", "asynq") }
+
+// Fatal is never called by asynq itself; the interface asks it to exit.
+func (l asynqLogger) Fatal(args ...any) {
+	l.l.Error(fmt.Sprint(args...), "source", "asynq")
+	os.Exit(1)
+}

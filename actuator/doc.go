@@ -1,0 +1,46 @@
+// Package actuator is the hands of Nomos: the only process that reaches into
+// the fleet. It consumes signed orders and read-only probes from Redis,
+// carries them out over SSH on the Proxmox hosts, and reports progress and
+// results back on the results queue.
+//
+// # Orders
+//
+// An order runs only if its Ed25519 signature verifies against the pinned
+// key, it has not expired, the local journal has never seen its execution
+// id, and the steps policy derives from its action, parameters and target
+// hash to the plan hash the operator approved. Anything else is refused and
+// reported with a [tasks.Refusal]; nothing runs. The steps that run are the
+// ones derived here, never the ones the order carries.
+//
+// # Exactly once, or say so
+//
+// Before anything is sent to a host, the journal records "started <id>" and
+// syncs it to disk; after the result is on the queue it records "finished
+// <id> <status>". An id that has ever started is refused as a replay. On
+// start-up every id that started but never finished is reported as
+// outcome_unknown, because the actuator stopped while it ran.
+//
+// A command that exits non-zero fails its execution. A command that never
+// reached the host (unreachable, refused host key) fails it too, with
+// nothing run. A command whose session ends without an exit status after
+// it was sent, or that was cut short by a shutdown, leaves the outcome
+// unknown: it may have run. A command that outlives its timeout is killed
+// and fails the execution.
+//
+// # Snapshots and provisioning
+//
+// A config_mutation or destructive step inside a container first takes a
+// pct snapshot where it can, and the result names it for a one-step
+// pct_rollback. pct_create provisions in named phases: allocate a vmid,
+// pick a template, create, start, wait for working DNS inside the container
+// (repairing a dead resolver with public ones), install packages with
+// retries, then run post_install under set -e. The result lists every phase
+// and where it stopped.
+//
+// # Output
+//
+// Output streams back as coalesced execution:progress messages carrying the
+// last lines and the elapsed time, with a first message as soon as an order
+// starts and a heartbeat while it runs. Secrets are redacted (see [Redact])
+// from everything the actuator reports.
+package actuator

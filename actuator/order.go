@@ -1,0 +1,169 @@
+package actuator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// handleRun carries out one signed order, or refuses it.
+func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
+	defer a.enter()()
+	now := a.now()
+	o, err := tasks.VerifyOrder(a.cfg.VerifyKey, t.Payload(), now)
+	if err != nil {
+		// The id is only a label for the refusal; nothing else of an order
+		// that does not verify is trusted.
+		id := o.ExecutionID
+		if id == "" {
+			id = tasks.UnverifiedExecutionID(t.Payload())
+		}
+		return a.refuse(id, refusalFor(err), err, now)
+	}
+	id := o.ExecutionID
+	if !validExecutionID(id) {
+		return a.refuse(id, tasks.RefusedMalformed, fmt.Errorf("execution id %q is not one word of letters, digits, '.', '_', ':' and '-'", id), now)
+	}
+	if a.journal.Seen(id) {
+		return a.refuse(id, tasks.RefusedReplay, errReplay, now)
+	}
+	plan, why, err := derivePlan(o)
+	if err != nil {
+		return a.refuse(id, why, err, now)
+	}
+	class, err := policy.ParseClass(o.RiskClass)
+	if err != nil || !class.Valid() {
+		// The bot signs the class it gated on; without one, fall back to
+		// the catalogue's own, which errs on the side of a snapshot.
+		risk, cerr := policy.Classify(plan.Params, plan.Target, nil)
+		if cerr != nil {
+			return a.refuse(id, tasks.RefusedMalformed, cerr, now)
+		}
+		a.log.Warn("order carries no valid risk class; using the catalogue's", "execution_id", id, "risk_class", o.RiskClass, "class", risk.Class.String())
+		class = risk.Class
+	}
+
+	if err := a.journal.Begin(id, now); err != nil {
+		if errors.Is(err, errReplay) {
+			return a.refuse(id, tasks.RefusedReplay, err, now)
+		}
+		// Without a journal entry nothing may run.
+		res := tasks.Result{
+			ExecutionID: id, Status: tasks.StatusFailed, StartedAt: now, FinishedAt: a.now(),
+			Error: "The actuator could not write its journal, so nothing ran: " + err.Error(),
+		}
+		if rerr := a.deliverResult(a.reportCtx, res); rerr != nil {
+			a.log.Error("could not report a journal failure", "execution_id", id, "error", rerr)
+		}
+		return fmt.Errorf("run execution %s: %w", id, err)
+	}
+	log := a.log.With("execution_id", id, "action", o.Action, "target", o.Target.Slug, "host", o.Target.Host)
+	log.Info("execution started", "risk_class", class.String())
+
+	res := a.execute(o, plan, class, now)
+
+	if err := a.deliverResult(a.reportCtx, res); err != nil {
+		// The journal keeps the start without a finish, so the next start
+		// reports this execution as outcome_unknown.
+		log.Error("could not report a result", "status", res.Status, "error", err)
+		return fmt.Errorf("run execution %s: %w", id, err)
+	}
+	if err := a.journal.Finish(id, res.Status); err != nil {
+		log.Error("could not journal a finished execution", "status", res.Status, "error", err)
+		return fmt.Errorf("run execution %s: %w", id, err)
+	}
+	log.Info("execution finished", "status", res.Status, "failed_phase", res.FailedPhase, "exit_code", res.ExitCode,
+		"duration_ms", res.FinishedAt.Sub(res.StartedAt).Milliseconds())
+	return nil
+}
+
+// derivePlan rebuilds the plan from the order's action, parameters and
+// target, and checks that it hashes to what the operator approved.
+func derivePlan(o tasks.Order) (policy.Plan, tasks.Refusal, error) {
+	if o.Target.HostAddr == "" {
+		return policy.Plan{}, tasks.RefusedMalformed, fmt.Errorf("target %s has no host address", o.Target.Slug)
+	}
+	params, err := policy.ParseParams(policy.Action(o.Action), o.Params)
+	if err != nil {
+		return policy.Plan{}, tasks.RefusedMalformed, err
+	}
+	plan, err := policy.NewPlan(params, policyTarget(o.Target))
+	if err != nil {
+		return policy.Plan{}, tasks.RefusedMalformed, err
+	}
+	hash, err := policy.PlanHash(plan)
+	if err != nil {
+		return policy.Plan{}, tasks.RefusedMalformed, err
+	}
+	if hash != o.PlanHash {
+		return policy.Plan{}, tasks.RefusedPlanMismatch, fmt.Errorf("derived plan hash %s, order says %s", hash, o.PlanHash)
+	}
+	return plan, "", nil
+}
+
+// policyTarget is the order's target as policy sees it.
+func policyTarget(t tasks.Target) policy.Target {
+	return policy.Target{
+		Type:     policy.TargetType(t.Type),
+		ID:       t.ID,
+		Slug:     t.Slug,
+		Host:     t.Host,
+		VMID:     t.VMID,
+		Unit:     t.Unit,
+		Services: t.Services,
+	}
+}
+
+func refusalFor(err error) tasks.Refusal {
+	switch {
+	case errors.Is(err, tasks.ErrBadSignature):
+		return tasks.RefusedBadSignature
+	case errors.Is(err, tasks.ErrExpired):
+		return tasks.RefusedExpired
+	}
+	return tasks.RefusedMalformed
+}
+
+// refusalSentence is what the operator reads about a refusal.
+func refusalSentence(why tasks.Refusal, cause error) string {
+	switch why {
+	case tasks.RefusedBadSignature:
+		return "Nothing ran: the order's signature does not verify against the actuator's pinned key. Something other than the bot may be writing to the queue."
+	case tasks.RefusedExpired:
+		return "Nothing ran: the order expired before the actuator received it (" + cause.Error() + "). Request it again."
+	case tasks.RefusedReplay:
+		return "Nothing ran: this execution already started once, and the actuator never runs an order twice. The first run's result stands."
+	case tasks.RefusedPlanMismatch:
+		return "Nothing ran: the steps the actuator derives from this order do not match the plan that was approved. Request the plan again."
+	}
+	return "Nothing ran: the order could not be read: " + cause.Error()
+}
+
+// refuse reports an order that will not run, and returns the error that
+// tells asynq never to retry it.
+func (a *Actuator) refuse(id string, why tasks.Refusal, cause error, now time.Time) error {
+	a.log.Warn("order refused", "execution_id", id, "refusal", string(why), "error", cause)
+	err := fmt.Errorf("refuse execution %s: %s: %v: %w", id, why, cause, asynq.SkipRetry)
+	if !validExecutionID(id) {
+		a.log.Error("refused order has no usable execution id; nothing to report against", "refusal", string(why))
+		return err
+	}
+	res := tasks.Result{
+		ExecutionID: id,
+		Status:      tasks.StatusRefused,
+		Refusal:     why,
+		Error:       refusalSentence(why, cause),
+		StartedAt:   now,
+		FinishedAt:  now,
+	}
+	if rerr := a.deliverResult(a.reportCtx, res); rerr != nil {
+		a.log.Error("could not report a refusal", "execution_id", id, "refusal", string(why), "error", rerr)
+	}
+	return err
+}

@@ -1,0 +1,345 @@
+package actuator
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// Probe health values.
+const (
+	healthy   = "healthy"
+	degraded  = "degraded"
+	unhealthy = "unhealthy"
+)
+
+// probeTimeout bounds one probe, connection included.
+const probeTimeout = 30 * time.Second
+
+// errProbeSpec marks a probe request the actuator cannot turn into a
+// command; it is a bug on the sending side, not news about the target.
+var errProbeSpec = errors.New("invalid probe")
+
+// probeReport is what a probe saw.
+type probeReport struct {
+	health  string
+	detail  string
+	metrics map[string]float64
+}
+
+// handleCheck runs one read-only probe and reports what it saw against the
+// target the request names. Probes run a fixed command per kind; nothing
+// from the request reaches a shell unvalidated and unquoted.
+func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
+	defer a.enter()()
+	c, err := tasks.Decode[tasks.CheckRun](t.Payload())
+	if err != nil {
+		return fmt.Errorf("run probe: %v: %w", err, asynq.SkipRetry)
+	}
+	log := a.log.With("check_id", c.CheckID, "target_id", c.TargetID, "kind", c.Kind)
+	if c.CheckID == "" || c.TargetID == "" || c.Target.HostAddr == "" {
+		log.Error("probe request lacks a check id, target id or host address")
+		return fmt.Errorf("run probe %s: %w: check id, target id and host address are required: %w", c.CheckID, errProbeSpec, asynq.SkipRetry)
+	}
+	ctx, cancel := context.WithTimeoutCause(a.workCtx, probeTimeout, fmt.Errorf("%w after %s", ErrTimedOut, probeTimeout))
+	defer cancel()
+	start := a.now()
+	rep, err := a.probe(ctx, c)
+	if err != nil {
+		log.Error("probe request cannot run", "error", err)
+		return fmt.Errorf("run probe %s: %w: %w", c.CheckID, err, asynq.SkipRetry)
+	}
+	if rep.metrics == nil {
+		rep.metrics = map[string]float64{}
+	}
+	rep.metrics["probe_ms"] = float64(a.now().Sub(start).Milliseconds())
+	res := tasks.CheckResult{
+		CheckID: c.CheckID, TargetID: c.TargetID,
+		Health: rep.health, Detail: Redact(rep.detail), Metrics: rep.metrics, At: a.now(),
+	}
+	task, err := tasks.NewCheckResultTask(res)
+	if err != nil {
+		return fmt.Errorf("run probe %s: %w", c.CheckID, err)
+	}
+	if err := a.enqueue(a.reportCtx, task); err != nil {
+		log.Warn("could not enqueue a probe result", "error", err)
+		return fmt.Errorf("run probe %s: report: %w", c.CheckID, err)
+	}
+	log.Debug("probe done", "health", rep.health)
+	return nil
+}
+
+func (a *Actuator) probe(ctx context.Context, c tasks.CheckRun) (probeReport, error) {
+	t := c.Target
+	switch c.Kind {
+	case "http":
+		u, err := healthURL(c)
+		if err != nil {
+			return probeReport{}, err
+		}
+		return a.probeHTTP(ctx, t.HostAddr, u), nil
+	case "tcp":
+		port := int(specNumber(c.Spec, "port", float64(t.Port)))
+		if port < 1 || port > 65535 {
+			return probeReport{}, fmt.Errorf("%w: tcp needs a port in 1-65535, got %d", errProbeSpec, port)
+		}
+		return a.probeTCP(ctx, t, port), nil
+	case "systemd":
+		unit := cmp.Or(specString(c.Spec, "unit"), t.Unit)
+		if err := policy.ValidateUnit(unit); err != nil {
+			return probeReport{}, fmt.Errorf("%w: systemd: %v", errProbeSpec, err)
+		}
+		return a.probeSystemd(ctx, t, unit), nil
+	case "disk":
+		path := cmp.Or(specString(c.Spec, "path"), "/")
+		if !pathRE.MatchString(path) {
+			return probeReport{}, fmt.Errorf("%w: disk: path %q is not an absolute path of letters, digits, '.', '_', '-' and '/'", errProbeSpec, path)
+		}
+		return a.probeDisk(ctx, t, path, specNumber(c.Spec, "warn_pct", 85), specNumber(c.Spec, "crit_pct", 95)), nil
+	case "pct_status":
+		if policy.ValidateVMID(t.VMID) != nil {
+			return probeReport{}, fmt.Errorf("%w: pct_status needs a container target, got vmid %d", errProbeSpec, t.VMID)
+		}
+		return a.probePctStatus(ctx, t), nil
+	case "dns":
+		name := cmp.Or(specString(c.Spec, "name"), "deb.debian.org")
+		if !validHost(name) {
+			return probeReport{}, fmt.Errorf("%w: dns: %q is not a host name", errProbeSpec, name)
+		}
+		return a.probeDNS(ctx, t, name), nil
+	case "ping":
+		host := cmp.Or(specString(c.Spec, "host"), t.Hostname)
+		if !validHost(host) {
+			return probeReport{}, fmt.Errorf("%w: ping: %q is not a host name or address", errProbeSpec, host)
+		}
+		return a.probePing(ctx, t.HostAddr, host), nil
+	}
+	return probeReport{}, fmt.Errorf("%w: unknown kind %q (want http, tcp, systemd, disk, pct_status, dns or ping)", errProbeSpec, c.Kind)
+}
+
+// probeRun runs a probe command; a nil report means it ran.
+func (a *Actuator) probeRun(ctx context.Context, addr, cmd string) (stdout, stderr string, code int, failed *probeReport) {
+	var out, errOut bytes.Buffer
+	code, err := a.runner.Run(ctx, addr, cmd, &out, &errOut)
+	if err != nil {
+		return "", "", code, &probeReport{health: unhealthy, detail: "the probe could not run: " + err.Error()}
+	}
+	return out.String(), errOut.String(), code, nil
+}
+
+// inGuest runs cmd inside the target's container, or on the host when the
+// target has none.
+func inGuest(t tasks.Target, cmd string) string {
+	if t.VMID == 0 {
+		return cmd
+	}
+	return "pct exec " + strconv.Itoa(t.VMID) + " -- " + cmd
+}
+
+func (a *Actuator) probeHTTP(ctx context.Context, addr string, u *url.URL) probeReport {
+	cmd := "curl -sS -o /dev/null -w '%{http_code}' --max-time 10 " + policy.ShellQuote(u.String())
+	out, errOut, code, failed := a.probeRun(ctx, addr, cmd)
+	if failed != nil {
+		return *failed
+	}
+	status, _ := strconv.Atoi(strings.TrimSpace(out))
+	m := map[string]float64{"http_status": float64(status)}
+	switch {
+	case code != 0:
+		return probeReport{unhealthy, fmt.Sprintf("GET %s failed: %s", u, cmp.Or(lastLine(errOut), "curl exited "+strconv.Itoa(code))), m}
+	case status >= 200 && status < 400:
+		return probeReport{healthy, fmt.Sprintf("GET %s answered %d", u, status), m}
+	case status >= 400 && status < 500:
+		return probeReport{degraded, fmt.Sprintf("GET %s answered %d", u, status), m}
+	}
+	return probeReport{unhealthy, fmt.Sprintf("GET %s answered %d", u, status), m}
+}
+
+func (a *Actuator) probeTCP(ctx context.Context, t tasks.Target, port int) probeReport {
+	out, errOut, code, failed := a.probeRun(ctx, t.HostAddr, inGuest(t, "ss -ltn"))
+	if failed != nil {
+		return *failed
+	}
+	if code != 0 {
+		return probeReport{health: unhealthy, detail: "ss failed: " + cmp.Or(lastLine(errOut), "exit "+strconv.Itoa(code))}
+	}
+	suffix := ":" + strconv.Itoa(port)
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[0] == "LISTEN" && strings.HasSuffix(f[3], suffix) {
+			return probeReport{health: healthy, detail: fmt.Sprintf("something listens on TCP port %d (%s)", port, f[3])}
+		}
+	}
+	return probeReport{health: unhealthy, detail: fmt.Sprintf("nothing listens on TCP port %d", port)}
+}
+
+func (a *Actuator) probeSystemd(ctx context.Context, t tasks.Target, unit string) probeReport {
+	out, _, _, failed := a.probeRun(ctx, t.HostAddr, inGuest(t, "systemctl is-active "+policy.ShellQuote(unit)))
+	if failed != nil {
+		return *failed
+	}
+	state := strings.TrimSpace(out)
+	switch state {
+	case "active":
+		return probeReport{health: healthy, detail: unit + " is active"}
+	case "activating", "reloading", "deactivating":
+		return probeReport{health: degraded, detail: unit + " is " + state}
+	}
+	return probeReport{health: unhealthy, detail: unit + " is " + cmp.Or(state, "not active")}
+}
+
+func (a *Actuator) probeDisk(ctx context.Context, t tasks.Target, path string, warn, crit float64) probeReport {
+	out, errOut, code, failed := a.probeRun(ctx, t.HostAddr, inGuest(t, "df -P "+policy.ShellQuote(path)))
+	if failed != nil {
+		return *failed
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	var used float64
+	var err error
+	if len(f) >= 6 {
+		used, err = strconv.ParseFloat(strings.TrimSuffix(f[4], "%"), 64)
+	}
+	if code != 0 || len(f) < 6 || err != nil {
+		return probeReport{health: unhealthy, detail: "df failed: " + cmp.Or(lastLine(errOut), lastLine(out))}
+	}
+	m := map[string]float64{"disk_used_pct": used}
+	detail := fmt.Sprintf("%s is %.0f%% full", f[5], used)
+	switch {
+	case used >= crit:
+		return probeReport{unhealthy, detail, m}
+	case used >= warn:
+		return probeReport{degraded, detail, m}
+	}
+	return probeReport{healthy, detail, m}
+}
+
+func (a *Actuator) probePctStatus(ctx context.Context, t tasks.Target) probeReport {
+	out, errOut, code, failed := a.probeRun(ctx, t.HostAddr, "pct status "+strconv.Itoa(t.VMID))
+	if failed != nil {
+		return *failed
+	}
+	status := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "status:"))
+	switch {
+	case code != 0:
+		return probeReport{health: unhealthy, detail: fmt.Sprintf("pct status %d failed: %s", t.VMID, lastLine(errOut))}
+	case status == "running":
+		return probeReport{health: healthy, detail: fmt.Sprintf("container %d is running", t.VMID)}
+	}
+	return probeReport{health: unhealthy, detail: fmt.Sprintf("container %d is %s", t.VMID, cmp.Or(status, "in an unknown state"))}
+}
+
+func (a *Actuator) probeDNS(ctx context.Context, t tasks.Target, name string) probeReport {
+	out, _, code, failed := a.probeRun(ctx, t.HostAddr, inGuest(t, "getent hosts "+policy.ShellQuote(name)))
+	if failed != nil {
+		return *failed
+	}
+	if code != 0 {
+		return probeReport{health: unhealthy, detail: name + " does not resolve"}
+	}
+	return probeReport{health: healthy, detail: name + " resolves to " + strings.Fields(out + " ?")[0]}
+}
+
+var lossRE = regexp.MustCompile(`(\d+(?:\.\d+)?)% packet loss`)
+
+func (a *Actuator) probePing(ctx context.Context, addr, host string) probeReport {
+	out, errOut, _, failed := a.probeRun(ctx, addr, "ping -c 3 -W 2 "+policy.ShellQuote(host))
+	if failed != nil {
+		return *failed
+	}
+	m := lossRE.FindStringSubmatch(out)
+	if m == nil {
+		return probeReport{health: unhealthy, detail: "ping " + host + " failed: " + cmp.Or(lastLine(errOut), lastLine(out))}
+	}
+	loss, _ := strconv.ParseFloat(m[1], 64)
+	metrics := map[string]float64{"loss_pct": loss}
+	detail := fmt.Sprintf("%s: %s%% packet loss", host, m[1])
+	switch {
+	case loss == 0:
+		return probeReport{healthy, detail, metrics}
+	case loss < 100:
+		return probeReport{degraded, detail, metrics}
+	}
+	return probeReport{unhealthy, detail, metrics}
+}
+
+var (
+	pathRE    = regexp.MustCompile(`^/[A-Za-z0-9._/-]*$`)
+	dnsNameRE = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+	// URL paths and queries: RFC 3986 characters without $ and ', which
+	// mean something to a shell. The URL is quoted anyway.
+	urlPathRE  = regexp.MustCompile(`^/[A-Za-z0-9._~!&()*+,;=:@%/-]*$`)
+	urlQueryRE = regexp.MustCompile(`^[A-Za-z0-9._~!&()*+,;=:@%/?-]*$`)
+)
+
+// validHost accepts a DNS name or an IP address.
+func validHost(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	return len(s) <= 253 && dnsNameRE.MatchString(s)
+}
+
+// healthURL is the URL an http probe fetches: spec.url, or one built from
+// the target's hostname, port and health path.
+func healthURL(c tasks.CheckRun) (*url.URL, error) {
+	raw := specString(c.Spec, "url")
+	if raw == "" {
+		host := cmp.Or(specString(c.Spec, "host"), c.Target.Hostname)
+		if host == "" {
+			return nil, fmt.Errorf("%w: http needs spec.url or a target hostname", errProbeSpec)
+		}
+		raw = "http://" + host
+		if c.Target.Port != 0 {
+			raw += ":" + strconv.Itoa(c.Target.Port)
+		}
+		raw += cmp.Or(c.Target.HealthPath, "/")
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: http: %v", errProbeSpec, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w: http: scheme must be http or https, got %q", errProbeSpec, u.Scheme)
+	case u.User != nil:
+		return nil, fmt.Errorf("%w: http: credentials in the URL are not accepted", errProbeSpec)
+	case !validHost(u.Hostname()):
+		return nil, fmt.Errorf("%w: http: %q is not a host name or address", errProbeSpec, u.Hostname())
+	case u.EscapedPath() != "" && !urlPathRE.MatchString(u.EscapedPath()), !urlQueryRE.MatchString(u.RawQuery), u.Fragment != "":
+		return nil, fmt.Errorf("%w: http: unusual characters in %q", errProbeSpec, raw)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%w: http: port %q", errProbeSpec, p)
+		}
+	}
+	return u, nil
+}
+
+func specString(spec map[string]any, key string) string {
+	s, _ := spec[key].(string)
+	return s
+}
+
+func specNumber(spec map[string]any, key string, def float64) float64 {
+	switch v := spec[key].(type) {
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	}
+	return def
+}

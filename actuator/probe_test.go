@@ -1,0 +1,104 @@
+package actuator
+
+import (
+	"testing"
+
+	"github.com/nomoshq/nomos/tasks"
+)
+
+func TestProbes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	jellyfin, spare, node := b.jellyfin(), b.lxc(103, "spare"), b.node()
+	for _, tc := range []struct {
+		id     string
+		kind   string
+		target tasks.Target
+		spec   map[string]any
+		health string
+		detail string
+		metric string
+		value  float64
+	}{
+		{"http-ok", "http", jellyfin, nil, healthy, "GET http://jellyfin:8096/health answered 200", "http_status", 200},
+		{"http-closed", "http", jellyfin, map[string]any{"url": "http://jellyfin:9999/"}, unhealthy, "Couldn't connect", "", 0},
+		{"tcp-open", "tcp", jellyfin, nil, healthy, "listens on TCP port 8096", "", 0},
+		{"tcp-closed", "tcp", jellyfin, map[string]any{"port": 9999}, unhealthy, "nothing listens on TCP port 9999", "", 0},
+		{"systemd-active", "systemd", jellyfin, nil, healthy, "jellyfin.service is active", "", 0},
+		{"systemd-missing", "systemd", jellyfin, map[string]any{"unit": "nosuch"}, unhealthy, "nosuch is inactive", "", 0},
+		{"disk", "disk", jellyfin, nil, healthy, "/ is ", "disk_used_pct", 7},
+		{"disk-tight", "disk", jellyfin, map[string]any{"warn_pct": 1}, degraded, "/ is ", "disk_used_pct", 7},
+		{"running", "pct_status", jellyfin, nil, healthy, "container 101 is running", "", 0},
+		{"stopped", "pct_status", spare, nil, unhealthy, "container 103 is stopped", "", 0},
+		{"dns", "dns", jellyfin, nil, healthy, "deb.debian.org resolves to ", "", 0},
+		{"ping", "ping", node, map[string]any{"host": "jellyfin"}, healthy, "jellyfin: 0% packet loss", "loss_pct", 0},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			task, err := tasks.NewCheckRunTask(tasks.CheckRun{CheckID: "check-" + tc.id, TargetID: "entity-" + tc.id, Kind: tc.kind, Target: tc.target, Spec: tc.spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.queue.Enqueue(task); err != nil {
+				t.Fatal(err)
+			}
+			got := b.results.check(t, "check-"+tc.id)
+			diff(t, "target id", "entity-"+tc.id, got.TargetID)
+			diff(t, "health", tc.health, got.Health)
+			contains(t, "detail", got.Detail, tc.detail)
+			if tc.metric != "" {
+				diff(t, tc.metric, tc.value, got.Metrics[tc.metric])
+			}
+		})
+	}
+	diff(t, "probes are read-only: nothing changed state", 0, countMutations(t, b))
+}
+
+// countMutations counts commands in labsim's log that a probe must never
+// send.
+func countMutations(t *testing.T, b *bundle) int {
+	n := 0
+	for _, e := range b.commands(t) {
+		for _, word := range []string{"start", "stop", "restart", "create", "destroy", "snapshot", "rollback", "apt-get", "rm "} {
+			if containsWord(e.Command, word) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func containsWord(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if s[i:i+len(w)] == w && (i == 0 || s[i-1] == ' ') {
+			return true
+		}
+	}
+	return false
+}
+
+func TestProbeSpecValidation(t *testing.T) {
+	t.Parallel()
+	target := tasks.Target{HostAddr: "127.0.0.1:1", VMID: 101, Hostname: "jellyfin", Port: 8096}
+	for _, tc := range []struct {
+		name string
+		c    tasks.CheckRun
+	}{
+		{"unknown kind", tasks.CheckRun{Kind: "exec", Target: target}},
+		{"url with shell", tasks.CheckRun{Kind: "http", Target: target, Spec: map[string]any{"url": "http://x/$(reboot)"}}},
+		{"url with credentials", tasks.CheckRun{Kind: "http", Target: target, Spec: map[string]any{"url": "http://u:p@x/"}}},
+		{"url of another scheme", tasks.CheckRun{Kind: "http", Target: target, Spec: map[string]any{"url": "file:///etc/shadow"}}},
+		{"unit with shell", tasks.CheckRun{Kind: "systemd", Target: target, Spec: map[string]any{"unit": "x;reboot"}}},
+		{"relative disk path", tasks.CheckRun{Kind: "disk", Target: target, Spec: map[string]any{"path": "../etc"}}},
+		{"dns name with a space", tasks.CheckRun{Kind: "dns", Target: target, Spec: map[string]any{"name": "a b"}}},
+		{"ping option", tasks.CheckRun{Kind: "ping", Target: target, Spec: map[string]any{"host": "-f"}}},
+		{"tcp without a port", tasks.CheckRun{Kind: "tcp", Target: tasks.Target{HostAddr: "x:22"}}},
+		{"pct_status on a host", tasks.CheckRun{Kind: "pct_status", Target: tasks.Target{HostAddr: "x:22"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Actuator{}
+			if _, err := a.probe(t.Context(), tc.c); err == nil {
+				t.Errorf("want the probe refused before anything runs")
+			}
+		})
+	}
+}

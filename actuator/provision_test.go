@@ -1,0 +1,142 @@
+package actuator
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+const debian12 = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+
+// TestPctCreateHealsDeadDNS is the seed's failure: a static-IP container
+// whose assigned resolver cannot resolve. The gate must notice, switch to
+// public resolvers and say so, and the install must then succeed.
+func TestPctCreateHealsDeadDNS(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// vmid 100 is the first free one, so it is what the actuator allocates.
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultDNSDead, Target: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	o := b.order(t, "x-create", policy.PctCreateParams{
+		Hostname: "books", IP: "192.168.8.50/24", GW: "192.168.8.1",
+		Services:    []string{"nginx"},
+		PostInstall: "systemctl is-active nginx\ncurl -fsS http://localhost/ >/dev/null",
+	}, b.node())
+	res := b.run(t, o)
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s at %s: %s\n%s", res.Status, res.FailedPhase, res.Error, res.Output)
+	}
+	diff(t, "phases", []tasks.Phase{
+		{Name: "allocate", Status: tasks.StatusSucceeded, Note: "vmid 100"},
+		{Name: "template", Status: tasks.StatusSucceeded, Note: debian12},
+		{Name: "create", Status: tasks.StatusSucceeded, Note: "container 100 from " + debian12},
+		{Name: "start", Status: tasks.StatusSucceeded},
+		{Name: "network", Status: tasks.StatusSucceeded, Note: "resolver 192.168.8.1 was dead; now 1.1.1.1 and 9.9.9.9"},
+		{Name: "apt_update", Status: tasks.StatusSucceeded},
+		{Name: "apt_install", Status: tasks.StatusSucceeded},
+		{Name: "post_install", Status: tasks.StatusSucceeded},
+	}, res.Phases, ignoreElapsed)
+	notes := strings.Join(res.Notes, "\n")
+	contains(t, "notes", notes, "Created container 100 (books)", "resolver (192.168.8.1) did not answer", "/etc/resolv.conf", "1.1.1.1 and 9.9.9.9")
+	contains(t, "resolv.conf in the container", b.ssh(t, "pct exec 100 -- cat /etc/resolv.conf"), "nameserver 1.1.1.1\nnameserver 9.9.9.9\n")
+	contains(t, "nginx runs", b.ssh(t, "pct exec 100 -- systemctl is-active nginx"), "active")
+
+	// The create command is the approved summary step with the vmid and
+	// template filled in, and the gate ran before apt.
+	cmds := commandLines(b.commands(t))
+	create := strings.NewReplacer(policy.VMIDPlaceholder, "100", policy.TemplatePlaceholder, debian12).Replace(o.Steps[0])
+	contains(t, "the create step", create, "--net0 name=eth0,bridge=vmbr0,ip=192.168.8.50/24,gw=192.168.8.1")
+	order := []string{
+		"pvesh get /cluster/nextid",
+		"pveam list local",
+		create,
+		"pct start 100",
+		"pct exec 100 -- getent hosts deb.debian.org",
+		"pct exec 100 -- apt-get -q -o Acquire::Retries=3 update",
+		"pct exec 100 -- env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 install nginx",
+		"pct exec 100 -- sh -e -c 'systemctl is-active nginx\ncurl -fsS http://localhost/ >/dev/null'",
+	}
+	last := -1
+	for _, want := range order {
+		i := slices.Index(cmds, want)
+		if i <= last {
+			t.Fatalf("want %q after the commands before it; labsim ran:\n%s", want, strings.Join(cmds, "\n"))
+		}
+		last = i
+	}
+}
+
+func TestPctCreateAptFailureNamesThePhase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultAptFail, Target: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	res := b.run(t, b.order(t, "x-create-apt", policy.PctCreateParams{
+		Hostname: "cache", Services: []string{"redis-server"}, PostInstall: "redis-cli ping",
+	}, b.node()))
+	diff(t, "status", tasks.StatusFailed, res.Status)
+	diff(t, "failed phase", "apt_install", res.FailedPhase)
+	diff(t, "exit code", 100, res.ExitCode)
+	diff(t, "phases", []tasks.Phase{
+		{Name: "allocate", Status: tasks.StatusSucceeded, Note: "vmid 100"},
+		{Name: "template", Status: tasks.StatusSucceeded, Note: debian12},
+		{Name: "create", Status: tasks.StatusSucceeded, Note: "container 100 from " + debian12},
+		{Name: "start", Status: tasks.StatusSucceeded},
+		{Name: "network", Status: tasks.StatusSucceeded, Note: "deb.debian.org resolves inside the container"},
+		{Name: "apt_update", Status: tasks.StatusSucceeded},
+		{Name: "apt_install", Status: tasks.StatusFailed, ExitCode: 100, Note: "3 attempts"},
+	}, res.Phases, ignoreElapsed)
+	contains(t, "error", res.Error, "apt_install failed", "status 100", "dpkg returned an error code", "after 3 attempts")
+	contains(t, "notes", strings.Join(res.Notes, "\n"), "left as it is for inspection", "pct_destroy on lxc:100")
+	contains(t, "output", res.Output, "Errors were encountered while processing")
+	for _, c := range commandLines(b.commands(t)) {
+		if strings.Contains(c, "redis-cli") {
+			t.Errorf("post_install ran after apt failed: %s", c)
+		}
+	}
+}
+
+func TestPctCreateWithoutNetworkStopsAtTheGate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultNetDown, Target: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	res := b.run(t, b.order(t, "x-create-offline", policy.PctCreateParams{Hostname: "offline", Services: []string{"nginx"}}, b.node()))
+	diff(t, "status", tasks.StatusFailed, res.Status)
+	diff(t, "failed phase", "network", res.FailedPhase)
+	contains(t, "error", res.Error, "does not resolve inside container 100", "1.1.1.1 and 9.9.9.9", "check its address, gateway and bridge")
+	for _, c := range commandLines(b.commands(t)) {
+		if strings.Contains(c, "apt-get") {
+			t.Errorf("apt ran without a network: %s", c)
+		}
+	}
+}
+
+func TestPctCreateGivenVMIDAndTemplate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.run(t, b.order(t, "x-create-fixed", policy.PctCreateParams{VMID: 150, Hostname: "fixed", Template: debian12}, b.node()))
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s at %s: %s\n%s", res.Status, res.FailedPhase, res.Error, res.Output)
+	}
+	diff(t, "phases", []string{"create", "start", "network"}, phaseNames(res))
+	contains(t, "notes", strings.Join(res.Notes, "\n"), "No health check ran")
+	contains(t, "the container", b.ssh(t, "pct status 150"), "running")
+}
+
+func TestFillAndTemplateChoice(t *testing.T) {
+	diff(t, "fill", "pct create 100 local:vztmpl/x.tar.zst --hostname a",
+		fill("pct create $VMID $TEMPLATE --hostname a", 100, "local:vztmpl/x.tar.zst"))
+	diff(t, "version order", true, slicesCompare(versionKey("12.12.7.1"), versionKey("12.12.10.1")) < 0)
+	diff(t, "major first", true, slicesCompare(versionKey("13.13.0.1"), versionKey("12.12.10.1")) > 0)
+	diff(t, "nameservers", []string{"10.0.0.1", "9.9.9.9"}, nameservers("# --- BEGIN PVE ---\nsearch lan\nnameserver 10.0.0.1\nnameserver  9.9.9.9\n"))
+}
+
+func slicesCompare(a, b []int) int { return slices.Compare(a, b) }

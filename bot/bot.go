@@ -1,0 +1,291 @@
+package bot
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/rs/zerolog"
+	"go.mau.fi/util/dbutil"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto/cryptohelper"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// Config configures the bot.
+type Config struct {
+	// HomeserverURL is the client-server API base URL.
+	HomeserverURL string
+	// UserID is the bot's account.
+	UserID string
+	// Password or AccessToken logs the bot in. With a password the device
+	// id is kept in the crypto store, so a restart is the same device.
+	Password    string
+	AccessToken string
+	// Operators may request changes and approve plans.
+	Operators []string
+	// Store and Executions are the source of truth and the lifecycle.
+	Store      *store.Store
+	Executions *executions.Service
+	// CryptoDB holds the E2EE state, device id and sync token.
+	CryptoDB *dbutil.Database
+	// PickleKey encrypts the crypto store's secrets at rest. Required.
+	PickleKey []byte
+	// RecoveryKeyFile holds the recovery key of the bot's cross-signing
+	// keys: read when present, written when the keys are first created.
+	RecoveryKeyFile string
+	// Redis carries results from the actuator (nomos:results).
+	Redis asynq.RedisConnOpt
+	// StatusURL links to the status page for full output; may be empty.
+	StatusURL string
+	// EditInterval is the least time between two edits of one card.
+	// Default 2s.
+	EditInterval time.Duration
+	// QuietPeriod: a failure is escalated with a mention when no operator
+	// has spoken in the room for this long. Default 5m.
+	QuietPeriod time.Duration
+	// ExpiryWarning: a plan this close to expiring gets a mention.
+	// Default 5m.
+	ExpiryWarning time.Duration
+	Logger        *slog.Logger
+	Clock         func() time.Time
+}
+
+// Bot is the running Matrix front.
+type Bot struct {
+	cfg    Config
+	cli    *mautrix.Client
+	crypto *cryptohelper.CryptoHelper
+	store  *store.Store
+	exec   *executions.Service
+	logger *slog.Logger
+	now    func() time.Time
+	ops    map[id.UserID]bool
+
+	startedAt time.Time
+	cards     *editor
+
+	mu           sync.Mutex
+	lastOperator map[id.RoomID]time.Time
+	undecryptNot map[string]bool
+	runbooks     []Runbook
+}
+
+// New validates cfg and builds the bot; Run connects it.
+func New(cfg Config) (*Bot, error) {
+	switch {
+	case cfg.HomeserverURL == "" || cfg.UserID == "":
+		return nil, errors.New("bot: HomeserverURL and UserID are required")
+	case cfg.Password == "" && cfg.AccessToken == "":
+		return nil, errors.New("bot: Password or AccessToken is required")
+	case cfg.Store == nil || cfg.Executions == nil:
+		return nil, errors.New("bot: Store and Executions are required")
+	case cfg.CryptoDB == nil || len(cfg.PickleKey) == 0:
+		return nil, errors.New("bot: CryptoDB and PickleKey are required")
+	case cfg.Redis == nil:
+		return nil, errors.New("bot: Redis is required")
+	}
+	cfg.EditInterval = cmp.Or(cfg.EditInterval, 2*time.Second)
+	cfg.QuietPeriod = cmp.Or(cfg.QuietPeriod, 5*time.Minute)
+	cfg.ExpiryWarning = cmp.Or(cfg.ExpiryWarning, 5*time.Minute)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	b := &Bot{
+		cfg: cfg, store: cfg.Store, exec: cfg.Executions, logger: cfg.Logger, now: cfg.Clock,
+		ops: map[id.UserID]bool{}, lastOperator: map[id.RoomID]time.Time{}, undecryptNot: map[string]bool{},
+	}
+	for _, op := range cfg.Operators {
+		b.ops[id.UserID(op)] = true
+	}
+	b.cards = newEditor(cfg.EditInterval, cfg.Clock, b.editCard, b.logger)
+	return b, nil
+}
+
+// Run logs in, sets up encryption and syncs until ctx ends. The results
+// consumer, the reconciler and the expiry watch run beside the sync.
+func (b *Bot) Run(ctx context.Context) error {
+	if err := b.connect(ctx); err != nil {
+		return err
+	}
+	defer b.crypto.Close()
+	if err := b.loadRunbooks(ctx); err != nil {
+		return err
+	}
+	first, err := b.store.SetBotStateOnce(ctx, "first_sync_at", b.now().UTC().Format(time.RFC3339Nano))
+	if err != nil {
+		return err
+	}
+	b.startedAt, _ = time.Parse(time.RFC3339Nano, first)
+
+	results := asynq.NewServer(b.cfg.Redis, asynq.Config{
+		Queues:            map[string]int{tasks.QueueResults: 1},
+		Concurrency:       4,
+		TaskCheckInterval: 100 * time.Millisecond,
+		Logger:            asynqLogger{b.logger},
+		LogLevel:          asynq.WarnLevel,
+	})
+	if err := results.Start(&executions.ResultsHandler{Service: b.exec}); err != nil {
+		return fmt.Errorf("start results consumer: %w", err)
+	}
+	defer results.Shutdown()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(3)
+	go func() { defer wg.Done(); b.exec.RunReconciler(ctx) }()
+	go func() { defer wg.Done(); b.watchExpiries(ctx) }()
+	go func() {
+		defer wg.Done()
+		err := b.store.ListenExecutions(ctx, b.onExecutionEvent, func() { b.catchUpCards(ctx) })
+		if err != nil {
+			b.logger.Error("executions listener stopped", "err", err)
+		}
+	}()
+	b.catchUpCards(ctx)
+	defer b.cards.stop()
+
+	b.logger.Info("bot syncing", "user_id", b.cli.UserID, "device_id", b.cli.DeviceID)
+	for {
+		err := b.cli.SyncWithContext(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		b.logger.Warn("sync stopped; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// connect logs in and initialises end-to-end encryption. The device id,
+// crypto state and sync token live in CryptoDB, so a restart resumes as the
+// same device from where it stopped.
+func (b *Bot) connect(ctx context.Context) error {
+	cli, err := mautrix.NewClient(b.cfg.HomeserverURL, id.UserID(b.cfg.UserID), b.cfg.AccessToken)
+	if err != nil {
+		return fmt.Errorf("matrix client: %w", err)
+	}
+	cli.Log = zerolog.Nop()
+	b.cli = cli
+	helper, err := cryptohelper.NewCryptoHelper(cli, b.cfg.PickleKey, b.cfg.CryptoDB)
+	if err != nil {
+		return fmt.Errorf("crypto: %w", err)
+	}
+	if b.cfg.AccessToken == "" {
+		localpart, _, _ := id.UserID(b.cfg.UserID).Parse()
+		helper.LoginAs = &mautrix.ReqLogin{
+			Type:                     mautrix.AuthTypePassword,
+			Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: localpart},
+			Password:                 b.cfg.Password,
+			InitialDeviceDisplayName: "Nomos",
+		}
+	} else {
+		who, err := cli.Whoami(ctx)
+		if err != nil {
+			return fmt.Errorf("matrix whoami: %w", err)
+		}
+		cli.DeviceID = who.DeviceID
+	}
+	helper.DecryptErrorCallback = b.onDecryptError
+	if err := helper.Init(ctx); err != nil {
+		return fmt.Errorf("crypto init: %w", err)
+	}
+	b.crypto = helper
+	cli.Crypto = helper
+	// mautrix saves the sync token before handlers run; keep the previous
+	// one until a response has been handled, so a crash replays it (and the
+	// handled-events table skips what was already done).
+	cli.Store = &deferredSyncStore{SyncStore: cli.Store}
+	if err := b.crossSign(ctx); err != nil {
+		b.logger.Warn("cross-signing not set up; Element will show the device as unverified", "err", err)
+	}
+	syncer := cli.Syncer.(mautrix.ExtensibleSyncer)
+	syncer.OnEventType(event.StateMember, b.onMember)
+	syncer.OnEventType(event.EventMessage, b.onMessage)
+	syncer.OnEventType(event.EventReaction, b.onReaction)
+	return nil
+}
+
+// deferredSyncStore persists a sync token only once the response that
+// followed it has been handled.
+type deferredSyncStore struct {
+	mautrix.SyncStore
+	mu      sync.Mutex
+	pending string
+}
+
+func (s *deferredSyncStore) SaveNextBatch(ctx context.Context, userID id.UserID, nextBatch string) error {
+	s.mu.Lock()
+	prev := s.pending
+	s.pending = nextBatch
+	s.mu.Unlock()
+	if prev == "" {
+		return nil
+	}
+	return s.SyncStore.SaveNextBatch(ctx, userID, prev)
+}
+
+func (s *deferredSyncStore) LoadNextBatch(ctx context.Context, userID id.UserID) (string, error) {
+	s.mu.Lock()
+	pending := s.pending
+	s.mu.Unlock()
+	if pending != "" {
+		return pending, nil
+	}
+	return s.SyncStore.LoadNextBatch(ctx, userID)
+}
+
+func (b *Bot) isOperator(u id.UserID) bool { return b.ops[u] }
+
+func (b *Bot) operatorMentions() []id.UserID {
+	out := make([]id.UserID, 0, len(b.ops))
+	for _, op := range b.cfg.Operators {
+		out = append(out, id.UserID(op))
+	}
+	return out
+}
+
+func (b *Bot) loadRunbooks(ctx context.Context) error {
+	rbs, err := b.store.Runbooks(ctx)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.runbooks = b.runbooks[:0]
+	for _, r := range rbs {
+		rb := Runbook{Slug: r.Slug, Title: r.Title, TargetType: r.TargetType, Triggers: r.Triggers}
+		for _, st := range r.Steps {
+			rb.Steps = append(rb.Steps, RunbookStep{Action: st.Action, Params: st.Params})
+		}
+		b.runbooks = append(b.runbooks, rb)
+	}
+	return nil
+}
+
+// asynqLogger routes asynq's logs through slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }

@@ -1,0 +1,462 @@
+package bot_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"go.mau.fi/util/dbutil"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/actuator"
+	"github.com/nomoshq/nomos/bot"
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// bundle is one bot with its own database, Redis database, labsim fleet,
+// actuator and room on the shared Dendrite.
+type bundle struct {
+	ctx      context.Context
+	store    *store.Store
+	fleet    *testenv.Fleet
+	botUser  *testenv.MatrixUser
+	operator *testenv.MatrixUser
+	guest    *testenv.MatrixUser
+	room     id.RoomID
+	dbURL    string
+	redis    asynq.RedisClientOpt
+	redisURL string
+	execs    *executions.Service
+	priv     ed25519.PrivateKey
+	dir      string
+
+	stopBot func()
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := &bundle{ctx: testenv.Context(t), dir: t.TempDir()}
+	b.dbURL = testenv.DatabaseURL(t)
+	st, err := store.Open(b.ctx, store.Config{URL: b.dbURL, MaxConns: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	b.store = st
+	b.fleet = testenv.NewFleet(t)
+	if _, err := st.ApplySeed(b.ctx, b.fleet.Seed); err != nil {
+		t.Fatal(err)
+	}
+	b.redisURL = testenv.RedisURL(t)
+	opt, err := asynq.ParseRedisURI(b.redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.redis = opt.(asynq.RedisClientOpt)
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.priv = priv
+
+	b.botUser = testenv.NewMatrixUser(t, "nomos")
+	b.operator = testenv.NewMatrixUser(t, "operator")
+	b.guest = testenv.NewMatrixUser(t, "guest")
+	resp, err := b.operator.Client.CreateRoom(b.ctx, &mautrix.ReqCreateRoom{
+		Preset: "private_chat", Name: "ops",
+		Invite: []id.UserID{b.botUser.UserID, b.guest.UserID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.room = resp.RoomID
+	if _, err := b.guest.Client.JoinRoomByID(b.ctx, b.room); err != nil {
+		t.Fatal(err)
+	}
+
+	act, err := actuator.New(actuator.Config{
+		RedisURL: b.redisURL, VerifyKey: pub, SSHSigner: b.fleet.SSHSigner,
+		KnownHostsFile: b.fleet.KnownHostsFile, JournalPath: filepath.Join(b.dir, "journal"),
+		Logger: testenv.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actCtx, stopAct := context.WithCancel(context.Background())
+	actDone := make(chan struct{})
+	go func() { defer close(actDone); act.Run(actCtx) }()
+	t.Cleanup(func() { stopAct(); <-actDone })
+
+	b.startBot(t)
+	// The bot joins on the operator's invite.
+	b.waitFor(t, func(e *event.Event) bool {
+		return e.Type == event.StateMember && e.GetStateKey() == b.botUser.UserID.String() && e.Content.AsMember().Membership == event.MembershipJoin
+	})
+	return b
+}
+
+// startBot runs a bot against the bundle until stopBot is called.
+func (b *bundle) startBot(t *testing.T) {
+	t.Helper()
+	client := asynq.NewClient(b.redis)
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{b.operator.UserID.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.execs, err = executions.New(executions.Config{Store: b.store, Queue: client, SigningKey: b.priv, Rules: rules, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cryptoDB, err := dbutil.NewWithDialect(b.dbURL, "pgx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := bot.New(bot.Config{
+		HomeserverURL: testenv.Homeserver(t).URL(), UserID: b.botUser.UserID.String(), Password: b.botUser.Password,
+		Operators: []string{b.operator.UserID.String()}, Store: b.store, Executions: b.execs,
+		CryptoDB: cryptoDB, PickleKey: []byte("test pickle key 0123456789"),
+		RecoveryKeyFile: filepath.Join(b.dir, "recovery_key"), Redis: b.redis,
+		EditInterval: 200 * time.Millisecond, Logger: testenv.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := bt.Run(ctx); err != nil {
+			t.Errorf("bot: %v", err)
+		}
+	}()
+	var once sync.Once
+	b.stopBot = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			client.Close()
+			cryptoDB.Close()
+		})
+	}
+	t.Cleanup(b.stopBot)
+}
+
+// say sends a message as u and returns its event id.
+func (b *bundle) say(t *testing.T, u *testenv.MatrixUser, text string, replyTo id.EventID) id.EventID {
+	t.Helper()
+	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
+	if replyTo != "" {
+		content.RelatesTo = (&event.RelatesTo{}).SetReplyTo(replyTo)
+	}
+	resp, err := u.Client.SendMessageEvent(b.ctx, b.room, event.EventMessage, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.EventID
+}
+
+// waitFor reads the room as the operator until an event matches.
+func (b *bundle) waitFor(t *testing.T, match func(*event.Event) bool) *event.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	for {
+		resp, err := b.operator.Client.Messages(ctx, b.room, "", "", mautrix.DirectionBackward, nil, 100)
+		if err == nil {
+			for i := len(resp.Chunk) - 1; i >= 0; i-- {
+				e := resp.Chunk[i]
+				_ = e.Content.ParseRaw(e.Type)
+				if match(e) {
+					return e
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no matching event in the room: %v", ctx.Err())
+		case <-time.After(150 * time.Millisecond):
+		}
+	}
+}
+
+// botSays matches a bot message (not an edit) whose body contains all of parts.
+func (b *bundle) botSays(parts ...string) func(*event.Event) bool {
+	return func(e *event.Event) bool {
+		if e.Sender != b.botUser.UserID || e.Type != event.EventMessage {
+			return false
+		}
+		m := e.Content.AsMessage()
+		if m.RelatesTo.GetReplaceID() != "" {
+			return false
+		}
+		return containsAll(m.Body, parts)
+	}
+}
+
+// cardEdited matches an edit of card whose new body contains all of parts.
+func (b *bundle) cardEdited(card id.EventID, parts ...string) func(*event.Event) bool {
+	return func(e *event.Event) bool {
+		if e.Sender != b.botUser.UserID || e.Type != event.EventMessage {
+			return false
+		}
+		m := e.Content.AsMessage()
+		return m.RelatesTo.GetReplaceID() == card && m.NewContent != nil && containsAll(m.NewContent.Body, parts)
+	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *bundle) count(t *testing.T, command string) int {
+	n := 0
+	for _, c := range b.fleet.Commands(t) {
+		if c == command {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRestartApprovedByReaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "restart jellyfin", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval", "reversible_low", "pct exec 101 -- systemctl restart jellyfin.service"))
+	if card.Content.AsMessage().MsgType != event.MsgNotice {
+		t.Errorf("a reversible card is %s, want m.notice", card.Content.AsMessage().MsgType)
+	}
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	if n := b.count(t, "pct exec 101 -- systemctl restart jellyfin.service"); n != 1 {
+		t.Errorf("labsim ran the restart %d times, want once", n)
+	}
+}
+
+func TestRestartApprovedByReply(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "gitea is down, restart it", "")
+	card := b.waitFor(t, b.botSays("restart", "gitea", "awaiting approval"))
+	b.say(t, b.operator, "go ahead", card.ID)
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	if n := b.count(t, "pct exec 102 -- systemctl restart gitea.service"); n != 1 {
+		t.Errorf("labsim ran the restart %d times, want once", n)
+	}
+	// The only pending plan is approved by a plain "yes" too.
+	b.say(t, b.operator, "restart jellyfin", "")
+	card2 := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
+	b.say(t, b.operator, "yes", "")
+	b.waitFor(t, b.cardEdited(card2.ID, "succeeded"))
+}
+
+func TestRefusalsAndGuards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A guest cannot request changes.
+	b.say(t, b.guest, "restart jellyfin", "")
+	b.waitFor(t, b.botSays("only the operators"))
+
+	// A guest's reaction on an operator's plan does not approve it.
+	b.say(t, b.operator, "restart jellyfin", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
+	if _, err := b.guest.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("only the operators can approve"))
+	x := b.execFor(t, card.ID)
+	if x.State != store.StateAwaitingApproval {
+		t.Fatalf("state after a guest's ✅ = %s", x.State)
+	}
+	audit, err := b.store.AuditFor(b.ctx, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(auditString(audit), b.guest.UserID.String()+" execution.decision_refused") {
+		t.Errorf("the guest's attempt is not audited: %s", auditString(audit))
+	}
+
+	// Two pending plans: a bare yes is not guessed.
+	b.say(t, b.operator, "restart gitea", "")
+	b.waitFor(t, b.botSays("restart gitea", "awaiting approval"))
+	b.say(t, b.operator, "yes", "")
+	b.waitFor(t, b.botSays("2 plans are waiting", "won't guess"))
+
+	// Deny one by reaction, then a second decision is told it is decided.
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "❌"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.cardEdited(card.ID, "denied"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "👍"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("already denied by "+b.operator.UserID.String()))
+
+	// Unknown commands get a short help, never silence.
+	b.say(t, b.operator, "frobnicate the flux capacitor", "")
+	b.waitFor(t, b.botSays("help"))
+	if n := b.count(t, "pct exec 101 -- systemctl restart jellyfin.service"); n != 0 {
+		t.Errorf("labsim ran a restart nobody approved (%d)", n)
+	}
+}
+
+func TestDestructiveNeedsTypedPhrase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "destroy teddycloud", "")
+	card := b.waitFor(t, b.botSays("destroy", "lxc:131", "destructive"))
+	m := card.Content.AsMessage()
+	if m.MsgType != event.MsgText || m.Mentions == nil || len(m.Mentions.UserIDs) == 0 {
+		t.Errorf("a destructive card must be an m.text mentioning the operators, got %s %+v", m.MsgType, m.Mentions)
+	}
+	x := b.execFor(t, card.ID)
+	p, err := b.execs.Describe(b.ctx, x)
+	if err != nil || p.Phrase == "" || !strings.Contains(m.Body, p.Phrase) {
+		t.Fatalf("card does not show the phrase %q: %v", p.Phrase, err)
+	}
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("type exactly", p.Phrase))
+	b.say(t, b.operator, "yes", card.ID)
+	if got := b.execFor(t, card.ID); got.State != store.StateAwaitingApproval {
+		t.Fatalf("a yes moved a destructive plan to %s", got.State)
+	}
+	b.say(t, b.operator, p.Phrase, "")
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	if n := b.count(t, "pct destroy 131"); n != 1 {
+		t.Errorf("labsim destroyed 131 %d times, want once; commands: %v", n, b.fleet.Commands(t))
+	}
+}
+
+func TestRestartHandlesDecisionsMadeWhileDownAndNeverRepeats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "restart jellyfin", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
+	b.stopBot()
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.startBot(t)
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	// The old "restart jellyfin" message is not acted on again.
+	b.say(t, b.operator, "pending", "")
+	b.waitFor(t, b.botSays("No plan is waiting"))
+	xs, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(xs) != 1 {
+		t.Errorf("%d executions after the restart, want the one", len(xs))
+	}
+	if n := b.count(t, "pct exec 101 -- systemctl restart jellyfin.service"); n != 1 {
+		t.Errorf("labsim ran the restart %d times, want once", n)
+	}
+}
+
+func (b *bundle) execFor(t *testing.T, card id.EventID) store.Execution {
+	t.Helper()
+	x, err := b.store.ExecutionByCard(b.ctx, card.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func auditString(rows []store.AuditEntry) string {
+	var parts []string
+	for _, r := range rows {
+		parts = append(parts, r.Actor+" "+r.Action)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// pushGateway is a fake HTTPS push gateway that records what Dendrite sends.
+type pushGateway struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (g *pushGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var n struct {
+		Notification struct {
+			EventID string `json:"event_id"`
+		} `json:"notification"`
+	}
+	_ = json.Unmarshal(body, &n)
+	g.mu.Lock()
+	g.events = append(g.events, n.Notification.EventID)
+	g.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"rejected":[]}`)
+}
+
+func (g *pushGateway) got(eventID id.EventID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.events {
+		if e == eventID.String() {
+			return true
+		}
+	}
+	return false
+}
+
+func TestEscalationsPushAndNoticesDoNot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gw := &pushGateway{}
+	srv := httptest.NewTLSServer(gw)
+	defer srv.Close()
+	kind := mautrix.PusherKindHTTP
+	err := b.operator.Client.SetPusher(b.ctx, &mautrix.Pusher{
+		PushKey: "nomos-test", Kind: &kind, AppID: "org.nomos.test", AppDisplayName: "test",
+		DeviceDisplayName: "test", Language: "en",
+		Data: mautrix.PusherData{"url": srv.URL + "/_matrix/push/v1/notify"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A routine answer is a notice: no push.
+	b.say(t, b.operator, "status", "")
+	notice := b.waitFor(t, b.botSays("Fleet status"))
+	// A destructive plan waiting is an escalation: pushed.
+	b.say(t, b.operator, "destroy teddycloud", "")
+	escalation := b.waitFor(t, b.botSays("destroy", "lxc:131"))
+	deadline := time.Now().Add(60 * time.Second)
+	for !gw.got(escalation.ID) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !gw.got(escalation.ID) {
+		t.Fatalf("the escalation %s never reached the push gateway", escalation.ID)
+	}
+	if gw.got(notice.ID) {
+		t.Errorf("the routine notice %s was pushed", notice.ID)
+	}
+}

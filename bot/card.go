@@ -1,0 +1,713 @@
+package bot
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// CardView is everything a plan card shows, for its first post and each
+// edit.
+type CardView struct {
+	// Planned is the execution with its risk, blast radius, phrase and
+	// target entity.
+	Planned executions.Planned
+	// Host, VMID and TargetName describe the resolved target; zero values
+	// are filled from Planned.Target.
+	Host       string
+	VMID       int
+	TargetName string
+	// ApprovedBy and DecidedMethod override the execution's approval.
+	ApprovedBy    string
+	DecidedMethod string
+	// Elapsed is how long the execution has run, or ran.
+	Elapsed time.Duration
+	// Tail is the live output; empty means the execution's progress tail.
+	Tail string
+	// Result is the actuator's final word; nil means the one stored on the
+	// execution, if any.
+	Result *tasks.Result
+	// StatusURL links to the full output; http(s) only, may be empty.
+	StatusURL string
+	// Now is the time the card is rendered at, for the expiry.
+	Now time.Time
+}
+
+// Limits that keep a card far below Matrix's 64 KiB event size.
+const (
+	tailLines     = 15
+	tailBytes     = 1500
+	stepsBytes    = 8000
+	errorBytes    = 600
+	noteBytes     = 300
+	maxNotes      = 8
+	maxBlast      = 8
+	maxReasonText = 300
+)
+
+// riskBadges gives each class an emoji that reads at a glance.
+var riskBadges = map[policy.Class]string{
+	policy.ReadOnly:       "🟢",
+	policy.ReversibleLow:  "🟡",
+	policy.ConfigMutation: "🟠",
+	policy.Destructive:    "🔴",
+}
+
+// RiskBadge returns the class with its emoji, e.g. "🔴 destructive".
+func RiskBadge(c policy.Class) string {
+	if b, ok := riskBadges[c]; ok {
+		return b + " " + c.String()
+	}
+	return "⚪ unclassified"
+}
+
+// msg builds a message's plain and HTML bodies side by side.
+type bodies struct{ plain, html strings.Builder }
+
+func (m *bodies) para(plain, htm string) {
+	m.plain.WriteString(plain + "\n")
+	m.html.WriteString("<p>" + htm + "</p>\n")
+}
+
+// code adds a preformatted block; text is escaped here.
+func (m *bodies) code(text string) {
+	for line := range strings.SplitSeq(text, "\n") {
+		m.plain.WriteString("    " + line + "\n")
+	}
+	m.html.WriteString("<pre><code>" + escape(text) + "</code></pre>\n")
+}
+
+func (m *bodies) list(items []string, htmItems []string) {
+	for _, it := range items {
+		m.plain.WriteString("  • " + it + "\n")
+	}
+	m.html.WriteString("<ul>\n")
+	for _, it := range htmItems {
+		m.html.WriteString("<li>" + it + "</li>\n")
+	}
+	m.html.WriteString("</ul>\n")
+}
+
+func (m *bodies) done() (plain, html string) {
+	return strings.TrimRight(m.plain.String(), "\n"), strings.TrimRight(m.html.String(), "\n")
+}
+
+func escape(s string) string { return html.EscapeString(s) }
+
+func codeSpan(s string) string { return "<code>" + escape(s) + "</code>" }
+
+// RenderCard renders a plan card: what will run where, its risk and blast
+// radius, how to decide, and where the execution stands. Every value is
+// escaped for HTML and every output is redacted.
+func RenderCard(v CardView) (plain, html string) {
+	x := v.Planned.Execution
+	t := resolveTarget(v)
+	class := v.Planned.Risk.Class
+	if !class.Valid() {
+		class, _ = policy.ParseClass(x.RiskClass)
+	}
+	res := v.Result
+	if res == nil && len(x.Result) > 0 {
+		var r tasks.Result
+		if json.Unmarshal(x.Result, &r) == nil {
+			res = &r
+		}
+	}
+
+	var m bodies
+	verb := x.Action
+	if spec, err := policy.Lookup(policy.Action(x.Action)); err == nil {
+		verb = spec.Verb
+	}
+	title := "Plan"
+	if x.PlanCode != "" {
+		title += " " + x.PlanCode
+	}
+	m.para(title+": "+verb+" "+t.display,
+		"<strong>"+escape(title)+": "+escape(verb)+" "+escape(t.display)+"</strong>")
+
+	// Target and risk.
+	targetPlain, targetHTML := t.describe()
+	m.plain.WriteString("Target: " + targetPlain + "\n")
+	riskPlain := "Risk: " + RiskBadge(class)
+	riskHTML := "<strong>Risk:</strong> " + escape(RiskBadge(class))
+	if len(v.Planned.Risk.Reasons) > 0 {
+		reasons := clip(redact(strings.Join(v.Planned.Risk.Reasons, "; ")), maxReasonText)
+		riskPlain += " — " + reasons
+		riskHTML += " — " + escape(reasons)
+	}
+	blastPlain, blastHTML := blastLine(v.Planned.Blast)
+	m.plain.WriteString(riskPlain + "\n" + "Blast radius: " + blastPlain + "\n")
+	m.html.WriteString("<p><strong>Target:</strong> " + targetHTML + "<br>\n" + riskHTML + "<br>\n" +
+		"<strong>Blast radius:</strong> " + blastHTML + "</p>\n")
+
+	// The exact commands.
+	if len(x.Steps) > 0 {
+		where := "Runs"
+		if t.host != "" {
+			where += " on " + t.host
+		}
+		m.para(where+":", "<strong>"+escape(where)+":</strong>")
+		steps, cut := cutHead(redact(strings.Join(x.Steps, "\n")), stepsBytes)
+		if cut {
+			steps += "\n… (plan cut short here; the status page shows all of it)"
+		}
+		m.code(steps)
+	}
+
+	phaseLine(&m, v, x, class, res, t)
+
+	if res != nil {
+		resultDetails(&m, v, res, t)
+	}
+	return m.done()
+}
+
+// target is the resolved target as a card shows it.
+type cardTarget struct {
+	slug, typ, name, host, display string
+	vmid                           int
+}
+
+func resolveTarget(v CardView) cardTarget {
+	e := v.Planned.Target
+	t := cardTarget{slug: cmp.Or(e.Slug, v.Planned.Execution.TargetSlug), typ: e.Type}
+	if t.typ == "" {
+		t.typ, _, _ = strings.Cut(t.slug, ":")
+	}
+	_, slugName, _ := strings.Cut(t.slug, ":")
+	t.name = cmp.Or(v.TargetName, e.Name, slugName)
+	t.host = cmp.Or(v.Host, attrString(e.Attrs, "host"))
+	if t.host == "" && t.typ == "host" {
+		t.host = t.name
+	}
+	t.vmid = v.VMID
+	if t.vmid == 0 {
+		t.vmid = attrInt(e.Attrs, "vmid")
+	}
+	if t.vmid == 0 && t.typ == "lxc" {
+		t.vmid, _ = strconv.Atoi(slugName)
+	}
+	t.display = cmp.Or(t.name, t.slug, "(unknown target)")
+	return t
+}
+
+// describe says what the target is: "jellyfin (service:jellyfin) · CT 101
+// · host strong".
+func (t cardTarget) describe() (plain, htm string) {
+	plain, htm = t.display, "<strong>"+escape(t.display)+"</strong>"
+	if t.slug != "" && t.slug != t.display {
+		plain += " (" + t.slug + ")"
+		htm += " (" + codeSpan(t.slug) + ")"
+	}
+	if t.vmid != 0 {
+		s := " · CT " + strconv.Itoa(t.vmid)
+		plain, htm = plain+s, htm+escape(s)
+	}
+	if t.host != "" && t.typ != "host" {
+		s := " · host " + t.host
+		plain, htm = plain+s, htm+escape(s)
+	}
+	return plain, htm
+}
+
+// revertSlug is the container a revert hint names.
+func (t cardTarget) revertSlug() string {
+	switch {
+	case t.typ == "lxc" && t.slug != "":
+		return t.slug
+	case t.vmid != 0:
+		return "lxc:" + strconv.Itoa(t.vmid)
+	}
+	return ""
+}
+
+func attrString(attrs map[string]any, key string) string {
+	s, _ := attrs[key].(string)
+	return s
+}
+
+func attrInt(attrs map[string]any, key string) int {
+	switch n := attrs[key].(type) {
+	case float64:
+		return int(n)
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return int(i)
+	case string:
+		i, _ := strconv.Atoi(n)
+		return i
+	}
+	return 0
+}
+
+// blastLine lists who else is affected, nearest first, capped.
+func blastLine(blast []policy.Affected) (plain, htm string) {
+	if len(blast) == 0 {
+		return "none", "none"
+	}
+	var ps, hs []string
+	for i, a := range blast {
+		if i == maxBlast {
+			more := fmt.Sprintf("and %d more", len(blast)-maxBlast)
+			ps, hs = append(ps, more), append(hs, more)
+			break
+		}
+		how := viaText(a)
+		ps = append(ps, a.Slug+how)
+		hs = append(hs, codeSpan(a.Slug)+escape(how))
+	}
+	return strings.Join(ps, ", "), strings.Join(hs, ", ")
+}
+
+// via says in a few words how an affected entity is reached.
+func viaText(a policy.Affected) string {
+	switch a.Via {
+	case policy.EdgeHosts:
+		return " (on " + a.From + ")"
+	case policy.EdgeRuns:
+		return " (in " + a.From + ")"
+	case policy.EdgeDependsOn:
+		return " (needs " + a.From + ")"
+	case policy.EdgeRoutesTo:
+		return " (behind " + a.From + ")"
+	}
+	return ""
+}
+
+func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res *tasks.Result, t cardTarget) {
+	by, method := v.ApprovedBy, v.DecidedMethod
+	if x.Approval != nil {
+		by, method = cmp.Or(by, x.Approval.DecidedBy), cmp.Or(method, x.Approval.Method)
+	}
+	approved := "approved"
+	if method == string(policy.MethodAuto) {
+		approved += " automatically (" + class.String() + ")"
+	} else if by != "" {
+		approved += " by " + by
+		if method != "" {
+			approved += " (" + method + ")"
+		}
+	}
+	elapsed := v.Elapsed
+	if res != nil && !res.StartedAt.IsZero() && res.FinishedAt.After(res.StartedAt) {
+		elapsed = res.FinishedAt.Sub(res.StartedAt)
+	}
+
+	status := func(emoji, cutHead, rest string) {
+		p := "Status: " + emoji + " " + cutHead
+		h := "<strong>Status:</strong> " + emoji + " <strong>" + escape(cutHead) + "</strong>"
+		if rest != "" {
+			p += " — " + rest
+			h += " — " + escape(rest)
+		}
+		m.para(p, h)
+	}
+
+	switch x.State {
+	case store.StateAwaitingApproval:
+		status("⏳", "awaiting approval", expiry(x.ExpiresAt, v.Now))
+		howToDecide(m, v.Planned, class)
+	case store.StateApproved:
+		status("👍", strings.ToUpper(approved[:1])+approved[1:], "queuing")
+	case store.StateDispatched:
+		status("📤", "queued", approved+"; waiting for the actuator to start")
+	case store.StateRunning:
+		rest := approved
+		if elapsed > 0 {
+			rest = "for " + shortDuration(elapsed) + "; " + approved
+		}
+		status("⚙️", "running", rest)
+		addOutput(m, cmp.Or(v.Tail, x.ProgressTail), "Latest output", v.StatusURL)
+	case store.StateSucceeded:
+		rest := approved
+		if elapsed > 0 {
+			rest = "in " + shortDuration(elapsed) + "; " + approved
+		}
+		status("✅", "succeeded", rest)
+	case store.StateFailed:
+		what := "failed"
+		if res != nil && res.FailedPhase != "" {
+			what += " in phase " + res.FailedPhase
+		}
+		if elapsed > 0 {
+			what += " after " + shortDuration(elapsed)
+		}
+		status("❌", what, approved)
+		errText := x.Error
+		if errText == "" && res != nil {
+			errText = res.Error
+		}
+		if errText != "" {
+			e := clip(redact(errText), errorBytes)
+			m.para("Error: "+e, "<strong>Error:</strong> "+escape(e))
+		}
+	case store.StateOutcomeUnknown:
+		status("❓", "outcome unknown", approved)
+		code := cmp.Or(x.PlanCode, "<code>")
+		p := "The actuator started this but its result never arrived, so it may or may not have run. " +
+			"It will not be retried on its own. Check " + t.display + ", then record what you found: resolve " + code + " <what happened>"
+		h := "The actuator started this but its result never arrived, so it may or may not have run. " +
+			"It will not be retried on its own. Check " + escape(t.display) + ", then record what you found: " +
+			codeSpan("resolve "+code+" <what happened>")
+		m.para(p, h)
+	case store.StateReconciled:
+		status("🧾", "reconciled", "an operator checked the outcome and recorded it")
+	case store.StateDenied:
+		denied := "denied"
+		if by != "" {
+			denied += " by " + by
+			if method != "" {
+				denied += " (" + method + ")"
+			}
+		}
+		status("🚫", denied, "nothing ran")
+	case store.StateExpired:
+		status("⌛", "expired", "no decision by "+absTime(x.ExpiresAt, v.Now)+"; nothing ran. Ask again for a fresh plan.")
+	case store.StateCancelled:
+		status("✖️", "cancelled", "nothing ran")
+	default:
+		status("•", string(x.State), "")
+	}
+}
+
+// howToDecide tells the room how to approve or deny. Only a destructive
+// plan shows its phrase.
+func howToDecide(m *bodies, p executions.Planned, class policy.Class) {
+	const deny = "Deny: react ❌ or 👎, or reply \"no\"."
+	const denyHTML = "Deny: react ❌ or 👎, or reply “no”."
+	if class == policy.Destructive {
+		if p.Phrase == "" {
+			m.para("⚠️ Destructive. This plan needs a typed confirmation phrase, which I could not derive; ask again for a fresh plan. "+deny,
+				"⚠️ <strong>Destructive.</strong> This plan needs a typed confirmation phrase, which I could not derive; ask again for a fresh plan. "+denyHTML)
+			return
+		}
+		m.para("⚠️ Destructive. To approve, type exactly: "+p.Phrase,
+			"⚠️ <strong>Destructive.</strong> To approve, type exactly: "+codeSpan(p.Phrase))
+		m.para("A reaction or a \"yes\" does not approve this plan. "+deny,
+			"A reaction or a “yes” does not approve this plan. "+denyHTML)
+		return
+	}
+	m.para("Approve: react ✅ or 👍, or reply \"go ahead\". "+deny,
+		"Approve: react ✅ or 👍, or reply “go ahead”. "+denyHTML)
+}
+
+// expiry is "expires in 29m (14:35 UTC)".
+func expiry(at, now time.Time) string {
+	if at.IsZero() {
+		return ""
+	}
+	if now.IsZero() {
+		return "expires at " + absTime(at, now)
+	}
+	left := at.Sub(now)
+	if left <= 0 {
+		return "expired at " + absTime(at, now)
+	}
+	return "expires in " + shortDuration(left.Round(time.Second)) + " (" + absTime(at, now) + ")"
+}
+
+// absTime is "14:35 UTC", with the date when it is not now's UTC day.
+func absTime(at, now time.Time) string {
+	at = at.UTC()
+	if !now.IsZero() && at.Format(time.DateOnly) == now.UTC().Format(time.DateOnly) {
+		return at.Format("15:04 UTC")
+	}
+	return at.Format("2006-01-02 15:04 UTC")
+}
+
+// duration is compact and human: 45s, 3m12s, 1h05m.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+		fallthrough
+	case d < time.Minute:
+		if d < time.Second && d > 0 {
+			return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+		}
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	case d < time.Hour:
+		if sec := int(d % time.Minute / time.Second); sec != 0 {
+			return fmt.Sprintf("%dm%02ds", int(d/time.Minute), sec)
+		}
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	}
+	if m := int(d % time.Hour / time.Minute); m != 0 {
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), m)
+	}
+	return strconv.Itoa(int(d/time.Hour)) + "h"
+}
+
+// output adds a redacted output tail and, when it was cut and a status page
+// exists, a link to the rest.
+func addOutput(m *bodies, text, label, statusURL string) {
+	text = strings.TrimRight(text, "\n")
+	if strings.TrimSpace(text) == "" {
+		return
+	}
+	tail, cut := outputTail(redact(text), tailLines, tailBytes)
+	if cut {
+		label += " (last lines)"
+	}
+	m.para(label+":", "<strong>"+escape(label)+":</strong>")
+	m.code(tail)
+	if u := safeURL(statusURL); cut && u != "" {
+		m.para("Full output: "+u, `<a href="`+escape(u)+`">Full output on the status page</a>`)
+	}
+}
+
+// resultDetails adds what the final edit shows: phases, snapshot and
+// revert hint, notes, and the output.
+func resultDetails(m *bodies, v CardView, res *tasks.Result, t cardTarget) {
+	if len(res.Phases) > 0 {
+		var ps, hs []string
+		for i, ph := range res.Phases {
+			if i == 12 {
+				more := fmt.Sprintf("and %d more", len(res.Phases)-12)
+				ps, hs = append(ps, more), append(hs, escape(more))
+				break
+			}
+			s := clip(ph.Name, 60) + " " + phaseMark(ph)
+			ps, hs = append(ps, s), append(hs, escape(s))
+		}
+		m.para("Phases: "+strings.Join(ps, " · "), "<strong>Phases:</strong> "+strings.Join(hs, " · "))
+	}
+	if res.Snapshot != "" {
+		p := "📸 Snapshot " + res.Snapshot + " was taken first."
+		h := "📸 Snapshot " + codeSpan(res.Snapshot) + " was taken first."
+		if slug := t.revertSlug(); slug != "" {
+			hint := "rollback " + slug + " " + res.Snapshot
+			p += " To undo: " + hint
+			h += " To undo: " + codeSpan(hint)
+		}
+		m.para(p, h)
+	}
+	if len(res.Notes) > 0 {
+		var ps, hs []string
+		for i, n := range res.Notes {
+			if i == maxNotes {
+				more := fmt.Sprintf("and %d more", len(res.Notes)-maxNotes)
+				ps, hs = append(ps, more), append(hs, escape(more))
+				break
+			}
+			n = clip(redact(n), noteBytes)
+			ps, hs = append(ps, n), append(hs, escape(n))
+		}
+		m.para("Notes:", "<strong>Notes:</strong>")
+		m.list(ps, hs)
+	}
+	addOutput(m, res.Output, "Output", v.StatusURL)
+}
+
+func phaseMark(ph tasks.Phase) string {
+	var s string
+	switch ph.Status {
+	case tasks.StatusSucceeded:
+		s = "✅"
+	case tasks.StatusFailed:
+		s = "❌"
+		if ph.ExitCode != 0 {
+			s += " exit " + strconv.Itoa(ph.ExitCode)
+		}
+	case tasks.StatusOutcomeUnknown:
+		s = "❓"
+	default:
+		s = "•"
+	}
+	if ph.Elapsed > 0 {
+		s += " " + shortDuration(time.Duration(ph.Elapsed))
+	}
+	return s
+}
+
+// outputTail returns the last lines of text, at most maxLines lines and maxBytes
+// bytes, cut at a line (or, for one long line, a rune) boundary, and
+// whether anything was cut.
+func outputTail(text string, maxLines, maxBytes int) (string, bool) {
+	cut := false
+	lines := strings.Split(text, "\n")
+	if len(lines) > maxLines {
+		lines, cut = lines[len(lines)-maxLines:], true
+	}
+	text = strings.Join(lines, "\n")
+	if len(text) > maxBytes {
+		cut = true
+		text = text[len(text)-maxBytes:]
+		if i := strings.IndexByte(text, '\n'); i >= 0 && i < len(text)-1 {
+			text = text[i+1:]
+		} else {
+			for len(text) > 0 && !utf8.RuneStart(text[0]) {
+				text = text[1:]
+			}
+		}
+	}
+	if cut {
+		text = "…\n" + text
+	}
+	return text, cut
+}
+
+// head returns the first maxBytes of text, cut at a rune boundary.
+func cutHead(text string, maxBytes int) (string, bool) {
+	if len(text) <= maxBytes {
+		return text, false
+	}
+	i := max(maxBytes, 0)
+	for i > 0 && !utf8.RuneStart(text[i]) {
+		i--
+	}
+	return text[:i], true
+}
+
+// clip shortens s to at most n bytes, at a rune boundary, with an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s, _ = cutHead(s, n)
+	return s + "…"
+}
+
+// safeURL returns u if it is an absolute http(s) URL, else "".
+func safeURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return ""
+	}
+	return p.String()
+}
+
+// redactRules find secrets in output. Each keeps group 1 (what comes
+// before the secret) and group 2 if it has one (what comes after).
+var redactRules = []*regexp.Regexp{
+	// PEM private keys, whole.
+	regexp.MustCompile(`(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`),
+	// key=value and key: value, with the key ending in a secret word:
+	// password=..., DB_PASSWORD=..., "api_key": "...", token: ...
+	regexp.MustCompile(`(?i)(\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s&"',;]+)`),
+	// --password value, --token=value.
+	regexp.MustCompile(`(?i)(--?[a-z0-9-]*(?:password|passwd|token|secret|api-?key)(?:=|\s+))(?:"[^"\n]*"|'[^'\n]*'|[^\s&"',;]+)`),
+	// Authorization: Bearer ..., Basic ...
+	regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)[a-z0-9._~+/=-]{8,}`),
+	// user:password@ in URLs.
+	regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(@)`),
+	// Well-known token shapes.
+	regexp.MustCompile(`()\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{20,}|syt_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{20,})`),
+}
+
+const redacted = "[redacted]"
+
+// redact replaces obvious secrets in text: key=value pairs whose key names
+// a password, token, secret or API key; --password style flags; bearer and
+// basic credentials; passwords in URLs; private keys; and well-known token
+// formats. It is best effort and never fails.
+func redact(text string) string {
+	for _, re := range redactRules {
+		text = re.ReplaceAllString(text, "${1}"+redacted+"${2}")
+	}
+	return text
+}
+
+// Notices for the router: each returns a plain and an HTML body.
+
+// NoticeAlreadyDecided says who decided a plan first.
+func NoticeAlreadyDecided(a store.Approval) (plain, html string) {
+	when := a.DecidedAt.UTC().Format("15:04 UTC")
+	p := fmt.Sprintf("That plan was already %s by %s at %s.", a.Decision, a.DecidedBy, when)
+	return p, escape(p)
+}
+
+// NoticeExpired says a plan expired and nothing will run.
+func NoticeExpired(x store.Execution, now time.Time) (plain, html string) {
+	p := fmt.Sprintf("Plan %s expired at %s, so nothing will run. Ask again for a fresh plan.", x.PlanCode, absTime(x.ExpiresAt, now))
+	return p, escape(p)
+}
+
+// NoticeNotPending says a plan is past deciding.
+func NoticeNotPending(x store.Execution) (plain, html string) {
+	p := fmt.Sprintf("Plan %s is %s; it can't be decided any more.", x.PlanCode, strings.ReplaceAll(string(x.State), "_", " "))
+	return p, escape(p)
+}
+
+// NoticeNotOperator politely refuses someone who is not an operator.
+func NoticeNotOperator(userID string) (plain, html string) {
+	p := fmt.Sprintf("Sorry %s, only the operators can request changes or decide plans here. I have noted the attempt. You can still ask for status.", userID)
+	return p, escape(p)
+}
+
+// NoticeNeedsPhrase explains that a destructive plan takes only its typed
+// phrase.
+func NoticeNeedsPhrase(phrase string) (plain, html string) {
+	p := "This plan is destructive: a reaction or a yes does not approve it. To go ahead, type exactly: " + phrase
+	h := "This plan is <strong>destructive</strong>: a reaction or a “yes” does not approve it. To go ahead, type exactly: " + codeSpan(phrase)
+	return p, h
+}
+
+// NoticePhraseUnmatched answers a CmdConfirm that matches no plan waiting
+// in the room.
+func NoticePhraseUnmatched(typed string) (plain, html string) {
+	typed = clip(typed, 120)
+	p := "\"" + typed + "\" looks like a confirmation phrase, but it matches no plan waiting here, so nothing was approved. Copy the phrase from the plan's card exactly."
+	h := codeSpan(typed) + " looks like a confirmation phrase, but it matches no plan waiting here, so nothing was approved. Copy the phrase from the plan's card exactly."
+	return p, h
+}
+
+// NoticeNoPending says there is nothing to decide.
+func NoticeNoPending() (plain, html string) {
+	p := "No plan is waiting for a decision here."
+	return p, escape(p)
+}
+
+// NoticeNotADecision answers a reply to a card that is neither yes nor no.
+func NoticeNotADecision() (plain, html string) {
+	return "I read that as neither a yes nor a no. Reply \"go ahead\" to approve or \"no\" to deny.",
+		"I read that as neither a yes nor a no. Reply “go ahead” to approve or “no” to deny."
+}
+
+// NoticeWhichPlan asks which plan a bare decision meant when several wait.
+func NoticeWhichPlan(pending []store.Execution, now time.Time) (plain, html string) {
+	var m bodies
+	n := fmt.Sprintf("%d plans are waiting, so I won't guess which one you mean. Reply to its card, react to it, or say approve <code> / deny <code>:", len(pending))
+	m.para(n, escape(n))
+	var ps, hs []string
+	for i, x := range pending {
+		if i == 10 {
+			more := fmt.Sprintf("and %d more (say pending)", len(pending)-10)
+			ps, hs = append(ps, more), append(hs, escape(more))
+			break
+		}
+		class, _ := policy.ParseClass(x.RiskClass)
+		line := fmt.Sprintf("%s %s, %s, %s", x.Action, x.TargetSlug, RiskBadge(class), expiry(x.ExpiresAt, now))
+		ps = append(ps, x.PlanCode+": "+line)
+		hs = append(hs, codeSpan(x.PlanCode)+": "+escape(line))
+	}
+	m.list(ps, hs)
+	return m.done()
+}
+
+// NoticeUnknown answers a message Nomos did not understand: the usage hint
+// when the verb was known, else ShortHelp.
+func NoticeUnknown(c Command) (plain, html string) {
+	if c.Hint != "" {
+		return c.Hint, escape(c.Hint)
+	}
+	s := ShortHelp()
+	return s, escape(s)
+}

@@ -1,0 +1,516 @@
+package bot
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/net/html"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+var cardNow = time.Date(2026, 7, 6, 14, 6, 0, 0, time.UTC)
+
+// cardSetup returns a restart plan for service:jellyfin in CT 101 on
+// strong, waiting for approval; tests change what they need.
+func cardSetup(t *testing.T) CardView {
+	t.Helper()
+	return CardView{
+		Planned: executions.Planned{
+			Execution: store.Execution{
+				ID: uuid.MustParse("01900000-0000-7000-8000-000000000001"), Action: "restart",
+				TargetSlug: "service:jellyfin", Steps: []string{"pct exec 101 -- systemctl restart jellyfin.service"},
+				RiskClass: "reversible_low", PlanCode: "k7q2", State: store.StateAwaitingApproval,
+				ExpiresAt: cardNow.Add(29 * time.Minute), CreatedAt: cardNow.Add(-time.Minute),
+			},
+			Risk:  policy.Risk{Class: policy.ReversibleLow, Reasons: []string{"restarts jellyfin.service"}},
+			Blast: []policy.Affected{{Slug: "service:caddy", Via: policy.EdgeRoutesTo, From: "service:jellyfin", Depth: 1}},
+			Target: store.Entity{Slug: "service:jellyfin", Type: "service", Name: "jellyfin",
+				Attrs: map[string]any{"host": "strong", "vmid": float64(101), "unit": "jellyfin.service"}},
+		},
+		Now: cardNow,
+	}
+}
+
+func approved(v *CardView, state store.ExecutionState) {
+	v.Planned.Execution.State = state
+	v.Planned.Execution.Approval = &store.Approval{Decision: "approved", DecidedBy: "@op:example.org", Method: "reaction", DecidedAt: cardNow}
+}
+
+func lines(n int, format string) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, format+"\n", i)
+	}
+	return b.String()
+}
+
+func TestRenderCard(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		change   func(v *CardView)
+		want     []string // in both plain and HTML
+		wantHTML []string
+		not      []string // in neither
+	}{
+		{
+			name: "awaiting approval",
+			want: []string{"Plan k7q2: restart jellyfin", "service:jellyfin", "CT 101", "host strong",
+				"🟡 reversible_low", "restarts jellyfin.service", "service:caddy (behind service:jellyfin)",
+				"pct exec 101 -- systemctl restart jellyfin.service", "awaiting approval",
+				"expires in 29m (14:35 UTC)", "✅ or 👍", "go ahead", "❌ or 👎"},
+			wantHTML: []string{"<pre><code>pct exec 101 -- systemctl restart jellyfin.service</code></pre>", "<code>service:caddy</code>"},
+			not:      []string{"type exactly", "Destructive"},
+		},
+		{
+			name:   "no blast radius",
+			change: func(v *CardView) { v.Planned.Blast = nil },
+			want:   []string{"Blast radius", "none"},
+		},
+		{
+			name: "blast radius is capped",
+			change: func(v *CardView) {
+				v.Planned.Blast = nil
+				for i := range 12 {
+					v.Planned.Blast = append(v.Planned.Blast, policy.Affected{Slug: fmt.Sprintf("service:s%02d", i), Via: policy.EdgeDependsOn, From: "service:jellyfin", Depth: 1})
+				}
+			},
+			want: []string{"service:s07 (needs service:jellyfin)", "and 4 more"},
+			not:  []string{"service:s08"},
+		},
+		{
+			name: "destructive shows the phrase",
+			change: func(v *CardView) {
+				x := &v.Planned.Execution
+				x.Action, x.TargetSlug, x.RiskClass, x.Steps = "pct_destroy", "lxc:131", "destructive", []string{"pct destroy 131"}
+				x.ExpiresAt = cardNow.Add(10 * time.Minute)
+				v.Planned.Risk = policy.Risk{Class: policy.Destructive, Reasons: []string{"destroys lxc:131 and its disks"}}
+				v.Planned.Phrase = "destroy lxc:131 k7q2"
+				v.Planned.Target = store.Entity{Slug: "lxc:131", Type: "lxc", Name: "scratch", Attrs: map[string]any{"host": "weak", "vmid": float64(131)}}
+			},
+			want:     []string{"Plan k7q2: destroy scratch", "(lxc:131)", "CT 131", "host weak", "🔴 destructive", "type exactly", "destroy lxc:131 k7q2", "does not approve", "expires in 10m"},
+			wantHTML: []string{"<code>destroy lxc:131 k7q2</code>"},
+			not:      []string{"go ahead", "✅ or 👍"},
+		},
+		{
+			name:   "the phrase is shown only for destructive plans",
+			change: func(v *CardView) { v.Planned.Phrase = "restart service:jellyfin k7q2" },
+			not:    []string{"restart service:jellyfin k7q2", "type exactly"},
+		},
+		{
+			name:   "class falls back to the stored one",
+			change: func(v *CardView) { v.Planned.Risk = policy.Risk{}; v.Planned.Execution.RiskClass = "config_mutation" },
+			want:   []string{"🟠 config_mutation"},
+		},
+		{
+			name:   "approved",
+			change: func(v *CardView) { approved(v, store.StateApproved) },
+			want:   []string{"Approved by @op:example.org (reaction)"},
+			not:    []string{"awaiting approval", "go ahead", "expires in"},
+		},
+		{
+			name: "approved automatically",
+			change: func(v *CardView) {
+				approved(v, store.StateDispatched)
+				v.Planned.Execution.Approval.DecidedBy, v.Planned.Execution.Approval.Method = "nomos", "auto"
+				v.Planned.Risk.Class = policy.ReadOnly
+			},
+			want: []string{"queued", "approved automatically (read_only)", "🟢 read_only"},
+		},
+		{
+			name: "approver from the view",
+			change: func(v *CardView) {
+				approved(v, store.StateDispatched)
+				v.ApprovedBy, v.DecidedMethod = "@alice:example.org", "reply"
+			},
+			want: []string{"queued", "approved by @alice:example.org (reply)"},
+		},
+		{
+			name: "running shows the tail and elapsed time",
+			change: func(v *CardView) {
+				approved(v, store.StateRunning)
+				v.Elapsed = 12 * time.Second
+				v.Tail = lines(40, "line %02d")
+				v.StatusURL = "https://nomos.example.org/x/01900000"
+			},
+			want:     []string{"running", "for 12s", "line 40", "line 26", "Full output"},
+			wantHTML: []string{`<a href="https://nomos.example.org/x/01900000">`},
+			not:      []string{"line 25", "line 01"},
+		},
+		{
+			name: "running falls back to the stored tail, without a link when not cut",
+			change: func(v *CardView) {
+				approved(v, store.StateRunning)
+				v.Planned.Execution.ProgressTail = "Restarting jellyfin\n"
+				v.StatusURL = "https://nomos.example.org/x/1"
+			},
+			want: []string{"Restarting jellyfin"},
+			not:  []string{"Full output"},
+		},
+		{
+			name: "a status link must be http",
+			change: func(v *CardView) {
+				approved(v, store.StateRunning)
+				v.Tail = lines(40, "line %02d")
+				v.StatusURL = "javascript:alert(1)"
+			},
+			not: []string{"javascript", "Full output"},
+		},
+		{
+			name: "succeeded with a snapshot and notes",
+			change: func(v *CardView) {
+				approved(v, store.StateSucceeded)
+				v.Result = &tasks.Result{Status: tasks.StatusSucceeded, Snapshot: "nomos-20260706-140700",
+					Notes:     []string{"resolver was dead; switched to 1.1.1.1"},
+					Phases:    []tasks.Phase{{Name: "snapshot", Status: tasks.StatusSucceeded, Elapsed: tasks.Duration(2 * time.Second)}, {Name: "restart", Status: tasks.StatusSucceeded}},
+					StartedAt: cardNow, FinishedAt: cardNow.Add(14 * time.Second), Output: "ok\n"}
+			},
+			want:     []string{"succeeded", "in 14s", "nomos-20260706-140700", "rollback lxc:101 nomos-20260706-140700", "resolver was dead; switched to 1.1.1.1", "snapshot ✅ 2s", "restart ✅"},
+			wantHTML: []string{"<code>rollback lxc:101 nomos-20260706-140700</code>"},
+			not:      []string{"awaiting approval"},
+		},
+		{
+			name: "the result is read from the execution",
+			change: func(v *CardView) {
+				approved(v, store.StateSucceeded)
+				raw, _ := json.Marshal(tasks.Result{Status: tasks.StatusSucceeded, Snapshot: "pre-x1"})
+				v.Planned.Execution.Result = raw
+			},
+			want: []string{"rollback lxc:101 pre-x1"},
+		},
+		{
+			name: "failed shows the error and the phase",
+			change: func(v *CardView) {
+				approved(v, store.StateFailed)
+				v.Planned.Execution.Error = "apt-get exited 100"
+				v.Result = &tasks.Result{Status: tasks.StatusFailed, FailedPhase: "upgrade", Error: "ignored: the execution's error wins",
+					Phases: []tasks.Phase{{Name: "upgrade", Status: tasks.StatusFailed, ExitCode: 100}},
+					Output: "E: Could not resolve deb.debian.org\n"}
+			},
+			want: []string{"failed in phase upgrade", "apt-get exited 100", "upgrade ❌ exit 100", "E: Could not resolve deb.debian.org"},
+		},
+		{
+			name:   "outcome unknown explains and says how to reconcile",
+			change: func(v *CardView) { approved(v, store.StateOutcomeUnknown) },
+			want:   []string{"outcome unknown", "may or may not have run", "will not be retried", "resolve k7q2 <what happened>"},
+		},
+		{
+			name: "denied",
+			change: func(v *CardView) {
+				v.Planned.Execution.State = store.StateDenied
+				v.Planned.Execution.Approval = &store.Approval{Decision: "denied", DecidedBy: "@bob:example.org", Method: "reply"}
+			},
+			want: []string{"denied by @bob:example.org (reply)", "nothing ran"},
+			not:  []string{"go ahead"},
+		},
+		{
+			name:   "expired",
+			change: func(v *CardView) { v.Planned.Execution.State = store.StateExpired; v.Now = cardNow.Add(time.Hour) },
+			want:   []string{"expired", "14:35 UTC", "nothing ran"},
+			not:    []string{"go ahead"},
+		},
+		{
+			name:   "cancelled",
+			change: func(v *CardView) { v.Planned.Execution.State = store.StateCancelled },
+			want:   []string{"cancelled"},
+		},
+		{
+			name:   "reconciled",
+			change: func(v *CardView) { approved(v, store.StateReconciled) },
+			want:   []string{"reconciled"},
+		},
+		{
+			name:   "expiry on another day shows the date",
+			change: func(v *CardView) { v.Planned.Execution.ExpiresAt = cardNow.Add(30 * time.Hour) },
+			want:   []string{"2026-07-07 20:06 UTC"},
+		},
+		{
+			name:   "target details from the view",
+			change: func(v *CardView) { v.Host, v.VMID, v.TargetName = "weak", 202, "jelly" },
+			want:   []string{"jelly", "CT 202", "host weak", "Runs on weak"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v := cardSetup(t)
+			if tt.change != nil {
+				tt.change(&v)
+			}
+			plain, htm := RenderCard(v)
+			text := htmlText(t, htm)
+			for _, w := range tt.want {
+				if !strings.Contains(plain, w) {
+					t.Errorf("plain lacks %q:\n%s", w, plain)
+				}
+				if !strings.Contains(text, w) {
+					t.Errorf("HTML lacks %q:\n%s", w, htm)
+				}
+			}
+			for _, w := range tt.wantHTML {
+				if !strings.Contains(htm, w) {
+					t.Errorf("HTML lacks %q:\n%s", w, htm)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(plain, w) || strings.Contains(htm, w) {
+					t.Errorf("card shows %q, which it must not:\nplain:\n%s\nhtml:\n%s", w, plain, htm)
+				}
+			}
+			checkHTML(t, htm)
+		})
+	}
+}
+
+func TestRenderCardEscapes(t *testing.T) {
+	t.Parallel()
+	const evil = `<script>alert(1)</script></code></pre><img src=x onerror=alert(2)>&amp;`
+	v := cardSetup(t)
+	approved(&v, store.StateFailed)
+	v.Planned.Target.Name = evil
+	v.Planned.Target.Attrs["host"] = evil
+	v.Planned.Execution.Steps = []string{"sh -c " + evil}
+	v.Planned.Execution.Error = evil
+	v.Planned.Execution.PlanCode = evil
+	v.Planned.Risk.Reasons = []string{evil}
+	v.Planned.Blast = []policy.Affected{{Slug: evil, Via: policy.EdgeRuns, From: evil}}
+	v.Result = &tasks.Result{Status: tasks.StatusFailed, Output: evil, Snapshot: evil, Notes: []string{evil},
+		FailedPhase: evil, Phases: []tasks.Phase{{Name: evil, Status: tasks.StatusFailed}}}
+	v.StatusURL = `https://x.example.org/"><script>`
+	_, htm := RenderCard(v)
+	for _, bad := range []string{"<script", "</code></pre><img", "<img", `"><`} {
+		if strings.Contains(htm, bad) {
+			t.Errorf("HTML carries unescaped %q:\n%s", bad, htm)
+		}
+	}
+	if !strings.Contains(htm, "&lt;script&gt;") {
+		t.Errorf("HTML lacks the escaped text:\n%s", htm)
+	}
+	checkHTML(t, htm)
+
+	// The destructive phrase and notices escape too.
+	v = cardSetup(t)
+	v.Planned.Risk.Class = policy.Destructive
+	v.Planned.Phrase = evil
+	_, htm = RenderCard(v)
+	checkHTML(t, htm)
+	for _, f := range []func() (string, string){
+		func() (string, string) { return NoticeNeedsPhrase(evil) },
+		func() (string, string) { return NoticePhraseUnmatched(evil) },
+		func() (string, string) { return NoticeNotOperator(evil) },
+		func() (string, string) {
+			return NoticeAlreadyDecided(store.Approval{Decision: "approved", DecidedBy: evil})
+		},
+		func() (string, string) { return NoticeExpired(store.Execution{PlanCode: evil}, cardNow) },
+		func() (string, string) { return NoticeNotPending(store.Execution{PlanCode: evil, State: "running"}) },
+		func() (string, string) {
+			return NoticeWhichPlan([]store.Execution{{PlanCode: evil, Action: evil, TargetSlug: evil}}, cardNow)
+		},
+	} {
+		_, h := f()
+		if strings.Contains(h, "<script") {
+			t.Errorf("notice HTML carries unescaped text: %s", h)
+		}
+		checkHTML(t, h)
+	}
+}
+
+func TestRenderCardRedactsAndBoundsSize(t *testing.T) {
+	t.Parallel()
+	v := cardSetup(t)
+	approved(&v, store.StateFailed)
+	v.Planned.Execution.Steps = []string{"pct exec 101 -- sh -c 'curl -H \"Authorization: Bearer abcdef0123456789\" " + strings.Repeat("x", 20000) + "'"}
+	v.Planned.Execution.Error = "login failed: password=hunter2 " + strings.Repeat("e", 5000)
+	v.Result = &tasks.Result{Status: tasks.StatusFailed, Output: "connecting\nDB_PASSWORD=hunter2\n" + strings.Repeat("é", 50000),
+		Notes: []string{"token: s3cr3t-t0k3n"}}
+	plain, htm := RenderCard(v)
+	for _, secret := range []string{"hunter2", "abcdef0123456789", "s3cr3t-t0k3n"} {
+		if strings.Contains(plain, secret) || strings.Contains(htm, secret) {
+			t.Errorf("card shows the secret %q", secret)
+		}
+	}
+	if len(plain) > 16<<10 || len(htm) > 24<<10 {
+		t.Errorf("card is %d bytes plain, %d bytes HTML; want it small", len(plain), len(htm))
+	}
+	for _, s := range []string{plain, htm} {
+		if !strings.Contains(s, "status page") {
+			t.Errorf("a cut plan does not point to the status page:\n%s", s)
+		}
+		if !json.Valid([]byte(`"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`).Replace(s) + `"`)) {
+			t.Errorf("card is not valid UTF-8 after cutting")
+		}
+	}
+	checkHTML(t, htm)
+}
+
+var redactTests = []struct{ in, want string }{
+	{"password=hunter2", "password=[redacted]"},
+	{"PASSWORD: hunter2 and more", "PASSWORD: [redacted] and more"},
+	{"export DB_PASSWORD=hunter2", "export DB_PASSWORD=[redacted]"},
+	{`{"api_key": "abc123", "name": "x"}`, `{"api_key": [redacted], "name": "x"}`},
+	{"token=abc&user=me", "token=[redacted]&user=me"},
+	{"GITHUB_TOKEN='ghp x'", "GITHUB_TOKEN=[redacted]"},
+	{"client_secret = s3cr3t", "client_secret = [redacted]"},
+	{"mysql --password=hunter2 -u root", "mysql --password=[redacted] -u root"},
+	{"app --token abc.def", "app --token [redacted]"},
+	{"Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig", "Authorization: Bearer [redacted]"},
+	{"Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [redacted]"},
+	{"https://admin:hunter2@db.example.org/x", "https://admin:[redacted]@db.example.org/x"},
+	{"use ghp_abcdefghijklmnopqrstuvwxyz0123 now", "use [redacted] now"},
+	{"key sk-or-v1-0123456789abcdef0123456789", "key [redacted]"},
+	{"AKIAABCDEFGHIJKLMNOP", "[redacted]"},
+	{"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----\nafter", "-----BEGIN OPENSSH PRIVATE KEY-----[redacted]-----END OPENSSH PRIVATE KEY-----\nafter"},
+	// Not secrets.
+	{"max_tokens: 100", "max_tokens: 100"},
+	{"passwords: 3 rotated", "passwords: 3 rotated"},
+	{"the token bucket is full", "the token bucket is full"},
+	{"https://deb.debian.org/debian", "https://deb.debian.org/debian"},
+	{"Restarting jellyfin.service", "Restarting jellyfin.service"},
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for _, tt := range redactTests {
+		if got := redact(tt.in); got != tt.want {
+			t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func FuzzRedact(f *testing.F) {
+	for _, tt := range redactTests {
+		f.Add(tt.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		once := redact(s)
+		if twice := redact(once); twice != once {
+			t.Fatalf("redact is not idempotent on %q: %q then %q", s, once, twice)
+		}
+	})
+}
+
+func FuzzRenderCard(f *testing.F) {
+	f.Add("jellyfin", "ok\n", "restarts it", "nomos-20260706-140700")
+	f.Add("<script>", "</code></pre><b>", "<i>", "x\"y")
+	f.Fuzz(func(t *testing.T, name, addOutput, reason, snapshot string) {
+		v := cardSetup(t)
+		approved(&v, store.StateSucceeded)
+		v.TargetName = name
+		v.Planned.Risk.Reasons = []string{reason}
+		v.Result = &tasks.Result{Output: addOutput, Snapshot: snapshot, Notes: []string{reason}}
+		_, htm := RenderCard(v)
+		checkHTML(t, htm)
+	})
+}
+
+func TestOutputTail(t *testing.T) {
+	t.Parallel()
+	if got, cut := outputTail("a\nb", 15, 1500); got != "a\nb" || cut {
+		t.Errorf("short output: %q %v", got, cut)
+	}
+	got, cut := outputTail(strings.Repeat("é", 1000), 15, 1500)
+	if !cut || len(got) > 1500+len("…\n") || !strings.HasPrefix(got, "…\né") {
+		t.Errorf("long line: cut %v, %d bytes, starts %q", cut, len(got), got[:min(len(got), 8)])
+	}
+	got, _ = outputTail(lines(100, "%03d "+strings.Repeat("y", 200)), 15, 1500)
+	if strings.Contains(got, "092 ") || !strings.Contains(got, "100 ") {
+		t.Errorf("tail keeps whole lines within the byte budget, got:\n%s", got)
+	}
+}
+
+func TestNotices(t *testing.T) {
+	t.Parallel()
+	plain, _ := NoticeAlreadyDecided(store.Approval{Decision: "approved", DecidedBy: "@op:example.org", DecidedAt: cardNow})
+	if plain != "That plan was already approved by @op:example.org at 14:06 UTC." {
+		t.Errorf("NoticeAlreadyDecided = %q", plain)
+	}
+	plain, htm := NoticeNeedsPhrase("destroy lxc:131 k7q2")
+	if !strings.Contains(plain, "type exactly: destroy lxc:131 k7q2") || !strings.Contains(htm, "<code>destroy lxc:131 k7q2</code>") {
+		t.Errorf("NoticeNeedsPhrase = %q / %q", plain, htm)
+	}
+	plain, _ = NoticeWhichPlan([]store.Execution{
+		{PlanCode: "k7q2", Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "reversible_low", ExpiresAt: cardNow.Add(5 * time.Minute)},
+		{PlanCode: "m3zt", Action: "pct_destroy", TargetSlug: "lxc:131", RiskClass: "destructive", ExpiresAt: cardNow.Add(9 * time.Minute)},
+	}, cardNow)
+	for _, w := range []string{"2 plans", "won't guess", "k7q2: restart service:jellyfin", "m3zt: pct_destroy lxc:131, 🔴 destructive, expires in 9m"} {
+		if !strings.Contains(plain, w) {
+			t.Errorf("NoticeWhichPlan lacks %q:\n%s", w, plain)
+		}
+	}
+	if plain, _ := NoticeExpired(store.Execution{PlanCode: "k7q2", ExpiresAt: cardNow}, cardNow); !strings.Contains(plain, "expired at 14:06 UTC") {
+		t.Errorf("NoticeExpired = %q", plain)
+	}
+	if plain, _ := NoticeNotOperator("@guest:example.org"); !strings.Contains(plain, "only the operators") {
+		t.Errorf("NoticeNotOperator = %q", plain)
+	}
+}
+
+// allowedTags are the tags a card or notice may contain.
+var allowedTags = map[string]bool{"p": true, "strong": true, "code": true, "pre": true, "br": true, "ul": true, "li": true, "a": true}
+
+// checkHTML fails unless htm uses only allowedTags, balanced, and an <a>
+// carries nothing but an http(s) href.
+func checkHTML(t testing.TB, htm string) {
+	t.Helper()
+	z := html.NewTokenizer(strings.NewReader(htm))
+	var stack []string
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			if z.Err() != io.EOF {
+				t.Fatalf("HTML does not tokenize: %v", z.Err())
+			}
+			if len(stack) != 0 {
+				t.Fatalf("unclosed tags %v in:\n%s", stack, htm)
+			}
+			return
+		case html.StartTagToken:
+			tok := z.Token()
+			if !allowedTags[tok.Data] {
+				t.Fatalf("tag <%s> in:\n%s", tok.Data, htm)
+			}
+			for _, a := range tok.Attr {
+				if tok.Data != "a" || a.Key != "href" || !(strings.HasPrefix(a.Val, "https://") || strings.HasPrefix(a.Val, "http://")) {
+					t.Fatalf("attribute %s=%q on <%s> in:\n%s", a.Key, a.Val, tok.Data, htm)
+				}
+			}
+			if tok.Data != "br" {
+				stack = append(stack, tok.Data)
+			}
+		case html.EndTagToken:
+			tok := z.Token()
+			if len(stack) == 0 || stack[len(stack)-1] != tok.Data {
+				t.Fatalf("unbalanced </%s> (open %v) in:\n%s", tok.Data, stack, htm)
+			}
+			stack = stack[:len(stack)-1]
+		case html.SelfClosingTagToken:
+			if tok := z.Token(); !allowedTags[tok.Data] {
+				t.Fatalf("tag <%s/> in:\n%s", tok.Data, htm)
+			}
+		}
+	}
+}
+
+// htmlText is the text a client shows for htm.
+func htmlText(t testing.TB, htm string) string {
+	t.Helper()
+	z := html.NewTokenizer(strings.NewReader(htm))
+	var b strings.Builder
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return b.String()
+		case html.TextToken:
+			b.Write(z.Text())
+		}
+	}
+}

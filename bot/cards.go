@@ -1,0 +1,200 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"time"
+
+	"github.com/google/uuid"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// postCard posts the plan card once per execution. A destructive plan's
+// card is an escalation (m.text mentioning the operators); every other
+// card is a notice.
+func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned, replyTo *event.Event) {
+	x := p.Execution
+	claimed, err := b.store.ClaimNotice(ctx, x.ID, "card")
+	if err != nil || !claimed {
+		return
+	}
+	plain, htm := RenderCard(b.cardView(ctx, p))
+	var eventID id.EventID
+	if x.RiskClass == policy.Destructive.String() && x.State == store.StateAwaitingApproval {
+		eventID = b.sendEscalation(ctx, room, plain, htm, replyTo)
+	} else {
+		eventID = b.sendNotice(ctx, room, plain, htm, replyTo)
+	}
+	if eventID == "" {
+		return
+	}
+	if err := b.store.SetCardEvent(ctx, x.ID, room.String(), eventID.String()); err != nil {
+		b.logger.Error("record card", "execution_id", x.ID, "err", err)
+	}
+	// The execution may have moved while the card was being posted.
+	if cur, err := b.store.GetExecution(ctx, x.ID); err == nil && cur.State != x.State {
+		b.cards.update(x.ID)
+	}
+}
+
+// cardMsgType keeps an edit's msgtype the card's own.
+func cardMsgType(x store.Execution) event.MessageType {
+	if x.RiskClass == policy.Destructive.String() {
+		return event.MsgText
+	}
+	return event.MsgNotice
+}
+
+// editCard renders the execution's current state into its card.
+func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) {
+	x, err := b.store.GetExecution(ctx, execID)
+	if err != nil || x.CardEventID == "" || x.RoomID == "" {
+		return
+	}
+	p, err := b.exec.Describe(ctx, x)
+	if err != nil {
+		b.logger.Warn("describe execution for its card", "execution_id", execID, "err", err)
+		p = executions.Planned{Execution: x}
+	}
+	plain, htm := RenderCard(b.cardView(ctx, p))
+	if err := b.editMessage(ctx, id.RoomID(x.RoomID), id.EventID(x.CardEventID), cardMsgType(x), plain, htm); err != nil {
+		b.logger.Warn("edit card", "execution_id", execID, "err", err)
+	}
+}
+
+func (b *Bot) cardView(_ context.Context, p executions.Planned) CardView {
+	x := p.Execution
+	v := CardView{Planned: p, StatusURL: b.cfg.StatusURL, Now: b.now(), Tail: x.ProgressTail}
+	v.TargetName = p.Target.Name
+	if h, ok := p.Target.Attrs["host"].(string); ok {
+		v.Host = h
+	} else if p.Target.Type == "host" {
+		v.Host = p.Target.Name
+	}
+	if n, ok := p.Target.Attrs["vmid"].(float64); ok {
+		v.VMID = int(n)
+	}
+	if x.Approval != nil {
+		v.ApprovedBy, v.DecidedMethod = x.Approval.DecidedBy, x.Approval.Method
+		if x.State == store.StateRunning || x.State.Terminal() {
+			v.Elapsed = x.UpdatedAt.Sub(x.Approval.DecidedAt)
+		}
+	}
+	if x.State == store.StateRunning && x.HeartbeatAt != nil && x.Approval != nil {
+		v.Elapsed = b.now().Sub(x.Approval.DecidedAt)
+	}
+	if len(x.Result) > 0 {
+		var r tasks.Result
+		if json.Unmarshal(x.Result, &r) == nil {
+			v.Result = &r
+			if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
+				v.Elapsed = r.FinishedAt.Sub(r.StartedAt)
+			}
+		}
+	}
+	return v
+}
+
+// onExecutionEvent follows every committed change: it posts the card of a
+// plan requested elsewhere (the agent, MCP), edits existing cards and
+// escalates failures.
+func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	x, err := b.store.GetExecution(ctx, ev.ID)
+	if err != nil || x.RoomID == "" {
+		return
+	}
+	if x.CardEventID == "" {
+		if x.State == store.StateAwaitingApproval || x.State == store.StateApproved || x.State == store.StateDispatched {
+			if p, err := b.exec.Describe(ctx, x); err == nil {
+				b.postCard(ctx, id.RoomID(x.RoomID), p, nil)
+			}
+		}
+		return
+	}
+	b.cards.update(x.ID)
+	if x.State == store.StateFailed || x.State == store.StateOutcomeUnknown {
+		b.escalateFailure(ctx, x)
+	}
+}
+
+// escalateFailure mentions the operators when a step failed or its outcome
+// is unknown and nobody is watching the room.
+func (b *Bot) escalateFailure(ctx context.Context, x store.Execution) {
+	room := id.RoomID(x.RoomID)
+	b.mu.Lock()
+	last := b.lastOperator[room]
+	b.mu.Unlock()
+	if !last.IsZero() && b.now().Sub(last) < b.cfg.QuietPeriod {
+		return
+	}
+	claimed, err := b.store.ClaimNotice(ctx, x.ID, "escalation")
+	if err != nil || !claimed {
+		return
+	}
+	what := "failed"
+	detail := x.Error
+	if x.State == store.StateOutcomeUnknown {
+		what = "ended with an unknown outcome"
+		detail = "It may or may not have run. Check the target, then tell me what happened (it will not be retried on its own). " + x.Error
+	}
+	plain := fmt.Sprintf("⚠️ %s on %s %s. %s", x.Action, x.TargetSlug, what, detail)
+	htm := fmt.Sprintf("<p>⚠️ <b>%s</b> on <code>%s</code> %s.</p><p>%s</p>", html.EscapeString(x.Action), html.EscapeString(x.TargetSlug), what, html.EscapeString(detail))
+	b.sendEscalation(ctx, room, plain, htm, &event.Event{ID: id.EventID(x.CardEventID)})
+}
+
+// catchUpCards brings recent cards up to date after a start or a lost
+// listener connection, when change events may have been missed.
+func (b *Bot) catchUpCards(ctx context.Context) {
+	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{Limit: 50})
+	if err != nil {
+		return
+	}
+	for _, x := range xs {
+		if x.CardEventID != "" && (!x.State.Terminal() || b.now().Sub(x.UpdatedAt) < time.Hour) {
+			b.cards.update(x.ID)
+		}
+	}
+}
+
+// watchExpiries warns, with a mention, about plans close to expiring.
+func (b *Bot) watchExpiries(ctx context.Context) {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		b.warnExpiring(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (b *Bot) warnExpiring(ctx context.Context) {
+	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, Limit: 200})
+	if err != nil {
+		return
+	}
+	now := b.now()
+	for _, x := range xs {
+		left := x.ExpiresAt.Sub(now)
+		if x.RoomID == "" || x.CardEventID == "" || left <= 0 || left > b.cfg.ExpiryWarning {
+			continue
+		}
+		if ok, err := b.store.ClaimNotice(ctx, x.ID, "expiry_warning"); err != nil || !ok {
+			continue
+		}
+		plain := fmt.Sprintf("⏳ The plan to %s %s expires in %d min (code %s). Approve or deny it before then.", x.Action, x.TargetSlug, int(left.Minutes()+0.5), x.PlanCode)
+		b.sendEscalation(ctx, id.RoomID(x.RoomID), plain, "", &event.Event{ID: id.EventID(x.CardEventID)})
+	}
+}

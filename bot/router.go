@@ -1,0 +1,316 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"strings"
+	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+)
+
+// onMember joins a room when an operator invites the bot and declines
+// every other invite.
+func (b *Bot) onMember(ctx context.Context, evt *event.Event) {
+	if evt.GetStateKey() != b.cli.UserID.String() {
+		return
+	}
+	m := evt.Content.AsMember()
+	// Only a pending invite counts: the same event also comes back in a
+	// joined room's state, and must not make the bot greet again.
+	if m.Membership != event.MembershipInvite || evt.Mautrix.EventSource&event.SourceInvite == 0 {
+		return
+	}
+	key := evt.ID.String()
+	if key == "" { // stripped invite state carries no event id
+		key = fmt.Sprintf("invite:%s:%s:%d", evt.RoomID, evt.Sender, evt.Timestamp)
+	}
+	if ok, err := b.store.MarkEventHandled(ctx, evt.RoomID.String(), key); err != nil || !ok {
+		return
+	}
+	if !b.isOperator(evt.Sender) {
+		b.logger.Info("declining invite from a non-operator", "room_id", evt.RoomID, "inviter", evt.Sender)
+		if _, err := b.cli.LeaveRoom(ctx, evt.RoomID); err != nil {
+			b.logger.Warn("decline invite", "room_id", evt.RoomID, "err", err)
+		}
+		return
+	}
+	if _, err := b.cli.JoinRoomByID(ctx, evt.RoomID); err != nil {
+		b.logger.Error("join room", "room_id", evt.RoomID, "err", err)
+		return
+	}
+	b.logger.Info("joined room", "room_id", evt.RoomID, "inviter", evt.Sender)
+	plain, htm := Help()
+	b.sendNotice(ctx, evt.RoomID, "Hello, I am Nomos. "+plain, "<p>Hello, I am Nomos.</p>"+htm, nil)
+}
+
+// claim de-duplicates events by id and skips those older than the bot's
+// first sync, so neither a restart nor a first start acts on old history.
+func (b *Bot) claim(ctx context.Context, evt *event.Event) bool {
+	if evt.Sender == b.cli.UserID {
+		return false
+	}
+	if time.UnixMilli(evt.Timestamp).Before(b.startedAt.Add(-time.Minute)) {
+		return false
+	}
+	ok, err := b.store.MarkEventHandled(ctx, evt.RoomID.String(), evt.ID.String())
+	if err != nil {
+		b.logger.Error("mark event handled", "event_id", evt.ID, "err", err)
+		return false
+	}
+	return ok
+}
+
+func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
+	msg := evt.Content.AsMessage()
+	if msg.MsgType != event.MsgText || msg.RelatesTo.GetReplaceID() != "" {
+		return // notices (other bots), media and edits are not commands
+	}
+	if !b.claim(ctx, evt) {
+		return
+	}
+	if b.isOperator(evt.Sender) {
+		b.mu.Lock()
+		b.lastOperator[evt.RoomID] = b.now()
+		b.mu.Unlock()
+	}
+	_, _ = b.cli.UserTyping(ctx, evt.RoomID, true, 20*time.Second)
+	defer func() {
+		_, _ = b.cli.UserTyping(ctx, evt.RoomID, false, 0)
+		if err := b.cli.MarkRead(ctx, evt.RoomID, evt.ID); err != nil {
+			b.logger.Debug("read receipt", "err", err)
+		}
+	}()
+	body := strings.TrimSpace(stripReplyFallback(msg.Body))
+	if replyTo := msg.RelatesTo.GetReplyTo(); replyTo != "" {
+		if x, err := b.store.ExecutionByCard(ctx, replyTo.String()); err == nil {
+			b.decideByText(ctx, evt, x, body, true)
+			return
+		}
+	}
+	if b.tryPhrase(ctx, evt, body) {
+		return
+	}
+	b.mu.Lock()
+	runbooks := b.runbooks
+	b.mu.Unlock()
+	cmd := ParseCommand(body, runbooks)
+	switch cmd.Kind {
+	case CmdApprove, CmdDeny:
+		b.decidePending(ctx, evt, body)
+	case CmdAction:
+		b.requestPlan(ctx, evt, cmd)
+	case CmdHelp:
+		plain, htm := Help()
+		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+	case CmdStatus:
+		b.replyStatus(ctx, evt)
+	case CmdListContainers:
+		b.replyContainers(ctx, evt)
+	case CmdShow:
+		b.replyShow(ctx, evt, cmd.Target)
+	case CmdPending:
+		b.replyPending(ctx, evt)
+	case CmdHistory:
+		b.replyHistory(ctx, evt)
+	default:
+		b.sendNotice(ctx, evt.RoomID, ShortHelp(), "", evt)
+	}
+}
+
+// requestPlan turns a command into plans, one per runbook step, and posts
+// a card for each. Only operators may request changes.
+func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
+	if !b.isOperator(evt.Sender) {
+		b.refuseNonOperator(ctx, evt, "request "+string(cmd.Action)+" "+cmd.Target)
+		return
+	}
+	steps := cmd.Steps
+	if len(steps) == 0 {
+		steps = []RunbookStep{{Action: string(cmd.Action), Params: cmd.Params}}
+	}
+	via := "chat"
+	if cmd.Runbook != "" {
+		via = "runbook"
+	}
+	for _, st := range steps {
+		params, err := json.Marshal(st.Params)
+		if err != nil || st.Params == nil {
+			params = nil
+		}
+		p, err := b.exec.Request(ctx, executions.Request{
+			Action: st.Action, Target: cmd.Target, Params: params,
+			RequestedBy: evt.Sender.String(), Via: via, RoomID: evt.RoomID.String(),
+		})
+		if err != nil {
+			b.sendNotice(ctx, evt.RoomID, requestErrorText(err), "", evt)
+			return
+		}
+		b.postCard(ctx, evt.RoomID, p, evt)
+	}
+}
+
+// requestErrorText is what an operator reads when a request is refused.
+func requestErrorText(err error) string {
+	var amb *executions.AmbiguousTargetError
+	switch {
+	case errors.As(err, &amb):
+		return fmt.Sprintf("%q could mean %s. Say which one, for example by its slug.", amb.Ref, strings.Join(amb.Candidates, " or "))
+	case errors.Is(err, executions.ErrUnknownTarget):
+		return "I don't know that target: " + strings.TrimPrefix(err.Error(), executions.ErrUnknownTarget.Error()+": ") + ". Try `list containers` or `status`."
+	case errors.Is(err, policy.ErrInvalidParams), errors.Is(err, policy.ErrInvalidTarget), errors.Is(err, policy.ErrUnknownAction):
+		return "I can't plan that: " + err.Error()
+	}
+	return "Something went wrong while planning that; nothing was changed. The log has the details."
+}
+
+func (b *Bot) refuseNonOperator(ctx context.Context, evt *event.Event, what string) {
+	err := b.store.AppendAudit(ctx, store.AuditEntry{Actor: evt.Sender.String(), Action: "chat.refused",
+		Detail: map[string]any{"what": what, "event_id": evt.ID.String(), "room_id": evt.RoomID.String()}})
+	if err != nil {
+		b.logger.Error("audit refusal", "err", err)
+	}
+	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("Sorry %s, only the operators can request changes or approve plans here. You can still ask for status.", evt.Sender), "", evt)
+}
+
+// tryPhrase approves the destructive plan in this room whose typed phrase
+// the message is.
+func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool {
+	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})
+	if err != nil {
+		return false
+	}
+	for _, x := range pending {
+		if x.RiskClass != policy.Destructive.String() {
+			continue
+		}
+		p, err := b.exec.Describe(ctx, x)
+		if err != nil || p.Phrase == "" || !policy.MatchPhrase(body, p.Phrase) {
+			continue
+		}
+		b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
+		return true
+	}
+	return false
+}
+
+// decidePending applies a bare "yes" or "no" to the one plan waiting in
+// the room, and asks which when there are several.
+func (b *Bot) decidePending(ctx context.Context, evt *event.Event, body string) {
+	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})
+	if err != nil {
+		b.sendNotice(ctx, evt.RoomID, "I could not read the pending plans; nothing was decided.", "", evt)
+		return
+	}
+	switch len(pending) {
+	case 0:
+		b.sendNotice(ctx, evt.RoomID, "No plan is waiting for a decision here.", "", evt)
+	case 1:
+		b.decideByText(ctx, evt, pending[0], body, false)
+	default:
+		var lines []string
+		for _, x := range pending {
+			lines = append(lines, fmt.Sprintf("• %s %s (%s, code %s)", x.Action, x.TargetSlug, x.RiskClass, x.PlanCode))
+		}
+		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%d plans are waiting, so I won't guess. Reply to the card you mean, or react to it:\n%s", len(pending), strings.Join(lines, "\n")), "", evt)
+	}
+}
+
+// decideByText reads a reply to a card: the typed phrase, assent or refusal.
+func (b *Bot) decideByText(ctx context.Context, evt *event.Event, x store.Execution, body string, isReply bool) {
+	if x.RiskClass == policy.Destructive.String() {
+		if p, err := b.exec.Describe(ctx, x); err == nil && p.Phrase != "" && policy.MatchPhrase(body, p.Phrase) {
+			b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
+			return
+		}
+	}
+	d, ok := policy.ParseDecision(body)
+	if !ok {
+		if isReply {
+			b.sendNotice(ctx, evt.RoomID, "I read that as neither a yes nor a no. Reply \"go ahead\" to approve or \"no\" to deny.", "", evt)
+		}
+		return
+	}
+	b.decide(ctx, evt, x, d, policy.MethodReply, body)
+}
+
+func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
+	r := evt.Content.AsReaction()
+	target := r.RelatesTo.GetAnnotationID()
+	if target == "" {
+		return
+	}
+	d, ok := policy.ParseReaction(r.RelatesTo.GetAnnotationKey())
+	if !ok {
+		return
+	}
+	x, err := b.store.ExecutionByCard(ctx, target.String())
+	if err != nil {
+		return // reactions on anything but a card are not decisions
+	}
+	if !b.claim(ctx, evt) {
+		return
+	}
+	if b.isOperator(evt.Sender) {
+		b.mu.Lock()
+		b.lastOperator[evt.RoomID] = b.now()
+		b.mu.Unlock()
+	}
+	b.decide(ctx, evt, x, d, policy.MethodReaction, "")
+}
+
+// decide applies one decision and answers only when something needs
+// saying; a successful decision shows as the card's next edit.
+func (b *Bot) decide(ctx context.Context, evt *event.Event, x store.Execution, d policy.Decision, m policy.Method, phrase string) {
+	dec := executions.Decision{ExecutionID: x.ID, By: evt.Sender.String(), Method: m, EventID: evt.ID.String(), Phrase: phrase}
+	var err error
+	if d == policy.Approve {
+		_, err = b.exec.Approve(ctx, dec)
+	} else {
+		_, err = b.exec.Deny(ctx, dec)
+	}
+	if err == nil {
+		b.cards.update(x.ID)
+		return
+	}
+	b.sendNotice(ctx, evt.RoomID, decisionErrorText(err, x, b.phraseFor(ctx, x)), "", evt)
+}
+
+func (b *Bot) phraseFor(ctx context.Context, x store.Execution) string {
+	p, err := b.exec.Describe(ctx, x)
+	if err != nil {
+		return ""
+	}
+	return p.Phrase
+}
+
+// decisionErrorText is what the room reads when a decision does not count.
+func decisionErrorText(err error, x store.Execution, phrase string) string {
+	var decided *executions.AlreadyDecidedError
+	switch {
+	case errors.As(err, &decided):
+		return fmt.Sprintf("That plan was already %s by %s at %s.", decided.Existing.Decision, decided.Existing.DecidedBy, decided.Existing.DecidedAt.UTC().Format("15:04 MST"))
+	case errors.Is(err, policy.ErrNotOperator):
+		return "Sorry, only the operators can approve or deny plans. I have noted the attempt."
+	case errors.Is(err, policy.ErrMethodNotAllowed), errors.Is(err, executions.ErrPhraseMismatch):
+		return fmt.Sprintf("This plan is destructive: a reaction or a yes does not approve it. To go ahead, type exactly: %s", phrase)
+	case errors.Is(err, executions.ErrExpired):
+		return fmt.Sprintf("That plan expired at %s, so nothing will run. Ask again for a fresh plan.", x.ExpiresAt.UTC().Format("15:04 MST"))
+	case errors.Is(err, executions.ErrNotPending):
+		return fmt.Sprintf("That plan is %s; it can't be decided any more.", strings.ReplaceAll(string(x.State), "_", " "))
+	}
+	return "I could not record that decision; nothing was changed. The log has the details."
+}
+
+var (
+	_ = html.EscapeString
+	_ id.RoomID
+)

@@ -1,0 +1,52 @@
+package bot
+
+import (
+	"context"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+// sendNotice posts routine text as m.notice, which clients do not push.
+// html may be empty; replyTo, when set, threads it under that event.
+func (b *Bot) sendNotice(ctx context.Context, room id.RoomID, plain, html string, replyTo *event.Event) id.EventID {
+	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: plain, Mentions: &event.Mentions{}}
+	return b.send(ctx, room, content, html, replyTo)
+}
+
+// sendEscalation posts text that must reach an operator's phone: m.text
+// with m.mentions naming the operators. Default push rules suppress
+// notices even when they mention someone.
+func (b *Bot) sendEscalation(ctx context.Context, room id.RoomID, plain, html string, replyTo *event.Event) id.EventID {
+	content := &event.MessageEventContent{MsgType: event.MsgText, Body: plain, Mentions: &event.Mentions{UserIDs: b.operatorMentions()}}
+	return b.send(ctx, room, content, html, replyTo)
+}
+
+func (b *Bot) send(ctx context.Context, room id.RoomID, content *event.MessageEventContent, html string, replyTo *event.Event) id.EventID {
+	if html != "" {
+		content.Format = event.FormatHTML
+		content.FormattedBody = html
+	}
+	if replyTo != nil {
+		content.RelatesTo = (&event.RelatesTo{}).SetReplyTo(replyTo.ID)
+	}
+	resp, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, content)
+	if err != nil {
+		b.logger.Error("send message", "room_id", room, "err", err)
+		return ""
+	}
+	return resp.EventID
+}
+
+// editMessage replaces an earlier message's content. Edits carry empty
+// m.mentions, so they never ping anyone again.
+func (b *Bot) editMessage(ctx context.Context, room id.RoomID, original id.EventID, msgType event.MessageType, plain, html string) error {
+	content := &event.MessageEventContent{MsgType: msgType, Body: plain, Mentions: &event.Mentions{}}
+	if html != "" {
+		content.Format = event.FormatHTML
+		content.FormattedBody = html
+	}
+	content.SetEdit(original)
+	_, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, content)
+	return err
+}

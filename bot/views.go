@@ -1,0 +1,183 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"sort"
+	"strings"
+
+	"maunium.net/go/mautrix/event"
+
+	"github.com/nomoshq/nomos/store"
+)
+
+var healthIcon = map[string]string{"healthy": "🟢", "degraded": "🟡", "unhealthy": "🔴", "stale": "⚪", "unknown": "⚫"}
+
+func icon(health string) string {
+	if i, ok := healthIcon[health]; ok {
+		return i
+	}
+	return "⚫"
+}
+
+// replyStatus answers "status": the fleet at a glance.
+func (b *Bot) replyStatus(ctx context.Context, evt *event.Event) {
+	var plain, htm strings.Builder
+	plain.WriteString("Fleet status\n")
+	htm.WriteString("<p><b>Fleet status</b></p><ul>")
+	for _, typ := range []string{"host", "lxc", "service"} {
+		es, err := b.store.ListEntities(ctx, typ)
+		if err != nil {
+			b.sendNotice(ctx, evt.RoomID, "I could not read the fleet state just now.", "", evt)
+			return
+		}
+		counts := map[string]int{}
+		var bad []string
+		for _, e := range es {
+			counts[e.Health]++
+			if e.Health == "unhealthy" || e.Health == "degraded" {
+				bad = append(bad, e.Name)
+			}
+		}
+		line := fmt.Sprintf("%ss: %d (%s)", typ, len(es), healthSummary(counts))
+		if len(bad) > 0 {
+			line += "; attention: " + strings.Join(bad, ", ")
+		}
+		plain.WriteString("• " + line + "\n")
+		htm.WriteString("<li>" + html.EscapeString(line) + "</li>")
+	}
+	htm.WriteString("</ul>")
+	active, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{
+		store.StateAwaitingApproval, store.StateApproved, store.StateDispatched, store.StateRunning}, Limit: 50})
+	if err == nil {
+		line := fmt.Sprintf("Plans in flight: %d", len(active))
+		plain.WriteString(line + "\n")
+		htm.WriteString("<p>" + line + "</p>")
+	}
+	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+}
+
+func healthSummary(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d %s", icon(k), counts[k], k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// replyContainers answers "list containers" in one message.
+func (b *Bot) replyContainers(ctx context.Context, evt *event.Event) {
+	es, err := b.store.ListEntities(ctx, "lxc")
+	if err != nil {
+		b.sendNotice(ctx, evt.RoomID, "I could not read the containers just now.", "", evt)
+		return
+	}
+	var plain, htm strings.Builder
+	fmt.Fprintf(&plain, "%d containers\n", len(es))
+	htm.WriteString("<table><tr><th>vmid</th><th>name</th><th>host</th><th>ip</th><th>health</th></tr>")
+	for _, e := range es {
+		vmid, _ := e.Attrs["vmid"].(float64)
+		host, _ := e.Attrs["host"].(string)
+		ip, _ := e.Attrs["ip"].(string)
+		fmt.Fprintf(&plain, "%s %d %s on %s, %s, %s\n", icon(e.Health), int(vmid), e.Name, host, ip, e.Health)
+		fmt.Fprintf(&htm, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s %s</td></tr>", int(vmid),
+			html.EscapeString(e.Name), html.EscapeString(host), html.EscapeString(ip), icon(e.Health), html.EscapeString(e.Health))
+	}
+	htm.WriteString("</table>")
+	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+}
+
+// replyShow answers "show <entity>".
+func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
+	matches, err := b.store.ResolveTargets(ctx, ref)
+	if err != nil || len(matches) == 0 {
+		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("I don't know %q. Try `list containers` or `status`.", ref), "", evt)
+		return
+	}
+	if len(matches) > 1 {
+		var slugs []string
+		for _, m := range matches {
+			slugs = append(slugs, m.Slug)
+		}
+		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%q could mean %s. Which one?", ref, strings.Join(slugs, " or ")), "", evt)
+		return
+	}
+	e := matches[0]
+	rels, _ := b.store.Relationships(ctx)
+	var plain, htm strings.Builder
+	fmt.Fprintf(&plain, "%s %s (%s), %s\n", icon(e.Health), e.Name, e.Slug, e.Health)
+	fmt.Fprintf(&htm, "<p>%s <b>%s</b> <code>%s</code>, %s</p><ul>", icon(e.Health), html.EscapeString(e.Name), html.EscapeString(e.Slug), html.EscapeString(e.Health))
+	keys := make([]string, 0, len(e.Attrs))
+	for k := range e.Attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := fmt.Sprint(e.Attrs[k])
+		if v == "" {
+			continue
+		}
+		fmt.Fprintf(&plain, "  %s: %s\n", k, v)
+		fmt.Fprintf(&htm, "<li>%s: %s</li>", html.EscapeString(k), html.EscapeString(v))
+	}
+	htm.WriteString("</ul>")
+	var edges []string
+	for _, r := range rels {
+		if r.From == e.Slug {
+			edges = append(edges, fmt.Sprintf("%s %s", r.Type, r.To))
+		} else if r.To == e.Slug {
+			edges = append(edges, fmt.Sprintf("%s %s this", r.From, r.Type))
+		}
+	}
+	if len(edges) > 0 {
+		plain.WriteString("Relations: " + strings.Join(edges, "; ") + "\n")
+		htm.WriteString("<p>Relations: " + html.EscapeString(strings.Join(edges, "; ")) + "</p>")
+	}
+	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+}
+
+// replyPending lists the plans waiting for a decision in this room.
+func (b *Bot) replyPending(ctx context.Context, evt *event.Event) {
+	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})
+	if err != nil {
+		b.sendNotice(ctx, evt.RoomID, "I could not read the pending plans just now.", "", evt)
+		return
+	}
+	if len(xs) == 0 {
+		b.sendNotice(ctx, evt.RoomID, "No plan is waiting for a decision.", "", evt)
+		return
+	}
+	var lines []string
+	for _, x := range xs {
+		lines = append(lines, fmt.Sprintf("• %s %s, %s, code %s, expires %s", x.Action, x.TargetSlug, x.RiskClass, x.PlanCode, x.ExpiresAt.UTC().Format("15:04 MST")))
+	}
+	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%d waiting:\n%s", len(xs), strings.Join(lines, "\n")), "", evt)
+}
+
+// replyHistory lists the latest executions in this room.
+func (b *Bot) replyHistory(ctx context.Context, evt *event.Event) {
+	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{RoomID: evt.RoomID.String(), Limit: 10})
+	if err != nil {
+		b.sendNotice(ctx, evt.RoomID, "I could not read the history just now.", "", evt)
+		return
+	}
+	if len(xs) == 0 {
+		b.sendNotice(ctx, evt.RoomID, "Nothing has been planned in this room yet.", "", evt)
+		return
+	}
+	var lines []string
+	for _, x := range xs {
+		who := x.RequestedBy
+		if x.Approval != nil {
+			who = x.Approval.Decision + " by " + x.Approval.DecidedBy
+		}
+		lines = append(lines, fmt.Sprintf("• %s %s %s: %s (%s)", x.CreatedAt.UTC().Format("Jan 02 15:04"), x.Action, x.TargetSlug, strings.ReplaceAll(string(x.State), "_", " "), who))
+	}
+	b.sendNotice(ctx, evt.RoomID, "Latest plans here:\n"+strings.Join(lines, "\n"), "", evt)
+}

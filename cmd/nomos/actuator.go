@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/nomoshq/nomos/actuator"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+func runActuator(ctx context.Context, env *roleEnv, args []string) error {
+	fs := flag.NewFlagSet("actuator", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := env.config("actuator")
+	if err != nil {
+		return err
+	}
+	verifyKey, err := tasks.LoadVerifyKey(cfg.Orders.VerifyKeyFile)
+	if err != nil {
+		return fmt.Errorf("orders.verify_key_file: %w", err)
+	}
+	signer, err := loadSSHKey(cfg.Actuator.SSHKeyFile)
+	if err != nil {
+		return err
+	}
+	a, err := actuator.New(actuator.Config{
+		RedisURL:       cfg.Redis.URL,
+		VerifyKey:      verifyKey,
+		SSHSigner:      signer,
+		KnownHostsFile: cfg.Actuator.KnownHostsFile,
+		SSHUser:        cfg.Actuator.SSHUser,
+		JournalPath:    cfg.Actuator.JournalFile,
+		Logger:         env.logger,
+	})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// loadSSHKey reads the actuator's SSH private key, which must not need a
+// passphrase: the actuator runs unattended.
+func loadSSHKey(path string) (ssh.Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("actuator.ssh_key_file: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(data)
+	var missing *ssh.PassphraseMissingError
+	if errors.As(err, &missing) {
+		return nil, fmt.Errorf("actuator.ssh_key_file %s: the key is protected by a passphrase; the actuator needs a key it can use unattended", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("actuator.ssh_key_file %s: %w", path, err)
+	}
+	return signer, nil
+}
