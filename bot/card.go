@@ -73,7 +73,7 @@ func RiskBadge(c policy.Class) string {
 	return "⚪ unclassified"
 }
 
-// msg builds a message's plain and HTML bodies side by side.
+// bodies builds a message's plain and HTML bodies side by side.
 type bodies struct{ plain, html strings.Builder }
 
 func (m *bodies) para(plain, htm string) {
@@ -175,7 +175,7 @@ func RenderCard(v CardView) (plain, html string) {
 	return m.done()
 }
 
-// target is the resolved target as a card shows it.
+// cardTarget is the resolved target as a card shows it.
 type cardTarget struct {
 	slug, typ, name, host, display string
 	vmid                           int
@@ -276,7 +276,7 @@ func blastLine(blast []policy.Affected) (plain, htm string) {
 	return strings.Join(ps, ", "), strings.Join(hs, ", ")
 }
 
-// via says in a few words how an affected entity is reached.
+// viaText says in a few words how an affected entity is reached.
 func viaText(a policy.Affected) string {
 	switch a.Via {
 	case policy.EdgeHosts:
@@ -432,7 +432,7 @@ func absTime(at, now time.Time) string {
 	return at.Format("2006-01-02 15:04 UTC")
 }
 
-// duration is compact and human: 45s, 3m12s, 1h05m.
+// shortDuration is compact and human: 45s, 3m12s, 1h05m.
 func shortDuration(d time.Duration) string {
 	switch {
 	case d < 0:
@@ -455,7 +455,7 @@ func shortDuration(d time.Duration) string {
 	return strconv.Itoa(int(d/time.Hour)) + "h"
 }
 
-// output adds a redacted output tail and, when it was cut and a status page
+// addOutput adds a redacted output tail and, when it was cut and a status page
 // exists, a link to the rest.
 func addOutput(m *bodies, text, label, statusURL string) {
 	text = strings.TrimRight(text, "\n")
@@ -564,7 +564,7 @@ func outputTail(text string, maxLines, maxBytes int) (string, bool) {
 	return text, cut
 }
 
-// head returns the first maxBytes of text, cut at a rune boundary.
+// cutHead returns the first maxBytes of text, cut at a rune boundary.
 func cutHead(text string, maxBytes int) (string, bool) {
 	if len(text) <= maxBytes {
 		return text, false

@@ -702,7 +702,7 @@ func parseRollback(c *Command, args []token) (string, bool) {
 	return "", true
 }
 
-// field is one whitespace-separated word of a message and its offset, so
+// rawField is one whitespace-separated word of a message and its offset, so
 // the rest of the line can be taken verbatim.
 type rawField struct {
 	text  string
