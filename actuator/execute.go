@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nomoshq/nomos/policy"
@@ -23,7 +24,19 @@ type execution struct {
 	prog  *progress
 	res   tasks.Result
 
-	current string // the phase whose output is streaming
+	current string        // the phase whose output is streaming
+	stderr  *outputBuffer // the last command's standard error
+}
+
+// why is the line that best says why the last command failed: its last
+// line of standard error, else the last line of output.
+func (x *execution) why() string {
+	if x.stderr != nil {
+		if l := lastLine(x.stderr.Tail(1, 300)); l != "" {
+			return l
+		}
+	}
+	return lastLine(x.out.Tail(1, 300))
 }
 
 // execute runs a verified, journaled order and returns its result.
@@ -79,9 +92,23 @@ func (x *execution) runSteps(ctx context.Context, class policy.Class) {
 // change, and the result says there is no one-step revert. It reports
 // whether the execution goes on.
 func (x *execution) snapshot(ctx context.Context, vmid int) bool {
-	name := policy.SnapshotName(x.a.now())
 	start := x.a.now()
-	code, err := x.attempt(ctx, "snapshot", fmt.Sprintf("pct snapshot %d %s", vmid, name), nil)
+	base := policy.SnapshotName(start)
+	var name string
+	var code int
+	var err error
+	// Names go by the second; a second change in the same second takes
+	// the next free suffix.
+	for i := 1; i <= snapshotNameAttempts; i++ {
+		name = base
+		if i > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		code, err = x.attempt(ctx, "snapshot", fmt.Sprintf("pct snapshot %d %s", vmid, name), nil)
+		if err != nil || code == 0 || !strings.Contains(x.why(), "already used") {
+			break
+		}
+	}
 	switch {
 	case err == nil && code == 0:
 		x.res.Snapshot = name
@@ -89,13 +116,16 @@ func (x *execution) snapshot(ctx context.Context, vmid int) bool {
 		x.note("Took snapshot %s of container %d before the change. To undo the change, request pct_rollback on lxc:%d with name %s.", name, vmid, vmid, name)
 		return true
 	case err == nil:
-		why := lastLine(x.out.Tail(1, 300))
+		why := x.why()
 		x.addPhase("snapshot", tasks.StatusFailed, code, start, "no snapshot; went on without one: "+why)
 		x.note("No snapshot was taken (pct snapshot exited %d: %s), so there is no one-step revert for this change.", code, why)
 		return true
 	}
 	return x.record("snapshot", start, code, err, "")
 }
+
+// snapshotNameAttempts bounds the names tried for one snapshot.
+const snapshotNameAttempts = 5
 
 // phase runs one command as a named phase and records how it went. It
 // reports whether the execution goes on.
@@ -120,7 +150,8 @@ func (x *execution) attempt(ctx context.Context, phase, cmd string, capture io.W
 	if capture != nil {
 		stdout = io.MultiWriter(x.out, capture)
 	}
-	code, err := x.a.runner.Run(ctx, x.order.Target.HostAddr, cmd, stdout, x.out)
+	x.stderr = &outputBuffer{}
+	code, err := x.a.runner.Run(ctx, x.order.Target.HostAddr, cmd, stdout, io.MultiWriter(x.out, x.stderr))
 	if err != nil {
 		x.log.Warn("command did not complete", "phase", phase, "error", err)
 	}
@@ -139,7 +170,7 @@ func (x *execution) record(name string, start time.Time, code int, err error, no
 		return true
 	case err == nil:
 		msg := fmt.Sprintf("%s failed: the command exited with status %d", name, code)
-		if l := lastLine(x.out.Tail(1, 300)); l != "" && l != "== "+name {
+		if l := x.why(); l != "" && !strings.HasPrefix(l, "== ") {
 			msg += ": " + l
 		}
 		x.fail(tasks.StatusFailed, name, code, start, note, msg)

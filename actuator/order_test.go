@@ -278,6 +278,14 @@ func TestConfigMutationSnapshotsFirst(t *testing.T) {
 	diff(t, "phases", []string{"snapshot", "pct_exec"}, phaseNames(res))
 	contains(t, "notes", strings.Join(res.Notes, "\n"), "pct_rollback on lxc:101 with name "+res.Snapshot)
 	contains(t, "snapshots on the host", b.ssh(t, "pct listsnapshot 101"), res.Snapshot)
+
+	// A second change right after gets a snapshot of its own, even within
+	// the same second.
+	again := b.run(t, b.order(t, "x-mutate-again", policy.PctExecParams{Command: "touch /etc/nomos-was-here-too"}, b.lxc(101, "jellyfin")))
+	diff(t, "second status", tasks.StatusSucceeded, again.Status)
+	if again.Snapshot == "" || again.Snapshot == res.Snapshot {
+		t.Errorf("want a second, distinct snapshot; got %q after %q", again.Snapshot, res.Snapshot)
+	}
 }
 
 func phaseNames(r tasks.Result) []string {

@@ -86,7 +86,7 @@ func (x *execution) provision(ctx context.Context, p policy.PctCreateParams) {
 		}
 		start := x.a.now()
 		code, err := x.attempt(ctx, "create", fill(steps[0], vmid, tmpl), nil)
-		if err == nil && code != 0 && p.VMID == 0 && try < allocateAttempts && strings.Contains(x.out.Tail(5, 2048), "already exists") {
+		if err == nil && code != 0 && p.VMID == 0 && try < allocateAttempts && strings.Contains(x.why(), "already exists") {
 			x.addPhase("create", tasks.StatusFailed, code, start, fmt.Sprintf("vmid %d was taken meanwhile; allocating another", vmid))
 			continue
 		}

@@ -140,3 +140,30 @@ func TestFillAndTemplateChoice(t *testing.T) {
 }
 
 func slicesCompare(a, b []int) int { return slices.Compare(a, b) }
+
+// TestConcurrentPctCreates sends two creates at once. Both may be handed
+// the same free vmid; the one whose create then finds it taken allocates
+// again, and both succeed on distinct containers.
+func TestConcurrentPctCreates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.order(t, "x-create-1", policy.PctCreateParams{Hostname: "one"}, b.node())
+	second := b.order(t, "x-create-2", policy.PctCreateParams{Hostname: "two"}, b.node())
+	b.send(t, first)
+	b.send(t, second)
+	created := map[string]bool{}
+	for _, id := range []string{first.ExecutionID, second.ExecutionID} {
+		res := b.results.result(t, id)
+		if res.Status != tasks.StatusSucceeded {
+			t.Fatalf("%s: status %s at %s: %s", id, res.Status, res.FailedPhase, res.Error)
+		}
+		for _, p := range res.Phases {
+			if p.Name == "create" && p.Status == tasks.StatusSucceeded {
+				created[p.Note] = true
+			}
+		}
+	}
+	if len(created) != 2 {
+		t.Errorf("want two distinct containers, got %v", created)
+	}
+}

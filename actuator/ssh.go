@@ -193,9 +193,14 @@ func (r *SSHRunner) session(ctx context.Context, addr string) (*ssh.Session, err
 		if err == nil {
 			return s, nil
 		}
+		if ctx.Err() != nil {
+			// Our work was cancelled; the connection may be fine and
+			// carry other commands.
+			return nil, fmt.Errorf("%w to %s: %w", ErrNotSent, addr, err)
+		}
 		h.client.Close()
 		h.client = nil
-		if fresh || attempt > 0 || ctx.Err() != nil {
+		if fresh || attempt > 0 {
 			return nil, fmt.Errorf("%w: open a session on %s: %v", ErrNotSent, addr, err)
 		}
 		r.log.Info("ssh connection went away; dialing again", "addr", addr, "error", err)
@@ -241,20 +246,25 @@ func (r *SSHRunner) newSession(ctx context.Context, c *ssh.Client) (*ssh.Session
 	}()
 	t := time.NewTimer(r.cfg.DialTimeout)
 	defer t.Stop()
-	var why error
 	select {
 	case o := <-ch:
 		return o.s, o.err
-	case <-t.C:
-		why = fmt.Errorf("no answer after %s", r.cfg.DialTimeout)
 	case <-ctx.Done():
-		why = context.Cause(ctx)
+		// Leave the connection to the commands it carries; close the
+		// session if it opens after all.
+		go func() {
+			if o := <-ch; o.s != nil {
+				o.s.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
+	case <-t.C:
 	}
-	c.Close() // unblocks NewSession
+	c.Close() // the connection is dead; this unblocks NewSession
 	if o := <-ch; o.s != nil {
 		o.s.Close()
 	}
-	return nil, why
+	return nil, fmt.Errorf("no answer after %s", r.cfg.DialTimeout)
 }
 
 // dial connects to addr and completes the handshake, checking the host key

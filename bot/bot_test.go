@@ -177,20 +177,25 @@ func (b *bundle) waitFor(t *testing.T, match func(*event.Event) bool) *event.Eve
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
 	defer cancel()
+	var seen []string
 	for {
 		resp, err := b.operator.Client.Messages(ctx, b.room, "", "", mautrix.DirectionBackward, nil, 100)
 		if err == nil {
+			seen = seen[:0]
 			for i := len(resp.Chunk) - 1; i >= 0; i-- {
 				e := resp.Chunk[i]
 				_ = e.Content.ParseRaw(e.Type)
 				if match(e) {
 					return e
 				}
+				if e.Type == event.EventMessage {
+					seen = append(seen, e.Sender.String()+": "+e.Content.AsMessage().Body)
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no matching event in the room: %v", ctx.Err())
+			t.Fatalf("no matching event in the room: %v\nmessages seen:\n%s", ctx.Err(), strings.Join(seen, "\n"))
 		case <-time.After(150 * time.Millisecond):
 		}
 	}
@@ -279,7 +284,7 @@ func TestRefusalsAndGuards(t *testing.T) {
 	b := setup(t)
 	// A guest cannot request changes.
 	b.say(t, b.guest, "restart jellyfin", "")
-	b.waitFor(t, b.botSays("only the operators"))
+	first := b.waitFor(t, b.botSays("only the operators", b.guest.UserID.String()))
 
 	// A guest's reaction on an operator's plan does not approve it.
 	b.say(t, b.operator, "restart jellyfin", "")
@@ -287,7 +292,9 @@ func TestRefusalsAndGuards(t *testing.T) {
 	if _, err := b.guest.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
 		t.Fatal(err)
 	}
-	b.waitFor(t, b.botSays("only the operators can approve"))
+	b.waitFor(t, func(e *event.Event) bool {
+		return b.botSays("only the operators", b.guest.UserID.String())(e) && e.ID != first.ID
+	})
 	x := b.execFor(t, card.ID)
 	if x.State != store.StateAwaitingApproval {
 		t.Fatalf("state after a guest's ✅ = %s", x.State)

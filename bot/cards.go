@@ -147,6 +147,7 @@ func (b *Bot) escalateFailure(ctx context.Context, x store.Execution) {
 		what = "ended with an unknown outcome"
 		detail = "It may or may not have run. Check the target, then tell me what happened (it will not be retried on its own). " + x.Error
 	}
+	detail = redact(detail)
 	plain := fmt.Sprintf("⚠️ %s on %s %s. %s", x.Action, x.TargetSlug, what, detail)
 	htm := fmt.Sprintf("<p>⚠️ <b>%s</b> on <code>%s</code> %s.</p><p>%s</p>", html.EscapeString(x.Action), html.EscapeString(x.TargetSlug), what, html.EscapeString(detail))
 	b.sendEscalation(ctx, room, plain, htm, &event.Event{ID: id.EventID(x.CardEventID)})

@@ -105,7 +105,12 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	cmd := ParseCommand(body, runbooks)
 	switch cmd.Kind {
 	case CmdApprove, CmdDeny:
-		b.decidePending(ctx, evt, body)
+		b.decidePending(ctx, evt, cmd)
+	case CmdConfirm:
+		plain, htm := NoticePhraseUnmatched(cmd.Phrase)
+		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+	case CmdResolve:
+		b.resolveUnknown(ctx, evt, cmd)
 	case CmdAction:
 		b.requestPlan(ctx, evt, cmd)
 	case CmdHelp:
@@ -122,7 +127,8 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	case CmdHistory:
 		b.replyHistory(ctx, evt)
 	default:
-		b.sendNotice(ctx, evt.RoomID, ShortHelp(), "", evt)
+		plain, htm := NoticeUnknown(cmd)
+		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 	}
 }
 
@@ -178,7 +184,8 @@ func (b *Bot) refuseNonOperator(ctx context.Context, evt *event.Event, what stri
 	if err != nil {
 		b.logger.Error("audit refusal", "err", err)
 	}
-	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("Sorry %s, only the operators can request changes or approve plans here. You can still ask for status.", evt.Sender), "", evt)
+	plain, htm := NoticeNotOperator(evt.Sender.String())
+	b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 }
 
 // tryPhrase approves the destructive plan in this room whose typed phrase
@@ -202,26 +209,70 @@ func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool
 	return false
 }
 
-// decidePending applies a bare "yes" or "no" to the one plan waiting in
-// the room, and asks which when there are several.
-func (b *Bot) decidePending(ctx context.Context, evt *event.Event, body string) {
+// decidePending applies an approve or deny that names no card: to the
+// plan whose code it gives, or to the one plan waiting in the room. With
+// several waiting and no code it asks which, and never guesses.
+func (b *Bot) decidePending(ctx context.Context, evt *event.Event, cmd Command) {
 	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})
 	if err != nil {
 		b.sendNotice(ctx, evt.RoomID, "I could not read the pending plans; nothing was decided.", "", evt)
 		return
 	}
+	if cmd.Target != "" {
+		var match []store.Execution
+		for _, x := range pending {
+			if strings.EqualFold(x.PlanCode, cmd.Target) {
+				match = append(match, x)
+			}
+		}
+		pending = match
+		if len(pending) == 0 {
+			b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("No plan with code %s is waiting here. Say `pending` to see the codes.", cmd.Target), "", evt)
+			return
+		}
+	}
+	d := policy.Approve
+	if cmd.Kind == CmdDeny {
+		d = policy.Deny
+	}
 	switch len(pending) {
 	case 0:
-		b.sendNotice(ctx, evt.RoomID, "No plan is waiting for a decision here.", "", evt)
+		plain, htm := NoticeNoPending()
+		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 	case 1:
-		b.decideByText(ctx, evt, pending[0], body, false)
+		b.decide(ctx, evt, pending[0], d, policy.MethodReply, cmd.Raw)
 	default:
-		var lines []string
-		for _, x := range pending {
-			lines = append(lines, fmt.Sprintf("• %s %s (%s, code %s)", x.Action, x.TargetSlug, x.RiskClass, x.PlanCode))
-		}
-		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%d plans are waiting, so I won't guess. Reply to the card you mean, or react to it:\n%s", len(pending), strings.Join(lines, "\n")), "", evt)
+		plain, htm := NoticeWhichPlan(pending, b.now())
+		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 	}
+}
+
+// resolveUnknown records what an operator found out about an execution
+// whose outcome was unknown.
+func (b *Bot) resolveUnknown(ctx context.Context, evt *event.Event, cmd Command) {
+	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateOutcomeUnknown}, RoomID: evt.RoomID.String()})
+	if err != nil {
+		b.sendNotice(ctx, evt.RoomID, "I could not read the executions; nothing was recorded.", "", evt)
+		return
+	}
+	note, _ := cmd.Params["note"].(string)
+	for _, x := range xs {
+		if !strings.EqualFold(x.PlanCode, cmd.Target) {
+			continue
+		}
+		if _, err := b.exec.Reconciled(ctx, x.ID, evt.Sender.String(), note); err != nil {
+			if errors.Is(err, policy.ErrNotOperator) {
+				plain, htm := NoticeNotOperator(evt.Sender.String())
+				b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+				return
+			}
+			b.sendNotice(ctx, evt.RoomID, "I could not record that; nothing was changed.", "", evt)
+			return
+		}
+		b.cards.update(x.ID)
+		return
+	}
+	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("No execution with code %s has an unknown outcome here.", cmd.Target), "", evt)
 }
 
 // decideByText reads a reply to a card: the typed phrase, assent or refusal.
@@ -235,7 +286,8 @@ func (b *Bot) decideByText(ctx context.Context, evt *event.Event, x store.Execut
 	d, ok := policy.ParseDecision(body)
 	if !ok {
 		if isReply {
-			b.sendNotice(ctx, evt.RoomID, "I read that as neither a yes nor a no. Reply \"go ahead\" to approve or \"no\" to deny.", "", evt)
+			plain, htm := NoticeNotADecision()
+			b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 		}
 		return
 	}
@@ -281,7 +333,8 @@ func (b *Bot) decide(ctx context.Context, evt *event.Event, x store.Execution, d
 		b.cards.update(x.ID)
 		return
 	}
-	b.sendNotice(ctx, evt.RoomID, decisionErrorText(err, x, b.phraseFor(ctx, x)), "", evt)
+	plain, htm := b.decisionErrorText(ctx, err, x, evt.Sender)
+	b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 }
 
 func (b *Bot) phraseFor(ctx context.Context, x store.Execution) string {
@@ -293,21 +346,25 @@ func (b *Bot) phraseFor(ctx context.Context, x store.Execution) string {
 }
 
 // decisionErrorText is what the room reads when a decision does not count.
-func decisionErrorText(err error, x store.Execution, phrase string) string {
+func (b *Bot) decisionErrorText(ctx context.Context, err error, x store.Execution, by id.UserID) (plain, html string) {
 	var decided *executions.AlreadyDecidedError
 	switch {
 	case errors.As(err, &decided):
-		return fmt.Sprintf("That plan was already %s by %s at %s.", decided.Existing.Decision, decided.Existing.DecidedBy, decided.Existing.DecidedAt.UTC().Format("15:04 MST"))
+		return NoticeAlreadyDecided(decided.Existing)
 	case errors.Is(err, policy.ErrNotOperator):
-		return "Sorry, only the operators can approve or deny plans. I have noted the attempt."
+		return NoticeNotOperator(by.String())
 	case errors.Is(err, policy.ErrMethodNotAllowed), errors.Is(err, executions.ErrPhraseMismatch):
-		return fmt.Sprintf("This plan is destructive: a reaction or a yes does not approve it. To go ahead, type exactly: %s", phrase)
+		return NoticeNeedsPhrase(b.phraseFor(ctx, x))
 	case errors.Is(err, executions.ErrExpired):
-		return fmt.Sprintf("That plan expired at %s, so nothing will run. Ask again for a fresh plan.", x.ExpiresAt.UTC().Format("15:04 MST"))
+		cur, _ := b.store.GetExecution(ctx, x.ID)
+		return NoticeExpired(cur, b.now())
 	case errors.Is(err, executions.ErrNotPending):
-		return fmt.Sprintf("That plan is %s; it can't be decided any more.", strings.ReplaceAll(string(x.State), "_", " "))
+		cur, _ := b.store.GetExecution(ctx, x.ID)
+		return NoticeNotPending(cur)
 	}
-	return "I could not record that decision; nothing was changed. The log has the details."
+	b.logger.Error("decision failed", "execution_id", x.ID, "err", err)
+	p := "I could not record that decision; nothing was changed. The log has the details."
+	return p, p
 }
 
 var (

@@ -119,7 +119,7 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v := fmt.Sprint(e.Attrs[k])
+		v := redact(fmt.Sprint(e.Attrs[k]))
 		if v == "" {
 			continue
 		}
