@@ -57,6 +57,9 @@ type Config struct {
 	// ExpiryWarning: a plan this close to expiring gets a mention.
 	// Default 5m.
 	ExpiryWarning time.Duration
+	// ExpiryCheckInterval is how often plans are checked for ExpiryWarning.
+	// Default 30s.
+	ExpiryCheckInterval time.Duration
 	Logger        *slog.Logger
 	Clock         func() time.Time
 }
@@ -98,6 +101,7 @@ func New(cfg Config) (*Bot, error) {
 	cfg.EditInterval = cmp.Or(cfg.EditInterval, 2*time.Second)
 	cfg.QuietPeriod = cmp.Or(cfg.QuietPeriod, 5*time.Minute)
 	cfg.ExpiryWarning = cmp.Or(cfg.ExpiryWarning, 5*time.Minute)
+	cfg.ExpiryCheckInterval = cmp.Or(cfg.ExpiryCheckInterval, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

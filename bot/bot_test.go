@@ -17,6 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto/cryptohelper"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -48,11 +49,18 @@ type bundle struct {
 	dir      string
 
 	stopBot func()
+	// tune, when set, adjusts the bot's config before it starts.
+	tune func(*bot.Config)
+	// opCrypto, when set, decrypts what the operator reads.
+	opCrypto *cryptohelper.CryptoHelper
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t *testing.T, tune ...func(*bot.Config)) *bundle {
 	t.Helper()
 	b := &bundle{ctx: testenv.Context(t), dir: t.TempDir()}
+	if len(tune) > 0 {
+		b.tune = tune[0]
+	}
 	b.dbURL = testenv.DatabaseURL(t)
 	st, err := store.Open(b.ctx, store.Config{URL: b.dbURL, MaxConns: 6})
 	if err != nil {
@@ -128,13 +136,17 @@ func (b *bundle) startBot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bt, err := bot.New(bot.Config{
+	cfg := bot.Config{
 		HomeserverURL: testenv.Homeserver(t).URL(), UserID: b.botUser.UserID.String(), Password: b.botUser.Password,
 		Operators: []string{b.operator.UserID.String()}, Store: b.store, Executions: b.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte("test pickle key 0123456789"),
 		RecoveryKeyFile: filepath.Join(b.dir, "recovery_key"), Redis: b.redis,
 		EditInterval: 200 * time.Millisecond, Logger: testenv.Logger(t),
-	})
+	}
+	if b.tune != nil {
+		b.tune(&cfg)
+	}
+	bt, err := bot.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +197,12 @@ func (b *bundle) waitFor(t *testing.T, match func(*event.Event) bool) *event.Eve
 			for i := len(resp.Chunk) - 1; i >= 0; i-- {
 				e := resp.Chunk[i]
 				_ = e.Content.ParseRaw(e.Type)
+				if e.Type == event.EventEncrypted && b.opCrypto != nil {
+					e.RoomID = b.room
+					if dec, err := b.opCrypto.Decrypt(ctx, e); err == nil {
+						e = dec
+					}
+				}
 				if match(e) {
 					return e
 				}
@@ -465,5 +483,50 @@ func TestEscalationsPushAndNoticesDoNot(t *testing.T) {
 	}
 	if gw.got(notice.ID) {
 		t.Errorf("the routine notice %s was pushed", notice.ID)
+	}
+}
+
+// isEscalation matches an m.text from the bot that mentions the operator.
+func (b *bundle) isEscalation(parts ...string) func(*event.Event) bool {
+	return func(e *event.Event) bool {
+		if !b.botSays(parts...)(e) {
+			return false
+		}
+		m := e.Content.AsMessage()
+		if m.MsgType != event.MsgText || m.Mentions == nil {
+			return false
+		}
+		for _, u := range m.Mentions.UserIDs {
+			if u == b.operator.UserID {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func TestFailureEscalatesWhenNobodyIsWatching(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *bot.Config) { c.QuietPeriod = time.Nanosecond })
+	b.say(t, b.operator, "exec 101 systemctl restart nosuch.service", "")
+	card := b.waitFor(t, b.botSays("awaiting approval", "config_mutation"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.cardEdited(card.ID, "failed"))
+	b.waitFor(t, b.isEscalation("failed", "lxc:101"))
+}
+
+func TestPlanAboutToExpireIsEscalated(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *bot.Config) {
+		c.ExpiryWarning = 31 * time.Minute
+		c.ExpiryCheckInterval = 200 * time.Millisecond
+	})
+	b.say(t, b.operator, "restart gitea", "")
+	card := b.waitFor(t, b.botSays("restart gitea", "awaiting approval"))
+	warning := b.waitFor(t, b.isEscalation("expires in", "service:gitea"))
+	if warning.Content.AsMessage().RelatesTo.GetReplyTo() != card.ID {
+		t.Errorf("the expiry warning does not reply to the card")
 	}
 }

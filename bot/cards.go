@@ -169,7 +169,7 @@ func (b *Bot) catchUpCards(ctx context.Context) {
 
 // watchExpiries warns, with a mention, about plans close to expiring.
 func (b *Bot) watchExpiries(ctx context.Context) {
-	t := time.NewTicker(30 * time.Second)
+	t := time.NewTicker(b.cfg.ExpiryCheckInterval)
 	defer t.Stop()
 	for {
 		b.warnExpiring(ctx)
