@@ -60,8 +60,8 @@ type Config struct {
 	// ExpiryCheckInterval is how often plans are checked for ExpiryWarning.
 	// Default 30s.
 	ExpiryCheckInterval time.Duration
-	Logger        *slog.Logger
-	Clock         func() time.Time
+	Logger              *slog.Logger
+	Clock               func() time.Time
 }
 
 // Bot is the running Matrix front.
