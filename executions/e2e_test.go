@@ -91,4 +91,3 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 func redisURL(o asynq.RedisClientOpt) string {
 	return fmt.Sprintf("redis://%s/%d", o.Addr, o.DB)
 }
-
