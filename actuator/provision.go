@@ -96,6 +96,7 @@ func (x *execution) provision(ctx context.Context, p policy.PctCreateParams) {
 		break
 	}
 	created = true
+	x.res.Created = &tasks.CreatedContainer{VMID: vmid, Host: x.order.Target.Host, Hostname: p.Hostname, IP: p.IP}
 	x.note("Created container %d (%s) on %s from %s, with address %s.", vmid, p.Hostname, x.order.Target.Host, tmpl, p.IP)
 
 	if !x.phase(ctx, "start", fill(steps[1], vmid, tmpl)) {

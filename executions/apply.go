@@ -99,6 +99,20 @@ func (s *Service) ApplyResult(ctx context.Context, r tasks.Result) (Applied, err
 		return Applied{}, err
 	}
 	s.logger.Info("execution finished", "execution_id", id, "state", to)
+	if x.Action == "pct_destroy" && to == store.StateSucceeded && x.TargetID != nil {
+		if err := s.store.SetLifecycle(ctx, *x.TargetID, "destroyed"); err != nil {
+			s.logger.Error("mark the destroyed container", "execution_id", id, "err", err)
+		}
+	}
+	if c := r.Created; c != nil {
+		lifecycle := "provisioning"
+		if to == store.StateSucceeded {
+			lifecycle = "active"
+		}
+		if err := s.store.RegisterContainer(ctx, c.Host, c.VMID, c.Hostname, c.IP, lifecycle); err != nil {
+			s.logger.Error("add the created container to the fleet", "execution_id", id, "vmid", c.VMID, "err", err)
+		}
+	}
 	return Applied{Execution: x, Changed: true}, nil
 }
 

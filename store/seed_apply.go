@@ -218,3 +218,40 @@ func (a *seedApplier) check(ctx context.Context, st *SeedStats, c SeedCheck) err
 	st.Checks += int(tag.RowsAffected())
 	return nil
 }
+
+// RegisterContainer adds a container that Nomos created to the fleet: the
+// lxc entity, its status row and the host's hosts edge. Lifecycle is
+// "active" for a container that provisioned cleanly, "provisioning" for one
+// left half-done.
+func (s *Store) RegisterContainer(ctx context.Context, host string, vmid int, hostname, ip, lifecycle string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		a := seedApplier{tx: tx, ids: map[string]uuid.UUID{}}
+		var st SeedStats
+		hostSlug := "host:" + host
+		var hostID uuid.UUID
+		if err := tx.QueryRow(ctx, `SELECT id FROM entities WHERE slug = $1`, hostSlug).Scan(&hostID); err != nil {
+			return fmt.Errorf("register container %d: host %s: %w", vmid, host, interpretError(err))
+		}
+		a.ids[hostSlug] = hostID
+		slug := fmt.Sprintf("lxc:%d", vmid)
+		if err := a.entity(ctx, &st, slug, hostname, map[string]any{
+			"vmid": vmid, "host": host, "hostname": hostname, "ip": ip,
+		}); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE entities SET lifecycle = $2 WHERE slug = $1`, slug, lifecycle); err != nil {
+			return fmt.Errorf("register container %d: %w", vmid, err)
+		}
+		return a.edge(ctx, &st, hostSlug, slug, "hosts")
+	})
+}
+
+// SetLifecycle moves an entity along its lifecycle, e.g. to destroyed once
+// its container is gone.
+func (s *Store) SetLifecycle(ctx context.Context, id uuid.UUID, lifecycle string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE entities SET lifecycle = $2, updated_at = $3 WHERE id = $1`, id, lifecycle, s.now())
+	if err != nil {
+		return fmt.Errorf("set lifecycle of %s: %w", id, err)
+	}
+	return nil
+}

@@ -89,16 +89,27 @@ type Result struct {
 	ExecutionID string `json:"execution_id"`
 	Status      Status `json:"status"`
 	// Refusal says why a refused order was not run.
-	Refusal     Refusal   `json:"refusal,omitempty"`
-	ExitCode    int       `json:"exit_code"`
-	Error       string    `json:"error,omitempty"`
-	Output      string    `json:"output,omitempty"`
-	Phases      []Phase   `json:"phases,omitempty"`
-	FailedPhase string    `json:"failed_phase,omitempty"`
-	Snapshot    string    `json:"snapshot,omitempty"`
-	Notes       []string  `json:"notes,omitempty"`
-	StartedAt   time.Time `json:"started_at"`
-	FinishedAt  time.Time `json:"finished_at"`
+	Refusal     Refusal  `json:"refusal,omitempty"`
+	ExitCode    int      `json:"exit_code"`
+	Error       string   `json:"error,omitempty"`
+	Output      string   `json:"output,omitempty"`
+	Phases      []Phase  `json:"phases,omitempty"`
+	FailedPhase string   `json:"failed_phase,omitempty"`
+	Snapshot    string   `json:"snapshot,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
+	// Created describes a container that pct_create made, even when a
+	// later phase failed, so the bot can add it to the fleet.
+	Created    *CreatedContainer `json:"created,omitempty"`
+	StartedAt  time.Time         `json:"started_at"`
+	FinishedAt time.Time         `json:"finished_at"`
+}
+
+// CreatedContainer is a container that an execution created.
+type CreatedContainer struct {
+	VMID     int    `json:"vmid"`
+	Host     string `json:"host"`
+	Hostname string `json:"hostname"`
+	IP       string `json:"ip"`
 }
 
 // CheckRun asks the actuator for one read-only probe.
