@@ -17,6 +17,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -60,8 +61,11 @@ type Config struct {
 	// ExpiryCheckInterval is how often plans are checked for ExpiryWarning.
 	// Default 30s.
 	ExpiryCheckInterval time.Duration
-	Logger              *slog.Logger
-	Clock               func() time.Time
+	// Agent answers free-form messages from operators; nil means the bot
+	// works from its command grammar and runbooks alone.
+	Agent  *agent.Agent
+	Logger *slog.Logger
+	Clock  func() time.Time
 }
 
 // Bot is the running Matrix front.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
@@ -23,13 +24,17 @@ import (
 
 	"github.com/nomoshq/nomos/actuator"
 	"github.com/nomoshq/nomos/bot"
+	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+const mcpToken = "test-token-0123456789abcdef"
 
 // bundle is one bot with its own database, Redis database, labsim fleet,
 // actuator and room on the shared Dendrite.
@@ -51,15 +56,28 @@ type bundle struct {
 	stopBot func()
 	// tune, when set, adjusts the bot's config before it starts.
 	tune func(*bot.Config)
+	// llm, when set, gives the bot an agent talking to it.
+	llm *testenv.ScriptedLLM
+	mcp *mcpserver.Server
 	// opCrypto, when set, decrypts what the operator reads.
 	opCrypto *cryptohelper.CryptoHelper
 }
 
-func setup(t *testing.T, tune ...func(*bot.Config)) *bundle {
+// withConfig adjusts the bot's config in setup.
+func withConfig(tune func(*bot.Config)) func(*bundle) {
+	return func(b *bundle) { b.tune = tune }
+}
+
+// withLLM gives the bot an agent backed by a scripted model.
+func withLLM(llm *testenv.ScriptedLLM) func(*bundle) {
+	return func(b *bundle) { b.llm = llm }
+}
+
+func setup(t *testing.T, opts ...func(*bundle)) *bundle {
 	t.Helper()
 	b := &bundle{ctx: testenv.Context(t), dir: t.TempDir()}
-	if len(tune) > 0 {
-		b.tune = tune[0]
+	for _, o := range opts {
+		o(b)
 	}
 	b.dbURL = testenv.DatabaseURL(t)
 	st, err := store.Open(b.ctx, store.Config{URL: b.dbURL, MaxConns: 6})
@@ -142,6 +160,24 @@ func (b *bundle) startBot(t *testing.T) {
 		CryptoDB: cryptoDB, PickleKey: []byte("test pickle key 0123456789"),
 		RecoveryKeyFile: filepath.Join(b.dir, "recovery_key"), Redis: b.redis,
 		EditInterval: 200 * time.Millisecond, Logger: testenv.Logger(t),
+	}
+	if b.llm != nil {
+		mcp, err := mcpserver.New(mcpserver.Config{Store: b.store, Executions: b.execs, OpsRoomID: b.room.String(), Token: mcpToken, Logger: testenv.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.mcp = mcp
+		tools, err := mcp.InProcessClient(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Agent, err = agent.New(agent.Config{
+			Store: b.store, Tools: tools, BaseURL: b.llm.URL(), APIKey: "test", Model: "scripted",
+			Logger: testenv.Logger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if b.tune != nil {
 		b.tune(&cfg)
@@ -507,7 +543,7 @@ func (b *bundle) isEscalation(parts ...string) func(*event.Event) bool {
 
 func TestFailureEscalatesWhenNobodyIsWatching(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *bot.Config) { c.QuietPeriod = time.Nanosecond })
+	b := setup(t, withConfig(func(c *bot.Config) { c.QuietPeriod = time.Nanosecond }))
 	b.say(t, b.operator, "exec 101 systemctl restart nosuch.service", "")
 	card := b.waitFor(t, b.botSays("awaiting approval", "config_mutation"))
 	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
@@ -519,14 +555,25 @@ func TestFailureEscalatesWhenNobodyIsWatching(t *testing.T) {
 
 func TestPlanAboutToExpireIsEscalated(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *bot.Config) {
+	b := setup(t, withConfig(func(c *bot.Config) {
 		c.ExpiryWarning = 31 * time.Minute
 		c.ExpiryCheckInterval = 200 * time.Millisecond
-	})
+	}))
 	b.say(t, b.operator, "restart gitea", "")
 	card := b.waitFor(t, b.botSays("restart gitea", "awaiting approval"))
 	warning := b.waitFor(t, b.isEscalation("expires in", "service:gitea"))
 	if warning.Content.AsMessage().RelatesTo.GetReplyTo() != card.ID {
 		t.Errorf("the expiry warning does not reply to the card")
 	}
+}
+
+// storeQuery runs one read-only query against the bundle's database.
+func (b *bundle) storeQuery(t *testing.T, sql string, dest ...any) error {
+	t.Helper()
+	conn, err := pgx.Connect(b.ctx, b.dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(b.ctx)
+	return conn.QueryRow(b.ctx, sql).Scan(dest...)
 }

@@ -27,12 +27,12 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 		return
 	}
 	plain, htm := RenderCard(b.cardView(ctx, p))
-	var eventID id.EventID
+	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: plain, Mentions: &event.Mentions{}}
 	if x.RiskClass == policy.Destructive.String() && x.State == store.StateAwaitingApproval {
-		eventID = b.sendEscalation(ctx, room, plain, htm, replyTo)
-	} else {
-		eventID = b.sendNotice(ctx, room, plain, htm, replyTo)
+		content.MsgType = event.MsgText
+		content.Mentions.UserIDs = b.operatorMentions()
 	}
+	eventID := b.sendWithExtra(ctx, room, content, htm, replyTo, map[string]any{cardKey: x.ID.String()})
 	if eventID == "" {
 		return
 	}
@@ -43,6 +43,35 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 	if cur, err := b.store.GetExecution(ctx, x.ID); err == nil && cur.State != x.State {
 		b.cards.update(x.ID)
 	}
+}
+
+// executionForCard finds the execution a card shows: by the recorded card
+// event, or, for a card whose event id is not recorded yet, by the
+// execution id the bot put in the card itself.
+func (b *Bot) executionForCard(ctx context.Context, room id.RoomID, card id.EventID) (store.Execution, error) {
+	x, err := b.store.ExecutionByCard(ctx, card.String())
+	if err == nil {
+		return x, nil
+	}
+	evt, gerr := b.cli.GetEvent(ctx, room, card)
+	if gerr != nil || evt.Sender != b.cli.UserID {
+		return store.Execution{}, err
+	}
+	if evt.Type == event.EventEncrypted && b.crypto != nil {
+		_ = evt.Content.ParseRaw(evt.Type)
+		if dec, derr := b.crypto.Decrypt(ctx, evt); derr == nil {
+			evt = dec
+		}
+	}
+	raw, _ := evt.Content.Raw[cardKey].(string)
+	execID, perr := uuid.Parse(raw)
+	if perr != nil {
+		return store.Execution{}, err
+	}
+	if serr := b.store.SetCardEvent(ctx, execID, room.String(), card.String()); serr != nil {
+		b.logger.Warn("record card", "execution_id", execID, "err", serr)
+	}
+	return b.store.GetExecution(ctx, execID)
 }
 
 // cardMsgType keeps an edit's msgtype the card's own.
@@ -113,6 +142,7 @@ func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
 	if err != nil || x.RoomID == "" {
 		return
 	}
+	b.logger.Debug("execution changed", "execution_id", x.ID, "state", x.State, "card", x.CardEventID)
 	if x.CardEventID == "" {
 		if x.State == store.StateAwaitingApproval || x.State == store.StateApproved || x.State == store.StateDispatched {
 			if p, err := b.exec.Describe(ctx, x); err == nil {
@@ -124,6 +154,9 @@ func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
 	b.cards.update(x.ID)
 	if x.State == store.StateFailed || x.State == store.StateOutcomeUnknown {
 		b.escalateFailure(ctx, x)
+	}
+	if x.State.Terminal() && b.cfg.Agent != nil {
+		b.continueAgent(x)
 	}
 }
 

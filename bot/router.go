@@ -91,7 +91,7 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	}()
 	body := strings.TrimSpace(stripReplyFallback(msg.Body))
 	if replyTo := msg.RelatesTo.GetReplyTo(); replyTo != "" {
-		if x, err := b.store.ExecutionByCard(ctx, replyTo.String()); err == nil {
+		if x, err := b.executionForCard(ctx, evt.RoomID, replyTo); err == nil {
 			b.decideByText(ctx, evt, x, body, true)
 			return
 		}
@@ -127,6 +127,10 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	case CmdHistory:
 		b.replyHistory(ctx, evt)
 	default:
+		if b.cfg.Agent != nil && cmd.Hint == "" && b.isOperator(evt.Sender) {
+			b.askAgent(ctx, evt, body)
+			return
+		}
 		plain, htm := NoticeUnknown(cmd)
 		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 	}
@@ -304,7 +308,7 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 	if !ok {
 		return
 	}
-	x, err := b.store.ExecutionByCard(ctx, target.String())
+	x, err := b.executionForCard(ctx, evt.RoomID, target)
 	if err != nil {
 		return // reactions on anything but a card are not decisions
 	}
@@ -331,6 +335,11 @@ func (b *Bot) decide(ctx context.Context, evt *event.Event, x store.Execution, d
 	}
 	if err == nil {
 		b.cards.update(x.ID)
+		if d == policy.Approve && b.cfg.Agent != nil {
+			if err := b.cfg.Agent.NoteApproval(ctx, x.ID); err != nil {
+				b.logger.Warn("note approval for the agent", "execution_id", x.ID, "err", err)
+			}
+		}
 		return
 	}
 	plain, htm := b.decisionErrorText(ctx, err, x, evt.Sender)

@@ -23,6 +23,15 @@ func (b *Bot) sendEscalation(ctx context.Context, room id.RoomID, plain, html st
 }
 
 func (b *Bot) send(ctx context.Context, room id.RoomID, content *event.MessageEventContent, html string, replyTo *event.Event) id.EventID {
+	return b.sendWithExtra(ctx, room, content, html, replyTo, nil)
+}
+
+// cardKey marks a plan card with its execution id, so a decision on the
+// card can be tied to it even before the card's event id is recorded.
+const cardKey = "io.nomos.execution"
+
+// sendWithExtra is send with extra top-level content keys.
+func (b *Bot) sendWithExtra(ctx context.Context, room id.RoomID, content *event.MessageEventContent, html string, replyTo *event.Event, extra map[string]any) id.EventID {
 	if html != "" {
 		content.Format = event.FormatHTML
 		content.FormattedBody = html
@@ -30,7 +39,11 @@ func (b *Bot) send(ctx context.Context, room id.RoomID, content *event.MessageEv
 	if replyTo != nil {
 		content.RelatesTo = (&event.RelatesTo{}).SetReplyTo(replyTo.ID)
 	}
-	resp, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, content)
+	var payload any = content
+	if len(extra) > 0 {
+		payload = &event.Content{Parsed: content, Raw: extra}
+	}
+	resp, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, payload)
 	if err != nil {
 		b.logger.Error("send message", "room_id", room, "err", err)
 		return ""

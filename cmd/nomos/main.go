@@ -62,7 +62,7 @@ func init() {
 		"bot":      {summary: "run the Matrix bot: plans, approvals, live status", run: runBot},
 		"actuator": {summary: "run the SSH actuator that carries out approved orders", run: runActuator},
 		"mcp":      {summary: "serve the MCP tools over stdio (--stdio)", run: runMCP},
-		"chat": {summary: "a terminal Matrix client for the dev operator", run: runChat},
+		"chat":     {summary: "a terminal Matrix client for the dev operator", run: runChat},
 	}
 }
 

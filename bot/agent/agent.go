@@ -1,0 +1,417 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/store"
+)
+
+// Tools is the part of an MCP client the agent uses; mcp-go's in-process
+// client is one.
+type Tools interface {
+	ListTools(ctx context.Context, req mcp.ListToolsRequest) (*mcp.ListToolsResult, error)
+	CallTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error)
+}
+
+// Config configures an Agent.
+type Config struct {
+	Store *store.Store
+	// Tools reaches the MCP registry. Required.
+	Tools Tools
+	// BaseURL, APIKey, Model and Headers address the LLM.
+	BaseURL string
+	APIKey  string
+	Model   string
+	Headers map[string]string
+	// MaxIterations bounds the model calls of one turn. Default 8.
+	MaxIterations int
+	// MaxTokens bounds one completion. Default 1024.
+	MaxTokens int
+	// MaxToolResultBytes caps a tool result handed to the model. Default 16 KiB.
+	MaxToolResultBytes int
+	// HistoryBudget is the most bytes of replayed history before older
+	// turns are summarised. Default 48 KiB (about 12k tokens).
+	HistoryBudget int
+	// ContinuationWindow: a finished step re-invokes the session only this
+	// soon after an operator approved something in it. Default 30m.
+	ContinuationWindow time.Duration
+	// MaxChain bounds automatic continuations in a row. Default 6.
+	MaxChain int
+	// CallTimeout bounds one model call. Default 90s.
+	CallTimeout time.Duration
+	Logger      *slog.Logger
+	Clock       func() time.Time
+}
+
+// Agent runs turns for sessions.
+type Agent struct {
+	cfg    Config
+	llm    openai.Client
+	store  *store.Store
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// New validates cfg and builds an Agent.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.Store == nil || cfg.Tools == nil:
+		return nil, errors.New("agent: Store and Tools are required")
+	case cfg.Model == "":
+		return nil, errors.New("agent: Model is required")
+	}
+	cfg.BaseURL = cmp.Or(cfg.BaseURL, "https://openrouter.ai/api/v1")
+	cfg.MaxIterations = cmp.Or(cfg.MaxIterations, 8)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 1024)
+	cfg.MaxToolResultBytes = cmp.Or(cfg.MaxToolResultBytes, 16<<10)
+	cfg.HistoryBudget = cmp.Or(cfg.HistoryBudget, 48<<10)
+	cfg.ContinuationWindow = cmp.Or(cfg.ContinuationWindow, 30*time.Minute)
+	cfg.MaxChain = cmp.Or(cfg.MaxChain, 6)
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, 90*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	opts := []option.RequestOption{option.WithBaseURL(cfg.BaseURL), option.WithAPIKey(cmp.Or(cfg.APIKey, "none")), option.WithMaxRetries(1)}
+	for k, v := range cfg.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	return &Agent{cfg: cfg, llm: openai.NewClient(opts...), store: cfg.Store, logger: cfg.Logger, now: cfg.Clock}, nil
+}
+
+// Reply is what a turn says back to the room.
+type Reply struct {
+	Text string
+	// Requested lists the executions the turn asked for.
+	Requested []uuid.UUID
+}
+
+// ErrLLM wraps a failure of the model endpoint; the turn ended without an
+// answer, and the caller shows a clear notice.
+var ErrLLM = errors.New("the language model did not answer")
+
+// Message runs a turn for an operator's message.
+func (a *Agent) Message(ctx context.Context, roomID, threadID, sender, text string) (Reply, error) {
+	sess, err := a.store.EnsureAgentSession(ctx, roomID, threadID)
+	if err != nil {
+		return Reply{}, err
+	}
+	if sess.Title == "" {
+		if err := a.store.SetAgentSessionTitle(ctx, sess.ID, title(text)); err != nil {
+			a.logger.Warn("set session title", "session_id", sess.ID, "err", err)
+		}
+	}
+	in := store.AgentMessage{Role: store.AgentRoleUser, Content: fmt.Sprintf("%s: %s", sender, text)}
+	return a.turn(ctx, sess, sender, in, 0)
+}
+
+// NoteApproval records that an operator approved a step the agent asked
+// for, which opens the continuation window of its session.
+func (a *Agent) NoteApproval(ctx context.Context, executionID uuid.UUID) error {
+	link, err := a.store.ExecutionLink(ctx, executionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return a.store.RecordOperatorApproval(ctx, link.SessionID, a.now())
+}
+
+// Continue re-invokes the session that requested executionID, now that it
+// has finished. It runs at most once per execution (the claim is taken
+// before the turn), only within ContinuationWindow of an operator approval
+// in the session, and only MaxChain times in a row. ok is false when no
+// turn ran.
+func (a *Agent) Continue(ctx context.Context, x store.Execution) (reply Reply, roomID, threadID string, ok bool, err error) {
+	link, err := a.store.ExecutionLink(ctx, x.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		a.logger.Debug("execution was not requested by the agent", "execution_id", x.ID)
+		return Reply{}, "", "", false, nil
+	}
+	if err != nil {
+		return Reply{}, "", "", false, err
+	}
+	sess, err := a.store.AgentSession(ctx, link.SessionID)
+	if err != nil {
+		return Reply{}, "", "", false, err
+	}
+	if link.ChainDepth >= a.cfg.MaxChain {
+		a.logger.Info("continuation chain is at its limit", "execution_id", x.ID, "chain_depth", link.ChainDepth)
+		return Reply{}, "", "", false, nil
+	}
+	if sess.LastOperatorApprovalAt == nil || a.now().Sub(*sess.LastOperatorApprovalAt) > a.cfg.ContinuationWindow {
+		a.logger.Debug("no operator approval in the continuation window", "execution_id", x.ID, "session_id", sess.ID)
+		return Reply{}, "", "", false, nil
+	}
+	if _, claimed, err := a.store.ClaimContinuation(ctx, x.ID); err != nil || !claimed {
+		a.logger.Debug("continuation already claimed", "execution_id", x.ID, "err", err)
+		return Reply{}, "", "", false, err
+	}
+	note := store.AgentMessage{Role: store.AgentRoleNote, Content: resultNote(x)}
+	reply, err = a.turn(ctx, sess, "", note, link.ChainDepth+1)
+	return reply, sess.RoomID, sess.ThreadID, true, err
+}
+
+// resultNote tells the model how a step it asked for ended.
+func resultNote(x store.Execution) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[system note, not from the operator] Execution %s (%s on %s) finished: %s.", x.ID, x.Action, x.TargetSlug, x.State)
+	if x.Error != "" {
+		fmt.Fprintf(&b, "\nError: %s", x.Error)
+	}
+	if len(x.Result) > 0 {
+		var r struct {
+			Output      string   `json:"output"`
+			FailedPhase string   `json:"failed_phase"`
+			Notes       []string `json:"notes"`
+			Snapshot    string   `json:"snapshot"`
+			Phases      []struct {
+				Name   string `json:"name"`
+				Status string `json:"status"`
+			} `json:"phases"`
+		}
+		if json.Unmarshal(x.Result, &r) == nil {
+			if len(r.Phases) > 0 {
+				var ps []string
+				for _, p := range r.Phases {
+					ps = append(ps, p.Name+"="+p.Status)
+				}
+				fmt.Fprintf(&b, "\nPhases: %s", strings.Join(ps, ", "))
+			}
+			if r.FailedPhase != "" {
+				fmt.Fprintf(&b, "\nFailed phase: %s", r.FailedPhase)
+			}
+			for _, n := range r.Notes {
+				fmt.Fprintf(&b, "\nNote: %s", n)
+			}
+			if r.Snapshot != "" {
+				fmt.Fprintf(&b, "\nSnapshot taken before the step: %s", r.Snapshot)
+			}
+			if r.Output != "" {
+				fmt.Fprintf(&b, "\nOutput (tail):\n%s", tailBytes(r.Output, 3000))
+			}
+		}
+	}
+	b.WriteString("\nContinue toward the operator's goal: if the step failed, diagnose it and propose a fix; if it succeeded, take the next step or verify the goal and report.")
+	return b.String()
+}
+
+var executionIDPattern = regexp.MustCompile(`execution ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})`)
+
+// turn runs the model with the session's history plus in, calling tools
+// until it answers in text, and persists everything it says and sees.
+func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string, in store.AgentMessage, chainDepth int) (Reply, error) {
+	if _, err := a.store.AppendAgentMessages(ctx, sess.ID, in); err != nil {
+		return Reply{}, err
+	}
+	tools, err := a.tools(ctx)
+	if err != nil {
+		return Reply{}, err
+	}
+	caller := mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: sender, RoomID: sess.RoomID}
+	if caller.RequestedBy == "" {
+		caller.RequestedBy = "agent"
+	}
+	toolCtx := mcpserver.WithCaller(ctx, caller)
+	var reply Reply
+	queued := false
+	for i := 0; i < a.cfg.MaxIterations; i++ {
+		if i > 0 || chainDepth > 0 {
+			if err := a.compact(ctx, sess.ID); err != nil {
+				a.logger.Warn("summarise history", "session_id", sess.ID, "err", err)
+			}
+		}
+		history, err := a.store.AgentMessages(ctx, sess.ID)
+		if err != nil {
+			return reply, err
+		}
+		sess, err = a.store.AgentSession(ctx, sess.ID)
+		if err != nil {
+			return reply, err
+		}
+		system, err := a.systemPrompt(ctx, sess)
+		if err != nil {
+			return reply, err
+		}
+		params := openai.ChatCompletionNewParams{
+			Model:     a.cfg.Model,
+			Messages:  append([]openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system)}, replay(history)...),
+			MaxTokens: openai.Int(int64(a.cfg.MaxTokens)),
+		}
+		if !queued {
+			params.Tools = tools
+		}
+		callCtx, cancel := context.WithTimeout(ctx, a.cfg.CallTimeout)
+		resp, err := a.llm.Chat.Completions.New(callCtx, params)
+		cancel()
+		if err != nil {
+			a.logger.Warn("llm call failed", "session_id", sess.ID, "err", err)
+			return reply, fmt.Errorf("%w: %v", ErrLLM, err)
+		}
+		if len(resp.Choices) == 0 {
+			return reply, fmt.Errorf("%w: an empty response", ErrLLM)
+		}
+		msg := resp.Choices[0].Message
+		if len(msg.ToolCalls) == 0 || queued {
+			text := strings.TrimSpace(msg.Content)
+			if text == "" {
+				text = "(no answer)"
+			}
+			if _, err := a.store.AppendAgentMessages(ctx, sess.ID, store.AgentMessage{Role: store.AgentRoleAssistant, Content: text}); err != nil {
+				return reply, err
+			}
+			reply.Text = text
+			return reply, nil
+		}
+		calls, err := json.Marshal(msg.ToolCalls)
+		if err != nil {
+			return reply, err
+		}
+		out := []store.AgentMessage{{Role: store.AgentRoleAssistant, Content: msg.Content, ToolCalls: calls}}
+		for _, tc := range msg.ToolCalls {
+			result := a.callTool(toolCtx, tc.Function.Name, tc.Function.Arguments)
+			out = append(out, store.AgentMessage{Role: store.AgentRoleTool, Content: result, ToolCallID: tc.ID})
+			if tc.Function.Name == "request_execution" {
+				a.logger.Debug("request_execution result", "result", firstLine(result, 300))
+				if m := executionIDPattern.FindStringSubmatch(result); m != nil {
+					id := uuid.MustParse(m[1])
+					reply.Requested = append(reply.Requested, id)
+					if _, err := a.store.LinkExecution(ctx, id, sess.ID, chainDepth); err != nil {
+						a.logger.Error("link execution to session", "execution_id", id, "err", err)
+					}
+					queued = true
+				}
+			}
+		}
+		if _, err := a.store.AppendAgentMessages(ctx, sess.ID, out...); err != nil {
+			return reply, err
+		}
+	}
+	reply.Text = fmt.Sprintf("I stopped after %d steps without finishing. Tell me how to go on, or ask something narrower.", a.cfg.MaxIterations)
+	_, err = a.store.AppendAgentMessages(ctx, sess.ID, store.AgentMessage{Role: store.AgentRoleAssistant, Content: reply.Text})
+	return reply, err
+}
+
+// callTool runs one MCP tool and returns its text, capped. A malformed
+// call becomes an error result the model can read and correct.
+func (a *Agent) callTool(ctx context.Context, name, rawArgs string) string {
+	var args map[string]any
+	if strings.TrimSpace(rawArgs) == "" {
+		args = map[string]any{}
+	} else if err := json.Unmarshal([]byte(rawArgs), &args); err != nil {
+		return fmt.Sprintf("error: the arguments for %s are not a JSON object (%v); call it again with valid JSON", name, err)
+	}
+	res, err := a.cfg.Tools.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	if err != nil {
+		return fmt.Sprintf("error: %s failed: %v", name, err)
+	}
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	text := strings.Join(parts, "\n")
+	if res.IsError {
+		text = "error: " + text
+	}
+	if len(text) > a.cfg.MaxToolResultBytes {
+		text = text[:a.cfg.MaxToolResultBytes] + "\n[cut: the result was longer; ask a narrower question]"
+	}
+	return text
+}
+
+// tools lists the MCP tools as OpenAI function tools.
+func (a *Agent) tools(ctx context.Context) ([]openai.ChatCompletionToolUnionParam, error) {
+	res, err := a.cfg.Tools.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	out := make([]openai.ChatCompletionToolUnionParam, 0, len(res.Tools))
+	for _, t := range res.Tools {
+		schema := map[string]any{}
+		raw := t.RawInputSchema
+		if len(raw) == 0 {
+			raw, _ = json.Marshal(t.InputSchema)
+		}
+		_ = json.Unmarshal(raw, &schema)
+		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: t.Name, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(schema),
+		}))
+	}
+	return out, nil
+}
+
+// replay turns stored messages into the model's history: tool calls with
+// their results in pairs, notes as system messages (never as the
+// operator's words).
+func replay(msgs []store.AgentMessage) []openai.ChatCompletionMessageParamUnion {
+	var out []openai.ChatCompletionMessageParamUnion
+	pending := map[string]bool{}
+	for _, m := range msgs {
+		switch m.Role {
+		case store.AgentRoleUser:
+			out = append(out, openai.UserMessage(m.Content))
+		case store.AgentRoleNote, store.AgentRoleSystem:
+			out = append(out, openai.SystemMessage(m.Content))
+		case store.AgentRoleAssistant:
+			var calls []openai.ChatCompletionMessageToolCallUnion
+			if len(m.ToolCalls) > 0 {
+				_ = json.Unmarshal(m.ToolCalls, &calls)
+			}
+			p := openai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" {
+				p.Content.OfString = openai.String(m.Content)
+			}
+			for _, c := range calls {
+				pending[c.ID] = true
+				p.ToolCalls = append(p.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       c.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Function.Name, Arguments: c.Function.Arguments},
+					},
+				})
+			}
+			out = append(out, openai.ChatCompletionMessageParamUnion{OfAssistant: &p})
+		case store.AgentRoleTool:
+			if !pending[m.ToolCallID] {
+				continue // its call was summarised away; a lone result confuses models
+			}
+			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
+		}
+	}
+	return out
+}
+
+func title(text string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if len(text) > 60 {
+		text = text[:60] + "…"
+	}
+	return text
+}
+
+func tailBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

@@ -1,0 +1,268 @@
+package bot_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/store"
+)
+
+func TestAgentAnswersFleetQuestionWithOneBulkCall(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(
+		testenv.ToolCall("list_lxcs", `{}`),
+		testenv.Reply("All containers are healthy except teddycloud (131), which is stopped."),
+	)
+	b := setup(t, withLLM(llm))
+	b.say(t, b.operator, "Which containers are unhealthy?", "")
+	b.waitFor(t, b.botSays("teddycloud (131), which is stopped"))
+
+	reqs := llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model was called %d times, want 2", len(reqs))
+	}
+	first := reqs[0]
+	if !slices.Contains(first.ToolNames(), "list_lxcs") || !slices.Contains(first.ToolNames(), "request_execution") {
+		t.Errorf("tools offered: %v", first.ToolNames())
+	}
+	sys := first.System()
+	if !strings.Contains(sys, "request_execution") || !strings.Contains(sys, "Right now") || !strings.Contains(sys, "lxcs: 13") {
+		t.Errorf("system prompt lacks the persona or the fleet snapshot:\n%s", sys)
+	}
+	if last := first.Last(); last.Role != "user" || !strings.Contains(last.Content, "Which containers are unhealthy?") {
+		t.Errorf("last message = %+v", last)
+	}
+	result := reqs[1].Last()
+	if result.Role != "tool" {
+		t.Fatalf("second call's last message is %s, want the tool result", result.Role)
+	}
+	for _, name := range []string{"jellyfin", "gitea", "teddycloud", "nextcloud"} {
+		if !strings.Contains(result.Content, name) {
+			t.Errorf("list_lxcs result lacks %s:\n%s", name, result.Content)
+		}
+	}
+	calls := 0
+	for _, r := range reqs {
+		calls += len(r.Reply.ToolCalls)
+	}
+	if calls != 1 {
+		t.Errorf("%d tool calls for a fleet-wide question, want 1", calls)
+	}
+}
+
+func TestAgentReplaysToolPairsAndCapsStoredMessages(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(
+		testenv.ToolCall("search_knowledge", `{"query":"dns resolver"}`),
+		testenv.Reply("The static-IP resolver story is in static-ip-dead-resolver."),
+		testenv.Reply("You asked about DNS before.").When(testenv.LastMessage("user", "what did I ask")),
+	)
+	b := setup(t, withLLM(llm))
+	b.say(t, b.operator, "what do we know about dns resolvers?", "")
+	b.waitFor(t, b.botSays("static-ip-dead-resolver"))
+	b.say(t, b.operator, "what did I ask before?", "")
+	b.waitFor(t, b.botSays("You asked about DNS before"))
+
+	reqs := llm.Requests()
+	third := reqs[len(reqs)-1]
+	var callID string
+	for _, m := range third.Messages {
+		if m.Role == "assistant" && len(m.ToolCalls) == 1 && m.ToolCalls[0].Name == "search_knowledge" {
+			callID = m.ToolCalls[0].ID
+		}
+	}
+	if callID == "" {
+		t.Fatalf("the next turn does not replay the earlier tool call: %+v", third.Messages)
+	}
+	paired := false
+	for _, m := range third.Messages {
+		if m.Role == "tool" && m.ToolCallID == callID && strings.Contains(m.Content, "static-ip-dead-resolver") {
+			paired = true
+		}
+	}
+	if !paired {
+		t.Errorf("the replayed tool call has no result with id %s", callID)
+	}
+	var over int
+	if err := b.storeQuery(t, `SELECT count(*) FROM agent_messages WHERE octet_length(content) > 16384`, &over); err != nil {
+		t.Fatal(err)
+	}
+	if over != 0 {
+		t.Errorf("%d stored agent messages exceed 16 KB", over)
+	}
+}
+
+func TestAgentLLMFailureEndsTurnWithNotice(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(
+		testenv.HTTPError(503, "upstream overloaded").Times(2),
+		testenv.Reply("Back again: everything looks fine."),
+	)
+	b := setup(t, withLLM(llm))
+	b.say(t, b.operator, "anything odd since yesterday?", "")
+	b.waitFor(t, b.botSays("language model did not answer"))
+	// The runbook path works without the model.
+	b.say(t, b.operator, "restart jellyfin", "")
+	b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
+	// And the next free-form message works again.
+	b.say(t, b.operator, "and now?", "")
+	b.waitFor(t, b.botSays("Back again"))
+}
+
+// TestAgentCarriesOnAfterEachStep replays the seed's failure: a static-IP
+// container whose resolver is dead. The agent provisions it, is
+// re-invoked by each result without an operator message in between,
+// proposes the next step, and ends by verifying the service answers (a
+// read_only check, which runs at once and answers inline).
+func TestAgentCarriesOnAfterEachStep(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(
+		testenv.ToolCall("request_execution", `{"action":"pct_create","target":"host:strong","params":{"hostname":"web","ip":"10.40.0.150/24","gw":"10.40.0.1","services":["nginx"],"post_install":"curl -fsS http://localhost/"},"reason":"a web server for the operator"}`).
+			When(testenv.LastMessage("user", "web server")),
+		testenv.Reply("I have asked to create the container; approve the card and I will carry on."),
+		testenv.ToolCall("request_execution", `{"action":"systemctl","target":"lxc:100","params":{"verb":"restart","unit":"nginx"},"reason":"pick up the new config"}`).
+			When(lastNote("pct_create on host:strong", "succeeded")),
+		testenv.Reply("The container is up; I asked to restart nginx so it starts clean."),
+		testenv.ToolCall("request_execution", `{"action":"pct_exec","target":"lxc:100","params":{"command":"curl -fsS http://localhost/"},"reason":"verify"}`).
+			When(lastNote("systemctl on lxc:100", "succeeded")),
+		testenv.Reply("Verified: nginx answers on web (CT 100).").When(testenv.LastToolResult("succeeded")),
+	)
+	b := setup(t, withLLM(llm))
+	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultDNSDead, Target: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	b.say(t, b.operator, "set up a web server with nginx at 10.40.0.150", "")
+	create := b.waitFor(t, b.botSays("create strong", "config_mutation", "awaiting approval"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, create.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.cardEdited(create.ID, "succeeded"))
+	restart := b.waitFor(t, b.botSays("systemctl", "lxc:100", "awaiting approval"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, restart.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("Verified: nginx answers"))
+
+	x := b.execFor(t, create.ID)
+	if !strings.Contains(string(x.Result), "1.1.1.1") {
+		t.Errorf("the create result does not say the resolver was replaced: %s", x.Result)
+	}
+	// The results arrived as notes after the history, never as operator turns.
+	for _, r := range llm.Requests() {
+		for _, m := range r.Messages {
+			if m.Role == "user" && strings.Contains(m.Content, "finished:") {
+				t.Errorf("a result was shown to the model as the operator speaking: %q", m.Content)
+			}
+		}
+	}
+	// Only the first message came from the operator.
+	var operatorMsgs int
+	if err := b.storeQuery(t, `SELECT count(*) FROM agent_messages WHERE role = 'user'`, &operatorMsgs); err != nil {
+		t.Fatal(err)
+	}
+	if operatorMsgs != 1 {
+		t.Errorf("%d operator messages in the session, want 1", operatorMsgs)
+	}
+	cmds := strings.Join(b.fleet.Commands(t), "\n")
+	for _, want := range []string{"pct create 100", "nameserver 1.1.1.1", "systemctl restart nginx.service", "curl -fsS http://localhost/"} {
+		if !strings.Contains(cmds, want) {
+			t.Errorf("labsim never ran %q", want)
+		}
+	}
+}
+
+func TestMCPOverHTTP(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	b := setup(t, withLLM(llm))
+	srv := httptest.NewServer(b.mcp.HTTPHandler())
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: status %d, want 401", resp.StatusCode)
+	}
+
+	c, err := mcpclient.NewStreamableHttpClient(srv.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + mcpToken}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION, ClientInfo: mcp.Implementation{Name: "test", Version: "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	remote, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := b.mcp.InProcessClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inproc, err := local.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ts []mcp.Tool) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if !slices.Equal(names(remote.Tools), names(inproc.Tools)) {
+		t.Errorf("HTTP tools %v differ from in-process tools %v", names(remote.Tools), names(inproc.Tools))
+	}
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "request_execution",
+		Arguments: map[string]any{"action": "restart", "target": "gitea", "reason": "external check"}}})
+	if err != nil || res.IsError {
+		t.Fatalf("request_execution over MCP: %v %+v", err, res)
+	}
+	card := b.waitFor(t, b.botSays("restart gitea", "awaiting approval"))
+	x := b.execFor(t, card.ID)
+	if x.RequestedVia != "mcp" || x.State != store.StateAwaitingApproval {
+		t.Errorf("execution via %s in %s, want mcp awaiting_approval", x.RequestedVia, x.State)
+	}
+}
+
+// lastNote matches a model request whose last message is a system note
+// about a finished execution.
+func lastNote(parts ...string) testenv.Matcher {
+	return testenv.Match("last note mentions "+strings.Join(parts, ", "), func(r testenv.LLMRequest) bool {
+		last := r.Last()
+		if last.Role != "system" {
+			return false
+		}
+		for _, p := range parts {
+			if !strings.Contains(last.Content, p) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,90 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"html"
+	"strings"
+	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/bot/agent"
+	"github.com/nomoshq/nomos/store"
+)
+
+// askAgent hands an operator's free-form message to the agent and posts
+// its answer. A failing model ends the turn with a notice, never silence.
+func (b *Bot) askAgent(ctx context.Context, evt *event.Event, body string) {
+	thread := evt.Content.AsMessage().RelatesTo.GetThreadParent()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	stopTyping := b.keepTyping(ctx, evt.RoomID)
+	reply, err := b.cfg.Agent.Message(ctx, evt.RoomID.String(), thread.String(), evt.Sender.String(), body)
+	stopTyping()
+	b.postAgentReply(ctx, evt.RoomID, thread, reply, err, evt)
+}
+
+// continueAgent re-invokes the session that requested a finished execution.
+func (b *Bot) continueAgent(x store.Execution) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		room := id.RoomID(x.RoomID)
+		stopTyping := b.keepTyping(ctx, room)
+		reply, roomID, thread, ok, err := b.cfg.Agent.Continue(ctx, x)
+		stopTyping()
+		if !ok && err == nil {
+			b.logger.Debug("no continuation for execution", "execution_id", x.ID, "state", x.State)
+			return
+		}
+		if roomID != "" {
+			room = id.RoomID(roomID)
+		}
+		b.postAgentReply(ctx, room, id.EventID(thread), reply, err, nil)
+	}()
+}
+
+func (b *Bot) postAgentReply(ctx context.Context, room id.RoomID, thread id.EventID, reply agent.Reply, err error, replyTo *event.Event) {
+	text := reply.Text
+	if err != nil {
+		b.logger.Warn("agent turn failed", "room_id", room, "err", err)
+		if errors.Is(err, agent.ErrLLM) {
+			text = "The language model did not answer, so I stopped here; nothing was changed. Ask again in a moment. Commands such as `status`, `pending` or `restart <service>` work without it."
+		} else {
+			text = "Something went wrong while I worked on that; nothing was changed. The log has the details."
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return
+	}
+	text = redact(text)
+	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: text, Mentions: &event.Mentions{}}
+	if thread != "" {
+		content.RelatesTo = (&event.RelatesTo{}).SetThread(thread, thread)
+		replyTo = nil
+	}
+	b.send(ctx, room, content, strings.ReplaceAll(html.EscapeString(text), "\n", "<br>"), replyTo)
+}
+
+// keepTyping shows the bot typing until the returned func is called.
+func (b *Bot) keepTyping(ctx context.Context, room id.RoomID) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			_, _ = b.cli.UserTyping(ctx, room, true, 20*time.Second)
+			select {
+			case <-ctx.Done():
+				_, _ = b.cli.UserTyping(context.Background(), room, false, 0)
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -1,0 +1,393 @@
+package mcpserver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// Requested is the structured part of a request_execution result, so a
+// caller (the bot's agent) can link the execution without parsing text.
+type Requested struct {
+	ExecutionID string `json:"execution_id"`
+	Action      string `json:"action"`
+	Target      string `json:"target"`
+	State       string `json:"state"`
+	RiskClass   string `json:"risk_class"`
+	RoomID      string `json:"room_id,omitempty"`
+}
+
+func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	action := strings.TrimSpace(req.GetString("action", ""))
+	target := strings.TrimSpace(req.GetString("target", ""))
+	reason := oneLine(req.GetString("reason", ""), 500)
+	if action == "" || target == "" {
+		return mcp.NewToolResultError("request_execution needs an action and a target"), nil
+	}
+	if reason == "" {
+		return mcp.NewToolResultError("request_execution needs a reason: one sentence on why, for the audit log and the operator"), nil
+	}
+	params, err := paramsArg(req.GetArguments()["params"])
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	c := s.caller(ctx)
+	if c.RoomID == "" {
+		return mcp.NewToolResultError("nothing was queued: no ops room is configured for requests from outside a room, so no operator could approve it"), nil
+	}
+	p, err := s.exec.Request(ctx, executions.Request{
+		Action: action, Target: target, Params: params,
+		RequestedBy: c.RequestedBy, Via: c.Via, RoomID: c.RoomID,
+	})
+	if err != nil {
+		return s.requestError(ctx, err), nil
+	}
+	x := p.Execution
+	if err := s.store.AppendAudit(ctx, store.AuditEntry{
+		Actor: c.RequestedBy, Action: "execution.reason", ExecutionID: &x.ID, EntityID: x.TargetID,
+		Detail: map[string]any{"reason": reason, "via": c.Via},
+	}); err != nil {
+		s.log.WarnContext(ctx, "could not audit a request's reason", "execution_id", x.ID, "err", err)
+	}
+	text := requestedText(p, c)
+	if x.State == store.StateApproved || x.State == store.StateDispatched || x.State == store.StateRunning {
+		// A read_only step approved itself and is on its way: wait for it
+		// a little, so a quick look (an apt audit, a df) answers in this
+		// turn instead of the next.
+		if done, err := s.waitTerminal(ctx, x); err == nil {
+			x = done
+		}
+		text = ranText(x, s.describeExecution(x))
+	}
+	return mcp.NewToolResultStructured(Requested{
+		ExecutionID: x.ID.String(), Action: x.Action, Target: x.TargetSlug, State: string(x.State),
+		RiskClass: x.RiskClass, RoomID: x.RoomID,
+	}, text), nil
+}
+
+// paramsArg turns the params argument into the JSON the gate parses. A
+// model sometimes sends the object as a JSON string; that is accepted too.
+func paramsArg(v any) (json.RawMessage, error) {
+	switch p := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, nil
+		}
+		if !json.Valid([]byte(p)) || !strings.HasPrefix(p, "{") {
+			return nil, fmt.Errorf("params must be an object such as {\"command\": \"df -h\"}, got %q", oneLine(p, 80))
+		}
+		return json.RawMessage(p), nil
+	case map[string]any:
+		return json.Marshal(p)
+	}
+	return nil, fmt.Errorf("params must be an object such as {\"command\": \"df -h\"}")
+}
+
+// requestError turns the gate's refusal into the sentence the model needs
+// to correct itself.
+func (s *Server) requestError(ctx context.Context, err error) *mcp.CallToolResult {
+	var amb *executions.AmbiguousTargetError
+	switch {
+	case errors.As(err, &amb):
+		return mcp.NewToolResultError(fmt.Sprintf("nothing was queued: %q matches %d entities: %s; call again with one of these slugs as the target",
+			amb.Ref, len(amb.Candidates), strings.Join(amb.Candidates, ", ")))
+	case errors.Is(err, executions.ErrUnknownTarget):
+		return mcp.NewToolResultError("nothing was queued: " + err.Error() + "; list_lxcs or list_entities shows the slugs")
+	case errors.Is(err, policy.ErrUnknownAction), errors.Is(err, policy.ErrInvalidParams), errors.Is(err, policy.ErrInvalidTarget):
+		return mcp.NewToolResultError("nothing was queued: " + err.Error())
+	}
+	return s.internal(ctx, "request_execution", err, "nothing was queued: the request could not be recorded just now; try again shortly")
+}
+
+func requestedText(p executions.Planned, c Caller) string {
+	x := p.Execution
+	var b strings.Builder
+	switch x.State {
+	case store.StateAwaitingApproval:
+		fmt.Fprintf(&b, "queued for approval: execution %s (%s): %s on %s.", x.ID, x.RiskClass, x.Action, x.TargetSlug)
+		if p.Phrase != "" {
+			b.WriteString(" It is destructive: the operator must type its confirmation phrase in the room.")
+		} else {
+			b.WriteString(" The operator approves it in the room.")
+		}
+		if c.Via == ViaAgent {
+			b.WriteString(" End your turn now; you are re-invoked with the result when it finishes.")
+		} else {
+			fmt.Fprintf(&b, " Its card is posted in the ops room; get_execution %s shows where it stands.", x.ID)
+		}
+	default:
+		fmt.Fprintf(&b, "execution %s (%s on %s) is %s: %s", x.ID, x.Action, x.TargetSlug, x.State, cmp.Or(x.Error, "no detail"))
+	}
+	if reasons := p.Risk.Reasons; len(reasons) > 0 {
+		b.WriteString("\nrisk: " + strings.Join(reasons[:min(len(reasons), 3)], "; "))
+	}
+	if len(p.Blast) > 0 {
+		names := make([]string, 0, 8)
+		for i, a := range p.Blast {
+			if i == 8 {
+				names = append(names, fmt.Sprintf("%d more", len(p.Blast)-i))
+				break
+			}
+			names = append(names, a.Slug)
+		}
+		b.WriteString("\nalso affects: " + strings.Join(names, ", "))
+	}
+	if len(x.Steps) > 0 {
+		b.WriteString("\nsteps: " + oneLine(strings.Join(x.Steps, " ; "), 400))
+	}
+	return b.String()
+}
+
+// ranText introduces a read_only execution that ran without an approval:
+// finished, with its result, or still out.
+func ranText(x store.Execution, detail string) string {
+	if x.State.Terminal() {
+		return fmt.Sprintf("ran at once (read_only, approved automatically) and %s:\n%s", x.State, detail)
+	}
+	return fmt.Sprintf("running (read_only, approved automatically) and not finished yet: execution %s is %s; "+
+		"get_execution %s shows the result when it ends.\n%s", x.ID, x.State, x.ID, detail)
+}
+
+// outputTail bounds the output shown for one execution.
+const outputTail = 2000
+
+func (s *Server) getExecution(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, err := parseID(req.GetString("id", ""))
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	x, err := s.store.GetExecution(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return mcp.NewToolResultError(fmt.Sprintf("no execution has id %s", id)), nil
+	}
+	if err != nil {
+		return s.internal(ctx, "get_execution", err, "could not read the execution just now; try again shortly"), nil
+	}
+	return mcp.NewToolResultText(s.describeExecution(x)), nil
+}
+
+func (s *Server) describeExecution(x store.Execution) string {
+	now := s.now()
+	var b strings.Builder
+	fmt.Fprintf(&b, "execution %s: %s on %s — %s (%s)\n", x.ID, x.Action, x.TargetSlug, x.State, x.RiskClass)
+	fmt.Fprintf(&b, "requested by %s via %s %s (%s)", x.RequestedBy, x.RequestedVia, stamp(x.CreatedAt), ago(now, x.CreatedAt))
+	if a := x.Approval; a != nil {
+		fmt.Fprintf(&b, "; %s by %s (%s) %s", a.Decision, a.DecidedBy, a.Method, ago(now, a.DecidedAt))
+	} else if x.State == store.StateAwaitingApproval {
+		fmt.Fprintf(&b, "; awaiting approval, expires %s", ago(now, x.ExpiresAt))
+	}
+	b.WriteString("\n")
+	if len(x.Params) > 0 && string(x.Params) != "{}" {
+		b.WriteString("params: " + oneLine(string(x.Params), 600) + "\n")
+	}
+	for i, st := range x.Steps {
+		fmt.Fprintf(&b, "step %d: %s\n", i+1, oneLine(st, 300))
+	}
+	var r tasks.Result
+	if len(x.Result) > 0 && json.Unmarshal(x.Result, &r) == nil {
+		line := fmt.Sprintf("result: %s, exit %d", r.Status, r.ExitCode)
+		if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
+			line += ", took " + r.FinishedAt.Sub(r.StartedAt).Round(10*time.Millisecond).String()
+		}
+		if r.FailedPhase != "" {
+			line += ", failed in " + r.FailedPhase
+		}
+		if r.Snapshot != "" {
+			line += ", snapshot " + r.Snapshot + " (pct_rollback can restore it)"
+		}
+		b.WriteString(line + "\n")
+		if len(r.Phases) > 0 {
+			ps := make([]string, len(r.Phases))
+			for i, p := range r.Phases {
+				ps[i] = fmt.Sprintf("%s %s", p.Name, p.Status)
+				if p.Status != tasks.StatusSucceeded {
+					ps[i] += " exit " + strconv.Itoa(p.ExitCode)
+				}
+				if p.Note != "" {
+					ps[i] += " (" + oneLine(p.Note, 100) + ")"
+				}
+			}
+			b.WriteString("phases: " + strings.Join(ps, "; ") + "\n")
+		}
+		for _, n := range r.Notes {
+			b.WriteString("note: " + oneLine(n, 300) + "\n")
+		}
+	}
+	if x.Error != "" {
+		b.WriteString("error: " + oneLine(x.Error, 600) + "\n")
+	}
+	if out := strings.TrimSpace(x.ProgressTail); out != "" {
+		t, cut := tail(out, outputTail)
+		if cut {
+			fmt.Fprintf(&b, "output (last %d bytes):\n", outputTail)
+		} else {
+			b.WriteString("output:\n")
+		}
+		b.WriteString(t + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, "get_lxc_state", req.GetString("container", ""), "lxc")
+	if bad != nil {
+		return bad, nil
+	}
+	vmid, host := attrInt(e, "vmid"), attrString(e, "host")
+	if policy.ValidateVMID(vmid) != nil || host == "" {
+		return mcp.NewToolResultError(fmt.Sprintf("%s has no vmid or host in the fleet data, so it cannot be probed", e.Slug)), nil
+	}
+	command := "pct status " + strconv.Itoa(vmid)
+	// The probe must run on its own, without an approval: refuse rather
+	// than queue a plan nobody asked to approve.
+	if policy.ClassifyCommand(command, policy.TargetHost).Class != policy.ReadOnly {
+		return mcp.NewToolResultError("the live probe is not classified read_only here, so it was not run; use list_lxcs"), nil
+	}
+	c := s.caller(ctx)
+	params, _ := json.Marshal(policy.RunParams{Command: command})
+	// No room: a probe is a tool call, not a plan to show on a card.
+	p, err := s.exec.Request(ctx, executions.Request{
+		Action: string(policy.ActionRun), Target: "host:" + host, Params: params,
+		RequestedBy: c.RequestedBy, Via: c.Via,
+	})
+	if err != nil {
+		return s.internal(ctx, "get_lxc_state", err, "the live probe could not be started; list_lxcs has the latest checked state"), nil
+	}
+	x := p.Execution
+	if x.State == store.StateAwaitingApproval {
+		return mcp.NewToolResultText(fmt.Sprintf("the probe needs an approval here: execution %s awaits an operator; list_lxcs has the latest checked state", x.ID)), nil
+	}
+	started := time.Now()
+	x, err = s.waitTerminal(ctx, x)
+	if err != nil {
+		return s.internal(ctx, "get_lxc_state", err, fmt.Sprintf("lost track of the probe (execution %s); get_execution shows it", x.ID)), nil
+	}
+	took := time.Since(started).Round(100 * time.Millisecond)
+	switch {
+	case !x.State.Terminal():
+		return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: the live probe is still %s after %s; execution %s, get_execution shows the answer when it arrives",
+			e.Slug, e.Name, host, x.State, took, x.ID)), nil
+	case x.State != store.StateSucceeded:
+		return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: the live probe %s: %s (execution %s)",
+			e.Slug, e.Name, host, x.State, oneLine(cmp.Or(x.Error, x.ProgressTail, "no detail"), 300), x.ID)), nil
+	}
+	status, ok := pctStatus(x.ProgressTail)
+	if !ok {
+		return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: `%s` gave no status line: %s (execution %s)",
+			e.Slug, e.Name, host, command, oneLine(x.ProgressTail, 300), x.ID)), nil
+	}
+	s.recordObservation(ctx, e, vmid, status)
+	return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: %s — live `%s`, %s, execution %s",
+		e.Slug, e.Name, host, status, command, took, x.ID)), nil
+}
+
+// pctStatus finds the answer of `pct status` in an execution's output,
+// which also carries the actuator's phase headers ("== run").
+func pctStatus(out string) (string, bool) {
+	status, ok := "", false
+	for line := range strings.Lines(out) {
+		if v, found := strings.CutPrefix(strings.TrimSpace(line), "status:"); found {
+			status, ok = strings.TrimSpace(v), true
+		}
+	}
+	return status, ok
+}
+
+// waitTerminal polls an execution until it ends, LiveWait passes or ctx
+// ends; it returns the last state seen.
+func (s *Server) waitTerminal(ctx context.Context, x store.Execution) (store.Execution, error) {
+	deadline := time.NewTimer(s.cfg.LiveWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(s.cfg.PollInterval)
+	defer tick.Stop()
+	for !x.State.Terminal() {
+		select {
+		case <-ctx.Done():
+			return x, nil
+		case <-deadline.C:
+			return x, nil
+		case <-tick.C:
+		}
+		cur, err := s.store.GetExecution(ctx, x.ID)
+		if err != nil {
+			return x, err
+		}
+		x = cur
+	}
+	return x, nil
+}
+
+// recordObservation writes what the live probe saw to the container's
+// status, as the pct_status check would, so list_lxcs is as fresh as it.
+func (s *Server) recordObservation(ctx context.Context, e store.Entity, vmid int, status string) {
+	health, detail := "unhealthy", fmt.Sprintf("container %d is %s", vmid, cmp.Or(status, "in an unknown state"))
+	if status == "running" {
+		health = "healthy"
+	}
+	err := s.store.RecordCheck(ctx, store.CheckObservation{TargetID: e.ID.String(), Health: health, Detail: detail, At: s.now()})
+	if err != nil {
+		s.log.WarnContext(ctx, "could not record a live container status", "entity", e.Slug, "err", err)
+	}
+}
+
+func (s *Server) agentActivity(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	since, err := parseSince(req.GetString("since", ""), 24*time.Hour)
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	limit := limitArg(req, "limit", 10, 50)
+	now := s.now()
+	a, err := s.store.AgentActivitySince(ctx, now.Add(-since), limit)
+	if err != nil {
+		return s.internal(ctx, "get_agent_activity", err, "could not read the agent's activity just now; try again shortly"), nil
+	}
+	xs, err := s.store.ExecutionsVia(ctx, []string{ViaAgent, ViaMCP}, limit)
+	if err != nil {
+		return s.internal(ctx, "get_agent_activity", err, "could not read the agent's activity just now; try again shortly"), nil
+	}
+	var b strings.Builder
+	msgs := 0
+	for _, n := range a.Messages {
+		msgs += n
+	}
+	fmt.Fprintf(&b, "Agent activity in the last %s: %d of %d sessions active, %d messages", span(since), a.Active, a.Sessions, msgs)
+	if msgs > 0 {
+		b.WriteString(" (" + countLine(a.Messages) + ")")
+	}
+	fmt.Fprintf(&b, ", %d tool calls, %d continuations after results\n", a.ToolCalls, a.Continuations)
+	if len(a.Recent) > 0 {
+		b.WriteString("recent sessions:\n")
+		for _, x := range a.Recent {
+			where := x.RoomID
+			if x.ThreadID != "" {
+				where += " thread " + x.ThreadID
+			}
+			fmt.Fprintf(&b, "  %s %q — %d messages, updated %s\n", where, cmp.Or(x.Title, "untitled"), x.Messages, ago(now, x.UpdatedAt))
+		}
+	}
+	if len(xs) == 0 {
+		b.WriteString("no executions requested via agent or mcp yet")
+	} else {
+		b.WriteString("latest executions via agent or mcp:\n")
+		for _, x := range xs {
+			fmt.Fprintf(&b, "  %s %s %s: %s (%s), by %s via %s, %s\n", x.ID, x.Action, x.TargetSlug, x.State, x.RiskClass,
+				x.RequestedBy, x.RequestedVia, ago(now, x.CreatedAt))
+		}
+	}
+	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
+}

@@ -1,0 +1,105 @@
+package mcpserver_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/actuator"
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// TestLXCStateAsksTheHostLive runs get_lxc_state end to end: a read-only
+// run order signed by the gate, carried out by a real actuator over SSH
+// against labsim, its result applied from the results queue.
+func TestLXCStateAsksTheHostLive(t *testing.T) {
+	t.Parallel()
+	fleet := testenv.NewFleet(t)
+	b := setupWithSeed(t, fleet.Seed)
+
+	act, err := actuator.New(actuator.Config{
+		RedisURL: b.redisURL, VerifyKey: b.pub, SSHSigner: fleet.SSHSigner,
+		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
+		Logger: testenv.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actCtx, stopAct := context.WithCancel(context.Background())
+	actDone := make(chan struct{})
+	go func() { defer close(actDone); act.Run(actCtx) }()
+	t.Cleanup(func() { stopAct(); <-actDone })
+	results := asynq.NewServer(b.redis, asynq.Config{
+		Queues: map[string]int{tasks.QueueResults: 1}, Concurrency: 2,
+		TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.WarnLevel,
+	})
+	if err := results.Start(&executions.ResultsHandler{Service: b.exec}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(results.Shutdown)
+
+	text := b.ok(t, "get_lxc_state", map[string]any{"container": "101"})
+	containsAll(t, "get_lxc_state 101", text, "lxc:101 (jellyfin) on strong: running — live `pct status 101`")
+	stopped := b.ok(t, "get_lxc_state", map[string]any{"container": "teddycloud"})
+	containsAll(t, "get_lxc_state teddycloud", stopped, "lxc:131 (teddycloud) on hubris: stopped")
+
+	// The live answer is recorded, so list_lxcs is as fresh as the probe.
+	lxcs := b.ok(t, "list_lxcs", nil)
+	containsAll(t, "list_lxcs after the probes", lxcs,
+		"101 jellyfin strong 10.40.0.101/24 healthy",
+		"131 teddycloud hubris 10.40.0.131/24 unhealthy teddycloud — container 131 is stopped")
+
+	// It ran as a read-only run on the host, requested by the agent, with
+	// no card: a probe is not a plan.
+	xs, err := b.store.ExecutionsVia(b.ctx, []string{"agent"}, 10)
+	xs = slices.DeleteFunc(xs, func(x store.Execution) bool { return x.Action != "run" })
+	if err != nil || len(xs) != 2 {
+		t.Fatalf("executions via agent = %d, %v; want the two probes", len(xs), err)
+	}
+	for _, x := range xs {
+		if x.Action != "run" || x.RiskClass != "read_only" || x.State != store.StateSucceeded || x.RoomID != "" {
+			t.Errorf("probe execution %s: %s %s %s room %q; want a succeeded read_only run with no room", x.ID, x.Action, x.RiskClass, x.State, x.RoomID)
+		}
+	}
+	if cmds := fleet.Commands(t); !containsCommand(cmds, "pct status 101") || !containsCommand(cmds, "pct status 131") {
+		t.Errorf("labsim did not see the two pct status commands: %q", cmds)
+	}
+
+	// A read_only request runs at once and answers in the same call.
+	ran := b.ok(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": "hostname"}, "reason": "which machine is this"})
+	containsAll(t, "read_only request_execution", ran, "ran at once (read_only, approved automatically) and succeeded:",
+		"pct_exec on lxc:101 — succeeded (read_only)", "output:\n", "jellyfin")
+
+	amb := b.fails(t, "get_lxc_state", map[string]any{"container": "lxc"})
+	containsAll(t, "get_lxc_state of nothing", amb, `no lxc is called "lxc"`)
+}
+
+func containsCommand(cmds []string, want string) bool {
+	for _, c := range cmds {
+		if strings.Contains(c, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLXCStateAnswersWhileTheProbeIsStillOut covers an actuator that does
+// not answer in time: the tool says so and names the execution.
+func TestLXCStateAnswersWhileTheProbeIsStillOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *mcpserver.Config) { c.LiveWait = 300 * time.Millisecond; c.PollInterval = 50 * time.Millisecond })
+	text := b.ok(t, "get_lxc_state", map[string]any{"container": "lxc:105"})
+	containsAll(t, "get_lxc_state with no actuator", text, "lxc:105 (postgres) on strong: the live probe is still dispatched after", "get_execution shows the answer")
+	audit := b.ok(t, "request_execution", map[string]any{"action": "apt_upgrade", "target": "lxc:105", "reason": "what is pending"})
+	containsAll(t, "read_only request with no actuator", audit, "running (read_only, approved automatically) and not finished yet: execution ",
+		" is dispatched; get_execution ", "apt_upgrade on lxc:105 — dispatched (read_only)")
+}
