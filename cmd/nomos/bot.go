@@ -2,18 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	"time"
 
-	"github.com/hibiken/asynq"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for the crypto store
 	"go.mau.fi/util/dbutil"
 
 	"github.com/nomoshq/nomos/bot"
-	"github.com/nomoshq/nomos/executions"
-	"github.com/nomoshq/nomos/policy"
-	"github.com/nomoshq/nomos/store"
-	"github.com/nomoshq/nomos/tasks"
+	"github.com/nomoshq/nomos/bot/agent"
+	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/web"
 )
 
 func runBot(ctx context.Context, env *roleEnv, args []string) error {
@@ -27,32 +29,61 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	logger := env.logger
-	st, err := store.Open(ctx, store.Config{URL: cfg.Database.URL, Logger: logger})
+	l, err := openLifecycle(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
-	if err != nil {
-		return fmt.Errorf("redis.url: %w", err)
-	}
-	queue := asynq.NewClient(redisOpt)
-	defer queue.Close()
-	signingKey, err := tasks.LoadSigningKey(cfg.Orders.SigningKeyFile)
-	if err != nil {
-		return err
-	}
-	rules, err := policy.NewRules(policy.RulesConfig{Operators: cfg.Matrix.Operators})
-	if err != nil {
-		return err
-	}
-	execs, err := executions.New(executions.Config{
-		Store: st, Queue: queue, SigningKey: signingKey, Rules: rules,
-		OrderTTL: cfg.Orders.TTL, Logger: logger.With("component", "executions"),
+	defer l.Close()
+
+	tools, err := mcpserver.New(mcpserver.Config{
+		Store: l.store, Executions: l.execs, OpsRoomID: cfg.Matrix.OpsRoom, Token: cfg.MCP.Token,
+		MaxResultBytes: cfg.LLM.MaxToolResultBytes, Version: version, Logger: logger.With("component", "mcp"),
 	})
 	if err != nil {
 		return err
 	}
+	var ag *agent.Agent
+	if cfg.LLM.Model != "" {
+		client, err := tools.InProcessClient(ctx)
+		if err != nil {
+			return fmt.Errorf("mcp in-process client: %w", err)
+		}
+		defer client.Close()
+		ag, err = agent.New(agent.Config{
+			Store: l.store, Tools: client,
+			BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, Headers: cfg.LLM.Headers,
+			MaxIterations: cfg.LLM.MaxIterations, MaxTokens: cfg.LLM.MaxTokens, MaxToolResultBytes: cfg.LLM.MaxToolResultBytes,
+			Logger: logger.With("component", "agent"),
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		logger.Info("no llm.model configured: the bot answers with its command grammar and runbooks only")
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/", &web.Handler{Store: l.store, Logger: logger.With("component", "web")})
+	if tools.HTTPEnabled() {
+		mux.Handle("/mcp", tools.HTTPHandler())
+	}
+	ln, err := net.Listen("tcp", cfg.Web.Listen)
+	if err != nil {
+		return fmt.Errorf("web.listen %s: %w", cfg.Web.Listen, err)
+	}
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("status page and MCP endpoint stopped", "err", err)
+		}
+	}()
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = httpSrv.Shutdown(shutdownCtx)
+	}()
+	logger.Info("status page listening", "addr", ln.Addr().String(), "mcp", tools.HTTPEnabled())
+
 	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
 	if err != nil {
 		return fmt.Errorf("crypto store: %w", err)
@@ -61,12 +92,24 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	b, err := bot.New(bot.Config{
 		HomeserverURL: cfg.Matrix.HomeserverURL, UserID: cfg.Matrix.UserID,
 		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
-		Operators: cfg.Matrix.Operators, Store: st, Executions: execs,
+		Operators: cfg.Matrix.Operators, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
-		Redis: redisOpt, Logger: logger.With("component", "bot"),
+		Redis: l.redis, StatusURL: publicURL(cfg.Web.Listen), Agent: ag, Logger: logger.With("component", "bot"),
 	})
 	if err != nil {
 		return err
 	}
 	return b.Run(ctx)
+}
+
+// publicURL is the status page's address for links in cards.
+func publicURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }

@@ -63,6 +63,7 @@ type MatrixConfig struct {
 	PickleKey       string   `koanf:"pickle_key"`
 	PickleKeyFile   string   `koanf:"pickle_key_file"`
 	RecoveryKeyFile string   `koanf:"recovery_key_file"`
+	OpsRoom         string   `koanf:"ops_room"`
 }
 
 // LLMConfig points the agent at an OpenAI-compatible endpoint.
@@ -72,6 +73,10 @@ type LLMConfig struct {
 	APIKeyFile string            `koanf:"api_key_file"`
 	Model      string            `koanf:"model"`
 	Headers    map[string]string `koanf:"headers"`
+	// Limits of one agent turn.
+	MaxIterations      int `koanf:"max_iterations"`
+	MaxTokens          int `koanf:"max_tokens"`
+	MaxToolResultBytes int `koanf:"max_tool_result_bytes"`
 }
 
 // ActuatorConfig holds the actuator's SSH material.
@@ -115,13 +120,16 @@ type LabsimConfig struct {
 
 // defaults are applied before the file and the environment.
 var defaults = map[string]any{
-	"log.level":         "info",
-	"log.format":        "text",
-	"llm.base_url":      "https://openrouter.ai/api/v1",
-	"actuator.ssh_user": "root",
-	"orders.ttl":        "15m",
-	"web.listen":        "127.0.0.1:8080",
-	"labsim.state_dir":  ".nomos-dev/labsim",
+	"log.level":                 "info",
+	"log.format":                "text",
+	"llm.base_url":              "https://openrouter.ai/api/v1",
+	"llm.max_iterations":        8,
+	"llm.max_tokens":            1024,
+	"llm.max_tool_result_bytes": 16384,
+	"actuator.ssh_user":         "root",
+	"orders.ttl":                "15m",
+	"web.listen":                "127.0.0.1:8080",
+	"labsim.state_dir":          ".nomos-dev/labsim",
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so
@@ -221,7 +229,7 @@ var roleNeeds = map[string]need{
 	"labsim":   {labsim: true},
 	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true},
 	"actuator": {redis: true, actuator: true, verify: true},
-	"mcp":      {database: true, redis: true},
+	"mcp":      {database: true, redis: true, signing: true},
 }
 
 var (
@@ -263,6 +271,9 @@ func (c *Config) validate(role string) error {
 		if len(c.Matrix.PickleKey) < 16 {
 			bad("matrix.pickle_key", "want a secret of at least 16 characters; it encrypts the bot's end-to-end keys at rest")
 		}
+		if c.Matrix.OpsRoom != "" && !strings.HasPrefix(c.Matrix.OpsRoom, "!") {
+			bad("matrix.ops_room", "want a room id such as !abc123:example.org, got %q", c.Matrix.OpsRoom)
+		}
 		for i, op := range c.Matrix.Operators {
 			if !userIDPattern.MatchString(op) {
 				bad(fmt.Sprintf("matrix.operators[%d]", i), "want a Matrix user id such as @alice:example.org, got %q", op)
@@ -273,6 +284,15 @@ func (c *Config) validate(role string) error {
 		checkURL(bad, "llm.base_url", c.LLM.BaseURL, "http", "https")
 		if c.LLM.Model == "" {
 			bad("llm.model", "want a model name such as deepseek/deepseek-chat when the LLM is used")
+		}
+		if c.LLM.MaxIterations < 1 || c.LLM.MaxIterations > 50 {
+			bad("llm.max_iterations", "want 1 to 50 model calls per turn, got %d", c.LLM.MaxIterations)
+		}
+		if c.LLM.MaxTokens < 64 {
+			bad("llm.max_tokens", "want at least 64, got %d", c.LLM.MaxTokens)
+		}
+		if c.LLM.MaxToolResultBytes < 1024 || c.LLM.MaxToolResultBytes > 16384 {
+			bad("llm.max_tool_result_bytes", "want 1024 to 16384 (a stored message holds 16 KB), got %d", c.LLM.MaxToolResultBytes)
 		}
 	}
 	if n.actuator {

@@ -71,6 +71,8 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	prepare := fs.Bool("prepare", false, "only start or install Postgres and Redis and build Dendrite, then exit (used by make test)")
 	matrixListen := fs.String("matrix-listen", devDendriteListen, "`address` for the Dendrite homeserver")
 	database := fs.String("database", devDatabase, "Postgres `database` for the stack")
+	webListen := fs.String("web-listen", devWebListen, "`address` of the bot's status page and MCP endpoint")
+	bin := fs.String("bin", "", "the nomos `binary` to run the roles with (default: this one)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -132,12 +134,12 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 
-	bin, err := devstack.EnsureDendrite(ctx, logger)
+	hsBin, err := devstack.EnsureDendrite(ctx, logger)
 	if err != nil {
 		return err
 	}
 	hs, err := devstack.StartDendrite(ctx, devstack.DendriteConfig{
-		Dir: filepath.Join(absDir, "dendrite"), Listen: *matrixListen, BinDir: bin, Logger: logger,
+		Dir: filepath.Join(absDir, "dendrite"), Listen: *matrixListen, BinDir: hsBin, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -160,8 +162,8 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 		}
 	}
 	if slices.Contains(started, "bot") {
-		state.StatusURL = "http://" + devWebListen + "/"
-		state.MCPURL = "http://" + devWebListen + "/mcp"
+		state.StatusURL = "http://" + *webListen + "/"
+		state.MCPURL = "http://" + *webListen + "/mcp"
 	} else {
 		state.StatusURL, state.MCPURL = "", ""
 	}
@@ -169,8 +171,8 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 
-	childEnv := append(devEnvironment(state, keys, absDir), env.environ...)
-	children, err := startChildren(ctx, started, childEnv, absDir, env)
+	childEnv := append(devEnvironment(state, keys, absDir, *webListen), env.environ...)
+	children, err := startChildren(ctx, *bin, started, childEnv, absDir, env)
 	if err != nil {
 		return err
 	}
@@ -382,7 +384,7 @@ func ensureDevRoom(ctx context.Context, s *devState) error {
 
 // devEnvironment is the configuration the dev stack hands its roles. The
 // caller's own NOMOS_ variables come after it and so take precedence.
-func devEnvironment(s devState, k devKeys, dir string) []string {
+func devEnvironment(s devState, k devKeys, dir, webListen string) []string {
 	return []string{
 		"NOMOS_DATABASE__URL=" + s.DatabaseURL,
 		"NOMOS_REDIS__URL=" + s.RedisURL,
@@ -392,12 +394,13 @@ func devEnvironment(s devState, k devKeys, dir string) []string {
 		"NOMOS_MATRIX__OPERATORS=" + s.Operator.UserID,
 		"NOMOS_MATRIX__PICKLE_KEY_FILE=" + k.pickleKey,
 		"NOMOS_MATRIX__RECOVERY_KEY_FILE=" + k.recoveryKey,
+		"NOMOS_MATRIX__OPS_ROOM=" + s.RoomID,
 		"NOMOS_ACTUATOR__SSH_KEY_FILE=" + k.sshKey,
 		"NOMOS_ACTUATOR__KNOWN_HOSTS_FILE=" + k.knownHosts,
 		"NOMOS_ACTUATOR__JOURNAL_FILE=" + filepath.Join(dir, "actuator", "journal"),
 		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + k.signingKey,
 		"NOMOS_ORDERS__VERIFY_KEY_FILE=" + k.verifyKey,
-		"NOMOS_WEB__LISTEN=" + devWebListen,
+		"NOMOS_WEB__LISTEN=" + webListen,
 		"NOMOS_MCP__TOKEN=" + s.MCPToken,
 	}
 }
@@ -409,11 +412,17 @@ type children struct {
 	wg     sync.WaitGroup
 }
 
-func startChildren(ctx context.Context, names []string, environ []string, dir string, env *roleEnv) (*children, error) {
+func startChildren(ctx context.Context, bin string, names []string, environ []string, dir string, env *roleEnv) (*children, error) {
 	c := &children{failed: make(chan error, len(names))}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
+	self := bin
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, err
+		}
+		if strings.HasSuffix(self, ".test") {
+			return nil, errors.New("nomos dev runs inside a test binary: pass -bin with a built nomos")
+		}
 	}
 	for _, name := range names {
 		logPath := filepath.Join(dir, name+".log")

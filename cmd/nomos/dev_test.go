@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,7 +57,7 @@ func devSeedDir(t *testing.T) string {
 
 // startDev runs `nomos dev` in-process until the returned stop is called,
 // and returns dev.json once the stack has printed its summary.
-func startDev(t *testing.T, dir, seedDir, matrixListen, database string) (devState, func()) {
+func startDev(t *testing.T, dir, seedDir, matrixListen, database, webListen, bin string) (devState, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
@@ -65,7 +67,7 @@ func startDev(t *testing.T, dir, seedDir, matrixListen, database string) (devSta
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- runDev(ctx, env, []string{"-dir", dir, "-matrix-listen", matrixListen, "-database", database})
+		done <- runDev(ctx, env, []string{"-dir", dir, "-matrix-listen", matrixListen, "-database", database, "-web-listen", webListen, "-bin", bin})
 	}()
 	deadline := time.After(3 * time.Minute)
 	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
@@ -112,7 +114,19 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 		}
 	})
 
-	first, stop := startDev(t, dir, seedDir, listen, database)
+	bin := buildNomos(t)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, role := range []string{"bot", "actuator"} {
+			if data, err := os.ReadFile(filepath.Join(dir, role+".log")); err == nil {
+				t.Logf("%s.log:\n%s", role, tailString(string(data), 4000))
+			}
+		}
+	})
+	webListen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	first, stop := startDev(t, dir, seedDir, listen, database, webListen, bin)
 	for _, key := range []string{first.HomeserverURL, first.RoomID, first.BotUserID, first.Operator.UserID,
 		first.Operator.Password, first.Guest.UserID, first.Guest.Password, first.LabsimLog, first.MCPToken} {
 		if key == "" {
@@ -124,13 +138,23 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 	if rooms := joinedRooms(t, first.HomeserverURL, token); !slices.Contains(rooms, first.RoomID) {
 		t.Errorf("operator's rooms %v do not include the ops room %s", rooms, first.RoomID)
 	}
+	// The roles it started answer: the bot replies in the room, the status
+	// page is up and the MCP endpoint wants its token.
+	sendText(t, first.HomeserverURL, token, first.RoomID, "status")
+	waitForReply(t, first.HomeserverURL, token, first.RoomID, first.BotUserID, "Fleet status")
+	if status := httpStatus(t, first.StatusURL); status != http.StatusOK {
+		t.Errorf("status page %s = %d", first.StatusURL, status)
+	}
+	if status := httpStatus(t, first.MCPURL); status != http.StatusUnauthorized {
+		t.Errorf("MCP endpoint without a token = %d, want 401", status)
+	}
 	guestToken := matrixLogin(t, first.HomeserverURL, "guest", first.Guest.Password)
 	if rooms := joinedRooms(t, first.HomeserverURL, guestToken); !slices.Contains(rooms, first.RoomID) {
 		t.Errorf("guest's rooms %v do not include the ops room %s", rooms, first.RoomID)
 	}
 	stop()
 
-	second, stop := startDev(t, dir, seedDir, listen, database)
+	second, stop := startDev(t, dir, seedDir, listen, database, webListen, bin)
 	defer stop()
 	if second.RoomID != first.RoomID || second.Operator.Password != first.Operator.Password {
 		t.Errorf("second run made a new room or account: room %s -> %s", first.RoomID, second.RoomID)
@@ -193,4 +217,78 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// buildNomos builds the nomos binary the dev stack runs its roles with.
+func buildNomos(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nomos")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false -tags=goolm", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build nomos: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func sendText(t *testing.T, hs, token, room, text string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"msgtype": "m.text", "body": text})
+	req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/_matrix/client/v3/rooms/%s/send/m.room.message/%s", hs, url.PathEscape(room), randomToken(6)), bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("send message: %d", resp.StatusCode)
+	}
+}
+
+// waitForReply polls the room until sender posted a message containing want.
+func waitForReply(t *testing.T, hs, token, room, sender, want string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/_matrix/client/v3/rooms/%s/messages?dir=b&limit=50", hs, url.PathEscape(room)), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var out struct {
+				Chunk []struct {
+					Sender  string `json:"sender"`
+					Content struct {
+						Body string `json:"body"`
+					} `json:"content"`
+				} `json:"chunk"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			for _, e := range out.Chunk {
+				if e.Sender == sender && strings.Contains(e.Content.Body, want) {
+					return
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s never said %q in %s", sender, want, room)
+}
+
+func httpStatus(t *testing.T, u string) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// lifecycle is what every role that plans executions needs: the store, the
+// queue to the actuator, and the executions service that signs orders.
+type lifecycle struct {
+	store *store.Store
+	redis asynq.RedisConnOpt
+	queue *asynq.Client
+	execs *executions.Service
+}
+
+func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*lifecycle, error) {
+	st, err := store.Open(ctx, store.Config{URL: cfg.Database.URL, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("redis.url: %w", err)
+	}
+	l := &lifecycle{store: st, redis: redisOpt, queue: asynq.NewClient(redisOpt)}
+	signingKey, err := tasks.LoadSigningKey(cfg.Orders.SigningKeyFile)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: cfg.Matrix.Operators})
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("matrix.operators: %w", err)
+	}
+	l.execs, err = executions.New(executions.Config{
+		Store: st, Queue: l.queue, SigningKey: signingKey, Rules: rules,
+		OrderTTL: cfg.Orders.TTL, Logger: logger.With("component", "executions"),
+	})
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *lifecycle) Close() {
+	l.queue.Close()
+	l.store.Close()
+}
