@@ -142,7 +142,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	results := asynq.NewServer(b.cfg.Redis, asynq.Config{
 		Queues:            map[string]int{tasks.QueueResults: 1},
 		Concurrency:       4,
-		TaskCheckInterval: 100 * time.Millisecond,
+		TaskCheckInterval: 20 * time.Millisecond, // results re-invoke the agent; a poll delay is felt
 		Logger:            asynqLogger{b.logger},
 		LogLevel:          asynq.WarnLevel,
 	})

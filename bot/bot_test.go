@@ -73,7 +73,7 @@ func withLLM(llm *testenv.ScriptedLLM) func(*bundle) {
 	return func(b *bundle) { b.llm = llm }
 }
 
-func setup(t *testing.T, opts ...func(*bundle)) *bundle {
+func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	t.Helper()
 	b := &bundle{ctx: testenv.Context(t), dir: t.TempDir()}
 	for _, o := range opts {
@@ -139,7 +139,7 @@ func setup(t *testing.T, opts ...func(*bundle)) *bundle {
 }
 
 // startBot runs a bot against the bundle until stopBot is called.
-func (b *bundle) startBot(t *testing.T) {
+func (b *bundle) startBot(t testing.TB) {
 	t.Helper()
 	client := asynq.NewClient(b.redis)
 	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{b.operator.UserID.String()}})
@@ -207,7 +207,7 @@ func (b *bundle) startBot(t *testing.T) {
 }
 
 // say sends a message as u and returns its event id.
-func (b *bundle) say(t *testing.T, u *testenv.MatrixUser, text string, replyTo id.EventID) id.EventID {
+func (b *bundle) say(t testing.TB, u *testenv.MatrixUser, text string, replyTo id.EventID) id.EventID {
 	t.Helper()
 	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
 	if replyTo != "" {
@@ -221,7 +221,7 @@ func (b *bundle) say(t *testing.T, u *testenv.MatrixUser, text string, replyTo i
 }
 
 // waitFor reads the room as the operator until an event matches.
-func (b *bundle) waitFor(t *testing.T, match func(*event.Event) bool) *event.Event {
+func (b *bundle) waitFor(t testing.TB, match func(*event.Event) bool) *event.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
 	defer cancel()
@@ -289,7 +289,7 @@ func containsAll(s string, parts []string) bool {
 	return true
 }
 
-func (b *bundle) count(t *testing.T, command string) int {
+func (b *bundle) count(t testing.TB, command string) int {
 	n := 0
 	for _, c := range b.fleet.Commands(t) {
 		if c == command {
@@ -440,7 +440,7 @@ func TestRestartHandlesDecisionsMadeWhileDownAndNeverRepeats(t *testing.T) {
 	}
 }
 
-func (b *bundle) execFor(t *testing.T, card id.EventID) store.Execution {
+func (b *bundle) execFor(t testing.TB, card id.EventID) store.Execution {
 	t.Helper()
 	x, err := b.store.ExecutionByCard(b.ctx, card.String())
 	if err != nil {
@@ -568,7 +568,7 @@ func TestPlanAboutToExpireIsEscalated(t *testing.T) {
 }
 
 // storeQuery runs one read-only query against the bundle's database.
-func (b *bundle) storeQuery(t *testing.T, sql string, dest ...any) error {
+func (b *bundle) storeQuery(t testing.TB, sql string, dest ...any) error {
 	t.Helper()
 	conn, err := pgx.Connect(b.ctx, b.dbURL)
 	if err != nil {

@@ -197,6 +197,8 @@ type LLMRequest struct {
 	// passed to Script in order from 0; -1 when none did.
 	Step  int
 	Reply LLMReply
+	// At is when the request arrived.
+	At time.Time
 }
 
 // Last returns the request's last message, or a zero one.
@@ -438,7 +440,7 @@ func (l *ScriptedLLM) serveChat(w http.ResponseWriter, r *http.Request) {
 	}
 	req := LLMRequest{
 		Path: r.URL.Path, Header: r.Header.Clone(), Model: wr.Model, ToolChoice: wr.ToolChoice,
-		Stream: wr.Stream, Body: json.RawMessage(body), Step: -1,
+		Stream: wr.Stream, Body: json.RawMessage(body), Step: -1, At: time.Now(),
 	}
 	for _, m := range wr.Messages {
 		msg := LLMMessage{Role: m.Role, Content: contentText(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}

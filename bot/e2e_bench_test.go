@@ -1,0 +1,144 @@
+package bot_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+	"maunium.net/go/mautrix/event"
+
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// timeline follows the room as the operator's client does, through /sync,
+// and reports when each event id first appeared.
+type timeline struct {
+	seen chan *event.Event
+}
+
+func followRoom(b *testing.B, bun *bundle) *timeline {
+	tl := &timeline{seen: make(chan *event.Event, 1024)}
+	cli := bun.guest.Client // a second client in the room: it sees what the operator sees
+	syncer := cli.Syncer.(interface {
+		OnEventType(event.Type, func(context.Context, *event.Event))
+	})
+	syncer.OnEventType(event.EventMessage, func(_ context.Context, e *event.Event) { tl.seen <- e })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = cli.SyncWithContext(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return tl
+}
+
+// next waits for a message matching match and returns when it arrived.
+func (tl *timeline) next(b *testing.B, match func(*event.Event) bool) time.Time {
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case e := <-tl.seen:
+			if match(e) {
+				return time.Now()
+			}
+		case <-deadline:
+			b.Fatal("timed out waiting for a message")
+		}
+	}
+}
+
+// BenchmarkE2EMessageToCard measures, as a second client sees it, the time
+// from an operator's "restart jellyfin" to the bot's plan card, and the
+// homeserver's own floor in the same run: the time for the operator's
+// message itself to reach that client. Nomos's share is the difference.
+func BenchmarkE2EMessageToCard(b *testing.B) {
+	bun := setup(b)
+	tl := followRoom(b, bun)
+	var total, floor, added []time.Duration
+	for b.Loop() {
+		sent := time.Now()
+		evID := bun.say(b, bun.operator, "restart jellyfin", "")
+		arrived := tl.next(b, func(e *event.Event) bool { return e.ID == evID })
+		card := tl.next(b, func(e *event.Event) bool {
+			m := e.Content.AsMessage()
+			return e.Sender == bun.botUser.UserID && m.RelatesTo.GetReplyTo() == evID && m.RelatesTo.GetReplaceID() == ""
+		})
+		total = append(total, card.Sub(sent))
+		floor = append(floor, arrived.Sub(sent))
+		added = append(added, card.Sub(arrived))
+		// Deny it, so plans do not pile up.
+		x := bun.waitFor(b, bun.botSays("restart jellyfin", "awaiting approval"))
+		if _, err := bun.operator.Client.SendReaction(bun.ctx, bun.room, x.ID, "❌"); err != nil {
+			b.Fatal(err)
+		}
+		bun.waitFor(b, bun.cardEdited(x.ID, "denied"))
+	}
+	reportPercentiles(b, "message-to-card", total)
+	reportPercentiles(b, "homeserver-floor", floor)
+	reportPercentiles(b, "nomos-added", added)
+}
+
+// BenchmarkE2EResultToContinuation measures the time from a result being
+// enqueued on nomos:results to the model being asked to continue.
+func BenchmarkE2EResultToContinuation(b *testing.B) {
+	llm := testenv.NewScriptedLLM(b)
+	bun := setup(b, withLLM(llm))
+	sess, err := bun.store.EnsureAgentSession(bun.ctx, bun.room.String(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	queue := asynq.NewClient(bun.redis)
+	defer queue.Close()
+	var lat []time.Duration
+	for b.Loop() {
+		// A step the agent asked for and an operator approved, already
+		// dispatched; its result is what this run enqueues by hand.
+		xid := uuid.Must(uuid.NewV7())
+		now := time.Now()
+		_, err := bun.store.CreateExecution(bun.ctx, store.NewExecution{
+			ID: xid, Action: "restart", TargetSlug: "service:jellyfin", Steps: []string{"pct exec 101 -- systemctl restart jellyfin.service"},
+			RiskClass: "reversible_low", PlanHash: strings.Repeat("0", 64), PlanCode: "bnch", State: store.StateDispatched,
+			RequestedBy: "agent", RequestedVia: "agent", RoomID: bun.room.String(), ExpiresAt: now.Add(time.Hour),
+		}, &store.Approval{Decision: "approved", DecidedBy: bun.operator.UserID.String(), Method: "reaction", PlanHash: strings.Repeat("0", 64), DecidedAt: now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := bun.store.LinkExecution(bun.ctx, xid, sess.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := bun.store.RecordOperatorApproval(bun.ctx, sess.ID, now); err != nil {
+			b.Fatal(err)
+		}
+		llm.Script(testenv.Reply("noted").When(lastNote(xid.String())))
+		before := len(llm.Requests())
+		task, err := tasks.NewResultTask(tasks.Result{ExecutionID: xid.String(), Status: tasks.StatusSucceeded, StartedAt: time.Now(), FinishedAt: time.Now()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		enqueued := time.Now()
+		if _, err := queue.Enqueue(task); err != nil {
+			b.Fatal(err)
+		}
+		reqs, err := llm.AwaitRequests(bun.ctx, before+1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, reqs[before].At.Sub(enqueued))
+	}
+	reportPercentiles(b, "result-to-llm", lat)
+}
+
+func reportPercentiles(b *testing.B, name string, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(ds[len(ds)/2]), name+"-p50-ms")
+	b.ReportMetric(ms(ds[(len(ds)*99)/100]), name+"-p99-ms")
+}
+
