@@ -141,4 +141,3 @@ func reportPercentiles(b *testing.B, name string, ds []time.Duration) {
 	b.ReportMetric(ms(ds[len(ds)/2]), name+"-p50-ms")
 	b.ReportMetric(ms(ds[(len(ds)*99)/100]), name+"-p99-ms")
 }
-
