@@ -40,7 +40,7 @@ func (s *Sim) enterSession(host string, sess ssh.Session, cancel context.CancelC
 	if s.closed {
 		return nil, false
 	}
-	as := &activeSession{host: host, cancel: cancel, conn: closerFor(sess)}
+	as := &activeSession{host: host, command: sess.RawCommand(), cancel: cancel, conn: closerFor(sess)}
 	s.sessions[as] = struct{}{}
 	s.wg.Add(1)
 	return as, true
@@ -202,4 +202,16 @@ func commandVMID(raw string) int {
 		}
 	}
 	return 0
+}
+
+// Running lists the raw commands of the sessions in progress, so a test can
+// tell that a command has reached the host before it interrupts it.
+func (s *Sim) Running() []string {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	out := make([]string, 0, len(s.sessions))
+	for as := range s.sessions {
+		out = append(out, as.command)
+	}
+	return out
 }

@@ -70,9 +70,10 @@ type simHost struct {
 // activeSession is a running SSH session, kept so that Close and drop
 // faults can end it.
 type activeSession struct {
-	host   string
-	cancel context.CancelCauseFunc
-	conn   interface{ Close() error }
+	host    string
+	command string
+	cancel  context.CancelCauseFunc
+	conn    interface{ Close() error }
 }
 
 // New validates cfg, loads or creates the host keys and merges the saved
