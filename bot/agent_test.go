@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
@@ -265,4 +266,51 @@ func lastNote(parts ...string) testenv.Matcher {
 		}
 		return true
 	})
+}
+
+func TestAgentMalformedToolCallIsAnsweredNotFatal(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(
+		testenv.MalformedToolCall("get_entity"),
+		testenv.Reply("Sorry, let me read that properly: jellyfin runs in CT 101.").When(testenv.LastToolResult("not a JSON object")),
+	)
+	b := setup(t, withLLM(llm))
+	b.say(t, b.operator, "where does jellyfin run?", "")
+	b.waitFor(t, b.botSays("jellyfin runs in CT 101"))
+}
+
+func TestAgentSummarisesLongHistory(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	long := strings.Repeat("the fleet is fine and every service answers its health check. ", 12)
+	summarising := testenv.AnyMessage("system", "Summarise this part")
+	llm.Script(
+		testenv.Reply("SUMMARY: the operator asked twice about the fleet; all was well.").When(summarising).Times(5),
+		testenv.Reply("first: "+long).When(testenv.LastMessage("user", "first question")),
+		testenv.Reply("second: "+long).When(testenv.LastMessage("user", "second question")),
+		testenv.Reply("third answer").When(testenv.LastMessage("user", "third question")),
+	)
+	b := setup(t, withLLM(llm), withAgent(func(c *agent.Config) { c.HistoryBudget = 1200 }))
+	b.say(t, b.operator, "first question", "")
+	b.waitFor(t, b.botSays("first: "))
+	b.say(t, b.operator, "second question", "")
+	b.waitFor(t, b.botSays("second: "))
+	b.say(t, b.operator, "third question", "")
+	b.waitFor(t, b.botSays("third answer"))
+
+	var third testenv.LLMRequest
+	for _, r := range llm.Requests() {
+		if strings.Contains(r.Last().Content, "third question") {
+			third = r
+		}
+	}
+	if !strings.Contains(third.System(), "SUMMARY: the operator asked twice") {
+		t.Errorf("the third turn's system prompt has no summary:\n%s", third.System())
+	}
+	for _, m := range third.Messages {
+		if strings.Contains(m.Content, "first question") {
+			t.Errorf("the summarised first question is still replayed")
+		}
+	}
 }

@@ -58,7 +58,9 @@ type bundle struct {
 	tune func(*bot.Config)
 	// llm, when set, gives the bot an agent talking to it.
 	llm *testenv.ScriptedLLM
-	mcp *mcpserver.Server
+	// agentTune, when set, adjusts the agent's config.
+	agentTune func(*agent.Config)
+	mcp       *mcpserver.Server
 	// opCrypto, when set, decrypts what the operator reads.
 	opCrypto *cryptohelper.CryptoHelper
 }
@@ -66,6 +68,11 @@ type bundle struct {
 // withConfig adjusts the bot's config in setup.
 func withConfig(tune func(*bot.Config)) func(*bundle) {
 	return func(b *bundle) { b.tune = tune }
+}
+
+// withAgent adjusts the agent's config in setup.
+func withAgent(tune func(*agent.Config)) func(*bundle) {
+	return func(b *bundle) { b.agentTune = tune }
 }
 
 // withLLM gives the bot an agent backed by a scripted model.
@@ -171,10 +178,14 @@ func (b *bundle) startBot(t testing.TB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Agent, err = agent.New(agent.Config{
+		acfg := agent.Config{
 			Store: b.store, Tools: tools, BaseURL: b.llm.URL(), APIKey: "test", Model: "scripted",
 			Logger: testenv.Logger(t),
-		})
+		}
+		if b.agentTune != nil {
+			b.agentTune(&acfg)
+		}
+		cfg.Agent, err = agent.New(acfg)
 		if err != nil {
 			t.Fatal(err)
 		}

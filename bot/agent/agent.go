@@ -234,10 +234,8 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 	var reply Reply
 	queued := false
 	for i := 0; i < a.cfg.MaxIterations; i++ {
-		if i > 0 || chainDepth > 0 {
-			if err := a.compact(ctx, sess.ID); err != nil {
-				a.logger.Warn("summarise history", "session_id", sess.ID, "err", err)
-			}
+		if err := a.compact(ctx, sess.ID); err != nil {
+			a.logger.Warn("summarise history", "session_id", sess.ID, "err", err)
 		}
 		history, err := a.store.AgentMessages(ctx, sess.ID)
 		if err != nil {
