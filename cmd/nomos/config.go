@@ -220,7 +220,7 @@ func (c *Config) resolveSecrets() error {
 
 // need lists which parts of the config a role uses.
 type need struct {
-	database, redis, matrix, llm, actuator, signing, verify, web, mcp, labsim bool
+	database, redis, matrix, llm, actuator, signing, verify, web, labsim bool
 }
 
 var roleNeeds = map[string]need{

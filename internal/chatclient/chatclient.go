@@ -80,7 +80,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("password is required"))
 	}
 	if !strings.HasPrefix(c.RoomID, "!") {
-		errs = append(errs, fmt.Errorf("room id %q: must start with !", c.RoomID))
+		errs = append(errs, fmt.Errorf("room id %q: must start with an exclamation mark", c.RoomID))
 	}
 	if c.BotUserID != "" {
 		if _, _, err := id.UserID(c.BotUserID).Parse(); err != nil {
@@ -88,7 +88,7 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.In == nil || c.Out == nil {
-		errs = append(errs, errors.New("In and Out are required"))
+		errs = append(errs, errors.New("the input and output streams are required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("chatclient config: %w", err)

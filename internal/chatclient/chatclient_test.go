@@ -55,6 +55,11 @@ func setup(t *testing.T, before func(s *session)) *session {
 		t.Fatalf("create room: %v", err)
 	}
 	s.room = resp.RoomID
+	// The operator is in the room before anything is said, as in the dev
+	// stack, where the operator creates the room.
+	if _, err := s.op.Client.JoinRoomByID(ctx, s.room); err != nil {
+		t.Fatalf("operator joins: %v", err)
+	}
 	f, err := s.bot.Client.CreateFilter(ctx, &mautrix.Filter{Room: &mautrix.RoomFilter{
 		Rooms: []id.RoomID{s.room}, Timeline: &mautrix.FilterPart{Limit: 100},
 	}})
@@ -392,7 +397,7 @@ func TestConfigValidation(t *testing.T) {
 	if err == nil {
 		t.Fatal("Run with an empty config returned nil")
 	}
-	for _, want := range []string{"homeserver URL", `user id "operator"`, "password", `room id "#ops:localhost"`, "In and Out"} {
+	for _, want := range []string{"homeserver URL", `user id "operator"`, "password", `room id "#ops:localhost"`, "input and output streams"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
