@@ -138,7 +138,7 @@ func TestScriptedLLMOverPlainHTTP(t *testing.T) {
 			Reply: testenv.LLMReply{Status: 200, Text: "script exhausted", Exhausted: true},
 		},
 	}
-	if diff := cmp.Diff(want, reqs, cmpopts.IgnoreFields(testenv.LLMRequest{}, "Header", "Body")); diff != "" {
+	if diff := cmp.Diff(want, reqs, cmpopts.IgnoreFields(testenv.LLMRequest{}, "Header", "Body", "At")); diff != "" {
 		t.Errorf("recorded requests (-want +got):\n%s", diff)
 	}
 	if len(reqs) == 3 {
