@@ -2,7 +2,6 @@ package bot_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,9 +79,9 @@ func BenchmarkE2EMessageToCard(b *testing.B) {
 			return m.RelatesTo.GetReplaceID() == cardEvt.ID && m.NewContent != nil && strings.Contains(m.NewContent.Body, "denied")
 		})
 	}
-	reportPercentiles(b, "message-to-card", total)
-	reportPercentiles(b, "homeserver-floor", floor)
-	reportPercentiles(b, "nomos-added", added)
+	testenv.ReportPercentiles(b, "message-to-card", total)
+	testenv.ReportPercentiles(b, "homeserver-floor", floor)
+	testenv.ReportPercentiles(b, "nomos-added", added)
 }
 
 // BenchmarkE2EResultToContinuation measures the time from a result being
@@ -132,15 +131,5 @@ func BenchmarkE2EResultToContinuation(b *testing.B) {
 		}
 		lat = append(lat, reqs[before].At.Sub(enqueued))
 	}
-	reportPercentiles(b, "result-to-llm", lat)
-}
-
-func reportPercentiles(b *testing.B, name string, ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
-	slices.Sort(ds)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(ds[len(ds)/2]), name+"-p50-ms")
-	b.ReportMetric(ms(ds[(len(ds)*99)/100]), name+"-p99-ms")
+	testenv.ReportPercentiles(b, "result-to-llm", lat)
 }

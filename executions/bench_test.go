@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -103,16 +102,6 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 		toSSH = append(toSSH, started.Sub(approvedAt))
 		toApplied = append(toApplied, x.UpdatedAt.Sub(last.TS))
 	}
-	reportPercentiles(b, "approval-to-ssh", toSSH)
-	reportPercentiles(b, "exit-to-applied", toApplied)
-}
-
-func reportPercentiles(b *testing.B, name string, ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
-	slices.Sort(ds)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(ds[len(ds)/2]), name+"-p50-ms")
-	b.ReportMetric(ms(ds[(len(ds)*99)/100]), name+"-p99-ms")
+	testenv.ReportPercentiles(b, "approval-to-ssh", toSSH)
+	testenv.ReportPercentiles(b, "exit-to-applied", toApplied)
 }

@@ -44,7 +44,7 @@ func TestShellQuoteRealShell(t *testing.T) {
 	t.Parallel()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh on PATH")
+		t.Fatalf("no sh on PATH: %v", err)
 	}
 	for _, tt := range quoteTests {
 		out, err := exec.Command(sh, "-c", "printf %s "+ShellQuote(tt.in)).Output()

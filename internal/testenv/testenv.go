@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -229,4 +230,17 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// ReportPercentiles reports the p50 and p99 of ds, in milliseconds, as
+// benchmark metrics named <name>-p50-ms and <name>-p99-ms.
+func ReportPercentiles(b *testing.B, name string, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(ds[len(ds)/2]), name+"-p50-ms")
+	b.ReportMetric(ms(ds[(len(ds)*99)/100]), name+"-p99-ms")
 }
