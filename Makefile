@@ -41,8 +41,7 @@ lint: ## gofmt, vet and staticcheck
 .PHONY: bench
 bench: prepare ## benchmarks (speed and memory are measured here, never in tests)
 	$(GO) test -run '^$$' -bench '^Benchmark([^E]|E[^2])' -benchmem -count 5 ./...
-	$(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 1 ./executions/
-	$(GO) test -run '^$$' -bench 'E2E' -benchtime 50x -count 1 ./bot/
+	$(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 1 ./executions/ ./bot/
 
 .PHONY: generate
 generate: ## run go generate

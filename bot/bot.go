@@ -160,7 +160,16 @@ func (b *Bot) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); b.watchExpiries(ctx) }()
 	go func() {
 		defer wg.Done()
-		err := b.store.ListenExecutions(ctx, b.onExecutionEvent, func() { b.catchUpCards(ctx) })
+		// Each change is handled on its own goroutine: posting one card must
+		// not hold up the result of another execution. Handlers re-read the
+		// execution, so their order does not matter.
+		var handlers sync.WaitGroup
+		defer handlers.Wait()
+		onEvent := func(ev store.ExecutionEvent) {
+			handlers.Add(1)
+			go func() { defer handlers.Done(); b.onExecutionEvent(ev) }()
+		}
+		err := b.store.ListenExecutions(ctx, onEvent, func() { b.catchUpCards(ctx) })
 		if err != nil {
 			b.logger.Error("executions listener stopped", "err", err)
 		}

@@ -143,8 +143,16 @@ func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
 		return
 	}
 	b.logger.Debug("execution changed", "execution_id", x.ID, "state", x.State, "card", x.CardEventID)
+	// A finished step re-invokes the agent whether or not its card is up.
+	if x.State.Terminal() && b.cfg.Agent != nil {
+		b.continueAgent(x)
+	}
 	if x.CardEventID == "" {
-		if x.State == store.StateAwaitingApproval || x.State == store.StateApproved || x.State == store.StateDispatched {
+		// Chat requests get their card from the message handler, as a reply
+		// to the operator; only plans asked for elsewhere (the agent, MCP),
+		// or a chat plan whose card never went out, are posted from here.
+		elsewhere := x.RequestedVia == "agent" || x.RequestedVia == "mcp" || b.now().Sub(x.CreatedAt) > 10*time.Second
+		if elsewhere && (x.State == store.StateAwaitingApproval || x.State == store.StateApproved || x.State == store.StateDispatched) {
 			if p, err := b.exec.Describe(ctx, x); err == nil {
 				b.postCard(ctx, id.RoomID(x.RoomID), p, nil)
 			}
@@ -154,9 +162,6 @@ func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
 	b.cards.update(x.ID)
 	if x.State == store.StateFailed || x.State == store.StateOutcomeUnknown {
 		b.escalateFailure(ctx, x)
-	}
-	if x.State.Terminal() && b.cfg.Agent != nil {
-		b.continueAgent(x)
 	}
 }
 

@@ -37,7 +37,7 @@ func followRoom(b *testing.B, bun *bundle) *timeline {
 
 // next waits for a message matching match and returns it and when it
 // arrived.
-func (tl *timeline) next(b *testing.B, match func(*event.Event) bool) (time.Time, *event.Event) {
+func (tl *timeline) next(b *testing.B, what string, match func(*event.Event) bool) (time.Time, *event.Event) {
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
@@ -46,7 +46,7 @@ func (tl *timeline) next(b *testing.B, match func(*event.Event) bool) (time.Time
 				return time.Now(), e
 			}
 		case <-deadline:
-			b.Fatal("timed out waiting for a message")
+			b.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }
@@ -62,8 +62,8 @@ func BenchmarkE2EMessageToCard(b *testing.B) {
 	for b.Loop() {
 		sent := time.Now()
 		evID := bun.say(b, bun.operator, "restart jellyfin", "")
-		arrived, _ := tl.next(b, func(e *event.Event) bool { return e.ID == evID })
-		card, cardEvt := tl.next(b, func(e *event.Event) bool {
+		arrived, _ := tl.next(b, "the operator's message", func(e *event.Event) bool { return e.ID == evID })
+		card, cardEvt := tl.next(b, "the card", func(e *event.Event) bool {
 			m := e.Content.AsMessage()
 			return e.Sender == bun.botUser.UserID && m.RelatesTo.GetReplyTo() == evID && m.RelatesTo.GetReplaceID() == ""
 		})
@@ -74,7 +74,7 @@ func BenchmarkE2EMessageToCard(b *testing.B) {
 		if _, err := bun.operator.Client.SendReaction(bun.ctx, bun.room, cardEvt.ID, "❌"); err != nil {
 			b.Fatal(err)
 		}
-		tl.next(b, func(e *event.Event) bool {
+		tl.next(b, "the denied edit", func(e *event.Event) bool {
 			m := e.Content.AsMessage()
 			return m.RelatesTo.GetReplaceID() == cardEvt.ID && m.NewContent != nil && strings.Contains(m.NewContent.Body, "denied")
 		})

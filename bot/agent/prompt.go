@@ -20,11 +20,16 @@ func (a *Agent) systemPrompt(ctx context.Context, sess store.AgentSession) (stri
 	var b strings.Builder
 	b.WriteString(persona.Soul)
 	fmt.Fprintf(&b, "\n\n## Right now (%s)\n", a.now().UTC().Format("2006-01-02 15:04 MST"))
+	all, err := a.store.ListEntities(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	byType := map[string][]store.Entity{}
+	for _, e := range all {
+		byType[e.Type] = append(byType[e.Type], e)
+	}
 	for _, typ := range []string{"host", "lxc", "service"} {
-		es, err := a.store.ListEntities(ctx, typ)
-		if err != nil {
-			return "", err
-		}
+		es := byType[typ]
 		counts := map[string]int{}
 		var attention []string
 		for _, e := range es {
