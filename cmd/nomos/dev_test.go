@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,17 +24,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // devSeedDir copies the demo seed, moving labsim's hosts to free ports.
 func devSeedDir(t *testing.T) string {
 	t.Helper()
@@ -46,8 +34,8 @@ func devSeedDir(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := strings.Replace(string(data), "127.0.0.1:2201", fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1)
-		s = strings.Replace(s, "127.0.0.1:2202", fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1)
+		s := strings.Replace(string(data), "127.0.0.1:2201", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), 1)
+		s = strings.Replace(s, "127.0.0.1:2202", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), 1)
 		if err := os.WriteFile(filepath.Join(dir, n), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +88,7 @@ func startDev(t *testing.T, dir, seedDir, matrixListen, database, webListen, bin
 func TestDevStackComesUpAndIsReused(t *testing.T) {
 	dir := t.TempDir()
 	seedDir := devSeedDir(t)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	database := "nomos_devtest_" + strings.ToLower(randomToken(4))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -125,7 +113,7 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 			}
 		}
 	})
-	webListen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	webListen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	first, stop := startDev(t, dir, seedDir, listen, database, webListen, bin)
 	for _, key := range []string{first.HomeserverURL, first.RoomID, first.BotUserID, first.Operator.UserID,
 		first.Operator.Password, first.Guest.UserID, first.Guest.Password, first.LabsimLog, first.MCPToken} {

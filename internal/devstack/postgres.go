@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -39,9 +40,9 @@ type PostgresConfig struct {
 func EnsurePostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	p := &Postgres{
 		host:     "127.0.0.1",
-		port:     cmpOr(cfg.Port, "5432"),
-		user:     cmpOr(cfg.User, "nomos"),
-		password: cmpOr(cfg.Password, "nomos"),
+		port:     cmp.Or(cfg.Port, "5432"),
+		user:     cmp.Or(cfg.User, "nomos"),
+		password: cmp.Or(cfg.Password, "nomos"),
 	}
 	p.AdminURL = p.URL("postgres")
 	logger := cfg.Logger
@@ -154,13 +155,6 @@ func (p *Postgres) EnsureDatabase(ctx context.Context, name string) error {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
-}
-
-func cmpOr(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // DropDatabase removes database name, disconnecting anyone still on it.

@@ -49,7 +49,7 @@ func NewFleet(t testing.TB) *Fleet {
 		}
 		s := string(data)
 		for _, fixed := range []string{"127.0.0.1:2201", "127.0.0.1:2202"} {
-			s = strings.ReplaceAll(s, fixed, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+			s = strings.ReplaceAll(s, fixed, fmt.Sprintf("127.0.0.1:%d", FreePort(t)))
 		}
 		fsys[n] = &fstest.MapFile{Data: []byte(s)}
 	}
@@ -108,7 +108,8 @@ func (f *Fleet) Commands(t testing.TB) []string {
 	return out
 }
 
-func freePort(t testing.TB) int {
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
