@@ -141,7 +141,10 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 		testenv.Reply("The container is up; I asked to restart nginx so it starts clean."),
 		testenv.ToolCall("request_execution", `{"action":"pct_exec","target":"lxc:100","params":{"command":"curl -fsS http://localhost/"},"reason":"verify"}`).
 			When(lastNote("systemctl on lxc:100", "succeeded")),
-		testenv.Reply("Verified: nginx answers on web (CT 100).").When(testenv.LastToolResult("succeeded")),
+		// The delay keeps this turn open while the check's own result
+		// comes back through the queue: the turn has already seen it
+		// inline, so that result must not start a second turn.
+		testenv.Reply("Verified: nginx answers on web (CT 100).").When(testenv.LastToolResult("succeeded")).Delay(time.Second),
 	)
 	b := setup(t, withLLM(llm))
 	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultDNSDead, Target: "100"}); err != nil {
@@ -178,6 +181,21 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 	}
 	if operatorMsgs != 1 {
 		t.Errorf("%d operator messages in the session, want 1", operatorMsgs)
+	}
+	// Two results re-invoked the session: the create and the restart. The
+	// check answered inline and was claimed by the turn that saw it.
+	var notes, unclaimed int
+	if err := b.storeQuery(t, `SELECT count(*) FROM agent_messages WHERE role = 'note'`, &notes); err != nil {
+		t.Fatal(err)
+	}
+	if notes != 2 {
+		t.Errorf("%d result notes in the session, want 2 (the inline check must not re-invoke it)", notes)
+	}
+	if err := b.storeQuery(t, `SELECT count(*) FROM plan_executions WHERE continued_at IS NULL`, &unclaimed); err != nil {
+		t.Fatal(err)
+	}
+	if unclaimed != 0 {
+		t.Errorf("%d of the session's executions were never claimed as continued", unclaimed)
 	}
 	cmds := strings.Join(b.fleet.Commands(t), "\n")
 	for _, want := range []string{"pct create 100", "nameserver 1.1.1.1", "systemctl restart nginx.service", "curl -fsS http://localhost/"} {

@@ -106,6 +106,9 @@ type Request struct {
 	// Via is chat, runbook, agent, mcp or cli.
 	Via    string
 	RoomID string
+	// Session is the agent session that asked, if any; its result then
+	// re-invokes that session.
+	Session *store.SessionLink
 }
 
 // Planned is a persisted plan with what a front end needs to show it.
@@ -183,7 +186,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		Params: canonical, Steps: plan.Steps, RiskClass: risk.Class.String(),
 		PlanHash: hash, PlanCode: code, State: store.StateAwaitingApproval,
 		RequestedBy: r.RequestedBy, RequestedVia: r.Via, RoomID: r.RoomID,
-		ExpiresAt: s.cfg.Rules.ExpiresAt(risk.Class, now),
+		ExpiresAt: s.cfg.Rules.ExpiresAt(risk.Class, now), Session: r.Session,
 	}
 	var auto *store.Approval
 	if s.cfg.Rules.AutoApproves(risk.Class, false) {

@@ -49,7 +49,7 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 	}
 	p, err := s.exec.Request(ctx, executions.Request{
 		Action: action, Target: target, Params: params,
-		RequestedBy: c.RequestedBy, Via: c.Via, RoomID: c.RoomID,
+		RequestedBy: c.RequestedBy, Via: c.Via, RoomID: c.RoomID, Session: c.Session,
 	})
 	if err != nil {
 		return s.requestError(ctx, err), nil

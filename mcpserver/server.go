@@ -142,6 +142,9 @@ type Caller struct {
 	// RoomID is where a requested plan is posted and approved. Empty means
 	// Config.OpsRoomID.
 	RoomID string
+	// Session is the agent session whose turn makes the call, so an
+	// execution it requests re-invokes it when it ends.
+	Session *store.SessionLink
 }
 
 type callerKey struct{}

@@ -292,27 +292,47 @@ func scanExecutionLink(row pgx.Row) (ExecutionLink, error) {
 	return l, interpretError(err)
 }
 
-// LinkExecution records that a session asked for an execution, so its
-// result can re-invoke the session. Linking an execution again changes
-// nothing and returns the first link. ErrNotFound means the execution or
-// the session does not exist.
+// LinkExecution records that a session asked for an existing execution,
+// so its result can re-invoke the session. Linking an execution again
+// changes nothing and returns the first link. ErrNotFound means the
+// execution or the session does not exist. A new execution is better
+// linked as it is created, through NewExecution.Session.
 func (s *Store) LinkExecution(ctx context.Context, executionID, sessionID uuid.UUID, chainDepth int) (ExecutionLink, error) {
-	_, err := s.pool.Exec(ctx, `INSERT INTO plan_executions (execution_id, session_id, chain_depth, created_at)
+	if err := linkExecution(ctx, s.pool, executionID, SessionLink{SessionID: sessionID, ChainDepth: chainDepth}, s.now()); err != nil {
+		return ExecutionLink{}, fmt.Errorf("link execution %s to agent session %s: %w", executionID, sessionID, err)
+	}
+	return s.ExecutionLink(ctx, executionID)
+}
+
+// querier is what a pool and a transaction share.
+type querier interface {
+	rowQuerier
+	execer
+}
+
+// linkExecution inserts the plan_executions row. ErrNotFound means the
+// execution or the session does not exist.
+func linkExecution(ctx context.Context, q querier, executionID uuid.UUID, l SessionLink, now time.Time) error {
+	tag, err := q.Exec(ctx, `INSERT INTO plan_executions (execution_id, session_id, chain_depth, created_at)
 		SELECT $1, id, $3, $4 FROM agent_sessions WHERE id = $2
-		ON CONFLICT (execution_id) DO NOTHING`, executionID, sessionID, chainDepth, s.now())
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation: no such execution
-			err = ErrNotFound
+		ON CONFLICT (execution_id) DO NOTHING`, executionID, l.SessionID, l.ChainDepth, now)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23503": // foreign_key_violation: no such execution
+		return ErrNotFound
+	case err != nil:
+		return err
+	case tag.RowsAffected() == 0:
+		// Either the link exists already or the session does not.
+		var exists bool
+		if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_sessions WHERE id = $1)`, l.SessionID).Scan(&exists); err != nil {
+			return err
 		}
-		return ExecutionLink{}, fmt.Errorf("link execution %s to agent session %s: %w", executionID, sessionID, err)
+		if !exists {
+			return ErrNotFound
+		}
 	}
-	l, err := scanExecutionLink(s.pool.QueryRow(ctx, `SELECT `+executionLinkColumns+` FROM plan_executions
-		WHERE execution_id = $1`, executionID))
-	if err != nil { // ErrNotFound: the session does not exist
-		return ExecutionLink{}, fmt.Errorf("link execution %s to agent session %s: %w", executionID, sessionID, err)
-	}
-	return l, nil
+	return nil
 }
 
 // ExecutionLink finds the session that asked for an execution;

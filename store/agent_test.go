@@ -450,3 +450,42 @@ func TestLinkExecutionAndClaimContinuationOnce(t *testing.T) {
 		t.Error("the link does not show the continuation")
 	}
 }
+
+func TestCreateExecutionLinksItsSessionInTheSameTransaction(t *testing.T) {
+	t.Parallel()
+	e := setupAgent(t)
+	ctx := testenv.Context(t)
+	sess, err := e.s.EnsureAgentSession(ctx, "!ops:test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := store.NewExecution{
+		Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "read_only",
+		PlanHash: "hash", PlanCode: "code", State: store.StateAwaitingApproval,
+		RequestedBy: "agent", RequestedVia: "agent", RoomID: "!ops:test", ExpiresAt: time.Now().Add(time.Hour),
+	}
+
+	n.ID = uuid.Must(uuid.NewV7())
+	n.Session = &store.SessionLink{SessionID: sess.ID, ChainDepth: 3}
+	if _, err := e.s.CreateExecution(ctx, n, nil); err != nil {
+		t.Fatal(err)
+	}
+	link, err := e.s.ExecutionLink(ctx, n.ID)
+	if err != nil {
+		t.Fatalf("the new execution has no session link: %v", err)
+	}
+	if link.SessionID != sess.ID || link.ChainDepth != 3 || link.ContinuedAt != nil {
+		t.Errorf("link %+v, want session %s at depth 3, not continued", link, sess.ID)
+	}
+
+	// A session that does not exist refuses the whole request: no
+	// execution is left behind whose result could re-invoke nobody.
+	n.ID = uuid.Must(uuid.NewV7())
+	n.Session = &store.SessionLink{SessionID: uuid.Must(uuid.NewV7())}
+	if _, err := e.s.CreateExecution(ctx, n, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("create with a missing session: %v, want ErrNotFound", err)
+	}
+	if _, err := e.s.GetExecution(ctx, n.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused execution was stored anyway: %v", err)
+	}
+}

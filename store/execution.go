@@ -92,6 +92,17 @@ type NewExecution struct {
 	RequestedVia string
 	RoomID       string
 	ExpiresAt    time.Time
+	// Session is the agent session that asked, if one did. The link is
+	// written with the execution, so a result that comes back at once
+	// still finds the session to re-invoke.
+	Session *SessionLink
+}
+
+// SessionLink names the agent session behind a new execution and how many
+// automatic continuations led to it.
+type SessionLink struct {
+	SessionID  uuid.UUID
+	ChainDepth int
 }
 
 // ErrStateConflict is returned when a compare-and-set finds the execution
@@ -186,6 +197,11 @@ func (s *Store) CreateExecution(ctx context.Context, n NewExecution, auto *Appro
 				"plan_hash": n.PlanHash, "via": n.RequestedVia, "steps": n.Steps},
 		}); err != nil {
 			return err
+		}
+		if n.Session != nil {
+			if err := linkExecution(ctx, tx, n.ID, *n.Session, s.now()); err != nil {
+				return err
+			}
 		}
 		if auto != nil {
 			if err := insertApproval(ctx, tx, n.ID, *auto); err != nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -65,6 +64,7 @@ type Agent struct {
 	store  *store.Store
 	logger *slog.Logger
 	now    func() time.Time
+	turns  sessionLocks
 }
 
 // New validates cfg and builds an Agent.
@@ -118,6 +118,11 @@ func (a *Agent) Message(ctx context.Context, roomID, threadID, sender, text stri
 			a.logger.Warn("set session title", "session_id", sess.ID, "err", err)
 		}
 	}
+	unlock, err := a.turns.lock(ctx, sess.ID)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer unlock()
 	in := store.AgentMessage{Role: store.AgentRoleUser, Content: fmt.Sprintf("%s: %s", sender, text)}
 	return a.turn(ctx, sess, sender, in, 0)
 }
@@ -149,6 +154,13 @@ func (a *Agent) Continue(ctx context.Context, x store.Execution) (reply Reply, r
 	if err != nil {
 		return Reply{}, "", "", false, err
 	}
+	// Wait for a turn still running in the session: it may have seen this
+	// result inline and claimed it.
+	unlock, err := a.turns.lock(ctx, link.SessionID)
+	if err != nil {
+		return Reply{}, "", "", false, err
+	}
+	defer unlock()
 	sess, err := a.store.AgentSession(ctx, link.SessionID)
 	if err != nil {
 		return Reply{}, "", "", false, err
@@ -214,8 +226,6 @@ func resultNote(x store.Execution) string {
 	return b.String()
 }
 
-var executionIDPattern = regexp.MustCompile(`execution ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})`)
-
 // turn runs the model with the session's history plus in, calling tools
 // until it answers in text, and persists everything it says and sees.
 func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string, in store.AgentMessage, chainDepth int) (Reply, error) {
@@ -226,7 +236,8 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 	if err != nil {
 		return Reply{}, err
 	}
-	caller := mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: sender, RoomID: sess.RoomID}
+	caller := mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: sender, RoomID: sess.RoomID,
+		Session: &store.SessionLink{SessionID: sess.ID, ChainDepth: chainDepth}}
 	if caller.RequestedBy == "" {
 		caller.RequestedBy = "agent"
 	}
@@ -285,18 +296,27 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 		}
 		out := []store.AgentMessage{{Role: store.AgentRoleAssistant, Content: msg.Content, ToolCalls: calls}}
 		for _, tc := range msg.ToolCalls {
-			result := a.callTool(toolCtx, tc.Function.Name, tc.Function.Arguments)
+			result, res := a.callTool(toolCtx, tc.Function.Name, tc.Function.Arguments)
 			out = append(out, store.AgentMessage{Role: store.AgentRoleTool, Content: result, ToolCallID: tc.ID})
-			if tc.Function.Name == "request_execution" {
-				a.logger.Debug("request_execution result", "result", firstLine(result, 300))
-				if m := executionIDPattern.FindStringSubmatch(result); m != nil {
-					id := uuid.MustParse(m[1])
-					reply.Requested = append(reply.Requested, id)
-					if _, err := a.store.LinkExecution(ctx, id, sess.ID, chainDepth); err != nil {
-						a.logger.Error("link execution to session", "execution_id", id, "err", err)
-					}
-					queued = true
-				}
+			if tc.Function.Name != "request_execution" {
+				continue
+			}
+			a.logger.Debug("request_execution result", "result", firstLine(result, 300))
+			req, ok := requested(res)
+			if !ok {
+				continue
+			}
+			reply.Requested = append(reply.Requested, req.id)
+			if !req.state.Terminal() {
+				// The step waits for approval or is still running: the
+				// turn ends, and its result re-invokes the session.
+				queued = true
+				continue
+			}
+			// A read_only step answered inline: the model has its result,
+			// so the result arriving later must not re-invoke the session.
+			if _, _, err := a.store.ClaimContinuation(ctx, req.id); err != nil {
+				a.logger.Warn("mark an inline result as continued", "execution_id", req.id, "err", err)
 			}
 		}
 		if _, err := a.store.AppendAgentMessages(ctx, sess.ID, out...); err != nil {
@@ -308,18 +328,19 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 	return reply, err
 }
 
-// callTool runs one MCP tool and returns its text, capped. A malformed
-// call becomes an error result the model can read and correct.
-func (a *Agent) callTool(ctx context.Context, name, rawArgs string) string {
+// callTool runs one MCP tool and returns its text, capped, with the raw
+// result (nil when the call failed). A malformed call becomes an error
+// result the model can read and correct.
+func (a *Agent) callTool(ctx context.Context, name, rawArgs string) (string, *mcp.CallToolResult) {
 	var args map[string]any
 	if strings.TrimSpace(rawArgs) == "" {
 		args = map[string]any{}
 	} else if err := json.Unmarshal([]byte(rawArgs), &args); err != nil {
-		return fmt.Sprintf("error: the arguments for %s are not a JSON object (%v); call it again with valid JSON", name, err)
+		return fmt.Sprintf("error: the arguments for %s are not a JSON object (%v); call it again with valid JSON", name, err), nil
 	}
 	res, err := a.cfg.Tools.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
 	if err != nil {
-		return fmt.Sprintf("error: %s failed: %v", name, err)
+		return fmt.Sprintf("error: %s failed: %v", name, err), nil
 	}
 	var parts []string
 	for _, c := range res.Content {
@@ -334,7 +355,33 @@ func (a *Agent) callTool(ctx context.Context, name, rawArgs string) string {
 	if len(text) > a.cfg.MaxToolResultBytes {
 		text = text[:a.cfg.MaxToolResultBytes] + "\n[cut: the result was longer; ask a narrower question]"
 	}
-	return text
+	return text, res
+}
+
+type requestedExecution struct {
+	id    uuid.UUID
+	state store.ExecutionState
+}
+
+// requested reads which execution a request_execution call created, and
+// in what state, from the tool's structured result.
+func requested(res *mcp.CallToolResult) (requestedExecution, bool) {
+	if res == nil || res.IsError || res.StructuredContent == nil {
+		return requestedExecution{}, false
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return requestedExecution{}, false
+	}
+	var r mcpserver.Requested
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return requestedExecution{}, false
+	}
+	id, err := uuid.Parse(r.ExecutionID)
+	if err != nil {
+		return requestedExecution{}, false
+	}
+	return requestedExecution{id: id, state: store.ExecutionState(r.State)}, true
 }
 
 // tools lists the MCP tools as OpenAI function tools.
