@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-GO_TEST_FLAGS ?= -timeout 30m
+# -count=1: the tests talk to real services, so a cached pass proves nothing.
+GO_TEST_FLAGS ?= -count=1 -timeout 30m
 # Pure-Go end-to-end encryption (goolm): no libolm, no cgo needed.
 export GOFLAGS := -buildvcs=false -tags=goolm
 export CGO_ENABLED ?= 0
