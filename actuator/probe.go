@@ -50,6 +50,10 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 		return fmt.Errorf("run probe: %v: %w", err, asynq.SkipRetry)
 	}
 	log := a.log.With("check_id", c.CheckID, "target_id", c.TargetID, "kind", c.Kind)
+	if !c.ExpiresAt.IsZero() && !a.now().Before(c.ExpiresAt) {
+		log.Debug("probe expired before it could run; its next slot replaces it", "expired_at", c.ExpiresAt)
+		return nil
+	}
 	if c.CheckID == "" || c.TargetID == "" || c.Target.HostAddr == "" {
 		log.Error("probe request lacks a check id, target id or host address")
 		return fmt.Errorf("run probe %s: %w: check id, target id and host address are required: %w", c.CheckID, errProbeSpec, asynq.SkipRetry)
@@ -59,8 +63,10 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	start := a.now()
 	rep, err := a.probe(ctx, c)
 	if err != nil {
+		// A check that cannot run is reported, not dropped: otherwise its
+		// target would sit at "unknown" and nobody would learn why.
 		log.Error("probe request cannot run", "error", err)
-		return fmt.Errorf("run probe %s: %w: %w", c.CheckID, err, asynq.SkipRetry)
+		rep = probeReport{health: unhealthy, detail: "the check cannot run: " + err.Error()}
 	}
 	if rep.metrics == nil {
 		rep.metrics = map[string]float64{}
@@ -90,7 +96,7 @@ func (a *Actuator) probe(ctx context.Context, c tasks.CheckRun) (probeReport, er
 		if err != nil {
 			return probeReport{}, err
 		}
-		return a.probeHTTP(ctx, t.HostAddr, u), nil
+		return a.probeHTTP(ctx, t.HostAddr, u, int(specNumber(c.Spec, "expect_status", 0))), nil
 	case "tcp":
 		port := int(specNumber(c.Spec, "port", float64(t.Port)))
 		if port < 1 || port > 65535 {
@@ -149,7 +155,9 @@ func inGuest(t tasks.Target, cmd string) string {
 	return "pct exec " + strconv.Itoa(t.VMID) + " -- " + cmd
 }
 
-func (a *Actuator) probeHTTP(ctx context.Context, addr string, u *url.URL) probeReport {
+// probeHTTP fetches u from the host. With expect (non-zero) only that
+// status is healthy; without it any 2xx or 3xx is, and a 4xx is degraded.
+func (a *Actuator) probeHTTP(ctx context.Context, addr string, u *url.URL, expect int) probeReport {
 	cmd := "curl -sS -o /dev/null -w '%{http_code}' --max-time 10 " + policy.ShellQuote(u.String())
 	out, errOut, code, failed := a.probeRun(ctx, addr, cmd)
 	if failed != nil {
@@ -160,6 +168,10 @@ func (a *Actuator) probeHTTP(ctx context.Context, addr string, u *url.URL) probe
 	switch {
 	case code != 0:
 		return probeReport{unhealthy, fmt.Sprintf("GET %s failed: %s", u, cmp.Or(lastLine(errOut), "curl exited "+strconv.Itoa(code))), m}
+	case expect != 0 && status == expect:
+		return probeReport{healthy, fmt.Sprintf("GET %s answered %d", u, status), m}
+	case expect != 0:
+		return probeReport{unhealthy, fmt.Sprintf("GET %s answered %d, want %d", u, status, expect), m}
 	case status >= 200 && status < 400:
 		return probeReport{healthy, fmt.Sprintf("GET %s answered %d", u, status), m}
 	case status >= 400 && status < 500:
@@ -298,15 +310,17 @@ func validHost(s string) bool {
 func healthURL(c tasks.CheckRun) (*url.URL, error) {
 	raw := specString(c.Spec, "url")
 	if raw == "" {
-		host := cmp.Or(specString(c.Spec, "host"), c.Target.Hostname)
+		// The address beats the name: a Proxmox node often cannot
+		// resolve its containers' host names.
+		host := cmp.Or(specString(c.Spec, "host"), c.Target.IP, c.Target.Hostname)
 		if host == "" {
-			return nil, fmt.Errorf("%w: http needs spec.url or a target hostname", errProbeSpec)
+			return nil, fmt.Errorf("%w: http needs spec.url, or a target with an address or host name", errProbeSpec)
 		}
 		raw = "http://" + host
 		if c.Target.Port != 0 {
 			raw += ":" + strconv.Itoa(c.Target.Port)
 		}
-		raw += cmp.Or(c.Target.HealthPath, "/")
+		raw += cmp.Or(specString(c.Spec, "path"), c.Target.HealthPath, "/")
 	}
 	u, err := url.Parse(raw)
 	switch {

@@ -1,7 +1,9 @@
 package actuator
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -21,6 +23,10 @@ func TestProbes(t *testing.T) {
 		value  float64
 	}{
 		{"http-ok", "http", jellyfin, nil, healthy, "GET http://jellyfin:8096/health answered 200", "http_status", 200},
+		{"http-spec-path", "http", jellyfin, map[string]any{"path": "/health", "expect_status": 200}, healthy, "GET http://jellyfin:8096/health answered 200", "http_status", 200},
+		{"http-unexpected-status", "http", jellyfin, map[string]any{"expect_status": 204}, unhealthy, "answered 200, want 204", "http_status", 200},
+		{"http-by-address", "http", withIP(jellyfin, "10.0.0.21"), nil, healthy, "GET http://10.0.0.21:8096/health answered 200", "http_status", 200},
+		{"cannot-run", "systemd", jellyfin, map[string]any{"unit": "x;reboot"}, unhealthy, "the check cannot run: invalid probe: systemd", "", 0},
 		{"http-closed", "http", jellyfin, map[string]any{"url": "http://jellyfin:9999/"}, unhealthy, "Couldn't connect", "", 0},
 		{"tcp-open", "tcp", jellyfin, nil, healthy, "listens on TCP port 8096", "", 0},
 		{"tcp-closed", "tcp", jellyfin, map[string]any{"port": 9999}, unhealthy, "nothing listens on TCP port 9999", "", 0},
@@ -51,6 +57,46 @@ func TestProbes(t *testing.T) {
 		})
 	}
 	diff(t, "probes are read-only: nothing changed state", 0, countMutations(t, b))
+}
+
+// TestExpiredProbeIsDropped: a probe whose slot passed while it sat in
+// the queue (the actuator was down) is not run and reports nothing; its
+// next slot replaces it.
+func TestExpiredProbeIsDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	jellyfin := b.jellyfin()
+	past := time.Now().Add(-time.Minute)
+	for _, c := range []tasks.CheckRun{
+		{CheckID: "check-expired", TargetID: "entity-1", Kind: "dns", Target: jellyfin,
+			Spec: map[string]any{"name": "expired.example"}, IssuedAt: past.Add(-time.Minute), ExpiresAt: past},
+		{CheckID: "check-current", TargetID: "entity-1", Kind: "dns", Target: jellyfin,
+			Spec: map[string]any{"name": "current.example"}, IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)},
+	} {
+		task, err := tasks.NewCheckRunTask(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.queue.Enqueue(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.results.check(t, "check-current")
+	for _, m := range b.results.wait(t, "what arrived", func([]message) bool { return true }) {
+		if m.Type == tasks.TypeCheckResult && m.Check.CheckID == "check-expired" {
+			t.Errorf("the expired probe reported %+v", m.Check)
+		}
+	}
+	for _, e := range b.commands(t) {
+		if strings.Contains(e.Command, "expired.example") {
+			t.Errorf("the expired probe ran %q", e.Command)
+		}
+	}
+}
+
+func withIP(t tasks.Target, ip string) tasks.Target {
+	t.IP = ip
+	return t
 }
 
 // countMutations counts commands in labsim's log that a probe must never

@@ -63,9 +63,12 @@ type Config struct {
 	ExpiryCheckInterval time.Duration
 	// Agent answers free-form messages from operators; nil means the bot
 	// works from its command grammar and runbooks alone.
-	Agent  *agent.Agent
-	Logger *slog.Logger
-	Clock  func() time.Time
+	Agent *agent.Agent
+	// RunChecks runs the prober: each check definition is sent to the
+	// actuator as a read-only probe when it is due.
+	RunChecks bool
+	Logger    *slog.Logger
+	Clock     func() time.Time
 }
 
 // Bot is the running Matrix front.
@@ -157,6 +160,10 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer cancel()
 	wg.Add(3)
 	go func() { defer wg.Done(); b.exec.RunReconciler(ctx) }()
+	if b.cfg.RunChecks {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.exec.RunProber(ctx) }()
+	}
 	go func() { defer wg.Done(); b.watchExpiries(ctx) }()
 	go func() {
 		defer wg.Done()

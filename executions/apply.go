@@ -84,6 +84,13 @@ func (s *Service) ApplyResult(ctx context.Context, r tasks.Result) (Applied, err
 	default:
 		return Applied{}, fmt.Errorf("result for %s: unknown status %q", id, r.Status)
 	}
+	// The fleet changes the step made are recorded before its new state,
+	// so whoever hears of the state (a continuation asking for the next
+	// step on the new container) already sees them. Both are idempotent,
+	// so a result delivered twice changes nothing more.
+	if cur, err := s.store.GetExecution(ctx, id); err == nil && (cur.State == store.StateDispatched || cur.State == store.StateRunning) {
+		s.applyFleetChanges(ctx, cur, r)
+	}
 	tail := r.Output
 	x, err := s.store.Transition(ctx, store.Transition{
 		ID: id, From: []store.ExecutionState{store.StateDispatched, store.StateRunning}, To: to,
@@ -99,21 +106,27 @@ func (s *Service) ApplyResult(ctx context.Context, r tasks.Result) (Applied, err
 		return Applied{}, err
 	}
 	s.logger.Info("execution finished", "execution_id", id, "state", to)
-	if x.Action == "pct_destroy" && to == store.StateSucceeded && x.TargetID != nil {
+	return Applied{Execution: x, Changed: true}, nil
+}
+
+// applyFleetChanges records what a finished step did to the fleet: a
+// destroyed container, or one it created (active when provisioning went
+// through, provisioning when a later phase failed).
+func (s *Service) applyFleetChanges(ctx context.Context, x store.Execution, r tasks.Result) {
+	if x.Action == "pct_destroy" && r.Status == tasks.StatusSucceeded && x.TargetID != nil {
 		if err := s.store.SetLifecycle(ctx, *x.TargetID, "destroyed"); err != nil {
-			s.logger.Error("mark the destroyed container", "execution_id", id, "err", err)
+			s.logger.Error("mark the destroyed container", "execution_id", x.ID, "err", err)
 		}
 	}
 	if c := r.Created; c != nil {
 		lifecycle := "provisioning"
-		if to == store.StateSucceeded {
+		if r.Status == tasks.StatusSucceeded {
 			lifecycle = "active"
 		}
 		if err := s.store.RegisterContainer(ctx, c.Host, c.VMID, c.Hostname, c.IP, lifecycle); err != nil {
-			s.logger.Error("add the created container to the fleet", "execution_id", id, "vmid", c.VMID, "err", err)
+			s.logger.Error("add the created container to the fleet", "execution_id", x.ID, "vmid", c.VMID, "err", err)
 		}
 	}
-	return Applied{Execution: x, Changed: true}, nil
 }
 
 // noteLate audits a message that arrived after the execution had moved on.

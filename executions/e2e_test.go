@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nomoshq/nomos/actuator"
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -47,26 +49,11 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 	}
 
 	// The results consumer and the actuator come up.
-	results := asynq.NewServer(b.redis, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel})
-	if err := results.Start(&executions.ResultsHandler{Service: b.svc}); err != nil {
-		t.Fatal(err)
-	}
-	defer results.Shutdown()
-	act, err := actuator.New(actuator.Config{
-		RedisURL: redisURL(b.redis), VerifyKey: b.pub, SSHSigner: fleet.SSHSigner,
-		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
-		Logger: testenv.Logger(t), Clock: b.clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); act.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	b.startWorkers(t, fleet)
 
 	deadline := time.Now().Add(60 * time.Second)
 	var got store.Execution
+	var err error
 	for time.Now().Before(deadline) {
 		got, err = b.store.GetExecution(b.ctx, x.ID)
 		if err == nil && got.State.Terminal() {
@@ -85,6 +72,109 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the restart ran %d times, want once", n)
+	}
+}
+
+// startWorkers runs the results consumer and a real actuator against the
+// fleet until the test ends.
+func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) {
+	t.Helper()
+	results := asynq.NewServer(b.redis, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	if err := results.Start(&executions.ResultsHandler{Service: b.svc}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(results.Shutdown)
+	act, err := actuator.New(actuator.Config{
+		RedisURL: redisURL(b.redis), VerifyKey: b.pub, SSHSigner: fleet.SSHSigner,
+		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
+		Logger: testenv.Logger(t), Clock: b.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); act.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestProberKeepsFleetHealth runs the seeded checks through the real
+// actuator and labsim: results land on the entities they observe, a
+// failing check opens a signal, and its next good result resolves it.
+func TestProberKeepsFleetHealth(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fleet := testenv.NewFleet(t)
+	if _, err := b.store.ApplySeed(b.ctx, fleet.Seed); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultNetDown, Target: "112"}); err != nil {
+		t.Fatal(err)
+	}
+	b.startWorkers(t, fleet)
+
+	rep, err := b.svc.ProbeDue(b.ctx)
+	if err != nil || rep.Sent != 19 || rep.Skipped != 0 {
+		t.Fatalf("first pass = %+v, %v; want the 19 enabled checks sent", rep, err)
+	}
+	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 0 {
+		t.Errorf("a second pass in the same slot = %+v, %v; want nothing sent", rep, err)
+	}
+	adguard := b.waitHealth(t, "service:adguard", func(h string) bool { return h != "unknown" })
+	if adguard.Health != "unhealthy" || !strings.Contains(adguard.Detail, "adguard-dns") {
+		t.Errorf("adguard with its network down is %s (%q), want unhealthy from adguard-dns", adguard.Health, adguard.Detail)
+	}
+	sigs, err := b.store.ListSignals(b.ctx, store.SignalFilter{EntityID: &adguard.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sigs) != 1 || sigs[0].Kind != "check:adguard-dns" || sigs[0].Severity != "critical" {
+		t.Errorf("adguard signals %+v, want one critical check:adguard-dns", sigs)
+	}
+	for _, slug := range []string{"service:jellyfin", "service:postgres", "service:caddy"} {
+		if e := b.waitHealth(t, slug, func(h string) bool { return h != "unknown" }); e.Health != "healthy" {
+			t.Errorf("%s is %s (%q), want healthy", slug, e.Health, e.Detail)
+		}
+	}
+
+	// The network comes back; adguard's next slot (30 s on) finds it healthy.
+	if _, err := fleet.Sim.Clear(labsim.FaultNetDown, "112"); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(30 * time.Second)
+	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 2 {
+		t.Fatalf("30s on = %+v, %v; want the two 30 s checks sent", rep, err)
+	}
+	b.waitHealth(t, "service:adguard", func(h string) bool { return h == "healthy" })
+	if sigs, err := b.store.ListSignals(b.ctx, store.SignalFilter{EntityID: &adguard.ID}); err != nil || len(sigs) != 0 {
+		t.Errorf("adguard open signals after recovery: %+v %v", sigs, err)
+	}
+	// The probes only looked.
+	for _, c := range fleet.Commands(t) {
+		for _, verb := range []string{"restart", "pct stop", "pct start", "apt-get"} {
+			if strings.Contains(c, verb) {
+				t.Errorf("a probe ran %q", c)
+			}
+		}
+	}
+}
+
+// waitHealth polls an entity until ok accepts its health.
+func (b *bundle) waitHealth(t *testing.T, slug string, ok func(string) bool) store.Entity {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		e, err := b.store.EntityBySlug(b.ctx, slug)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(e.Health) {
+			return e
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed %s (%q)", slug, e.Health, e.Detail)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

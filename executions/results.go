@@ -65,6 +65,6 @@ func (h *ResultsHandler) changed(ctx context.Context, a Applied) {
 // observed, never the probe's own bookkeeping entity.
 func (s *Service) ApplyCheckResult(ctx context.Context, c tasks.CheckResult) error {
 	return s.store.RecordCheck(ctx, store.CheckObservation{
-		TargetID: c.TargetID, Health: c.Health, Detail: c.Detail, Metrics: c.Metrics, At: c.At,
+		CheckID: c.CheckID, TargetID: c.TargetID, Health: c.Health, Detail: c.Detail, Metrics: c.Metrics, At: c.At,
 	})
 }

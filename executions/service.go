@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,10 @@ type Config struct {
 	// ReconcileInterval is how often Reconcile runs in RunReconciler.
 	// Default 1m.
 	ReconcileInterval time.Duration
+	// ProbeInterval is how often RunProber looks for due checks. A
+	// check's own interval (at least 5s) says how often it runs; this is
+	// only the granularity. Default 5s.
+	ProbeInterval time.Duration
 	// Actor is the name the service records for its own decisions.
 	// Default "nomos".
 	Actor  string
@@ -82,6 +87,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.OrderTTL = cmp.Or(cfg.OrderTTL, 15*time.Minute)
 	cfg.AckTimeout = cmp.Or(cfg.AckTimeout, 30*time.Second)
 	cfg.HeartbeatTimeout = cmp.Or(cfg.HeartbeatTimeout, 2*time.Minute)
+	cfg.ProbeInterval = cmp.Or(cfg.ProbeInterval, 5*time.Second)
 	cfg.ReconcileInterval = cmp.Or(cfg.ReconcileInterval, time.Minute)
 	cfg.Actor = cmp.Or(cfg.Actor, "nomos")
 	if cfg.Logger == nil {
@@ -336,6 +342,17 @@ func (g *graph) orderTarget(e store.Entity) tasks.Target {
 	}
 	if host, ok := g.entities["host:"+pt.Host]; ok {
 		t.HostAddr = attrString(host, "ssh")
+	}
+	guest := e
+	if e.Type == "service" {
+		guest = g.entities["lxc:"+strconv.Itoa(pt.VMID)]
+	}
+	if guest.Type == "lxc" {
+		t.Hostname = cmp.Or(t.Hostname, attrString(guest, "hostname"))
+		ip, _, _ := strings.Cut(attrString(guest, "ip"), "/")
+		if _, err := netip.ParseAddr(ip); err == nil {
+			t.IP = ip // not "dhcp": then the host name has to do
+		}
 	}
 	return t
 }

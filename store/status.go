@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,9 @@ import (
 
 // CheckObservation is one probe result for the entity it observed.
 type CheckObservation struct {
+	// CheckID names the check definition that produced the result; empty
+	// for a one-off observation (a live status the agent asked for).
+	CheckID  string
 	TargetID string
 	Health   string
 	Detail   string
@@ -20,22 +24,45 @@ type CheckObservation struct {
 
 // RecordCheck sets the target's health and appends its metric samples. An
 // observation older than the one on record does not overwrite it.
+//
+// A result of a check definition is kept on the check, and the target's
+// health becomes the worst latest result among its enabled checks. A
+// check that turns unhealthy or degraded opens a signal named after it
+// (critical or warning); one that is healthy again resolves it.
 func (s *Store) RecordCheck(ctx context.Context, o CheckObservation) error {
 	id, err := uuid.Parse(o.TargetID)
 	if err != nil {
 		return fmt.Errorf("record check: bad target id %q", o.TargetID)
+	}
+	var checkID *uuid.UUID
+	if o.CheckID != "" {
+		c, err := uuid.Parse(o.CheckID)
+		if err != nil {
+			return fmt.Errorf("record check: bad check id %q", o.CheckID)
+		}
+		checkID = &c
 	}
 	at := o.At
 	if at.IsZero() {
 		at = s.now()
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
+		health, detail := o.Health, o.Detail
+		if checkID != nil {
+			var err error
+			if health, detail, err = recordCheckResult(ctx, tx, *checkID, id, o.Health, o.Detail, at); err != nil {
+				return err
+			}
+		}
+		// A check's result always sets the aggregate (keeping the newest
+		// time seen); a one-off observation only overwrites an older one.
 		_, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id, health, detail, last_check_at, updated_at)
 			VALUES ($1, $2, $3, $4, $4)
 			ON CONFLICT (entity_id) DO UPDATE SET health = excluded.health, detail = excluded.detail,
-				last_check_at = excluded.last_check_at, updated_at = excluded.updated_at
-			WHERE entity_status.last_check_at IS NULL OR entity_status.last_check_at <= excluded.last_check_at`,
-			id, o.Health, o.Detail, at)
+				last_check_at = greatest(entity_status.last_check_at, excluded.last_check_at),
+				updated_at = greatest(entity_status.updated_at, excluded.updated_at)
+			WHERE $5 OR entity_status.last_check_at IS NULL OR entity_status.last_check_at <= excluded.last_check_at`,
+			id, health, detail, at, checkID != nil)
 		if err != nil {
 			return fmt.Errorf("record check for %s: %w", id, err)
 		}
@@ -48,4 +75,66 @@ func (s *Store) RecordCheck(ctx context.Context, o CheckObservation) error {
 		}
 		return nil
 	})
+}
+
+// recordCheckResult keeps a check definition's latest result, opens or
+// resolves its signal, and returns the target's aggregate health and the
+// detail of its worst check.
+func recordCheckResult(ctx context.Context, tx pgx.Tx, checkID, targetID uuid.UUID, health, detail string, at time.Time) (string, string, error) {
+	var slug string
+	var newer bool
+	err := tx.QueryRow(ctx, `UPDATE check_defs SET
+			last_health = CASE WHEN last_result_at IS NULL OR last_result_at <= $3 THEN $4 ELSE last_health END,
+			last_detail = CASE WHEN last_result_at IS NULL OR last_result_at <= $3 THEN $5 ELSE last_detail END,
+			last_result_at = greatest(last_result_at, $3)
+		WHERE id = $1 AND target_id = $2
+		RETURNING slug, last_result_at = $3`, checkID, targetID, at, health, detail).Scan(&slug, &newer)
+	if err != nil {
+		err = interpretError(err)
+		if errors.Is(err, ErrNotFound) {
+			return "", "", fmt.Errorf("record check %s: %w: no such check observes %s", checkID, ErrNotFound, targetID)
+		}
+		return "", "", fmt.Errorf("record check %s: %w", checkID, err)
+	}
+	if newer {
+		if err := checkSignal(ctx, tx, checkID, targetID, slug, health, detail, at); err != nil {
+			return "", "", err
+		}
+	}
+	var aggHealth, aggDetail, worst string
+	err = tx.QueryRow(ctx, `SELECT last_health, last_detail, slug FROM check_defs
+		WHERE target_id = $1 AND enabled AND last_health IS NOT NULL
+		ORDER BY array_position(ARRAY['unhealthy', 'degraded', 'healthy'], last_health), last_result_at DESC
+		LIMIT 1`, targetID).Scan(&aggHealth, &aggDetail, &worst)
+	if err != nil {
+		err = interpretError(err)
+		if errors.Is(err, ErrNotFound) { // the check is disabled: it speaks for itself
+			return health, slug + ": " + detail, nil
+		}
+		return "", "", fmt.Errorf("record check %s: %w", checkID, err)
+	}
+	return aggHealth, worst + ": " + aggDetail, nil
+}
+
+// checkSignal opens, updates or resolves the signal of one check.
+func checkSignal(ctx context.Context, tx pgx.Tx, checkID, targetID uuid.UUID, slug, health, detail string, at time.Time) error {
+	kind := "check:" + slug
+	severity := map[string]string{"unhealthy": "critical", "degraded": "warning"}[health]
+	if severity == "" {
+		_, err := tx.Exec(ctx, `UPDATE signals SET state = 'resolved', resolved_at = $3
+			WHERE entity_id = $1 AND kind = $2 AND state IN ('raised', 'acknowledged', 'acting')`, targetID, kind, at)
+		if err != nil {
+			return fmt.Errorf("resolve signal %s: %w", kind, err)
+		}
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO signals (id, entity_id, check_id, kind, severity, summary, raised_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (entity_id, kind) WHERE state IN ('raised', 'acknowledged', 'acting')
+		DO UPDATE SET severity = excluded.severity, summary = excluded.summary`,
+		newID(), targetID, checkID, kind, severity, slug+": "+detail, at)
+	if err != nil {
+		return fmt.Errorf("raise signal %s: %w", kind, err)
+	}
+	return nil
 }

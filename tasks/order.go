@@ -38,7 +38,10 @@ type Target struct {
 	Host     string `json:"host"`
 	HostAddr string `json:"host_addr"`
 	VMID     int    `json:"vmid,omitempty"`
+	// Hostname is the container's host name (a service's, that of the
+	// container it runs in) and IP its address without the prefix length.
 	Hostname string `json:"hostname,omitempty"`
+	IP       string `json:"ip,omitempty"`
 	Unit     string `json:"unit,omitempty"`
 	Port     int    `json:"port,omitempty"`
 	// HealthPath is the service's HTTP health path, for verification.

@@ -121,6 +121,10 @@ type CheckRun struct {
 	Target   Target         `json:"target"`
 	Spec     map[string]any `json:"spec,omitempty"`
 	IssuedAt time.Time      `json:"issued_at"`
+	// ExpiresAt is when the probe is no longer worth running: its next
+	// slot has come. Zero means it does not expire. An actuator back from
+	// an outage drops the backlog instead of probing the past.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // CheckResult is the outcome of a probe, to be written against TargetID.

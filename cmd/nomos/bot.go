@@ -94,7 +94,8 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
 		Operators: cfg.Matrix.Operators, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
-		Redis: l.redis, StatusURL: publicURL(cfg.Web.Listen), Agent: ag, Logger: logger.With("component", "bot"),
+		Redis: l.redis, StatusURL: publicURL(cfg.Web.Listen), Agent: ag, RunChecks: cfg.Checks.Enabled,
+		Logger: logger.With("component", "bot"),
 	})
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ type Config struct {
 	MCP      MCPConfig      `koanf:"mcp"`
 	Seeds    SeedsConfig    `koanf:"seeds"`
 	Labsim   LabsimConfig   `koanf:"labsim"`
+	Checks   ChecksConfig   `koanf:"checks"`
 }
 
 // LogConfig sets the log level and format.
@@ -106,6 +107,12 @@ type MCPConfig struct {
 	TokenFile string `koanf:"token_file"`
 }
 
+// ChecksConfig controls the prober, which runs the fleet's check
+// definitions on their schedule through the actuator.
+type ChecksConfig struct {
+	Enabled bool `koanf:"enabled"`
+}
+
 // SeedsConfig chooses the seed files; empty means the embedded demo fleet.
 type SeedsConfig struct {
 	Dir string `koanf:"dir"`
@@ -130,6 +137,7 @@ var defaults = map[string]any{
 	"orders.ttl":                "15m",
 	"web.listen":                "127.0.0.1:8080",
 	"labsim.state_dir":          ".nomos-dev/labsim",
+	"checks.enabled":            true,
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so

@@ -1,0 +1,103 @@
+package executions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// ProbeReport counts what one pass of the prober did.
+type ProbeReport struct {
+	// Sent is how many probes went to the actuator.
+	Sent int
+	// Skipped is how many due checks could not be sent: their target is
+	// gone or destroyed, or its host has no SSH address.
+	Skipped int
+	// Stale is how many targets went without a result for too long and
+	// were marked stale.
+	Stale int
+}
+
+// probeBatch bounds the checks one pass sends; the rest wait a tick.
+const probeBatch = 200
+
+// ProbeDue marks stale the targets whose checks stopped answering, then
+// sends every check whose time has come to the actuator as a read-only
+// probe. The results come back on the results queue (ApplyCheckResult).
+// Each check is claimed for its slot in the database, so a restart or a
+// second bot never sends one slot twice.
+func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
+	var rep ProbeReport
+	now := s.now()
+	stale, err := s.store.MarkStale(ctx, now)
+	if err != nil {
+		return rep, err
+	}
+	rep.Stale = stale
+	due, err := s.store.ClaimDueChecks(ctx, now, probeBatch)
+	if err != nil || len(due) == 0 {
+		return rep, err
+	}
+	g, err := s.loadGraph(ctx)
+	if err != nil {
+		return rep, err
+	}
+	byID := make(map[string]store.Entity, len(g.entities))
+	for _, e := range g.entities {
+		byID[e.ID.String()] = e
+	}
+	var errs []error
+	for _, c := range due {
+		e, ok := byID[c.TargetID.String()]
+		if !ok || e.Lifecycle == "destroyed" {
+			rep.Skipped++
+			continue
+		}
+		target := g.orderTarget(e)
+		if target.HostAddr == "" {
+			s.logger.Warn("check skipped: its host has no ssh address in the fleet data", "check", c.Slug, "target", e.Slug)
+			rep.Skipped++
+			continue
+		}
+		task, err := tasks.NewCheckRunTask(tasks.CheckRun{
+			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Kind: c.Kind, Target: target, Spec: c.Spec,
+			IssuedAt: now, ExpiresAt: now.Add(c.Interval),
+		})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, err := s.cfg.Queue.EnqueueContext(ctx, task); err != nil {
+			// The slot is lost, not the check: its next slot is claimed
+			// as usual, and the target goes stale if this keeps up.
+			errs = append(errs, fmt.Errorf("send probe %s: %w", c.Slug, err))
+			continue
+		}
+		rep.Sent++
+	}
+	return rep, errors.Join(errs...)
+}
+
+// RunProber probes at once and then every ProbeInterval until ctx ends.
+func (s *Service) RunProber(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		rep, err := s.ProbeDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger.Error("probe due checks", "err", err)
+		}
+		if rep.Stale > 0 || rep.Skipped > 0 {
+			s.logger.Info("prober", "sent", rep.Sent, "skipped", rep.Skipped, "stale", rep.Stale)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

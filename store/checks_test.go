@@ -1,0 +1,186 @@
+package store_test
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/nomoshq/nomos/store"
+)
+
+// claimAll claims every check due at now.
+func claimAll(t *testing.T, s *store.Store, now time.Time) map[string]store.DueCheck {
+	t.Helper()
+	due, err := s.ClaimDueChecks(t.Context(), now, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]store.DueCheck{}
+	for _, c := range due {
+		out[c.Slug] = c
+	}
+	return out
+}
+
+func TestClaimDueChecksSendsEachSlotOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := seeded(t)
+	now := time.Now().UTC().Truncate(time.Second)
+
+	first := claimAll(t, s, now)
+	if len(first) != 19 {
+		t.Fatalf("first pass claimed %d checks, want the 19 enabled seeded checks (none has run)", len(first))
+	}
+	caddy := first["caddy-http"]
+	if caddy.Kind != "http" || caddy.Interval != 30*time.Second || caddy.Spec["path"] != "/healthz" {
+		t.Errorf("caddy-http claimed as %+v", caddy)
+	}
+	if again := claimAll(t, s, now); len(again) != 0 {
+		t.Errorf("the same slot was claimed twice: %v", slices.Collect(maps.Keys(again)))
+	}
+	// 30 s on, only the 30 s checks are due; 60 s on, the 60 s ones too.
+	got30 := slices.Sorted(maps.Keys(claimAll(t, s, now.Add(30*time.Second))))
+	if want := []string{"adguard-dns", "caddy-http"}; !slices.Equal(got30, want) {
+		t.Errorf("30s on claimed %v, want the 30 s checks %v", got30, want)
+	}
+	got := claimAll(t, s, now.Add(60*time.Second))
+	if _, ok := got["jellyfin-http"]; !ok {
+		t.Errorf("60s on claimed %v, want jellyfin-http among them", slices.Collect(maps.Keys(got)))
+	}
+	if _, ok := got["paperless-http"]; ok {
+		t.Errorf("paperless-http (every 120s) was claimed 60s after its run")
+	}
+}
+
+func TestClaimDueChecksConcurrentClaimersNeverShare(t *testing.T) {
+	t.Parallel()
+	s, _ := seeded(t)
+	now := time.Now().UTC()
+	var mu sync.Mutex
+	seen := map[uuid.UUID]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			due, err := s.ClaimDueChecks(t.Context(), now, 3)
+			for err == nil && len(due) > 0 {
+				mu.Lock()
+				for _, c := range due {
+					seen[c.ID]++
+				}
+				mu.Unlock()
+				due, err = s.ClaimDueChecks(t.Context(), now, 3)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != 19 {
+		t.Errorf("%d checks claimed in all, want the 19 enabled", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("check %s claimed %d times", id, n)
+		}
+	}
+}
+
+func TestCheckResultsAggregateAndRaiseSignals(t *testing.T) {
+	t.Parallel()
+	s, ctx := seeded(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	checks := claimAll(t, s, now)
+	unit, tcp := checks["postgres-unit"], checks["postgres-tcp"]
+	pg := entityID(t, s, "service:postgres")
+	record := func(c store.DueCheck, health, detail string, at time.Time) {
+		t.Helper()
+		if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: health, Detail: detail, At: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func() store.Entity { t.Helper(); return entityID(t, s, "service:postgres") }
+	openSignals := func() []store.Signal {
+		t.Helper()
+		sigs, err := s.ListSignals(ctx, store.SignalFilter{EntityID: &pg.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sigs
+	}
+
+	record(unit, "healthy", "postgresql.service is active", now)
+	record(tcp, "unhealthy", "nothing listens on TCP port 5432", now.Add(time.Second))
+	// A healthy unit does not hide a closed port: the worst check wins.
+	if e := status(); e.Health != "unhealthy" || !strings.Contains(e.Detail, "postgres-tcp: nothing listens") {
+		t.Errorf("postgres is %s (%q), want unhealthy from postgres-tcp", e.Health, e.Detail)
+	}
+	sigs := openSignals()
+	if len(sigs) != 1 || sigs[0].Kind != "check:postgres-tcp" || sigs[0].Severity != "critical" {
+		t.Fatalf("open signals %+v, want one critical check:postgres-tcp", sigs)
+	}
+	// A later healthy unit result still leaves it unhealthy.
+	record(unit, "healthy", "postgresql.service is active", now.Add(2*time.Second))
+	if e := status(); e.Health != "unhealthy" {
+		t.Errorf("postgres is %s after a second healthy unit result, want unhealthy", e.Health)
+	}
+	// A result older than the one on record changes nothing.
+	record(tcp, "healthy", "old news", now.Add(-time.Minute))
+	if e := status(); e.Health != "unhealthy" || len(openSignals()) != 1 {
+		t.Errorf("an out-of-date healthy result changed postgres to %s", e.Health)
+	}
+	// Degraded is a warning on the same signal, not a second one.
+	record(tcp, "degraded", "slow to accept", now.Add(3*time.Second))
+	if sigs := openSignals(); len(sigs) != 1 || sigs[0].Severity != "warning" || !strings.Contains(sigs[0].Summary, "slow to accept") {
+		t.Errorf("open signals %+v, want the one signal lowered to a warning", sigs)
+	}
+	// Healthy again: the signal resolves and the target is healthy.
+	record(tcp, "healthy", "something listens on TCP port 5432", now.Add(4*time.Second))
+	if e := status(); e.Health != "healthy" {
+		t.Errorf("postgres is %s (%q), want healthy", e.Health, e.Detail)
+	}
+	if sigs := openSignals(); len(sigs) != 0 {
+		t.Errorf("signals still open: %+v", sigs)
+	}
+	// A result for a check that does not observe this target is refused.
+	err := s.RecordCheck(ctx, store.CheckObservation{CheckID: unit.ID.String(), TargetID: entityID(t, s, "service:jellyfin").ID.String(), Health: "healthy"})
+	if err == nil {
+		t.Error("a check's result was written against another target")
+	}
+}
+
+func TestMarkStale(t *testing.T) {
+	t.Parallel()
+	s, ctx := seeded(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	checks := claimAll(t, s, now)
+	caddy := checks["caddy-http"] // every 30 s
+	if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: caddy.ID.String(), TargetID: caddy.TargetID.String(), Health: "healthy", Detail: "GET answered 200", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.MarkStale(ctx, now.Add(89*time.Second)); err != nil || n != 0 {
+		t.Fatalf("MarkStale before three intervals = %d, %v; want 0", n, err)
+	}
+	if n, err := s.MarkStale(ctx, now.Add(91*time.Second)); err != nil || n != 1 {
+		t.Fatalf("MarkStale after three intervals = %d, %v; want 1", n, err)
+	}
+	e := entityID(t, s, "service:caddy")
+	if e.Health != "stale" || !strings.Contains(e.Detail, "last seen: healthy") {
+		t.Errorf("caddy is %s (%q), want stale saying what was last seen", e.Health, e.Detail)
+	}
+	if n, _ := s.MarkStale(ctx, now.Add(200*time.Second)); n != 0 {
+		t.Errorf("a stale target was marked again")
+	}
+	// The next result brings it back.
+	if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: caddy.ID.String(), TargetID: caddy.TargetID.String(), Health: "healthy", At: now.Add(201 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if e := entityID(t, s, "service:caddy"); e.Health != "healthy" {
+		t.Errorf("caddy is %s after a fresh result, want healthy", e.Health)
+	}
+}
