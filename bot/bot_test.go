@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -451,13 +452,22 @@ func TestRestartHandlesDecisionsMadeWhileDownAndNeverRepeats(t *testing.T) {
 	}
 }
 
+// execFor returns the execution a card shows. The card can reach the
+// room before the bot has recorded its event id, so a missing record is
+// waited for.
 func (b *bundle) execFor(t testing.TB, card id.EventID) store.Execution {
 	t.Helper()
-	x, err := b.store.ExecutionByCard(b.ctx, card.String())
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		x, err := b.store.ExecutionByCard(b.ctx, card.String())
+		if err == nil {
+			return x
+		}
+		if !errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return x
 }
 
 func auditString(rows []store.AuditEntry) string {
