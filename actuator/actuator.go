@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -347,19 +348,19 @@ func (a *Actuator) reportProgress(ctx context.Context, p tasks.Progress) {
 
 // redactResult redacts every free-text field of a result.
 func redactResult(r tasks.Result) tasks.Result {
-	r.Error = Redact(r.Error)
-	r.Output = Redact(r.Output)
+	r.Error = redact.String(r.Error)
+	r.Output = redact.String(r.Output)
 	if r.Notes != nil {
 		notes := make([]string, len(r.Notes))
 		for i, n := range r.Notes {
-			notes[i] = Redact(n)
+			notes[i] = redact.String(n)
 		}
 		r.Notes = notes
 	}
 	if r.Phases != nil {
 		phases := make([]tasks.Phase, len(r.Phases))
 		for i, p := range r.Phases {
-			p.Note = Redact(p.Note)
+			p.Note = redact.String(p.Note)
 			phases[i] = p
 		}
 		r.Phases = phases

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -74,7 +75,7 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	rep.metrics["probe_ms"] = float64(a.now().Sub(start).Milliseconds())
 	res := tasks.CheckResult{
 		CheckID: c.CheckID, TargetID: c.TargetID,
-		Health: rep.health, Detail: Redact(rep.detail), Metrics: rep.metrics, At: a.now(),
+		Health: rep.health, Detail: redact.String(rep.detail), Metrics: rep.metrics, At: a.now(),
 	}
 	task, err := tasks.NewCheckResultTask(res)
 	if err != nil {

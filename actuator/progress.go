@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -66,7 +67,7 @@ func (b *outputBuffer) Tail(maxLines, maxBytes int) string {
 			s = s[i+1:]
 		}
 	}
-	return tail(Redact(strings.ToValidUTF8(s, "\uFFFD")), maxLines, maxBytes)
+	return tail(redact.String(strings.ToValidUTF8(s, "\uFFFD")), maxLines, maxBytes)
 }
 
 // tail cuts s to its last maxLines lines and maxBytes bytes, starting at a

@@ -11,6 +11,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/bot/agent"
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -59,7 +60,7 @@ func (b *Bot) postAgentReply(ctx context.Context, room id.RoomID, thread id.Even
 	if strings.TrimSpace(text) == "" {
 		return
 	}
-	text = redact(text)
+	text = redact.String(text)
 	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: text, Mentions: &event.Mentions{}}
 	if thread != "" {
 		content.RelatesTo = (&event.RelatesTo{}).SetThread(thread, thread)

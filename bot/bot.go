@@ -67,8 +67,21 @@ type Config struct {
 	// RunChecks runs the prober: each check definition is sent to the
 	// actuator as a read-only probe when it is due.
 	RunChecks bool
-	Logger    *slog.Logger
-	Clock     func() time.Time
+	// AlertRoom is where failing checks are announced (the ops room);
+	// empty means they are not announced.
+	AlertRoom string
+	// SignalCheckInterval is how often signals are looked at for
+	// announcing. Default 5s.
+	SignalCheckInterval time.Duration
+	// AlertDelay is how long a signal must stay open before it is
+	// announced, to let a one-off blip pass. Default 0.
+	AlertDelay time.Duration
+	// FlapWindow: a check that fails again this soon after it was
+	// announced is announced only if it is still failing when the window
+	// ends. Default 15m.
+	FlapWindow time.Duration
+	Logger     *slog.Logger
+	Clock      func() time.Time
 }
 
 // Bot is the running Matrix front.
@@ -109,6 +122,8 @@ func New(cfg Config) (*Bot, error) {
 	cfg.QuietPeriod = cmp.Or(cfg.QuietPeriod, 5*time.Minute)
 	cfg.ExpiryWarning = cmp.Or(cfg.ExpiryWarning, 5*time.Minute)
 	cfg.ExpiryCheckInterval = cmp.Or(cfg.ExpiryCheckInterval, 30*time.Second)
+	cfg.SignalCheckInterval = cmp.Or(cfg.SignalCheckInterval, 5*time.Second)
+	cfg.FlapWindow = cmp.Or(cfg.FlapWindow, 15*time.Minute)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -163,6 +178,10 @@ func (b *Bot) Run(ctx context.Context) error {
 	if b.cfg.RunChecks {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.exec.RunProber(ctx) }()
+	}
+	if b.cfg.AlertRoom != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.watchSignals(ctx) }()
 	}
 	go func() { defer wg.Done(); b.watchExpiries(ctx) }()
 	go func() {

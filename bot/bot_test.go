@@ -64,6 +64,8 @@ type bundle struct {
 	mcp       *mcpserver.Server
 	// opCrypto, when set, decrypts what the operator reads.
 	opCrypto *cryptohelper.CryptoHelper
+	// alerts, when set, announces signals in the room.
+	alerts bool
 }
 
 // withConfig adjusts the bot's config in setup.
@@ -190,6 +192,9 @@ func (b *bundle) startBot(t testing.TB) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if b.alerts {
+		cfg.AlertRoom, cfg.SignalCheckInterval = b.room.String(), 100*time.Millisecond
 	}
 	if b.tune != nil {
 		b.tune(&cfg)
@@ -597,4 +602,99 @@ func (b *bundle) storeQuery(t testing.TB, sql string, dest ...any) error {
 	}
 	defer conn.Close(b.ctx)
 	return conn.QueryRow(b.ctx, sql).Scan(dest...)
+}
+
+// withAlerts makes the bot announce signals in the test room.
+func withAlerts() func(*bundle) {
+	return func(b *bundle) { b.alerts = true }
+}
+
+// botBodies lists the bodies of the bot's messages (not edits), oldest first.
+func (b *bundle) botBodies(t testing.TB) []string {
+	t.Helper()
+	resp, err := b.operator.Client.Messages(b.ctx, b.room, "", "", mautrix.DirectionBackward, nil, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := len(resp.Chunk) - 1; i >= 0; i-- {
+		e := resp.Chunk[i]
+		_ = e.Content.ParseRaw(e.Type)
+		if e.Sender == b.botUser.UserID && e.Type == event.EventMessage && e.Content.AsMessage().RelatesTo.GetReplaceID() == "" {
+			out = append(out, e.Content.AsMessage().Body)
+		}
+	}
+	return out
+}
+
+func countContaining(bodies []string, part string) int {
+	n := 0
+	for _, s := range bodies {
+		if strings.Contains(s, part) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFailingCheckIsAnnouncedOnceAndItsRecoveryReplied: a check that
+// starts failing is announced in the ops room (with a mention when no
+// operator is around), its recovery is a reply to that, a check that flaps
+// right back waits out the flap window, and a restart repeats nothing.
+func TestFailingCheckIsAnnouncedOnceAndItsRecoveryReplied(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withAlerts())
+	// Results are stamped by the actuator's clock; these are recent ones.
+	now := time.Now().UTC().Add(-10 * time.Minute)
+	due, err := b.store.ClaimDueChecks(b.ctx, now, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]store.DueCheck{}
+	for _, c := range due {
+		checks[c.Slug] = c
+	}
+	record := func(slug, health, detail string, at time.Time) {
+		t.Helper()
+		c := checks[slug]
+		if err := b.store.RecordCheck(b.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: health, Detail: detail, At: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	record("jellyfin-http", "unhealthy", "GET http://10.40.0.101:8096/health failed: connection refused", now)
+	alert := b.waitFor(t, b.isEscalation("service:jellyfin is failing", "jellyfin-http: GET"))
+	record("jellyfin-http", "healthy", "GET answered 200", now.Add(time.Minute))
+	recovered := b.waitFor(t, b.botSays("service:jellyfin recovered after 1m (check:jellyfin-http)"))
+	if m := recovered.Content.AsMessage(); m.RelatesTo.GetReplyTo() != alert.ID || m.MsgType != event.MsgNotice {
+		t.Errorf("the recovery is a %s replying to %q, want a notice replying to the alert %s", m.MsgType, m.RelatesTo.GetReplyTo(), alert.ID)
+	}
+
+	// jellyfin flaps straight back; then postgres degrades. The flap is not
+	// announced again; the warning is a notice, never a mention.
+	record("jellyfin-http", "unhealthy", "GET failed again", now.Add(2*time.Minute))
+	record("postgres-tcp", "degraded", "slow to accept", now.Add(2*time.Minute+time.Second))
+	warning := b.waitFor(t, b.botSays("service:postgres is degraded", "slow to accept"))
+	if m := warning.Content.AsMessage(); m.MsgType != event.MsgNotice || (m.Mentions != nil && len(m.Mentions.UserIDs) > 0) {
+		t.Errorf("a warning was sent as %s mentioning %v, want a plain notice", m.MsgType, m.Mentions)
+	}
+
+	// A restart announces nothing twice, and still notes what resolves.
+	// Restarted with a flap window already over, the bot announces the
+	// flap that is still failing.
+	b.stopBot()
+	b.tune = func(c *bot.Config) { c.FlapWindow = time.Nanosecond }
+	b.startBot(t)
+	b.waitFor(t, b.botSays("service:jellyfin is failing", "GET failed again"))
+	record("postgres-tcp", "healthy", "something listens", now.Add(3*time.Minute))
+	b.waitFor(t, b.botSays("service:postgres recovered"))
+	bodies := b.botBodies(t)
+	for part, want := range map[string]int{
+		"service:jellyfin is failing": 2, "service:jellyfin recovered": 1,
+		"service:postgres is degraded": 1, "service:postgres recovered": 1,
+	} {
+		if n := countContaining(bodies, part); n != want {
+			t.Errorf("%d messages say %q, want %d:\n%s", n, part, want, strings.Join(bodies, "\n"))
+		}
+	}
 }

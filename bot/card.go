@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"html"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -144,7 +144,7 @@ func RenderCard(v CardView) (plain, html string) {
 	riskPlain := "Risk: " + RiskBadge(class)
 	riskHTML := "<strong>Risk:</strong> " + escape(RiskBadge(class))
 	if len(v.Planned.Risk.Reasons) > 0 {
-		reasons := clip(redact(strings.Join(v.Planned.Risk.Reasons, "; ")), maxReasonText)
+		reasons := clip(redact.String(strings.Join(v.Planned.Risk.Reasons, "; ")), maxReasonText)
 		riskPlain += " — " + reasons
 		riskHTML += " — " + escape(reasons)
 	}
@@ -160,7 +160,7 @@ func RenderCard(v CardView) (plain, html string) {
 			where += " on " + t.host
 		}
 		m.para(where+":", "<strong>"+escape(where)+":</strong>")
-		steps, cut := cutHead(redact(strings.Join(x.Steps, "\n")), stepsBytes)
+		steps, cut := cutHead(redact.String(strings.Join(x.Steps, "\n")), stepsBytes)
 		if cut {
 			steps += "\n… (plan cut short here; the status page shows all of it)"
 		}
@@ -355,7 +355,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 			errText = res.Error
 		}
 		if errText != "" {
-			e := clip(redact(errText), errorBytes)
+			e := clip(redact.String(errText), errorBytes)
 			m.para("Error: "+e, "<strong>Error:</strong> "+escape(e))
 		}
 	case store.StateOutcomeUnknown:
@@ -462,7 +462,7 @@ func addOutput(m *bodies, text, label, statusURL string) {
 	if strings.TrimSpace(text) == "" {
 		return
 	}
-	tail, cut := outputTail(redact(text), tailLines, tailBytes)
+	tail, cut := outputTail(redact.String(text), tailLines, tailBytes)
 	if cut {
 		label += " (last lines)"
 	}
@@ -507,7 +507,7 @@ func resultDetails(m *bodies, v CardView, res *tasks.Result, t cardTarget) {
 				ps, hs = append(ps, more), append(hs, escape(more))
 				break
 			}
-			n = clip(redact(n), noteBytes)
+			n = clip(redact.String(n), noteBytes)
 			ps, hs = append(ps, n), append(hs, escape(n))
 		}
 		m.para("Notes:", "<strong>Notes:</strong>")
@@ -592,37 +592,6 @@ func safeURL(u string) string {
 		return ""
 	}
 	return p.String()
-}
-
-// redactRules find secrets in output. Each keeps group 1 (what comes
-// before the secret) and group 2 if it has one (what comes after).
-var redactRules = []*regexp.Regexp{
-	// PEM private keys, whole.
-	regexp.MustCompile(`(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`),
-	// key=value and key: value, with the key ending in a secret word:
-	// password=..., DB_PASSWORD=..., "api_key": "...", token: ...
-	regexp.MustCompile(`(?i)(\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s&"',;]+)`),
-	// --password value, --token=value.
-	regexp.MustCompile(`(?i)(--?[a-z0-9-]*(?:password|passwd|token|secret|api-?key)(?:=|\s+))(?:"[^"\n]*"|'[^'\n]*'|[^\s&"',;]+)`),
-	// Authorization: Bearer ..., Basic ...
-	regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)[a-z0-9._~+/=-]{8,}`),
-	// user:password@ in URLs.
-	regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(@)`),
-	// Well-known token shapes.
-	regexp.MustCompile(`()\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{20,}|syt_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{20,})`),
-}
-
-const redacted = "[redacted]"
-
-// redact replaces obvious secrets in text: key=value pairs whose key names
-// a password, token, secret or API key; --password style flags; bearer and
-// basic credentials; passwords in URLs; private keys; and well-known token
-// formats. It is best effort and never fails.
-func redact(text string) string {
-	for _, re := range redactRules {
-		text = re.ReplaceAllString(text, "${1}"+redacted+"${2}")
-	}
-	return text
 }
 
 // Notices for the router: each returns a plain and an HTML body.

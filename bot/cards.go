@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -169,10 +170,7 @@ func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
 // is unknown and nobody is watching the room.
 func (b *Bot) escalateFailure(ctx context.Context, x store.Execution) {
 	room := id.RoomID(x.RoomID)
-	b.mu.Lock()
-	last := b.lastOperator[room]
-	b.mu.Unlock()
-	if !last.IsZero() && b.now().Sub(last) < b.cfg.QuietPeriod {
+	if !b.operatorsAway(room) {
 		return
 	}
 	claimed, err := b.store.ClaimNotice(ctx, x.ID, "escalation")
@@ -185,10 +183,19 @@ func (b *Bot) escalateFailure(ctx context.Context, x store.Execution) {
 		what = "ended with an unknown outcome"
 		detail = "It may or may not have run. Check the target, then tell me what happened (it will not be retried on its own). " + x.Error
 	}
-	detail = redact(detail)
+	detail = redact.String(detail)
 	plain := fmt.Sprintf("⚠️ %s on %s %s. %s", x.Action, x.TargetSlug, what, detail)
 	htm := fmt.Sprintf("<p>⚠️ <b>%s</b> on <code>%s</code> %s.</p><p>%s</p>", html.EscapeString(x.Action), html.EscapeString(x.TargetSlug), what, html.EscapeString(detail))
 	b.sendEscalation(ctx, room, plain, htm, &event.Event{ID: id.EventID(x.CardEventID)})
+}
+
+// operatorsAway reports whether no operator has spoken in room for
+// QuietPeriod: then what needs them is an escalation that reaches a phone.
+func (b *Bot) operatorsAway(room id.RoomID) bool {
+	b.mu.Lock()
+	last := b.lastOperator[room]
+	b.mu.Unlock()
+	return last.IsZero() || b.now().Sub(last) >= b.cfg.QuietPeriod
 }
 
 // catchUpCards brings recent cards up to date after a start or a lost

@@ -9,6 +9,7 @@ import (
 
 	"maunium.net/go/mautrix/event"
 
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -119,7 +120,7 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v := redact(fmt.Sprint(e.Attrs[k]))
+		v := redact.String(fmt.Sprint(e.Attrs[k]))
 		if v == "" {
 			continue
 		}

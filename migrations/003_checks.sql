@@ -11,3 +11,12 @@ ALTER TABLE check_defs
     ADD COLUMN last_result_at timestamptz;
 
 CREATE INDEX check_defs_due_idx ON check_defs (next_run_at NULLS FIRST) WHERE enabled;
+
+-- A signal worth an operator's attention is announced once in the ops
+-- room (alerted_at is claimed before the message is sent), and its
+-- resolution is noted once, as a reply to that announcement.
+ALTER TABLE signals
+    ADD COLUMN alerted_at        timestamptz,
+    ADD COLUMN alert_room_id     text,
+    ADD COLUMN alert_event_id    text,
+    ADD COLUMN resolve_noted_at  timestamptz;

@@ -131,3 +131,89 @@ func (s *Store) ResolveSignal(ctx context.Context, entityID uuid.UUID, kind stri
 	}
 	return nil
 }
+
+// SignalAlert is a signal with what the bot posted about it.
+type SignalAlert struct {
+	Signal
+	EntityID uuid.UUID
+	RoomID   string
+	EventID  string
+}
+
+const signalAlertColumns = signalColumns + `, g.entity_id, coalesce(g.alert_room_id, ''), coalesce(g.alert_event_id, '')`
+
+func scanSignalAlert(row pgx.Row) (SignalAlert, error) {
+	var a SignalAlert
+	err := row.Scan(&a.ID, &a.EntitySlug, &a.Kind, &a.Severity, &a.State, &a.Summary, &a.RaisedAt, &a.ResolvedAt,
+		&a.EntityID, &a.RoomID, &a.EventID)
+	return a, interpretError(err)
+}
+
+// SignalsToAnnounce lists what the bot has yet to say: open warning and
+// critical signals never announced, raised at or before raisedBy, and
+// announced signals that have since resolved without a note. Oldest first.
+func (s *Store) SignalsToAnnounce(ctx context.Context, raisedBy time.Time) ([]SignalAlert, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+signalAlertColumns+`
+		FROM signals g JOIN entities e ON e.id = g.entity_id
+		WHERE (g.state = 'raised' AND g.severity IN ('warning', 'critical') AND g.alerted_at IS NULL AND g.raised_at <= $1)
+		   OR (g.state = 'resolved' AND g.alert_event_id IS NOT NULL AND g.resolve_noted_at IS NULL)
+		ORDER BY coalesce(g.resolved_at, g.raised_at), g.id
+		LIMIT 100`, raisedBy)
+	if err != nil {
+		return nil, fmt.Errorf("signals to announce: %w", err)
+	}
+	defer rows.Close()
+	var out []SignalAlert
+	for rows.Next() {
+		a, err := scanSignalAlert(rows)
+		if err != nil {
+			return nil, fmt.Errorf("signals to announce: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// ClaimSignalAlert marks a signal as announced; only the first caller gets
+// true. Claim before posting, so a restart never announces it twice.
+func (s *Store) ClaimSignalAlert(ctx context.Context, id uuid.UUID) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE signals SET alerted_at = $2 WHERE id = $1 AND alerted_at IS NULL`, id, s.now())
+	if err != nil {
+		return false, fmt.Errorf("claim alert of signal %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// SetSignalAlertEvent records the message that announced a signal.
+func (s *Store) SetSignalAlertEvent(ctx context.Context, id uuid.UUID, roomID, eventID string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE signals SET alert_room_id = $2, alert_event_id = $3 WHERE id = $1`, id, roomID, eventID)
+	if err != nil {
+		return fmt.Errorf("record alert of signal %s: %w", id, err)
+	}
+	return nil
+}
+
+// ClaimResolveNote marks an announced signal's resolution as noted; only
+// the first caller gets true.
+func (s *Store) ClaimResolveNote(ctx context.Context, id uuid.UUID) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE signals SET resolve_noted_at = $2
+		WHERE id = $1 AND state = 'resolved' AND resolve_noted_at IS NULL`, id, s.now())
+	if err != nil {
+		return false, fmt.Errorf("claim resolve note of signal %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// AnnouncedSince reports whether another signal of the same kind on the
+// same entity was announced at or after since: a check that flaps is
+// announced once per window, not at every swing.
+func (s *Store) AnnouncedSince(ctx context.Context, a SignalAlert, since time.Time) (bool, error) {
+	var found bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM signals
+		WHERE entity_id = $1 AND kind = $2 AND id <> $3 AND alert_event_id IS NOT NULL AND alerted_at >= $4)`,
+		a.EntityID, a.Kind, a.ID, since).Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("earlier alerts of %s on %s: %w", a.Kind, a.EntitySlug, err)
+	}
+	return found, nil
+}

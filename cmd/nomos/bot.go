@@ -95,7 +95,8 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Operators: cfg.Matrix.Operators, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: publicURL(cfg.Web.Listen), Agent: ag, RunChecks: cfg.Checks.Enabled,
-		Logger: logger.With("component", "bot"),
+		AlertRoom: cfg.Matrix.OpsRoom,
+		Logger:    logger.With("component", "bot"),
 	})
 	if err != nil {
 		return err

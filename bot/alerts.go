@@ -1,0 +1,111 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/internal/redact"
+	"github.com/nomoshq/nomos/store"
+)
+
+// watchSignals announces, in the alert room, each check that starts
+// failing and, as a reply, its recovery.
+func (b *Bot) watchSignals(ctx context.Context) {
+	t := time.NewTicker(b.cfg.SignalCheckInterval)
+	defer t.Stop()
+	for {
+		b.announceSignals(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (b *Bot) announceSignals(ctx context.Context) {
+	room := id.RoomID(b.cfg.AlertRoom)
+	now := b.now()
+	list, err := b.store.SignalsToAnnounce(ctx, now.Add(-b.cfg.AlertDelay))
+	if err != nil {
+		if ctx.Err() == nil {
+			b.logger.Warn("list signals to announce", "err", err)
+		}
+		return
+	}
+	for _, a := range list {
+		if a.State == "resolved" {
+			b.noteRecovery(ctx, a)
+			continue
+		}
+		// A check that fails again soon after its last announcement waits
+		// out the flap window: if it is still failing then, it is
+		// announced; if it recovered meanwhile, nobody is disturbed.
+		if flapping, err := b.store.AnnouncedSince(ctx, a, now.Add(-b.cfg.FlapWindow)); err != nil || flapping {
+			continue
+		}
+		if ok, err := b.store.ClaimSignalAlert(ctx, a.ID); err != nil || !ok {
+			continue
+		}
+		plain, htm := alertText(a)
+		var ev id.EventID
+		if a.Severity == "critical" && b.operatorsAway(room) {
+			ev = b.sendEscalation(ctx, room, plain, htm, nil)
+		} else {
+			ev = b.sendNotice(ctx, room, plain, htm, nil)
+		}
+		if ev == "" {
+			continue
+		}
+		if err := b.store.SetSignalAlertEvent(ctx, a.ID, room.String(), ev.String()); err != nil {
+			b.logger.Warn("record a signal's announcement", "signal", a.Kind, "err", err)
+		}
+	}
+}
+
+// noteRecovery replies to a signal's announcement that it has resolved.
+func (b *Bot) noteRecovery(ctx context.Context, a store.SignalAlert) {
+	if ok, err := b.store.ClaimResolveNote(ctx, a.ID); err != nil || !ok {
+		return
+	}
+	after := ""
+	if a.ResolvedAt != nil {
+		after = " after " + roundDuration(a.ResolvedAt.Sub(a.RaisedAt))
+	}
+	plain := fmt.Sprintf("🟢 %s recovered%s (%s).", a.EntitySlug, after, a.Kind)
+	htm := fmt.Sprintf("🟢 <code>%s</code> recovered%s (<code>%s</code>).", html.EscapeString(a.EntitySlug), after, html.EscapeString(a.Kind))
+	b.sendNotice(ctx, id.RoomID(a.RoomID), plain, htm, &event.Event{ID: id.EventID(a.EventID)})
+}
+
+func alertText(a store.SignalAlert) (plain, htm string) {
+	icon, what := "🔴", "is failing"
+	if a.Severity == "warning" {
+		icon, what = "🟡", "is degraded"
+	}
+	summary := redact.String(a.Summary)
+	plain = fmt.Sprintf("%s %s %s: %s\nSay `show %s` for details.", icon, a.EntitySlug, what, summary, a.EntitySlug)
+	htm = fmt.Sprintf("<p>%s <b><code>%s</code></b> %s: %s</p><p>Say <code>show %s</code> for details.</p>",
+		icon, html.EscapeString(a.EntitySlug), what, html.EscapeString(summary), html.EscapeString(a.EntitySlug))
+	return plain, htm
+}
+
+// roundDuration says d in seconds under a minute, else in hours and
+// minutes: 45s, 4m, 2h5m.
+func roundDuration(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%ds", int(d.Seconds()+0.5))
+	}
+	m := int(d.Round(time.Minute).Minutes())
+	if m < 60 {
+		return fmt.Sprintf("%dm", m)
+	}
+	if m%60 == 0 {
+		return fmt.Sprintf("%dh", m/60)
+	}
+	return fmt.Sprintf("%dh%dm", m/60, m%60)
+}
