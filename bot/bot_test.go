@@ -664,6 +664,9 @@ func TestFailingCheckIsAnnouncedOnceAndItsRecoveryReplied(t *testing.T) {
 
 	record("jellyfin-http", "unhealthy", "GET http://10.40.0.101:8096/health failed: connection refused", now)
 	alert := b.waitFor(t, b.isEscalation("service:jellyfin is failing", "jellyfin-http: GET"))
+	// While it is open, status lists it.
+	b.say(t, b.operator, "status", "")
+	b.waitFor(t, b.botSays("Fleet status", "Open signals:", "🔴 service:jellyfin check:jellyfin-http: jellyfin-http: GET"))
 	record("jellyfin-http", "healthy", "GET answered 200", now.Add(time.Minute))
 	recovered := b.waitFor(t, b.botSays("service:jellyfin recovered after 1m (check:jellyfin-http)"))
 	if m := recovered.Content.AsMessage(); m.RelatesTo.GetReplyTo() != alert.ID || m.MsgType != event.MsgNotice {

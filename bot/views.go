@@ -49,6 +49,19 @@ func (b *Bot) replyStatus(ctx context.Context, evt *event.Event) {
 		htm.WriteString("<li>" + html.EscapeString(line) + "</li>")
 	}
 	htm.WriteString("</ul>")
+	if sigs, err := b.store.ListSignals(ctx, store.SignalFilter{Limit: maxStatusSignals + 1}); err == nil && len(sigs) > 0 {
+		plain.WriteString("Open signals:\n")
+		htm.WriteString("<p>Open signals:</p><ul>")
+		for i, g := range sigs {
+			line := fmt.Sprintf("%s %s %s: %s", signalIcon(g.Severity), g.EntitySlug, g.Kind, clip(redact.String(g.Summary), 200))
+			if i == maxStatusSignals {
+				line = "… and more: get_state_snapshot or the status page lists them all"
+			}
+			plain.WriteString("• " + line + "\n")
+			htm.WriteString("<li>" + html.EscapeString(line) + "</li>")
+		}
+		htm.WriteString("</ul>")
+	}
 	active, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{
 		store.StateAwaitingApproval, store.StateApproved, store.StateDispatched, store.StateRunning}, Limit: 50})
 	if err == nil {
@@ -57,6 +70,19 @@ func (b *Bot) replyStatus(ctx context.Context, evt *event.Event) {
 		htm.WriteString("<p>" + line + "</p>")
 	}
 	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+}
+
+// maxStatusSignals bounds the open signals "status" lists.
+const maxStatusSignals = 8
+
+func signalIcon(severity string) string {
+	switch severity {
+	case "critical":
+		return "🔴"
+	case "warning":
+		return "🟡"
+	}
+	return "ℹ️"
 }
 
 func healthSummary(counts map[string]int) string {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/nomoshq/nomos/actuator"
 	"github.com/nomoshq/nomos/executions"
@@ -104,4 +106,58 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	}
 	testenv.ReportPercentiles(b, "approval-to-ssh", toSSH)
 	testenv.ReportPercentiles(b, "exit-to-applied", toApplied)
+}
+
+// BenchmarkProbePass measures the prober's work for a fleet of 1,000
+// containers with one HTTP check each, all due at once: marking stale,
+// claiming every check in Postgres and enqueuing each probe on Redis. It
+// reports the cost per check.
+func BenchmarkProbePass(b *testing.B) {
+	bb := setup(b)
+	seed := &store.Seed{}
+	vmid := 1000
+	for h := range 10 {
+		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
+		for i := range 100 {
+			vmid++
+			name := fmt.Sprintf("app%d", vmid)
+			host.Containers = append(host.Containers, store.SeedContainer{
+				VMID: vmid, Hostname: fmt.Sprintf("ct%d", vmid), IP: fmt.Sprintf("10.%d.0.%d/16", 50+h, 1+i), Gateway: fmt.Sprintf("10.%d.0.1", 50+h),
+				Cores: 1, MemoryMB: 512, DiskGB: 8, Status: "running",
+				Services: []store.SeedService{{Name: name, Unit: "app.service", Port: 8080, HealthPath: "/"}},
+			})
+			seed.Checks = append(seed.Checks, store.SeedCheck{Slug: name + "-http", Target: "service:" + name, Kind: "http", Interval: 60})
+		}
+		seed.Hosts = append(seed.Hosts, host)
+	}
+	if _, err := bb.store.ApplySeed(bb.ctx, seed); err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: bb.redis.Addr, DB: bb.redis.DB})
+	defer rdb.Close()
+	const checks = 1000 + 19 // the generated fleet and the demo seeds
+	b.ResetTimer()
+	for range b.N {
+		bb.clock.Advance(time.Hour)
+		sent := 0
+		for {
+			rep, err := bb.svc.ProbeDue(bb.ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rep.Sent == 0 {
+				break
+			}
+			sent += rep.Sent
+		}
+		if sent != checks {
+			b.Fatalf("one round sent %d probes, want %d", sent, checks)
+		}
+		b.StopTimer()
+		if err := rdb.FlushDB(bb.ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*checks), "ns/check")
 }

@@ -76,7 +76,7 @@ type bundle struct {
 	ctx       context.Context
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}

@@ -23,7 +23,7 @@ type ProbeReport struct {
 }
 
 // probeBatch bounds the checks one pass sends; the rest wait a tick.
-const probeBatch = 200
+const probeBatch = 1000
 
 // ProbeDue marks stale the targets whose checks stopped answering, then
 // sends every check whose time has come to the actuator as a read-only
