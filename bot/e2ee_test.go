@@ -111,3 +111,31 @@ func TestEncryptedRoom(t *testing.T) {
 		t.Errorf("no device of the bot is signed by its self-signing key %s", sskKey)
 	}
 }
+
+// TestUndecryptableMessageIsNoticedOncePerSession: messages encrypted
+// with a room key the bot never received get one notice for the sender's
+// session, not one per message, after the bot has waited for the key.
+func TestUndecryptableMessageIsNoticedOncePerSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	content := map[string]any{
+		"algorithm":  id.AlgorithmMegolmV1,
+		"ciphertext": "AxihVb7xo1HMJHEKb1wUta6VJVTtvUwSeuUC9xCHiB6O0l3QXHT5pZ7gGxunOuV1u8zf5VJoV2WVXLZV5FBAlF+l39NX3o58gXrlXAzBIuLB3SdS3tK97oabNxvY7F4ZRBVPApWkqgDw84osZwh3SiW5hh0UvdQfUazql5Zf+26maiJgaz33MTtSRU7ApSEAsfSbZQ+1cFfGTRZdK5byzvnfY9iD69TSFhqN5G+AU54yq9tNfsdIW5Q56dxZTw2oOttOFpkSNgg",
+		"device_id":  "NOTSHARED",
+		"sender_key": "8Ky9Ad2WqpI0Q3b9dT6vN8sS0m1H4kZl2Yx3Qe5Rw7A",
+		"session_id": "k2R1Yp0x7Q9wE3rT5yU8iO1pA4sD6fG9hJ2kL5zX8cV",
+	}
+	for range 2 {
+		if _, err := b.operator.Client.SendMessageEvent(b.ctx, b.room, event.EventEncrypted, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.waitFor(t, b.botSays("could not decrypt a message from "+b.operator.UserID.String()))
+	// The bot goes on working; by the time it answers, the second
+	// message's failure has long been handled too.
+	b.say(t, b.operator, "status", "")
+	b.waitFor(t, b.botSays("Fleet status"))
+	if n := countContaining(b.botBodies(t), "could not decrypt"); n != 1 {
+		t.Errorf("%d undecryptable-message notices, want 1 for one session", n)
+	}
+}

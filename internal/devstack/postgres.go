@@ -3,6 +3,7 @@ package devstack
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Postgres describes a running local Postgres server and a role that may
@@ -164,7 +166,22 @@ func (p *Postgres) DropDatabase(ctx context.Context, name string) error {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	// An autovacuum worker visiting the database belongs to the superuser,
+	// so the forced drop may not end it (42501) or find it still there
+	// (55006). It leaves within moments: try again until ctx ends.
+	for {
+		_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || (pgErr.Code != "42501" && pgErr.Code != "55006") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drop database %s: %w", name, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
 	return nil
