@@ -271,6 +271,12 @@ func (c *client) start(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("first sync: %w", err)
 	}
+	// The backlog comes from /messages: the first sync's timeline can be
+	// empty right after a join, and is limited to what that sync saw.
+	history, err := cli.Messages(ctx, c.room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: types}, historyLimit)
+	if err != nil {
+		return "", fmt.Errorf("read the room's history: %w", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var timeline []*event.Event
@@ -282,7 +288,10 @@ func (c *client) start(ctx context.Context) (string, error) {
 		c.applyState(r.Timeline.Events)
 		timeline = r.Timeline.Events
 	}
-	for _, evt := range timeline {
+	for i := len(history.Chunk) - 1; i >= 0; i-- {
+		c.apply(history.Chunk[i], false)
+	}
+	for _, evt := range timeline { // already seen ones are skipped
 		c.apply(evt, false)
 	}
 	c.printHeader()

@@ -41,6 +41,13 @@ type session struct {
 // must have returned nil, when the test ends.
 func setup(t *testing.T, before func(s *session)) *session {
 	t.Helper()
+	return setupJoin(t, true, before)
+}
+
+// setupJoin is setup; with joinFirst false the operator is only invited,
+// and nomos chat joins the room itself when it starts.
+func setupJoin(t *testing.T, joinFirst bool, before func(s *session)) *session {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
 	s := &session{
 		ctx: ctx,
@@ -57,8 +64,10 @@ func setup(t *testing.T, before func(s *session)) *session {
 	s.room = resp.RoomID
 	// The operator is in the room before anything is said, as in the dev
 	// stack, where the operator creates the room.
-	if _, err := s.op.Client.JoinRoomByID(ctx, s.room); err != nil {
-		t.Fatalf("operator joins: %v", err)
+	if joinFirst {
+		if _, err := s.op.Client.JoinRoomByID(ctx, s.room); err != nil {
+			t.Fatalf("operator joins: %v", err)
+		}
 	}
 	f, err := s.bot.Client.CreateFilter(ctx, &mautrix.Filter{Room: &mautrix.RoomFilter{
 		Rooms: []id.RoomID{s.room}, Timeline: &mautrix.FilterPart{Limit: 100},
@@ -253,6 +262,23 @@ func TestBacklogOnStart(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^#10 \S+ nomos\S* \[notice, edited\]: note-12 revised$`).MatchString(out) {
 		t.Errorf("backlog does not end with the edited note-12:\n%s", out)
+	}
+}
+
+// TestBacklogAfterJoiningLate: an operator who was only invited, and whom
+// nomos chat joins on start, still sees what was said before.
+func TestBacklogAfterJoiningLate(t *testing.T) {
+	t.Parallel()
+	s := setupJoin(t, false, func(s *session) {
+		for i := 1; i <= 3; i++ {
+			s.botSend(t, &event.MessageEventContent{MsgType: event.MsgNotice, Body: fmt.Sprintf("before-join-%d", i)})
+		}
+	})
+	out := s.out.String()
+	for i := 1; i <= 3; i++ {
+		if want := fmt.Sprintf("before-join-%d", i); !strings.Contains(out, want) {
+			t.Errorf("backlog lacks %s:\n%s", want, out)
+		}
 	}
 }
 
