@@ -262,7 +262,8 @@ func TestMCPOverHTTP(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("request_execution over MCP: %v %+v", err, res)
 	}
-	card := b.waitFor(t, b.botSays("restart gitea", "awaiting approval"))
+	// The operator sees why the client asked, and who it was.
+	card := b.waitFor(t, b.botSays("restart gitea", "awaiting approval", "Why: external check (asked by mcp:"))
 	x := b.execFor(t, card.ID)
 	if x.RequestedVia != "mcp" || x.State != store.StateAwaitingApproval {
 		t.Errorf("execution via %s in %s, want mcp awaiting_approval", x.RequestedVia, x.State)

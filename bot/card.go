@@ -138,6 +138,17 @@ func RenderCard(v CardView) (plain, html string) {
 	m.para(title+": "+verb+" "+t.display,
 		"<strong>"+escape(title)+": "+escape(verb)+" "+escape(t.display)+"</strong>")
 
+	// Why an agent or an MCP client asked, in its words.
+	if why := strings.TrimSpace(x.Reason); why != "" {
+		why = clip(redact.String(why), maxReasonText)
+		asker := x.RequestedBy
+		if x.RequestedVia == "mcp" || x.RequestedVia == "agent" {
+			asker += " via " + x.RequestedVia
+		}
+		m.para("Why: "+why+" (asked by "+asker+")",
+			"<strong>Why:</strong> "+escape(why)+" (asked by "+escape(asker)+")")
+	}
+
 	// Target and risk.
 	targetPlain, targetHTML := t.describe()
 	m.plain.WriteString("Target: " + targetPlain + "\n")

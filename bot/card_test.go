@@ -282,6 +282,8 @@ func TestRenderCardEscapes(t *testing.T) {
 	v.Planned.Execution.Error = evil
 	v.Planned.Execution.PlanCode = evil
 	v.Planned.Risk.Reasons = []string{evil}
+	v.Planned.Execution.Reason = evil
+	v.Planned.Execution.RequestedBy = evil
 	v.Planned.Blast = []policy.Affected{{Slug: evil, Via: policy.EdgeRuns, From: evil}}
 	v.Result = &tasks.Result{Status: tasks.StatusFailed, Output: evil, Snapshot: evil, Notes: []string{evil},
 		FailedPhase: evil, Phases: []tasks.Phase{{Name: evil, Status: tasks.StatusFailed}}}
@@ -322,6 +324,25 @@ func TestRenderCardEscapes(t *testing.T) {
 		}
 		checkHTML(t, h)
 	}
+}
+
+// TestRenderCardShowsWhyAnAgentAsked: a plan from the agent or an MCP
+// client carries its reason, redacted, and who asked; an operator's own
+// command has no such line.
+func TestRenderCardShowsWhyAnAgentAsked(t *testing.T) {
+	t.Parallel()
+	v := cardSetup(t)
+	plain, _ := RenderCard(v)
+	if strings.Contains(plain, "Why:") {
+		t.Errorf("a chat command's card has a Why line:\n%s", plain)
+	}
+	v.Planned.Execution.Reason = "jellyfin stopped answering; the log says token=abc123"
+	v.Planned.Execution.RequestedBy, v.Planned.Execution.RequestedVia = "claude-desktop", "mcp"
+	plain, htm := RenderCard(v)
+	if !strings.Contains(plain, "Why: jellyfin stopped answering; the log says token=[REDACTED] (asked by claude-desktop via mcp)") {
+		t.Errorf("card lacks the redacted reason and asker:\n%s", plain)
+	}
+	checkHTML(t, htm)
 }
 
 func TestRenderCardRedactsAndBoundsSize(t *testing.T) {

@@ -110,7 +110,10 @@ type Request struct {
 	// RequestedBy is the Matrix user or client that asked.
 	RequestedBy string
 	// Via is chat, runbook, agent, mcp or cli.
-	Via    string
+	Via string
+	// Reason is why the asker wants it, shown on the card; empty for an
+	// operator's own command.
+	Reason string
 	RoomID string
 	// Session is the agent session that asked, if any; its result then
 	// re-invokes that session.
@@ -191,7 +194,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		ID: id, Action: string(spec.Action), TargetID: &entity.ID, TargetSlug: entity.Slug,
 		Params: canonical, Steps: plan.Steps, RiskClass: risk.Class.String(),
 		PlanHash: hash, PlanCode: code, State: store.StateAwaitingApproval,
-		RequestedBy: r.RequestedBy, RequestedVia: r.Via, RoomID: r.RoomID,
+		RequestedBy: r.RequestedBy, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
 		ExpiresAt: s.cfg.Rules.ExpiresAt(risk.Class, now), Session: r.Session,
 	}
 	var auto *store.Approval

@@ -49,18 +49,12 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 	}
 	p, err := s.exec.Request(ctx, executions.Request{
 		Action: action, Target: target, Params: params,
-		RequestedBy: c.RequestedBy, Via: c.Via, RoomID: c.RoomID, Session: c.Session,
+		RequestedBy: c.RequestedBy, Via: c.Via, Reason: reason, RoomID: c.RoomID, Session: c.Session,
 	})
 	if err != nil {
 		return s.requestError(ctx, err), nil
 	}
 	x := p.Execution
-	if err := s.store.AppendAudit(ctx, store.AuditEntry{
-		Actor: c.RequestedBy, Action: "execution.reason", ExecutionID: &x.ID, EntityID: x.TargetID,
-		Detail: map[string]any{"reason": reason, "via": c.Via},
-	}); err != nil {
-		s.log.WarnContext(ctx, "could not audit a request's reason", "execution_id", x.ID, "err", err)
-	}
 	text := requestedText(p, c)
 	if x.State == store.StateApproved || x.State == store.StateDispatched || x.State == store.StateRunning {
 		// A read_only step approved itself and is on its way: wait for it
@@ -192,6 +186,9 @@ func (s *Server) describeExecution(x store.Execution) string {
 		fmt.Fprintf(&b, "; awaiting approval, expires %s", ago(now, x.ExpiresAt))
 	}
 	b.WriteString("\n")
+	if x.Reason != "" {
+		b.WriteString("reason: " + oneLine(x.Reason, 500) + "\n")
+	}
 	if len(x.Params) > 0 && string(x.Params) != "{}" {
 		b.WriteString("params: " + oneLine(string(x.Params), 600) + "\n")
 	}

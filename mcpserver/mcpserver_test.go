@@ -527,9 +527,12 @@ func TestRequestExecutionFromTheAgentUsesTheSessionRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(audit, func(a store.AuditEntry) bool {
-		return a.Action == "execution.reason" && a.Detail["reason"] == "it stopped answering after a library scan"
+		return a.Action == "execution.requested" && a.Detail["reason"] == "it stopped answering after a library scan"
 	}) {
-		t.Errorf("the reason is not in the audit log: %+v", audit)
+		t.Errorf("the reason is not in the request's audit row: %+v", audit)
+	}
+	if x.Reason != "it stopped answering after a library scan" {
+		t.Errorf("the execution's reason is %q", x.Reason)
 	}
 
 	// A call that names no caller acts as the agent in the ops room.

@@ -53,6 +53,8 @@ type Execution struct {
 	State        ExecutionState
 	RequestedBy  string
 	RequestedVia string
+	// Reason is why an agent or MCP client asked; empty for a chat command.
+	Reason       string
 	RoomID       string
 	CardEventID  string
 	ExpiresAt    time.Time
@@ -90,6 +92,7 @@ type NewExecution struct {
 	State        ExecutionState
 	RequestedBy  string
 	RequestedVia string
+	Reason       string
 	RoomID       string
 	ExpiresAt    time.Time
 	// Session is the agent session that asked, if one did. The link is
@@ -137,7 +140,7 @@ type ExecutionEvent struct {
 const ExecutionsChannel = "nomos_executions"
 
 const executionColumns = `x.id, x.action, x.target_id, x.target_slug, x.params, x.steps, x.risk_class,
-	x.plan_hash, x.plan_code, x.state, x.requested_by, x.requested_via, coalesce(x.room_id, ''),
+	x.plan_hash, x.plan_code, x.state, x.requested_by, x.requested_via, x.reason, coalesce(x.room_id, ''),
 	coalesce(x.card_event_id, ''), x.expires_at, x.result, coalesce(x.error, ''), x.progress_tail,
 	x.heartbeat_at, x.created_at, x.updated_at,
 	a.decision, a.decided_by, a.method, a.event_id, a.plan_hash, a.decided_at`
@@ -150,7 +153,7 @@ func scanExecution(row pgx.Row) (Execution, error) {
 	var decision, decidedBy, method, eventID, planHash *string
 	var decidedAt *time.Time
 	err := row.Scan(&x.ID, &x.Action, &x.TargetID, &x.TargetSlug, &x.Params, &steps, &x.RiskClass,
-		&x.PlanHash, &x.PlanCode, &x.State, &x.RequestedBy, &x.RequestedVia, &x.RoomID,
+		&x.PlanHash, &x.PlanCode, &x.State, &x.RequestedBy, &x.RequestedVia, &x.Reason, &x.RoomID,
 		&x.CardEventID, &x.ExpiresAt, &x.Result, &x.Error, &x.ProgressTail,
 		&x.HeartbeatAt, &x.CreatedAt, &x.UpdatedAt,
 		&decision, &decidedBy, &method, &eventID, &planHash, &decidedAt)
@@ -184,17 +187,17 @@ func (s *Store) CreateExecution(ctx context.Context, n NewExecution, auto *Appro
 	var x Execution
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
-			risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15)`,
+			risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at, reason)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15, $16)`,
 			n.ID, n.Action, n.TargetID, n.TargetSlug, params, steps, n.RiskClass, n.PlanHash, n.PlanCode,
-			n.State, n.RequestedBy, n.RequestedVia, n.RoomID, n.ExpiresAt, s.now())
+			n.State, n.RequestedBy, n.RequestedVia, n.RoomID, n.ExpiresAt, s.now(), n.Reason)
 		if err != nil {
 			return err
 		}
 		if err := audit(ctx, tx, AuditEntry{
 			Actor: n.RequestedBy, Action: "execution.requested", ExecutionID: &n.ID, EntityID: n.TargetID,
 			Detail: map[string]any{"action": n.Action, "target": n.TargetSlug, "risk_class": n.RiskClass,
-				"plan_hash": n.PlanHash, "via": n.RequestedVia, "steps": n.Steps},
+				"plan_hash": n.PlanHash, "via": n.RequestedVia, "steps": n.Steps, "reason": n.Reason},
 		}); err != nil {
 			return err
 		}
