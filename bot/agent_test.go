@@ -2,16 +2,21 @@ package bot_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/internal/testenv"
@@ -331,5 +336,58 @@ func TestAgentSummarisesLongHistory(t *testing.T) {
 		if strings.Contains(m.Content, "first question") {
 			t.Errorf("the summarised first question is still replayed")
 		}
+	}
+}
+
+// TestTypingWhileWorkingAndReadReceiptWhenDone: while a slow answer is
+// being worked out the room sees the bot typing; then the typing stops and
+// the bot's read receipt marks the operator's message as handled.
+func TestTypingWhileWorkingAndReadReceiptWhenDone(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(testenv.Reply("Thought it over: all is well.").Delay(1500 * time.Millisecond))
+	b := setup(t, withLLM(llm))
+
+	// The guest's client follows the room's ephemeral events.
+	var mu sync.Mutex
+	var typing []bool // each typing update: is the bot among those typing?
+	receipts := map[id.EventID]bool{}
+	syncer := b.guest.Client.Syncer.(*mautrix.DefaultSyncer)
+	syncer.OnEventType(event.EphemeralEventTyping, func(_ context.Context, e *event.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		typing = append(typing, slices.Contains(e.Content.AsTyping().UserIDs, b.botUser.UserID))
+	})
+	syncer.OnEventType(event.EphemeralEventReceipt, func(_ context.Context, e *event.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		for evtID, rs := range *e.Content.AsReceipt() {
+			if _, ok := rs[event.ReceiptTypeRead][b.botUser.UserID]; ok {
+				receipts[evtID] = true
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.guest.Client.SyncWithContext(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	msg := b.say(t, b.operator, "think it over: is all well?", "")
+	b.waitFor(t, b.botSays("Thought it over"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		started := slices.Contains(typing, true)
+		stopped := started && !typing[len(typing)-1]
+		read := receipts[msg]
+		seen := fmt.Sprintf("typing updates %v, bot read %v", typing, read)
+		mu.Unlock()
+		if started && stopped && read {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want the bot seen typing, then not, and its read receipt on the message; got %s", seen)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html"
 	"strings"
+	"sync"
 	"time"
 
 	"maunium.net/go/mautrix/event"
@@ -67,6 +68,36 @@ func (b *Bot) postAgentReply(ctx context.Context, room id.RoomID, thread id.Even
 		replyTo = nil
 	}
 	b.send(ctx, room, content, strings.ReplaceAll(html.EscapeString(text), "\n", "<br>"), replyTo)
+}
+
+// typingDelay is how long handling a message may take before the bot
+// shows that it is typing. A quick answer never waits for a typing
+// notification to reach the homeserver first.
+const typingDelay = 300 * time.Millisecond
+
+// typingAfter shows the bot typing in room if the work it guards is still
+// going after delay, until the returned func is called.
+func (b *Bot) typingAfter(ctx context.Context, room id.RoomID, delay time.Duration) (stop func()) {
+	var mu sync.Mutex
+	started, stopped := false, false
+	t := time.AfterFunc(delay, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		started = true
+		_, _ = b.cli.UserTyping(ctx, room, true, 20*time.Second)
+	})
+	return func() {
+		t.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		if started {
+			_, _ = b.cli.UserTyping(ctx, room, false, 0)
+		}
+	}
 }
 
 // keepTyping shows the bot typing until the returned func is called.

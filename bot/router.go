@@ -82,9 +82,9 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.lastOperator[evt.RoomID] = b.now()
 		b.mu.Unlock()
 	}
-	_, _ = b.cli.UserTyping(ctx, evt.RoomID, true, 20*time.Second)
+	stopTyping := b.typingAfter(ctx, evt.RoomID, typingDelay)
 	defer func() {
-		_, _ = b.cli.UserTyping(ctx, evt.RoomID, false, 0)
+		stopTyping()
 		if err := b.cli.MarkRead(ctx, evt.RoomID, evt.ID); err != nil {
 			b.logger.Debug("read receipt", "err", err)
 		}
