@@ -195,14 +195,15 @@ func (b *Bot) refuseNonOperator(ctx context.Context, evt *event.Event, what stri
 // tryPhrase approves the destructive plan in this room whose typed phrase
 // the message is.
 func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool {
-	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})
+	if !policy.MayBePhrase(body) {
+		return false
+	}
+	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval},
+		RoomID: evt.RoomID.String(), RiskClass: policy.Destructive.String()})
 	if err != nil {
 		return false
 	}
 	for _, x := range pending {
-		if x.RiskClass != policy.Destructive.String() {
-			continue
-		}
 		p, err := b.exec.Describe(ctx, x)
 		if err != nil || p.Phrase == "" || !policy.MatchPhrase(body, p.Phrase) {
 			continue

@@ -209,6 +209,17 @@ func ConfirmationPhrase(a Action, targetSlug, planHash string) (string, error) {
 	return spec.Verb + " " + targetSlug + " " + code, nil
 }
 
+// MayBePhrase reports whether s has the shape of a confirmation phrase:
+// three words, the second a slug. It is a cheap test for skipping the
+// lookup of pending destructive plans on every other message.
+func MayBePhrase(s string) bool {
+	if len(s) > maxPhraseLen {
+		return false
+	}
+	f := strings.Fields(s)
+	return len(f) == 3 && strings.Contains(f[1], ":")
+}
+
 // maxPhraseLen bounds what MatchPhrase reads.
 const maxPhraseLen = 256
 

@@ -234,6 +234,22 @@ func TestMatchPhrase(t *testing.T) {
 	}
 }
 
+// TestMayBePhrase: every message that matches a phrase passes the cheap
+// shape test, and ordinary chat does not.
+func TestMayBePhrase(t *testing.T) {
+	t.Parallel()
+	for _, tt := range phraseTests {
+		if tt.want && !MayBePhrase(tt.got) {
+			t.Errorf("MayBePhrase(%q) = false for a matching phrase", tt.got)
+		}
+	}
+	for _, s := range []string{"restart jellyfin", "go ahead", "destroy 131", "yes", "list containers", "show lxc:101"} {
+		if MayBePhrase(s) {
+			t.Errorf("MayBePhrase(%q) = true", s)
+		}
+	}
+}
+
 func FuzzMatchPhrase(f *testing.F) {
 	for _, tt := range phraseTests {
 		f.Add(tt.got, "destroy lxc:131 k7q2")
@@ -245,6 +261,9 @@ func FuzzMatchPhrase(f *testing.F) {
 		}
 		if m && normalizePhrase(got) != normalizePhrase(want) {
 			t.Fatalf("MatchPhrase(%q, %q) but they normalise differently", got, want)
+		}
+		if m && MayBePhrase(want) && !MayBePhrase(got) {
+			t.Fatalf("MatchPhrase(%q, %q) but the shape test turns it away", got, want)
 		}
 		if m && strings.TrimSpace(want) == "" {
 			t.Fatalf("empty want %q matched", want)

@@ -248,6 +248,8 @@ func getExecution(ctx context.Context, q rowQuerier, id uuid.UUID) (Execution, e
 type ExecutionFilter struct {
 	States []ExecutionState
 	RoomID string
+	// RiskClass keeps one risk class (empty: any).
+	RiskClass string
 	// UpdatedBefore keeps executions not updated since then (zero: any).
 	UpdatedBefore time.Time
 	Limit         int
@@ -271,7 +273,8 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Execut
 		WHERE (cardinality($1::text[]) = 0 OR x.state = ANY($1))
 		  AND ($2 = '' OR x.room_id = $2)
 		  AND ($3::timestamptz IS NULL OR x.updated_at < $3)
-		ORDER BY x.created_at DESC LIMIT $4`, states, f.RoomID, before, limit)
+		  AND ($5 = '' OR x.risk_class = $5)
+		ORDER BY x.created_at DESC LIMIT $4`, states, f.RoomID, before, limit, f.RiskClass)
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}
