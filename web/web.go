@@ -1,5 +1,5 @@
-// Package web serves Nomos's read-only status page: fleet health and the
-// latest executions with their output. It only reads the store; nothing on
+// Package web serves Nomos's read-only status page: open signals, fleet
+// health and the latest executions with their output. It only reads the store; nothing on
 // it can change the fleet.
 package web
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -55,9 +56,19 @@ type entityRow struct {
 func (h *Handler) index(ctx context.Context, w http.ResponseWriter) {
 	data := struct {
 		Now        string
+		Signals    []store.Signal
 		Entities   []entityRow
 		Executions []store.Execution
 	}{Now: time.Now().UTC().Format("2006-01-02 15:04:05 MST")}
+	sigs, err := h.Store.ListSignals(ctx, store.SignalFilter{Limit: 200})
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	for i := range sigs {
+		sigs[i].Summary = redact.String(sigs[i].Summary)
+	}
+	data.Signals = sigs
 	for _, typ := range []string{"host", "lxc", "service"} {
 		es, err := h.Store.ListEntities(ctx, typ)
 		if err != nil {
@@ -65,7 +76,7 @@ func (h *Handler) index(ctx context.Context, w http.ResponseWriter) {
 			return
 		}
 		for _, e := range es {
-			data.Entities = append(data.Entities, entityRow{e.Slug, e.Name, e.Health, e.Detail})
+			data.Entities = append(data.Entities, entityRow{e.Slug, e.Name, e.Health, redact.String(e.Detail)})
 		}
 	}
 	xs, err := h.Store.ListExecutions(ctx, store.ExecutionFilter{Limit: 50})
@@ -86,6 +97,7 @@ func (h *Handler) execution(ctx context.Context, w http.ResponseWriter, id uuid.
 		http.Error(w, "no such execution", http.StatusNotFound)
 		return
 	}
+	x.Reason = redact.String(x.Reason)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := executionPage.Execute(w, x); err != nil {
 		h.Logger.Warn("render execution page", "err", err)
@@ -98,10 +110,12 @@ func (h *Handler) fail(w http.ResponseWriter, err error) {
 	http.Error(w, "The status page cannot read the database right now.", http.StatusServiceUnavailable)
 }
 
-const style = `<style>body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}td,th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:left}pre{background:#f5f5f5;padding:.6em;overflow:auto}.healthy{color:#080}.unhealthy{color:#b00}.degraded{color:#b60}</style>`
+const style = `<style>body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}td,th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:left}pre{background:#f5f5f5;padding:.6em;overflow:auto}.healthy{color:#080}.unhealthy,.critical{color:#b00}.degraded,.warning{color:#b60}.stale{color:#888}</style>`
 
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="10"><title>Nomos status</title>` + style + `</head><body>
 <h1>Nomos status</h1><p>Read-only. Updated {{.Now}}; refreshes every 10 s.</p>
+<h2>Open signals</h2><table><tr><th>raised</th><th>severity</th><th>entity</th><th>signal</th><th>summary</th></tr>
+{{range .Signals}}<tr><td>{{.RaisedAt.UTC.Format "Jan 02 15:04"}}</td><td class="{{.Severity}}">{{.Severity}}</td><td>{{.EntitySlug}}</td><td>{{.Kind}}</td><td>{{.Summary}}</td></tr>{{else}}<tr><td colspan="5">none</td></tr>{{end}}</table>
 <h2>Latest executions</h2><table><tr><th>created</th><th>action</th><th>target</th><th>risk</th><th>state</th><th>requested by</th></tr>
 {{range .Executions}}<tr><td>{{.CreatedAt.UTC.Format "Jan 02 15:04"}}</td><td><a href="/executions/{{.ID}}">{{.Action}}</a></td><td>{{.TargetSlug}}</td><td>{{.RiskClass}}</td><td>{{.State}}</td><td>{{.RequestedBy}}</td></tr>{{else}}<tr><td colspan="6">none yet</td></tr>{{end}}</table>
 <h2>Fleet</h2><table><tr><th>entity</th><th>name</th><th>health</th><th>detail</th></tr>
@@ -111,6 +125,7 @@ var indexPage = template.Must(template.New("index").Parse(`<!doctype html><html>
 var executionPage = template.Must(template.New("execution").Parse(`<!doctype html><html><head><meta charset="utf-8"><title>Execution {{.ID}}</title>` + style + `</head><body>
 <p><a href="/">← status</a></p><h1>{{.Action}} on {{.TargetSlug}}</h1>
 <p>State <b>{{.State}}</b>, risk {{.RiskClass}}, plan {{.PlanCode}}, requested by {{.RequestedBy}} via {{.RequestedVia}}.</p>
+{{if .Reason}}<p>Why: {{.Reason}}</p>{{end}}
 {{if .Approval}}<p>{{.Approval.Decision}} by {{.Approval.DecidedBy}} ({{.Approval.Method}}) at {{.Approval.DecidedAt.UTC.Format "15:04:05 MST"}}</p>{{end}}
 <h2>Steps</h2><pre>{{range .Steps}}{{.}}
 {{end}}</pre>
