@@ -37,8 +37,12 @@ type Config struct {
 	// JournalPath is the local append-only journal that keeps an order
 	// from running twice. Its directory is created if need be. Required.
 	JournalPath string
-	// Concurrency is how many orders and probes run at once. Default 4.
+	// Concurrency is how many orders run at once. Default 4.
 	Concurrency int
+	// ProbeConcurrency is how many probes run at once, in a pool of their
+	// own: a burst of probes, or probes stuck on a dead host, never hold
+	// up an approved order. Default 4.
+	ProbeConcurrency int
 	// CommandTimeout bounds each command; a command still running then is
 	// killed and its execution fails. Default 10m.
 	CommandTimeout time.Duration
@@ -93,6 +97,7 @@ type Actuator struct {
 func New(cfg Config) (*Actuator, error) {
 	cfg.SSHUser = cmp.Or(cfg.SSHUser, "root")
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
+	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
 	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)
 	cfg.ProgressInterval = cmp.Or(cfg.ProgressInterval, 2*time.Second)
@@ -122,6 +127,9 @@ func New(cfg Config) (*Actuator, error) {
 	}
 	if cfg.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", cfg.Concurrency))
+	}
+	if cfg.ProbeConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("probe concurrency must be at least 1, got %d", cfg.ProbeConcurrency))
 	}
 	for _, d := range []struct {
 		name string
@@ -180,29 +188,43 @@ func (a *Actuator) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	srv := asynq.NewServer(a.redis, asynq.Config{
-		Concurrency:       a.cfg.Concurrency,
-		Queues:            map[string]int{tasks.QueueActuator: 3, tasks.QueueProbes: 1},
-		TaskCheckInterval: a.cfg.TaskCheckInterval,
-		// drain bounds the handlers; asynq must not give up on them first
-		// and put their orders back on the queue.
-		ShutdownTimeout: a.cfg.ShutdownGrace + 30*time.Second,
-		Logger:          asynqLogger{a.log},
-		LogLevel:        asynq.WarnLevel,
-	})
-	mux := asynq.NewServeMux()
-	mux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
-	mux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
-	if err := srv.Start(mux); err != nil {
+	// Orders and probes are served by two pools, so probes can never
+	// take the workers an approved order needs.
+	newServer := func(queue string, concurrency int) *asynq.Server {
+		return asynq.NewServer(a.redis, asynq.Config{
+			Concurrency:       concurrency,
+			Queues:            map[string]int{queue: 1},
+			TaskCheckInterval: a.cfg.TaskCheckInterval,
+			// drain bounds the handlers; asynq must not give up on them
+			// first and put their orders back on the queue.
+			ShutdownTimeout: a.cfg.ShutdownGrace + 30*time.Second,
+			Logger:          asynqLogger{a.log},
+			LogLevel:        asynq.WarnLevel,
+		})
+	}
+	orders := newServer(tasks.QueueActuator, a.cfg.Concurrency)
+	orderMux := asynq.NewServeMux()
+	orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
+	if err := orders.Start(orderMux); err != nil {
 		return fmt.Errorf("start actuator: %w", err)
 	}
-	a.log.Info("actuator ready", "queues", []string{tasks.QueueActuator, tasks.QueueProbes}, "concurrency", a.cfg.Concurrency)
+	probes := newServer(tasks.QueueProbes, a.cfg.ProbeConcurrency)
+	probeMux := asynq.NewServeMux()
+	probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
+	if err := probes.Start(probeMux); err != nil {
+		orders.Shutdown()
+		return fmt.Errorf("start actuator probes: %w", err)
+	}
+	a.log.Info("actuator ready", "queues", []string{tasks.QueueActuator, tasks.QueueProbes},
+		"concurrency", a.cfg.Concurrency, "probe_concurrency", a.cfg.ProbeConcurrency)
 
 	<-ctx.Done()
 	a.log.Info("actuator stopping", "running", a.activeCount())
-	srv.Stop()
+	orders.Stop()
+	probes.Stop()
 	a.drain(cancelWork, cancelReports)
-	srv.Shutdown()
+	orders.Shutdown()
+	probes.Shutdown()
 	a.log.Info("actuator stopped")
 	return nil
 }

@@ -1,10 +1,13 @@
 package actuator
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -91,6 +94,48 @@ func TestExpiredProbeIsDropped(t *testing.T) {
 		if strings.Contains(e.Command, "expired.example") {
 			t.Errorf("the expired probe ran %q", e.Command)
 		}
+	}
+}
+
+// TestProbesNeverHoldUpAnOrder: probes stuck on a hung command fill their
+// own pool, and an approved order still runs at once beside them.
+func TestProbesNeverHoldUpAnOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withConfig(func(c *Config) { c.Concurrency, c.ProbeConcurrency = 2, 2 }))
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultHang, Target: "101", Match: "getent hosts"}); err != nil {
+		t.Fatal(err)
+	}
+	jellyfin := b.jellyfin()
+	for i := range 4 {
+		task, err := tasks.NewCheckRunTask(tasks.CheckRun{CheckID: fmt.Sprintf("check-hung-%d", i), TargetID: "entity-1", Kind: "dns",
+			Target: jellyfin, IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.queue.Enqueue(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hung := func() int {
+		n := 0
+		for _, c := range b.sim.Running() {
+			if strings.Contains(c, "getent hosts") {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for hung() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the probes never filled their pool: running %v", b.sim.Running())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res := b.run(t, b.order(t, "x-beside-probes", policy.RestartParams{}, jellyfin))
+	diff(t, "status", tasks.StatusSucceeded, res.Status)
+	if n := hung(); n < 2 {
+		t.Errorf("the order ran only after the hung probes gave up (%d still hung)", n)
 	}
 }
 
