@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -23,6 +24,11 @@ type Applied struct {
 // ApplyProgress records the actuator's progress. The first progress of a
 // dispatched execution is its acknowledgment and moves it to running.
 // Progress for a terminal execution changes nothing.
+//
+// An execution may still read "approved" here: the order is enqueued
+// before the dispatch is recorded, and a quick actuator can report back in
+// between. Only a signed order the bot sent can be running, so that
+// counts as dispatched.
 func (s *Service) ApplyProgress(ctx context.Context, p tasks.Progress) (Applied, error) {
 	id, err := uuid.Parse(p.ExecutionID)
 	if err != nil {
@@ -30,7 +36,7 @@ func (s *Service) ApplyProgress(ctx context.Context, p tasks.Progress) (Applied,
 	}
 	tail := p.Tail
 	x, err := s.store.Transition(ctx, store.Transition{
-		ID: id, From: []store.ExecutionState{store.StateDispatched}, To: store.StateRunning,
+		ID: id, From: []store.ExecutionState{store.StateApproved, store.StateDispatched}, To: store.StateRunning,
 		ProgressTail: &tail, Heartbeat: true,
 		Audit: store.AuditEntry{Actor: "actuator", Action: "execution.running"},
 	})
@@ -53,6 +59,10 @@ func (s *Service) ApplyProgress(ctx context.Context, p tasks.Progress) (Applied,
 	}
 	return Applied{Execution: x, Changed: true}, nil
 }
+
+// inFlight are the states a result can end: approved too, for the reason
+// ApplyProgress gives.
+var inFlight = []store.ExecutionState{store.StateApproved, store.StateDispatched, store.StateRunning}
 
 // ApplyResult records the actuator's final word. A result for a terminal
 // execution changes nothing and is kept only in the audit log. A refused
@@ -88,12 +98,12 @@ func (s *Service) ApplyResult(ctx context.Context, r tasks.Result) (Applied, err
 	// so whoever hears of the state (a continuation asking for the next
 	// step on the new container) already sees them. Both are idempotent,
 	// so a result delivered twice changes nothing more.
-	if cur, err := s.store.GetExecution(ctx, id); err == nil && (cur.State == store.StateDispatched || cur.State == store.StateRunning) {
+	if cur, err := s.store.GetExecution(ctx, id); err == nil && slices.Contains(inFlight, cur.State) {
 		s.applyFleetChanges(ctx, cur, r)
 	}
 	tail := r.Output
 	x, err := s.store.Transition(ctx, store.Transition{
-		ID: id, From: []store.ExecutionState{store.StateDispatched, store.StateRunning}, To: to,
+		ID: id, From: inFlight, To: to,
 		Result: raw, Error: &errText, ProgressTail: &tail,
 		Audit: store.AuditEntry{Actor: "actuator", Action: "execution." + string(to),
 			Detail: map[string]any{"exit_code": r.ExitCode, "error": errText, "failed_phase": r.FailedPhase, "snapshot": r.Snapshot}},

@@ -378,6 +378,41 @@ func TestResultsApplyOnce(t *testing.T) {
 	}
 }
 
+// TestReportsBeforeTheDispatchIsRecorded: the order is enqueued before its
+// dispatch is recorded, and a quick actuator can report in between. Its
+// progress and result still count, and the dispatch that lands after them
+// changes nothing and sends nothing again.
+func TestReportsBeforeTheDispatchIsRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Redis is down at approval, so the execution stays approved; the
+	// actuator's reports then arrive as if from the order that got out.
+	b.queue.setDown(true)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if got, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil || got.State != store.StateApproved {
+		t.Fatalf("approve: %s %v", got.State, err)
+	}
+	id := x.ID.String()
+	a, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "restarting"})
+	if err != nil || !a.Changed || a.Execution.State != store.StateRunning {
+		t.Fatalf("progress of an approved execution: %+v %v", a, err)
+	}
+	a, err = b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded, Output: "done"})
+	if err != nil || !a.Changed || a.Execution.State != store.StateSucceeded {
+		t.Fatalf("result: %+v %v", a, err)
+	}
+	b.queue.setDown(false)
+	if got, err := b.svc.Dispatch(b.ctx, x.ID); err == nil || got.State != store.StateSucceeded {
+		t.Errorf("a late dispatch = %s, %v; want it refused and the execution left succeeded", got.State, err)
+	}
+	if rep, err := b.svc.Reconcile(b.ctx); err != nil || rep != (executions.ReconcileReport{}) {
+		t.Errorf("reconcile = %+v %v, want nothing to do", rep, err)
+	}
+	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, id); err == nil {
+		t.Error("the finished execution's order was queued again")
+	}
+}
+
 func TestRefusedOrderFails(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -206,7 +206,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	if err != nil {
 		return Planned{}, err
 	}
-	p := Planned{Execution: x, Risk: risk, Blast: policy.BlastRadius(g.edges, entity.Slug), Target: entity}
+	p := Planned{Execution: x, Risk: risk, Blast: policy.PlanBlastRadius(spec.Action, g.edges, entity.Slug), Target: entity}
 	if risk.Class == policy.Destructive {
 		if p.Phrase, err = policy.ConfirmationPhrase(spec.Action, entity.Slug, phraseKey(id, hash)); err != nil {
 			return Planned{}, err
@@ -240,7 +240,7 @@ func (s *Service) Describe(ctx context.Context, x store.Execution) (Planned, err
 	if err != nil {
 		return p, err
 	}
-	p.Blast = policy.BlastRadius(g.edges, entity.Slug)
+	p.Blast = policy.PlanBlastRadius(policy.Action(x.Action), g.edges, entity.Slug)
 	if params, err := policy.ParseParams(policy.Action(x.Action), x.Params); err == nil {
 		if risk, err := policy.Classify(params, g.policyTarget(entity), g.overrides); err == nil {
 			p.Risk = risk

@@ -42,6 +42,17 @@ type Affected struct {
 	Depth int `json:"depth"`
 }
 
+// PlanBlastRadius is the blast radius of action a on target. Creating a
+// container touches nothing that exists: the host is only where it goes,
+// so its other containers are not listed. Every other action reaches
+// BlastRadius(edges, target).
+func PlanBlastRadius(a Action, edges []Edge, target string) []Affected {
+	if a == ActionPctCreate {
+		return nil
+	}
+	return BlastRadius(edges, target)
+}
+
 // BlastRadius returns every entity affected by acting on target: what it
 // hosts and runs, and transitively whatever depends on an affected entity or
 // is routed to through one. Acting on host:strong reaches its containers,

@@ -70,6 +70,18 @@ func TestBlastRadius(t *testing.T) {
 	}
 }
 
+// TestPlanBlastRadius: creating a container on a host affects nothing
+// that exists; acting on the host itself reaches all it hosts.
+func TestPlanBlastRadius(t *testing.T) {
+	t.Parallel()
+	if got := PlanBlastRadius(ActionPctCreate, fleet, "host:strong"); len(got) != 0 {
+		t.Errorf("pct_create on host:strong reaches %v, want nothing", got)
+	}
+	if got, want := PlanBlastRadius(ActionRun, fleet, "host:strong"), BlastRadius(fleet, "host:strong"); diff(want, got) != "" {
+		t.Errorf("run on host:strong %s", diff(want, got))
+	}
+}
+
 func TestBlastRadiusCycle(t *testing.T) {
 	t.Parallel()
 	edges := []Edge{
