@@ -13,21 +13,8 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-// watchSignals announces, in the alert room, each check that starts
+// announceSignals announces, in the alert room, each check that starts
 // failing and, as a reply, its recovery.
-func (b *Bot) watchSignals(ctx context.Context) {
-	t := time.NewTicker(b.cfg.SignalCheckInterval)
-	defer t.Stop()
-	for {
-		b.announceSignals(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 func (b *Bot) announceSignals(ctx context.Context) {
 	room := id.RoomID(b.cfg.AlertRoom)
 	now := b.now()

@@ -181,9 +181,9 @@ func (b *Bot) Run(ctx context.Context) error {
 	}
 	if b.cfg.AlertRoom != "" {
 		wg.Add(1)
-		go func() { defer wg.Done(); b.watchSignals(ctx) }()
+		go func() { defer wg.Done(); every(ctx, b.cfg.SignalCheckInterval, b.announceSignals) }()
 	}
-	go func() { defer wg.Done(); b.watchExpiries(ctx) }()
+	go func() { defer wg.Done(); every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring) }()
 	go func() {
 		defer wg.Done()
 		// Each change is handled on its own goroutine: posting one card must

@@ -212,12 +212,12 @@ func (b *Bot) catchUpCards(ctx context.Context) {
 	}
 }
 
-// watchExpiries warns, with a mention, about plans close to expiring.
-func (b *Bot) watchExpiries(ctx context.Context) {
-	t := time.NewTicker(b.cfg.ExpiryCheckInterval)
+// every runs fn at once and then every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
-		b.warnExpiring(ctx)
+		fn(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -226,6 +226,7 @@ func (b *Bot) watchExpiries(ctx context.Context) {
 	}
 }
 
+// warnExpiring warns, with a mention, about plans close to expiring.
 func (b *Bot) warnExpiring(ctx context.Context) {
 	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, Limit: 200})
 	if err != nil {

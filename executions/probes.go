@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -84,9 +83,7 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 
 // RunProber probes at once and then every ProbeInterval until ctx ends.
 func (s *Service) RunProber(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ProbeInterval)
-	defer t.Stop()
-	for {
+	every(ctx, s.cfg.ProbeInterval, func(ctx context.Context) {
 		rep, err := s.ProbeDue(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.logger.Error("probe due checks", "err", err)
@@ -94,10 +91,5 @@ func (s *Service) RunProber(ctx context.Context) {
 		if rep.Stale > 0 || rep.Skipped > 0 {
 			s.logger.Info("prober", "sent", rep.Sent, "skipped", rep.Skipped, "stale", rep.Stale)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

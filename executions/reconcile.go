@@ -115,12 +115,19 @@ func isConflict(err error) bool {
 // RunReconciler reconciles at once and then every ReconcileInterval until
 // ctx ends.
 func (s *Service) RunReconciler(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
+	every(ctx, s.cfg.ReconcileInterval, func(ctx context.Context) {
 		if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Error("reconcile", "err", err)
 		}
+	})
+}
+
+// every runs fn at once and then every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		fn(ctx)
 		select {
 		case <-ctx.Done():
 			return
