@@ -260,6 +260,27 @@ func (b *bundle) run(t *testing.T, o tasks.Order) tasks.Result {
 	return b.results.result(t, o.ExecutionID)
 }
 
+// journalOnce returns the journal once ready accepts it. The result goes
+// out before its "finished" line is written, so a test that has the
+// result may have to wait a moment for the line.
+func (b *bundle) journalOnce(t *testing.T, ready func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		data, err := os.ReadFile(b.journal)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if ready(string(data)) {
+			return string(data)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the journal never got there:\n%s", data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // commands returns what labsim received, in order.
 func (b *bundle) commands(t *testing.T) []labsim.LogEntry {
 	t.Helper()
