@@ -391,3 +391,28 @@ func TestTypingWhileWorkingAndReadReceiptWhenDone(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestReactionsAreHandledWhileTheAgentThinks: an agent turn runs beside the
+// sync loop, so an approval given meanwhile is acted on at once, not after
+// the model answers.
+func TestReactionsAreHandledWhileTheAgentThinks(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(testenv.Reply("Slow thoughts, done at last.").Delay(8 * time.Second))
+	b := setup(t, withLLM(llm))
+	b.say(t, b.operator, "restart gitea", "")
+	card := b.waitFor(t, b.botSays("restart gitea", "awaiting approval"))
+
+	b.say(t, b.operator, "think slowly about the fleet", "")
+	if _, err := llm.AwaitRequests(b.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	if n := countContaining(b.botBodies(t), "Slow thoughts"); n != 0 {
+		t.Error("the approval waited for the agent's turn to end")
+	}
+	b.waitFor(t, b.botSays("Slow thoughts, done at last."))
+}

@@ -28,6 +28,26 @@ func (b *Bot) askAgent(ctx context.Context, evt *event.Event, body string) {
 	b.postAgentReply(ctx, evt.RoomID, thread, reply, err, evt)
 }
 
+// askAgentAsync runs the agent's turn beside the sync loop: a turn can take
+// minutes, and reactions and commands must keep being handled meanwhile.
+// Turns of one session still run one at a time (the agent serialises
+// them). The message is marked read when the turn ends.
+func (b *Bot) askAgentAsync(ctx context.Context, evt *event.Event, body string) {
+	b.agentTurns.Add(1)
+	go func() {
+		defer b.agentTurns.Done()
+		b.askAgent(ctx, evt, body)
+		b.markRead(ctx, evt)
+	}()
+}
+
+// markRead sends the bot's read receipt for a message it has handled.
+func (b *Bot) markRead(ctx context.Context, evt *event.Event) {
+	if err := b.cli.MarkRead(ctx, evt.RoomID, evt.ID); err != nil {
+		b.logger.Debug("read receipt", "err", err)
+	}
+}
+
 // continueAgent re-invokes the session that requested a finished execution.
 func (b *Bot) continueAgent(x store.Execution) {
 	go func() {

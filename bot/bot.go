@@ -97,6 +97,8 @@ type Bot struct {
 
 	startedAt time.Time
 	cards     *editor
+	// agentTurns tracks the agent turns running beside the sync loop.
+	agentTurns sync.WaitGroup
 
 	mu           sync.Mutex
 	lastOperator map[id.RoomID]time.Time
@@ -202,6 +204,9 @@ func (b *Bot) Run(ctx context.Context) error {
 	}()
 	b.catchUpCards(ctx)
 	defer b.cards.stop()
+
+	// Runs first on the way out, once ctx is done: turns see it and end.
+	defer b.agentTurns.Wait()
 
 	b.logger.Info("bot syncing", "user_id", b.cli.UserID, "device_id", b.cli.DeviceID)
 	for {

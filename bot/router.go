@@ -83,10 +83,11 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.mu.Unlock()
 	}
 	stopTyping := b.typingAfter(ctx, evt.RoomID, typingDelay)
+	handedOff := false // the agent marks it read when its turn ends
 	defer func() {
 		stopTyping()
-		if err := b.cli.MarkRead(ctx, evt.RoomID, evt.ID); err != nil {
-			b.logger.Debug("read receipt", "err", err)
+		if !handedOff {
+			b.markRead(ctx, evt)
 		}
 	}()
 	body := strings.TrimSpace(stripReplyFallback(msg.Body))
@@ -128,7 +129,8 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.replyHistory(ctx, evt)
 	default:
 		if b.cfg.Agent != nil && cmd.Hint == "" && b.isOperator(evt.Sender) {
-			b.askAgent(ctx, evt, body)
+			handedOff = true
+			b.askAgentAsync(ctx, evt, body)
 			return
 		}
 		plain, htm := NoticeUnknown(cmd)
