@@ -47,6 +47,10 @@ func (b *Bot) announceSignals(ctx context.Context) {
 			ev = b.sendNotice(ctx, room, plain, htm, nil)
 		}
 		if ev == "" {
+			b.logger.Warn("could not post an alert; trying again on the next pass", "signal", a.Kind, "entity", a.EntitySlug, "room_id", room)
+			if err := b.store.UnclaimSignalAlert(ctx, a.ID); err != nil {
+				b.logger.Error("unclaim an alert that was not posted", "signal", a.Kind, "err", err)
+			}
 			continue
 		}
 		if err := b.store.SetSignalAlertEvent(ctx, a.ID, room.String(), ev.String()); err != nil {
@@ -66,7 +70,11 @@ func (b *Bot) noteRecovery(ctx context.Context, a store.SignalAlert) {
 	}
 	plain := fmt.Sprintf("🟢 %s recovered%s (%s).", a.EntitySlug, after, a.Kind)
 	htm := fmt.Sprintf("🟢 <code>%s</code> recovered%s (<code>%s</code>).", html.EscapeString(a.EntitySlug), after, html.EscapeString(a.Kind))
-	b.sendNotice(ctx, id.RoomID(a.RoomID), plain, htm, &event.Event{ID: id.EventID(a.EventID)})
+	if b.sendNotice(ctx, id.RoomID(a.RoomID), plain, htm, &event.Event{ID: id.EventID(a.EventID)}) == "" {
+		if err := b.store.UnclaimResolveNote(ctx, a.ID); err != nil {
+			b.logger.Error("unclaim a recovery note that was not posted", "signal", a.Kind, "err", err)
+		}
+	}
 }
 
 func alertText(a store.SignalAlert) (plain, htm string) {

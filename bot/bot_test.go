@@ -701,3 +701,47 @@ func TestFailingCheckIsAnnouncedOnceAndItsRecoveryReplied(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertThatCannotBePostedIsRetried: while the bot cannot post in the
+// ops room, a failing check's alert waits; once the bot is in the room, it
+// is posted there.
+func TestAlertThatCannotBePostedIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resp, err := b.operator.Client.CreateRoom(b.ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "alerts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := resp.RoomID
+	b.stopBot()
+	b.tune = func(c *bot.Config) { c.AlertRoom, c.SignalCheckInterval = alerts.String(), 100*time.Millisecond }
+	b.startBot(t)
+
+	due, err := b.store.ClaimDueChecks(b.ctx, time.Now().Add(-time.Minute), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range due {
+		if c.Slug != "gitea-http" {
+			continue
+		}
+		if err := b.store.RecordCheck(b.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(),
+			Health: "unhealthy", Detail: "GET failed", At: time.Now().Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Several passes go by with the bot outside the room.
+	time.Sleep(time.Second)
+	var unposted int
+	if err := b.storeQuery(t, `SELECT count(*) FROM signals WHERE kind = 'check:gitea-http' AND alerted_at IS NULL`, &unposted); err != nil {
+		t.Fatal(err)
+	}
+	if unposted != 1 {
+		t.Fatalf("%d unposted gitea alerts while the bot is outside the room, want 1 still waiting", unposted)
+	}
+	if _, err := b.operator.Client.InviteUser(b.ctx, alerts, &mautrix.ReqInviteUser{UserID: b.botUser.UserID}); err != nil {
+		t.Fatal(err)
+	}
+	b.room = alerts
+	b.waitFor(t, b.botSays("service:gitea is failing", "GET failed"))
+}

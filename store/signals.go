@@ -184,6 +184,26 @@ func (s *Store) ClaimSignalAlert(ctx context.Context, id uuid.UUID) (bool, error
 	return tag.RowsAffected() == 1, nil
 }
 
+// UnclaimSignalAlert takes back a claim whose message could not be posted,
+// so the next pass tries again: a lost alert is worse than a late one.
+func (s *Store) UnclaimSignalAlert(ctx context.Context, id uuid.UUID) error {
+	_, err := s.pool.Exec(ctx, `UPDATE signals SET alerted_at = NULL WHERE id = $1 AND alert_event_id IS NULL`, id)
+	if err != nil {
+		return fmt.Errorf("unclaim alert of signal %s: %w", id, err)
+	}
+	return nil
+}
+
+// UnclaimResolveNote takes back a claimed resolve note that could not be
+// posted.
+func (s *Store) UnclaimResolveNote(ctx context.Context, id uuid.UUID) error {
+	_, err := s.pool.Exec(ctx, `UPDATE signals SET resolve_noted_at = NULL WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("unclaim resolve note of signal %s: %w", id, err)
+	}
+	return nil
+}
+
 // SetSignalAlertEvent records the message that announced a signal.
 func (s *Store) SetSignalAlertEvent(ctx context.Context, id uuid.UUID, roomID, eventID string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE signals SET alert_room_id = $2, alert_event_id = $3 WHERE id = $1`, id, roomID, eventID)
