@@ -730,15 +730,9 @@ func TestAlertThatCannotBePostedIsRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Several passes go by with the bot outside the room.
+	// Several passes (one every 100 ms) try and fail while the bot is
+	// outside the room. A failed try that kept its claim would never post.
 	time.Sleep(time.Second)
-	var unposted int
-	if err := b.storeQuery(t, `SELECT count(*) FROM signals WHERE kind = 'check:gitea-http' AND alerted_at IS NULL`, &unposted); err != nil {
-		t.Fatal(err)
-	}
-	if unposted != 1 {
-		t.Fatalf("%d unposted gitea alerts while the bot is outside the room, want 1 still waiting", unposted)
-	}
 	if _, err := b.operator.Client.InviteUser(b.ctx, alerts, &mautrix.ReqInviteUser{UserID: b.botUser.UserID}); err != nil {
 		t.Fatal(err)
 	}
