@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,7 +197,7 @@ func (a *Actuator) Run(ctx context.Context) error {
 			// drain bounds the handlers; asynq must not give up on them
 			// first and put their orders back on the queue.
 			ShutdownTimeout: a.cfg.ShutdownGrace + 30*time.Second,
-			Logger:          asynqLogger{a.log},
+			Logger:          tasks.Logger(a.log),
 			LogLevel:        asynq.WarnLevel,
 		})
 	}
@@ -388,18 +387,4 @@ func redactResult(r tasks.Result) tasks.Result {
 		r.Phases = phases
 	}
 	return r
-}
-
-// asynqLogger sends asynq's logs to slog.
-type asynqLogger struct{ l *slog.Logger }
-
-func (l asynqLogger) Debug(args ...any) { l.l.Debug(fmt.Sprint(args...), "source", "asynq") }
-func (l asynqLogger) Info(args ...any)  { l.l.Info(fmt.Sprint(args...), "source", "asynq") }
-func (l asynqLogger) Warn(args ...any)  { l.l.Warn(fmt.Sprint(args...), "source", "asynq") }
-func (l asynqLogger) Error(args ...any) { l.l.Error(fmt.Sprint(args...), "source", "asynq") }
-
-// Fatal is never called by asynq itself; the interface asks it to exit.
-func (l asynqLogger) Fatal(args ...any) {
-	l.l.Error(fmt.Sprint(args...), "source", "asynq")
-	os.Exit(1)
 }

@@ -368,7 +368,7 @@ func newCollector(t *testing.T, redisURL string) *collector {
 		Concurrency:       1,
 		Queues:            map[string]int{tasks.QueueResults: 1},
 		TaskCheckInterval: 10 * time.Millisecond,
-		Logger:            asynqLogger{testenv.Logger(t).With("side", "collector")},
+		Logger:            tasks.Logger(testenv.Logger(t).With("side", "collector")),
 		LogLevel:          asynq.WarnLevel,
 	})
 	if err := srv.Start(asynq.HandlerFunc(c.handle)); err != nil {

@@ -163,7 +163,7 @@ func (b *Bot) Run(ctx context.Context) error {
 		Queues:            map[string]int{tasks.QueueResults: 1},
 		Concurrency:       4,
 		TaskCheckInterval: 20 * time.Millisecond, // results re-invoke the agent; a poll delay is felt
-		Logger:            asynqLogger{b.logger},
+		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
 	})
 	if err := results.Start(&executions.ResultsHandler{Service: b.exec}); err != nil {
@@ -328,12 +328,3 @@ func (b *Bot) loadRunbooks(ctx context.Context) error {
 	}
 	return nil
 }
-
-// asynqLogger routes asynq's logs through slog.
-type asynqLogger struct{ l *slog.Logger }
-
-func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "component", "asynq") }
-func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "component", "asynq") }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "component", "asynq") }
-func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }
-func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }
