@@ -132,8 +132,9 @@ func TestAgentLLMFailureEndsTurnWithNotice(t *testing.T) {
 // TestAgentCarriesOnAfterEachStep replays the seed's failure: a static-IP
 // container whose resolver is dead. The agent provisions it, is
 // re-invoked by each result without an operator message in between,
-// proposes the next step, and ends by verifying the service answers (a
-// read_only check, which runs at once and answers inline).
+// proposes the next step, and ends by verifying the service answers. The
+// check is free-form shell, so it waits for the operator like every other
+// step the agent asks for, even though it classifies read_only.
 func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 	t.Parallel()
 	llm := testenv.NewScriptedLLM(t)
@@ -146,10 +147,8 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 		testenv.Reply("The container is up; I asked to restart nginx so it starts clean."),
 		testenv.ToolCall("request_execution", `{"action":"pct_exec","target":"lxc:100","params":{"command":"curl -fsS http://localhost/"},"reason":"verify"}`).
 			When(lastNote("systemctl on lxc:100", "succeeded")),
-		// The delay keeps this turn open while the check's own result
-		// comes back through the queue: the turn has already seen it
-		// inline, so that result must not start a second turn.
-		testenv.Reply("Verified: nginx answers on web (CT 100).").When(testenv.LastToolResult("succeeded")).Delay(time.Second),
+		testenv.Reply("I asked to check that nginx answers; approve it and I will confirm."),
+		testenv.Reply("Verified: nginx answers on web (CT 100).").When(lastNote("pct_exec on lxc:100", "succeeded")),
 	)
 	b := setup(t, withLLM(llm))
 	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultDNSDead, Target: "100"}); err != nil {
@@ -163,6 +162,10 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 	b.waitFor(t, b.cardEdited(create.ID, "succeeded"))
 	restart := b.waitFor(t, b.botSays("systemctl", "lxc:100", "awaiting approval"))
 	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, restart.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	verify := b.waitFor(t, b.botSays("Why: verify", "read_only", "awaiting approval"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, verify.ID, "✅"); err != nil {
 		t.Fatal(err)
 	}
 	b.waitFor(t, b.botSays("Verified: nginx answers"))
@@ -187,14 +190,13 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 	if operatorMsgs != 1 {
 		t.Errorf("%d operator messages in the session, want 1", operatorMsgs)
 	}
-	// Two results re-invoked the session: the create and the restart. The
-	// check answered inline and was claimed by the turn that saw it.
+	// Each of the three results re-invoked the session once.
 	var notes, unclaimed int
 	if err := b.storeQuery(t, `SELECT count(*) FROM agent_messages WHERE role = 'note'`, &notes); err != nil {
 		t.Fatal(err)
 	}
-	if notes != 2 {
-		t.Errorf("%d result notes in the session, want 2 (the inline check must not re-invoke it)", notes)
+	if notes != 3 {
+		t.Errorf("%d result notes in the session, want 3, one per step", notes)
 	}
 	if err := b.storeQuery(t, `SELECT count(*) FROM plan_executions WHERE continued_at IS NULL`, &unclaimed); err != nil {
 		t.Fatal(err)

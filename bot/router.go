@@ -149,9 +149,9 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 	if len(steps) == 0 {
 		steps = []RunbookStep{{Action: string(cmd.Action), Params: cmd.Params}}
 	}
-	via := "chat"
+	via := executions.ViaChat
 	if cmd.Runbook != "" {
-		via = "runbook"
+		via = executions.ViaRunbook
 	}
 	for _, st := range steps {
 		params, err := json.Marshal(st.Params)

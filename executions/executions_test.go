@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -228,10 +229,10 @@ func TestRequestRefusesBadInput(t *testing.T) {
 	}
 }
 
-func TestReadOnlyAutoApprovesAndDispatches(t *testing.T) {
+func TestNamedReadOnlyActionAutoApprovesAndDispatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	p := b.request(t, "pct_exec", "101", `{"command":"df -h /"}`)
+	p := b.request(t, "pct_status", "101", "")
 	x := p.Execution
 	if x.State != store.StateDispatched || x.Approval == nil || x.Approval.Method != "auto" {
 		t.Fatalf("state %s approval %+v, want dispatched with an automatic approval", x.State, x.Approval)
@@ -239,6 +240,42 @@ func TestReadOnlyAutoApprovesAndDispatches(t *testing.T) {
 	o := b.queuedOrder(t, x.ID)
 	if o.Target.HostAddr != "127.0.0.1:2201" || o.Target.VMID != 101 || o.PlanHash != x.PlanHash {
 		t.Errorf("order target %+v hash %s", o.Target, o.PlanHash)
+	}
+	if want := []string{"pct status 101"}; !slices.Equal(o.Steps, want) {
+		t.Errorf("order steps %q, want %q", o.Steps, want)
+	}
+}
+
+// TestFreeFormAndAgentPlansWaitForAPerson: the classifier is not the gate.
+// Free-form shell that classifies read_only, and any plan the agent asks
+// for but the pct_status probe, wait for an operator and send nothing.
+func TestFreeFormAndAgentPlansWaitForAPerson(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []executions.Request{
+		{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"df -h /"}`), Via: executions.ViaChat},
+		{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"uptime"}`), Via: executions.ViaMCP},
+		{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"df -h /"}`), Via: executions.ViaAgent},
+		{Action: "apt_upgrade", Target: "101", Via: executions.ViaAgent},
+	}
+	for _, r := range cases {
+		r.RequestedBy, r.RoomID = operator, "!ops:localhost"
+		p, err := b.svc.Request(b.ctx, r)
+		if err != nil {
+			t.Fatalf("%s via %s: %v", r.Action, r.Via, err)
+		}
+		x := p.Execution
+		if x.RiskClass != "read_only" || x.State != store.StateAwaitingApproval || x.Approval != nil {
+			t.Errorf("%s via %s: %s %s approval %+v, want a read_only plan awaiting approval", r.Action, r.Via, x.RiskClass, x.State, x.Approval)
+		}
+		if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+			t.Errorf("%s via %s: an order was queued before anyone approved", r.Action, r.Via)
+		}
+	}
+	// The agent's probe is the exception: it takes nothing but a target.
+	p, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_status", Target: "lxc:101", RequestedBy: operator, Via: executions.ViaAgent})
+	if err != nil || p.Execution.State != store.StateDispatched {
+		t.Fatalf("pct_status via agent = %+v, %v; want dispatched", p.Execution.State, err)
 	}
 }
 

@@ -99,6 +99,18 @@ func New(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg, store: cfg.Store, logger: cfg.Logger, now: cfg.Clock}, nil
 }
 
+// Routes a request can take, as executions record them (requested_via).
+const (
+	// ViaChat is an operator's own command in the room.
+	ViaChat = "chat"
+	// ViaRunbook is a runbook an operator triggered in the room.
+	ViaRunbook = "runbook"
+	// ViaAgent is the bot's agent, acting on an operator's message.
+	ViaAgent = "agent"
+	// ViaMCP is an external MCP client.
+	ViaMCP = "mcp"
+)
+
 // Request asks for one action on one target.
 type Request struct {
 	Action string
@@ -109,7 +121,7 @@ type Request struct {
 	Params json.RawMessage
 	// RequestedBy is the Matrix user or client that asked.
 	RequestedBy string
-	// Via is chat, runbook, agent, mcp or cli.
+	// Via is one of the Via constants.
 	Via string
 	// Reason is why the asker wants it, shown on the card; empty for an
 	// operator's own command.
@@ -132,8 +144,9 @@ type Planned struct {
 }
 
 // Request validates, resolves and classifies r, and persists the plan. A
-// read_only plan approves itself and is dispatched at once; anything else
-// waits for an operator.
+// plan that policy lets approve itself (a named read-only action; never
+// free-form shell, see policy.Rules.AutoApproves) is dispatched at once;
+// anything else waits for an operator.
 func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	spec, err := policy.Lookup(policy.Action(r.Action))
 	if err != nil {
@@ -198,7 +211,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		ExpiresAt: s.cfg.Rules.ExpiresAt(risk.Class, now), Session: r.Session,
 	}
 	var auto *store.Approval
-	if s.cfg.Rules.AutoApproves(risk.Class, false) {
+	if s.cfg.Rules.AutoApproves(spec.Action, risk.Class, r.Via == ViaAgent, false) {
 		n.State = store.StateApproved
 		auto = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: hash, DecidedAt: now}
 	}

@@ -250,16 +250,12 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return mcp.NewToolResultError(fmt.Sprintf("%s has no vmid or host in the fleet data, so it cannot be probed", e.Slug)), nil
 	}
 	command := "pct status " + strconv.Itoa(vmid)
-	// The probe must run on its own, without an approval: refuse rather
-	// than queue a plan nobody asked to approve.
-	if policy.ClassifyCommand(command, policy.TargetHost).Class != policy.ReadOnly {
-		return mcp.NewToolResultError("the live probe is not classified read_only here, so it was not run; use list_lxcs"), nil
-	}
 	c := s.caller(ctx)
-	params, _ := json.Marshal(policy.RunParams{Command: command})
-	// No room: a probe is a tool call, not a plan to show on a card.
+	// pct_status is a probe: it takes nothing but the container, so it
+	// approves itself whoever asks. No room: a probe is a tool call, not a
+	// plan to show on a card.
 	p, err := s.exec.Request(ctx, executions.Request{
-		Action: string(policy.ActionRun), Target: "host:" + host, Params: params,
+		Action: string(policy.ActionPctStatus), Target: e.Slug,
 		RequestedBy: c.RequestedBy, Via: c.Via,
 	})
 	if err != nil {

@@ -18,9 +18,9 @@ import (
 	"github.com/nomoshq/nomos/tasks"
 )
 
-// TestLXCStateAsksTheHostLive runs get_lxc_state end to end: a read-only
-// run order signed by the gate, carried out by a real actuator over SSH
-// against labsim, its result applied from the results queue.
+// TestLXCStateAsksTheHostLive runs get_lxc_state end to end: a pct_status
+// order signed by the gate, carried out by a real actuator over SSH against
+// labsim, its result applied from the results queue.
 func TestLXCStateAsksTheHostLive(t *testing.T) {
 	t.Parallel()
 	fleet := testenv.NewFleet(t)
@@ -58,26 +58,29 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 		"101 jellyfin strong 10.40.0.101/24 healthy",
 		"131 teddycloud hubris 10.40.0.131/24 unhealthy teddycloud — container 131 is stopped")
 
-	// It ran as a read-only run on the host, requested by the agent, with
-	// no card: a probe is not a plan.
+	// It ran as the pct_status probe, requested by the agent, with no
+	// card: a probe is not a plan.
 	xs, err := b.store.ExecutionsVia(b.ctx, []string{"agent"}, 10)
-	xs = slices.DeleteFunc(xs, func(x store.Execution) bool { return x.Action != "run" })
+	xs = slices.DeleteFunc(xs, func(x store.Execution) bool { return x.Action != "pct_status" })
 	if err != nil || len(xs) != 2 {
 		t.Fatalf("executions via agent = %d, %v; want the two probes", len(xs), err)
 	}
 	for _, x := range xs {
-		if x.Action != "run" || x.RiskClass != "read_only" || x.State != store.StateSucceeded || x.RoomID != "" {
-			t.Errorf("probe execution %s: %s %s %s room %q; want a succeeded read_only run with no room", x.ID, x.Action, x.RiskClass, x.State, x.RoomID)
+		if x.RiskClass != "read_only" || x.State != store.StateSucceeded || x.RoomID != "" || x.Approval == nil || x.Approval.Method != "auto" {
+			t.Errorf("probe execution %s: %s %s %s room %q; want a succeeded, automatically approved read_only pct_status with no room", x.ID, x.Action, x.RiskClass, x.State, x.RoomID)
 		}
 	}
 	if cmds := fleet.Commands(t); !containsCommand(cmds, "pct status 101") || !containsCommand(cmds, "pct status 131") {
 		t.Errorf("labsim did not see the two pct status commands: %q", cmds)
 	}
 
-	// A read_only request runs at once and answers in the same call.
-	ran := b.ok(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": "hostname"}, "reason": "which machine is this"})
-	containsAll(t, "read_only request_execution", ran, "ran at once (read_only, approved automatically) and succeeded:",
-		"pct_exec on lxc:101 — succeeded (read_only)", "output:\n", "jellyfin")
+	// A free-form command waits for a person even when it classifies
+	// read_only: the classifier is not the gate.
+	queued := b.ok(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": "uname -a"}, "reason": "which kernel is this"})
+	containsAll(t, "read_only pct_exec from the agent", queued, "queued for approval: execution ", "(read_only): pct_exec on lxc:101")
+	if cmds := fleet.Commands(t); containsCommand(cmds, "uname") {
+		t.Errorf("labsim ran the unapproved command: %q", cmds)
+	}
 
 	amb := b.fails(t, "get_lxc_state", map[string]any{"container": "lxc"})
 	containsAll(t, "get_lxc_state of nothing", amb, `no lxc is called "lxc"`)
@@ -99,7 +102,7 @@ func TestLXCStateAnswersWhileTheProbeIsStillOut(t *testing.T) {
 	b := setup(t, func(c *mcpserver.Config) { c.LiveWait = 300 * time.Millisecond; c.PollInterval = 50 * time.Millisecond })
 	text := b.ok(t, "get_lxc_state", map[string]any{"container": "lxc:105"})
 	containsAll(t, "get_lxc_state with no actuator", text, "lxc:105 (postgres) on strong: the live probe is still dispatched after", "get_execution shows the answer")
-	audit := b.ok(t, "request_execution", map[string]any{"action": "apt_upgrade", "target": "lxc:105", "reason": "what is pending"})
-	containsAll(t, "read_only request with no actuator", audit, "running (read_only, approved automatically) and not finished yet: execution ",
-		" is dispatched; get_execution ", "apt_upgrade on lxc:105 — dispatched (read_only)")
+	// A named read-only action the agent asks for waits for a person too.
+	audit := b.ok(t, "request_execution", map[string]any{"action": "apt_upgrade", "target": "lxc:101", "reason": "what is pending"})
+	containsAll(t, "read_only apt audit from the agent", audit, "queued for approval: execution ", "(read_only): apt_upgrade on lxc:101")
 }

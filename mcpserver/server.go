@@ -23,9 +23,9 @@ import (
 // Routes a request can take, as executions record them (requested_via).
 const (
 	// ViaAgent marks calls from the bot's own agent, in-process.
-	ViaAgent = "agent"
+	ViaAgent = executions.ViaAgent
 	// ViaMCP marks calls from external MCP clients, over HTTP or stdio.
-	ViaMCP = "mcp"
+	ViaMCP = executions.ViaMCP
 )
 
 // DefaultMaxResultBytes caps the text of any one tool result. It matches

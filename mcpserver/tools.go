@@ -159,6 +159,7 @@ var paramHelp = map[policy.Action]string{
 	policy.ActionPctExec:     `{"command": "shell run inside the container"}`,
 	policy.ActionAptUpgrade:  `{"mode": "audit" (default, read-only) | "upgrade"}`,
 	policy.ActionPctCreate:   `{"hostname" (required), "vmid", "cores", "memory" (MB), "disk_gb", "ip": "dhcp" or CIDR, "gw" (with a static ip), "nameserver", "services": [debian packages], "post_install": "shell ending with a health check", "nesting", "privileged", "storage", "bridge", "template"}`,
+	policy.ActionPctStatus:   "none",
 	policy.ActionPctStart:    "none",
 	policy.ActionPctStop:     "none",
 	policy.ActionPctReboot:   "none",
@@ -172,7 +173,7 @@ func requestDescription() string {
 	var b strings.Builder
 	b.WriteString("The ONLY way to change anything in the fleet. It asks for one action on one target through the same gate as a chat command: " +
 		"the request is validated, classified (read_only, reversible_low, config_mutation, destructive) and posted as a plan card in the room. " +
-		"read_only plans run at once; everything else waits for an operator's approval. " +
+		"Only the pct_status probe runs at once; everything else, free-form commands (pct_exec, run) classified read_only included, waits for an operator's approval. " +
 		"After a plan is queued, stop and end your turn: you are re-invoked automatically when it finishes. " +
 		"A target that matches several entities is refused with the candidates; call again with one slug. " +
 		"Check get_blast_radius before touching anything shared.\nActions (target type: params):\n")

@@ -22,6 +22,8 @@ const (
 	ActionAptUpgrade Action = "apt_upgrade"
 	// ActionPctCreate provisions a new container and installs its service.
 	ActionPctCreate Action = "pct_create"
+	// ActionPctStatus reads whether a container is running, from its host.
+	ActionPctStatus Action = "pct_status"
 	// ActionPctStart starts a container.
 	ActionPctStart Action = "pct_start"
 	// ActionPctStop shuts a container down.
@@ -59,24 +61,33 @@ type Spec struct {
 	Targets []TargetType
 	// Summary says in one line what the action does.
 	Summary string
+	// FreeForm marks actions that carry operator- or model-written shell.
+	// They never approve themselves, whatever the classifier says: the
+	// classifier is a guide for people, not a gate.
+	FreeForm bool
+	// Probe marks actions that only read and take nothing but a target, so
+	// no text can steer what they run. They approve themselves even when
+	// the agent asks.
+	Probe bool
 }
 
 // Takes reports whether the action accepts a target of type t.
 func (s Spec) Takes(t TargetType) bool { return slices.Contains(s.Targets, t) }
 
 var catalogue = []Spec{
-	{ActionRestart, "restart", []TargetType{TargetService}, "restart a service's systemd unit inside its container"},
-	{ActionSystemctl, "systemctl", []TargetType{TargetService, TargetLXC}, "run systemctl enable, disable, reload, start, stop or restart on a unit"},
-	{ActionPctExec, "exec", []TargetType{TargetLXC}, "run a shell command inside an existing container"},
-	{ActionAptUpgrade, "upgrade", []TargetType{TargetLXC}, "list (audit) or install (upgrade) pending package upgrades in a container"},
-	{ActionPctCreate, "create", []TargetType{TargetHost}, "provision a new container on a host and install its service in one step"},
-	{ActionPctStart, "start", []TargetType{TargetLXC}, "start a container"},
-	{ActionPctStop, "stop", []TargetType{TargetLXC}, "shut a container down cleanly, stopping it hard after 60 s"},
-	{ActionPctReboot, "reboot", []TargetType{TargetLXC}, "reboot a container"},
-	{ActionPctSnapshot, "snapshot", []TargetType{TargetLXC}, "take a snapshot of a container"},
-	{ActionPctRollback, "rollback", []TargetType{TargetLXC}, "roll a container back to a snapshot, discarding later changes"},
-	{ActionPctDestroy, "destroy", []TargetType{TargetLXC}, "destroy a stopped container and its disks"},
-	{ActionRun, "run", []TargetType{TargetHost}, "run any shell command on a Proxmox host"},
+	{ActionRestart, "restart", []TargetType{TargetService}, "restart a service's systemd unit inside its container", false, false},
+	{ActionSystemctl, "systemctl", []TargetType{TargetService, TargetLXC}, "run systemctl enable, disable, reload, start, stop or restart on a unit", false, false},
+	{ActionPctExec, "exec", []TargetType{TargetLXC}, "run a shell command inside an existing container", true, false},
+	{ActionAptUpgrade, "upgrade", []TargetType{TargetLXC}, "list (audit) or install (upgrade) pending package upgrades in a container", false, false},
+	{ActionPctCreate, "create", []TargetType{TargetHost}, "provision a new container on a host and install its service in one step", true, false},
+	{ActionPctStatus, "status", []TargetType{TargetLXC}, "read whether a container is running, from its host", false, true},
+	{ActionPctStart, "start", []TargetType{TargetLXC}, "start a container", false, false},
+	{ActionPctStop, "stop", []TargetType{TargetLXC}, "shut a container down cleanly, stopping it hard after 60 s", false, false},
+	{ActionPctReboot, "reboot", []TargetType{TargetLXC}, "reboot a container", false, false},
+	{ActionPctSnapshot, "snapshot", []TargetType{TargetLXC}, "take a snapshot of a container", false, false},
+	{ActionPctRollback, "rollback", []TargetType{TargetLXC}, "roll a container back to a snapshot, discarding later changes", false, false},
+	{ActionPctDestroy, "destroy", []TargetType{TargetLXC}, "destroy a stopped container and its disks", false, false},
+	{ActionRun, "run", []TargetType{TargetHost}, "run any shell command on a Proxmox host", true, false},
 }
 
 // Catalogue returns every action's Spec in a stable order.

@@ -15,8 +15,9 @@ type Method string
 // The approval methods. There is deliberately no MCP method: an agent may
 // request an execution over MCP but never approve one.
 const (
-	// MethodAuto is Nomos approving on its own: read_only plans, and
-	// reversible_low plans with a validated history when configured.
+	// MethodAuto is Nomos approving on its own: named read_only actions
+	// (never free-form shell; see Rules.AutoApproves), and reversible_low
+	// plans with a validated history when configured.
 	MethodAuto Method = "auto"
 	// MethodReaction is ✅ or 👍 (approve), ❌ or 👎 (deny) on the plan card.
 	MethodReaction Method = "reaction"
@@ -157,10 +158,22 @@ func (r *Rules) Authorize(d Decision, c Class, userID string, m Method) error {
 	return configErr("decision %d is neither approve nor deny", d)
 }
 
-// AutoApproves reports whether a plan of class c approves itself: always
-// for read_only, and for reversible_low when the rules allow it and the
-// plan's pattern has a clean validated history.
-func (r *Rules) AutoApproves(c Class, validatedHistory bool) bool {
+// AutoApproves reports whether a plan approves itself, with nobody asked.
+// Only named read-only actions of the catalogue do: a plan of free-form
+// shell (pct_exec, run, pct_create) always waits for a person, whatever the
+// classifier says, because the classifier guides people and is not the
+// gate. A plan the agent asked for waits too, unless its action is a probe
+// that takes nothing but a target (pct_status): text the model read cannot
+// steer it. A validated reversible_low pattern approves itself only when
+// the rules allow it and never for free-form shell.
+func (r *Rules) AutoApproves(a Action, c Class, byAgent, validatedHistory bool) bool {
+	spec, err := Lookup(a)
+	if err != nil || spec.FreeForm {
+		return false
+	}
+	if byAgent && !spec.Probe {
+		return false
+	}
 	return c == ReadOnly || (c == ReversibleLow && r.autoValid && validatedHistory)
 }
 

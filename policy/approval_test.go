@@ -125,21 +125,33 @@ func TestAutoApproves(t *testing.T) {
 	off := setup(t).rules
 	on, _ := NewRules(RulesConfig{Operators: []string{"@o:x"}, AutoApproveValidated: true})
 	tests := []struct {
+		name      string
 		r         *Rules
+		a         Action
 		c         Class
+		byAgent   bool
 		validated bool
 		want      bool
 	}{
-		{off, ReadOnly, false, true},
-		{off, ReversibleLow, true, false},
-		{on, ReversibleLow, true, true},
-		{on, ReversibleLow, false, false},
-		{on, ConfigMutation, true, false},
-		{on, Destructive, true, false},
+		{"a named read-only action from a person", off, ActionAptUpgrade, ReadOnly, false, false, true},
+		{"the status probe from a person", off, ActionPctStatus, ReadOnly, false, false, true},
+		{"the status probe from the agent", off, ActionPctStatus, ReadOnly, true, false, true},
+		{"a named read-only action from the agent", off, ActionAptUpgrade, ReadOnly, true, false, false},
+		{"free-form pct_exec classified read-only", off, ActionPctExec, ReadOnly, false, false, false},
+		{"free-form run classified read-only", off, ActionRun, ReadOnly, false, false, false},
+		{"free-form run from the agent", off, ActionRun, ReadOnly, true, false, false},
+		{"pct_create", on, ActionPctCreate, ReadOnly, false, true, false},
+		{"validated reversible_low when off", off, ActionRestart, ReversibleLow, false, true, false},
+		{"validated reversible_low when on", on, ActionRestart, ReversibleLow, false, true, true},
+		{"validated reversible_low from the agent", on, ActionRestart, ReversibleLow, true, true, false},
+		{"unvalidated reversible_low", on, ActionRestart, ReversibleLow, false, false, false},
+		{"config_mutation", on, ActionSystemctl, ConfigMutation, false, true, false},
+		{"destructive", on, ActionPctDestroy, Destructive, false, true, false},
+		{"an unknown action", off, "nope", ReadOnly, false, false, false},
 	}
 	for _, tt := range tests {
-		if got := tt.r.AutoApproves(tt.c, tt.validated); got != tt.want {
-			t.Errorf("AutoApproves(%s, %v) with auto=%v = %v", tt.c, tt.validated, tt.r.autoValid, got)
+		if got := tt.r.AutoApproves(tt.a, tt.c, tt.byAgent, tt.validated); got != tt.want {
+			t.Errorf("%s: AutoApproves(%s, %s, agent=%v, validated=%v) = %v, want %v", tt.name, tt.a, tt.c, tt.byAgent, tt.validated, got, tt.want)
 		}
 	}
 }

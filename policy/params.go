@@ -129,6 +129,9 @@ type PctCreateParams struct {
 	Nesting bool `json:"nesting,omitempty"`
 }
 
+// PctStatusParams are the parameters of pct_status: none.
+type PctStatusParams struct{}
+
 // PctStartParams are the parameters of pct_start: none.
 type PctStartParams struct{}
 
@@ -179,6 +182,9 @@ func (AptUpgradeParams) Action() Action { return ActionAptUpgrade }
 // Action returns ActionPctCreate.
 func (PctCreateParams) Action() Action { return ActionPctCreate }
 
+// Action returns ActionPctStatus.
+func (PctStatusParams) Action() Action { return ActionPctStatus }
+
 // Action returns ActionPctStart.
 func (PctStartParams) Action() Action { return ActionPctStart }
 
@@ -201,6 +207,7 @@ func (PctDestroyParams) Action() Action { return ActionPctDestroy }
 func (RunParams) Action() Action { return ActionRun }
 
 func (p RestartParams) check() (Params, []*ParamError)   { return p, nil }
+func (p PctStatusParams) check() (Params, []*ParamError) { return p, nil }
 func (p PctStartParams) check() (Params, []*ParamError)  { return p, nil }
 func (p PctStopParams) check() (Params, []*ParamError)   { return p, nil }
 func (p PctRebootParams) check() (Params, []*ParamError) { return p, nil }
@@ -449,6 +456,7 @@ var kinds = map[Action]paramKind{
 	ActionPctExec:     kind[PctExecParams](),
 	ActionAptUpgrade:  kind[AptUpgradeParams](),
 	ActionPctCreate:   kind[PctCreateParams](),
+	ActionPctStatus:   kind[PctStatusParams](),
 	ActionPctStart:    kind[PctStartParams](),
 	ActionPctStop:     kind[PctStopParams](),
 	ActionPctReboot:   kind[PctRebootParams](),

@@ -49,6 +49,8 @@ func Render(p Params, t Target) ([]string, error) {
 			"-o", "Acquire::Retries=3", "-o", "Dpkg::Options::=--force-confold", "upgrade")}, nil
 	case PctCreateParams:
 		return renderCreate(p), nil
+	case PctStatusParams:
+		return []string{"pct status " + vmid}, nil
 	case PctStartParams:
 		return []string{"pct start " + vmid}, nil
 	case PctStopParams:

@@ -55,16 +55,20 @@ func (o Override) Validate() error {
 //	pct_create                               config_mutation; for a privileged
 //	                                         container, at least the class of its
 //	                                         post_install
+//	pct_status                               read_only
 //	pct_start, pct_stop, pct_reboot          reversible_low
 //	pct_snapshot                             reversible_low
 //	pct_rollback, pct_destroy                destructive
 //	run                                      ClassifyCommand(command, on the host)
 //
 // Overrides then apply: every matching MinClass raises the class (for the
-// target service, or any service in Target.Services); the highest matching
-// MaxClass of the target service itself lowers it. A read_only class is
-// never changed, a destructive class is never lowered, and nothing that
-// changes state is lowered below reversible_low.
+// target itself, its host, or any service in Target.Services), read_only
+// included, so an operator can make every step on a sensitive host wait for
+// a person; the highest matching MaxClass of the target itself lowers it.
+// Probes (pct_status) are left as they are: they read what the checks read
+// on their own. A
+// read_only class is never lowered further, a destructive class is never
+// lowered, and nothing that changes state is lowered below reversible_low.
 func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 	p, err := ValidateParams(p)
 	if err != nil {
@@ -105,6 +109,8 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 				b.merge(Risk{Class: Destructive, Reasons: prefix("privileged post_install: ", r.Reasons)})
 			}
 		}
+	case PctStatusParams:
+		b.raise(ReadOnly, "reads whether "+t.Slug+" is running")
 	case PctStartParams:
 		b.raise(ReversibleLow, "starts "+t.Slug)
 	case PctStopParams:
@@ -132,13 +138,15 @@ func prefix(p string, ss []string) []string {
 }
 
 func applyOverrides(b riskBuilder, a Action, t Target, overrides []Override) Risk {
-	base := b.class
-	if base <= ReadOnly {
+	base := max(b.class, ReadOnly)
+	if spec, err := Lookup(a); err == nil && spec.Probe {
+		// A probe reads what the prober's checks read without asking
+		// anyone; a floor would only hide the state from the agent.
 		return b.risk()
 	}
 	target := t.Slug
 	touched := func(slug string) bool {
-		if slug == target {
+		if slug == target || (t.Host != "" && slug == "host:"+t.Host) {
 			return true
 		}
 		for _, x := range t.Services {
@@ -162,7 +170,7 @@ func applyOverrides(b riskBuilder, a Action, t Target, overrides []Override) Ris
 		}
 	}
 	c := base
-	if cap != 0 && base < Destructive && cap < c {
+	if cap != 0 && base > ReadOnly && base < Destructive && cap < c {
 		c = max(cap, ReversibleLow)
 	}
 	if floor > c {
