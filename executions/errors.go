@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nomoshq/nomos/internal/redact"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -22,7 +24,25 @@ var (
 	ErrNotOutcomeUnknown = errors.New("execution is not outcome_unknown")
 	// ErrTargetChanged: the target changed after approval, so the approved plan no longer applies.
 	ErrTargetChanged = errors.New("target changed since the plan was approved")
+	// ErrCarriesSecret: a step's own text looks like a secret. A card shows
+	// a command exactly as it runs, so such a plan is refused rather than
+	// shown disguised. It also matches policy.ErrInvalidParams.
+	ErrCarriesSecret = errors.New("the command carries a secret")
 )
+
+// checkNoSecrets refuses steps whose text the redaction would change: the
+// card, the audit log and the order would otherwise either show a secret
+// or show something other than what runs.
+func checkNoSecrets(steps []string) error {
+	for i, st := range steps {
+		if kind, ok := redact.Find(st); ok {
+			return fmt.Errorf("%w: %w: step %d holds what looks like %s; a plan shows each command exactly as it will run, "+
+				"so Nomos refuses to show or store it. Keep the secret in a file on the host and read it from there",
+				policy.ErrInvalidParams, ErrCarriesSecret, i+1, kind)
+		}
+	}
+	return nil
+}
 
 // AmbiguousTargetError lists the entities a name could mean. Nomos never
 // guesses between them.

