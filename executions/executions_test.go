@@ -626,3 +626,19 @@ func TestAPlanThatCarriesASecretIsRefused(t *testing.T) {
 		t.Errorf("refused plans persisted %d executions (%v)", len(xs), err)
 	}
 }
+
+// TestUnattendedReadsCannotFillTheActuator: past the limit of automatically
+// approved executions in flight, a plan that would approve itself waits for
+// a person instead, so unattended reads never take every actuator slot.
+func TestUnattendedReadsCannotFillTheActuator(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // no actuator: dispatched orders stay in flight
+	var states []store.ExecutionState
+	for range 4 {
+		states = append(states, b.request(t, "apt_upgrade", "101", "").Execution.State)
+	}
+	want := []store.ExecutionState{store.StateDispatched, store.StateDispatched, store.StateAwaitingApproval, store.StateAwaitingApproval}
+	if !slices.Equal(states, want) {
+		t.Fatalf("states %v, want %v (the default limit is 2)", states, want)
+	}
+}

@@ -53,6 +53,11 @@ type Config struct {
 	// ReconcileInterval is how often Reconcile runs in RunReconciler.
 	// Default 1m.
 	ReconcileInterval time.Duration
+	// UnattendedLimit bounds how many automatically approved executions
+	// may be in flight at once; past it a plan that would approve itself
+	// waits for a person, so unattended reads never take every actuator
+	// slot. Default 2.
+	UnattendedLimit int
 	// ProbeInterval is how often RunProber looks for due checks. A
 	// check's own interval (at least 5s) says how often it runs; this is
 	// only the granularity. Default 5s.
@@ -88,6 +93,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.AckTimeout = cmp.Or(cfg.AckTimeout, 30*time.Second)
 	cfg.HeartbeatTimeout = cmp.Or(cfg.HeartbeatTimeout, 2*time.Minute)
 	cfg.ProbeInterval = cmp.Or(cfg.ProbeInterval, 5*time.Second)
+	cfg.UnattendedLimit = cmp.Or(cfg.UnattendedLimit, 2)
 	cfg.ReconcileInterval = cmp.Or(cfg.ReconcileInterval, time.Minute)
 	cfg.Actor = cmp.Or(cfg.Actor, "nomos")
 	if cfg.Logger == nil {
@@ -212,6 +218,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		PlanHash: hash, PlanCode: code, State: store.StateAwaitingApproval,
 		RequestedBy: r.RequestedBy, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
 		ExpiresAt: s.cfg.Rules.ExpiresAt(risk.Class, now), Session: r.Session,
+		UnattendedLimit: s.cfg.UnattendedLimit,
 	}
 	var auto *store.Approval
 	if s.cfg.Rules.AutoApproves(spec.Action, risk.Class, r.Via == ViaAgent, false) {

@@ -99,6 +99,13 @@ type NewExecution struct {
 	// written with the execution, so a result that comes back at once
 	// still finds the session to re-invoke.
 	Session *SessionLink
+	// UnattendedLimit bounds how many automatically approved executions
+	// may be in flight at once (approved, dispatched or running). When
+	// CreateExecution is given an automatic approval and the limit is
+	// reached, the execution is created awaiting approval instead, so
+	// unattended reads never fill the actuator's slots. Zero means no
+	// limit.
+	UnattendedLimit int
 }
 
 // SessionLink names the agent session behind a new execution and how many
@@ -186,6 +193,15 @@ func (s *Store) CreateExecution(ctx context.Context, n NewExecution, auto *Appro
 	}
 	var x Execution
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if auto != nil && n.UnattendedLimit > 0 {
+			full, err := unattendedFull(ctx, tx, n.UnattendedLimit)
+			if err != nil {
+				return err
+			}
+			if full {
+				auto, n.State = nil, StateAwaitingApproval
+			}
+		}
 		_, err := tx.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
 			risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at, reason)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15, $16)`,
@@ -225,6 +241,19 @@ func (s *Store) CreateExecution(ctx context.Context, n NewExecution, auto *Appro
 		return Execution{}, fmt.Errorf("create execution %s: %w", n.ID, err)
 	}
 	return x, nil
+}
+
+// unattendedFull reports whether limit automatically approved executions
+// are in flight. A transaction-scoped advisory lock serialises the count
+// and the insert that follows across every bot.
+func unattendedFull(ctx context.Context, tx pgx.Tx, limit int) (bool, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('nomos.unattended'))`); err != nil {
+		return false, err
+	}
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM executions e JOIN approvals a ON a.execution_id = e.id
+		WHERE a.method = 'auto' AND e.state IN ('approved', 'dispatched', 'running')`).Scan(&n)
+	return n >= limit, err
 }
 
 // GetExecution loads one execution with its decision.
