@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -43,9 +42,7 @@ type Proxy struct {
 	log          *slog.Logger
 	tools        []mcp.Tool
 	instructions string
-
-	mu     sync.Mutex
-	remote *client.Client
+	remote       *client.Client
 }
 
 // ErrUnauthorized is returned by New when the bot refuses the token.
@@ -94,12 +91,14 @@ func (p *Proxy) connect(ctx context.Context) (*client.Client, *mcp.InitializeRes
 		return nil, nil, fmt.Errorf("connect to %s: %w", p.cfg.URL, err)
 	}
 	req := mcp.InitializeRequest{}
+	// This protocol version keeps no session on the server: every call
+	// stands alone, so a restarted bot simply answers the next one.
 	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	req.Params.ClientInfo = mcp.Implementation{Name: "nomos-mcp-stdio", Version: p.cfg.Version}
 	init, err := c.Initialize(ctx, req)
 	if err != nil {
 		c.Close()
-		if errors.Is(err, transport.ErrUnauthorized) {
+		if errors.Is(err, transport.ErrAuthorizationRequired) || errors.Is(err, transport.ErrUnauthorized) {
 			return nil, nil, fmt.Errorf("%w: %s answered 401; check mcp.client_token against mcp.tokens in the bot's config", ErrUnauthorized, p.cfg.URL)
 		}
 		return nil, nil, fmt.Errorf("initialize MCP with %s (is `nomos bot` running with mcp.tokens set?): %w", p.cfg.URL, err)
@@ -110,17 +109,8 @@ func (p *Proxy) connect(ctx context.Context) (*client.Client, *mcp.InitializeRes
 // Tools are the tools the bot offers this token, as the proxy offers them.
 func (p *Proxy) Tools() []mcp.Tool { return p.tools }
 
-// Close ends the session with the bot.
-func (p *Proxy) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.remote == nil {
-		return nil
-	}
-	err := p.remote.Close()
-	p.remote = nil
-	return err
-}
+// Close closes the connection to the bot.
+func (p *Proxy) Close() error { return p.remote.Close() }
 
 // ServeStdio serves MCP over newline-delimited JSON-RPC on in and out
 // until in ends or ctx is done. Nothing but protocol messages is written
@@ -144,46 +134,14 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	return err
 }
 
-// forward calls the same tool on the bot and returns its result as is. A
-// session the bot no longer knows (it restarted) is opened again and the
-// call retried once: the bot answers 404 before it handles anything, so
-// the retry cannot request anything twice.
+// forward calls the same tool on the bot and returns its result as is.
 func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	fwd := mcp.CallToolRequest{}
 	fwd.Params = req.Params
-	remote, err := p.session(ctx, nil)
-	if err == nil {
-		var res *mcp.CallToolResult
-		res, err = remote.CallTool(ctx, fwd)
-		if errors.Is(err, transport.ErrSessionTerminated) {
-			if remote, err = p.session(ctx, remote); err == nil {
-				res, err = remote.CallTool(ctx, fwd)
-			}
-		}
-		if err == nil {
-			return res, nil
-		}
-	}
-	p.log.WarnContext(ctx, "forwarding a tool call to the bot failed", "tool", req.Params.Name, "url", p.cfg.URL, "err", err)
-	return mcp.NewToolResultError(fmt.Sprintf("%s through the Nomos bot at %s failed: %v", req.Params.Name, p.cfg.URL, err)), nil
-}
-
-// session returns the current session with the bot, opening a new one
-// when there is none or when stale is the current one.
-func (p *Proxy) session(ctx context.Context, stale *client.Client) (*client.Client, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.remote != nil && p.remote != stale {
-		return p.remote, nil
-	}
-	if p.remote != nil {
-		p.remote.Close()
-		p.remote = nil
-	}
-	c, _, err := p.connect(ctx)
+	res, err := p.remote.CallTool(ctx, fwd)
 	if err != nil {
-		return nil, err
+		p.log.WarnContext(ctx, "forwarding a tool call to the bot failed", "tool", req.Params.Name, "url", p.cfg.URL, "err", err)
+		return mcp.NewToolResultError(fmt.Sprintf("%s through the Nomos bot at %s failed: %v", req.Params.Name, p.cfg.URL, err)), nil
 	}
-	p.remote = c
-	return c, nil
+	return res, nil
 }
