@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -46,6 +47,9 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 	c := s.caller(ctx)
 	if c.RoomID == "" {
 		return mcp.NewToolResultError("nothing was queued: no ops room is configured for requests from outside a room, so no operator could approve it"), nil
+	}
+	if refused := s.allowRequest(ctx, "request_execution", c); refused != nil {
+		return refused, nil
 	}
 	p, err := s.exec.Request(ctx, executions.Request{
 		Action: action, Target: target, Params: params,
@@ -125,7 +129,7 @@ func requestedText(p executions.Planned, c Caller) string {
 			fmt.Fprintf(&b, " Its card is posted in the ops room; get_execution %s shows where it stands.", x.ID)
 		}
 	default:
-		fmt.Fprintf(&b, "execution %s (%s on %s) is %s: %s", x.ID, x.Action, x.TargetSlug, x.State, cmp.Or(x.Error, "no detail"))
+		fmt.Fprintf(&b, "execution %s (%s on %s) is %s: %s", x.ID, x.Action, x.TargetSlug, x.State, cmp.Or(redact.String(x.Error), "no detail"))
 	}
 	if reasons := p.Risk.Reasons; len(reasons) > 0 {
 		b.WriteString("\nrisk: " + strings.Join(reasons[:min(len(reasons), 3)], "; "))
@@ -187,13 +191,15 @@ func (s *Server) describeExecution(x store.Execution) string {
 	}
 	b.WriteString("\n")
 	if x.Reason != "" {
-		b.WriteString("reason: " + oneLine(x.Reason, 500) + "\n")
+		b.WriteString("reason: " + oneLine(redact.String(x.Reason), 500) + "\n")
 	}
+	// Params and steps are what runs, so they are shown exactly: never
+	// redacted, reflowed or cut here (the result cap still applies).
 	if len(x.Params) > 0 && string(x.Params) != "{}" {
-		b.WriteString("params: " + oneLine(string(x.Params), 600) + "\n")
+		b.WriteString("params: " + string(x.Params) + "\n")
 	}
 	for i, st := range x.Steps {
-		fmt.Fprintf(&b, "step %d: %s\n", i+1, oneLine(st, 300))
+		fmt.Fprintf(&b, "step %d: %s\n", i+1, st)
 	}
 	var r tasks.Result
 	if len(x.Result) > 0 && json.Unmarshal(x.Result, &r) == nil {
@@ -216,19 +222,21 @@ func (s *Server) describeExecution(x store.Execution) string {
 					ps[i] += " exit " + strconv.Itoa(p.ExitCode)
 				}
 				if p.Note != "" {
-					ps[i] += " (" + oneLine(p.Note, 100) + ")"
+					ps[i] += " (" + oneLine(redact.String(p.Note), 100) + ")"
 				}
 			}
 			b.WriteString("phases: " + strings.Join(ps, "; ") + "\n")
 		}
 		for _, n := range r.Notes {
-			b.WriteString("note: " + oneLine(n, 300) + "\n")
+			b.WriteString("note: " + oneLine(redact.String(n), 300) + "\n")
 		}
 	}
 	if x.Error != "" {
-		b.WriteString("error: " + oneLine(x.Error, 600) + "\n")
+		b.WriteString("error: " + oneLine(redact.String(x.Error), 600) + "\n")
 	}
-	if out := strings.TrimSpace(x.ProgressTail); out != "" {
+	// Redact the whole output before cutting it, so a cut never splits a
+	// secret into halves the rules no longer recognise.
+	if out := strings.TrimSpace(redact.String(x.ProgressTail)); out != "" {
 		t, cut := tail(out, outputTail)
 		if cut {
 			fmt.Fprintf(&b, "output (last %d bytes):\n", outputTail)
@@ -251,6 +259,9 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	}
 	command := "pct status " + strconv.Itoa(vmid)
 	c := s.caller(ctx)
+	if refused := s.allowRequest(ctx, "get_lxc_state", c); refused != nil {
+		return refused, nil
+	}
 	// pct_status is a probe: it takes nothing but the container, so it
 	// approves itself whoever asks. No room: a probe is a tool call, not a
 	// plan to show on a card.
@@ -277,12 +288,12 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 			e.Slug, e.Name, host, x.State, took, x.ID)), nil
 	case x.State != store.StateSucceeded:
 		return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: the live probe %s: %s (execution %s)",
-			e.Slug, e.Name, host, x.State, oneLine(cmp.Or(x.Error, x.ProgressTail, "no detail"), 300), x.ID)), nil
+			e.Slug, e.Name, host, x.State, oneLine(redact.String(cmp.Or(x.Error, x.ProgressTail, "no detail")), 300), x.ID)), nil
 	}
 	status, ok := pctStatus(x.ProgressTail)
 	if !ok {
 		return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: `%s` gave no status line: %s (execution %s)",
-			e.Slug, e.Name, host, command, oneLine(x.ProgressTail, 300), x.ID)), nil
+			e.Slug, e.Name, host, command, oneLine(redact.String(x.ProgressTail), 300), x.ID)), nil
 	}
 	s.recordObservation(ctx, e, vmid, status)
 	return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: %s — live `%s`, %s, execution %s",

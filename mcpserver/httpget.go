@@ -102,7 +102,7 @@ func addrKind(a netip.Addr) string {
 // the address that is really dialed, so a name that resolves (or is
 // rebound) to a private address is refused. Proxies from the environment
 // are not used: they would be the address checked, not the destination.
-func newFetchClient(allow func(netip.Addr) bool, timeout time.Duration) *http.Client {
+func newFetchClient(allow func(netip.Addr) bool, hosts allowlist, timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{
 		Timeout: 10 * time.Second,
 		Control: func(_, address string, _ syscall.RawConn) error {
@@ -132,7 +132,7 @@ func newFetchClient(allow func(netip.Addr) bool, timeout time.Duration) *http.Cl
 			if len(via) > httpGetMaxRedirects {
 				return fmt.Errorf("more than %d redirects", httpGetMaxRedirects)
 			}
-			return checkURL(req.URL, allow)
+			return checkURL(req.URL, allow, hosts)
 		},
 	}
 }
@@ -143,8 +143,10 @@ type refusedURLError struct{ reason string }
 func (e *refusedURLError) Error() string { return e.reason }
 
 // checkURL refuses what need not be dialed to be refused: other schemes,
-// credentials in the URL, and literal addresses that are not allowed.
-func checkURL(u *url.URL, allow func(netip.Addr) bool) error {
+// credentials in the URL, literal addresses that are not allowed, and hosts
+// outside the allowlist. It runs before any DNS lookup, for the first URL
+// and every redirect.
+func checkURL(u *url.URL, allow func(netip.Addr) bool, hosts allowlist) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return &refusedURLError{fmt.Sprintf("only http and https URLs are fetched, not %q", u.Scheme)}
 	}
@@ -158,6 +160,9 @@ func checkURL(u *url.URL, allow func(netip.Addr) bool) error {
 	if a, err := netip.ParseAddr(host); err == nil && !allow(a.Unmap()) {
 		return &refusedAddrError{addr: a}
 	}
+	if !hosts.allows(host) {
+		return &refusedURLError{hosts.refusal(host)}
+	}
 	return nil
 }
 
@@ -169,7 +174,8 @@ func (s *Server) httpGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if err != nil || raw == "" {
 		return mcp.NewToolResultError(fmt.Sprintf("%q is not a URL; give an http:// or https:// URL", raw)), nil
 	}
-	if err := checkURL(u, s.cfg.AllowHTTPGetAddr); err != nil {
+	if err := checkURL(u, s.cfg.AllowHTTPGetAddr, s.allow); err != nil {
+		s.log.InfoContext(ctx, "http_get refused a URL", "url", u.Redacted(), "reason", err)
 		return mcp.NewToolResultError("refused: " + err.Error()), nil
 	}
 	page, err := s.fetchPage(ctx, u)

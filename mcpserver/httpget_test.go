@@ -33,7 +33,9 @@ func newCountingServer(t *testing.T, h http.HandlerFunc) *countingServer {
 
 func TestHTTPGetRefusesNonPublicAddresses(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	// localhost is allowlisted: a name on the list that resolves to a
+	// private address is still refused.
+	b := setup(t, func(c *mcpserver.Config) { c.HTTPAllow = []string{"localhost", "example.com"} })
 	target := newCountingServer(t, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "secret admin page") })
 	port := target.Listener.Addr().(*net.TCPAddr).Port
 	cases := []struct{ url, want string }{
@@ -70,7 +72,10 @@ func TestHTTPGetRefusesRedirectsToPrivateAddresses(t *testing.T) {
 		t.Skipf("cannot listen on 127.0.0.2: %v", err)
 	}
 	allowed := netip.MustParseAddr("127.0.0.2")
-	b := setup(t, func(c *mcpserver.Config) { c.AllowHTTPGetAddr = func(a netip.Addr) bool { return a == allowed } })
+	b := setup(t, func(c *mcpserver.Config) {
+		c.AllowHTTPGetAddr = func(a netip.Addr) bool { return a == allowed }
+		c.HTTPAllow = []string{"127.0.0.2", "localhost"}
+	})
 	target := newCountingServer(t, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "internal only") })
 	port := target.Listener.Addr().(*net.TCPAddr).Port
 	redirector := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,6 +91,7 @@ func TestHTTPGetRefusesRedirectsToPrivateAddresses(t *testing.T) {
 		"http://169.254.169.254/latest/meta-data/",
 		"http://10.0.0.1/",
 		"gopher://127.0.0.2/",
+		"http://127.0.0.1/",
 	} {
 		text := b.fails(t, "http_get", map[string]any{"url": redirector.URL + "/?to=" + to})
 		containsAll(t, "redirect to "+to, text, "refused")
@@ -94,9 +100,12 @@ func TestHTTPGetRefusesRedirectsToPrivateAddresses(t *testing.T) {
 	if n := target.hits.Load(); n != 0 {
 		t.Errorf("a redirect reached the loopback server %d times", n)
 	}
+	// Every hop is held to the allowlist, before any DNS lookup.
+	text := b.fails(t, "http_get", map[string]any{"url": redirector.URL + "/?to=http://evil.example/x"})
+	containsAll(t, "redirect off the allowlist", text, "refused: a redirect from 127.0.0.2", "evil.example is not in llm.http_allow (localhost, 127.0.0.2)")
 	// More than five redirects, each to an allowed address, is refused too.
 	loop := redirector.URL + "/?to=" + redirector.URL + "/"
-	text := b.fails(t, "http_get", map[string]any{"url": loop})
+	text = b.fails(t, "http_get", map[string]any{"url": loop})
 	containsAll(t, "redirect loop", text, "could not fetch", "redirects")
 }
 
@@ -120,7 +129,10 @@ Media System.</p>
 
 func TestHTTPGetReturnsUntrustedText(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *mcpserver.Config) { c.AllowHTTPGetAddr = func(a netip.Addr) bool { return a.IsLoopback() } })
+	b := setup(t, func(c *mcpserver.Config) {
+		c.AllowHTTPGetAddr = func(a netip.Addr) bool { return a.IsLoopback() }
+		c.HTTPAllow = []string{"127.0.0.1"}
+	})
 	srv := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/readme":
@@ -156,5 +168,43 @@ func TestHTTPGetReturnsUntrustedText(t *testing.T) {
 	containsAll(t, "big", big, "262144 bytes read, body cut at 262144", "[text cut at 1000 of")
 	if len(big) > 2000 {
 		t.Errorf("max_chars 1000 returned %d bytes", len(big))
+	}
+}
+
+func TestHTTPGetFetchesOnlyAllowedDomains(t *testing.T) {
+	t.Parallel()
+	srv := newCountingServer(t, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "the README") })
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	loopback := func(a netip.Addr) bool { return a.IsLoopback() }
+
+	// By default nothing is allowed, and the refusal says how to allow.
+	none := setup(t, func(c *mcpserver.Config) { c.AllowHTTPGetAddr = loopback })
+	text := none.fails(t, "http_get", map[string]any{"url": fmt.Sprintf("http://localhost:%d/", port)})
+	containsAll(t, "http_get with no allowlist", text, "refused", "none are configured", "adding it to llm.http_allow")
+
+	b := setup(t, func(c *mcpserver.Config) {
+		c.AllowHTTPGetAddr = loopback
+		c.HTTPAllow = []string{"localhost", "github.com"}
+	})
+	for _, u := range []string{
+		srv.URL + "/", // the address of an allowed name is not itself allowed
+		"https://evil.example/install.sh",
+		"https://github.com.evil.example/",
+		"https://notgithub.com/",
+		// These do not resolve here; the allowlist refuses them before any lookup.
+		"https://metadata.google.internal/computeMetadata/v1/",
+	} {
+		text := b.fails(t, "http_get", map[string]any{"url": u})
+		containsAll(t, "http_get "+u, text, "refused", "is not in llm.http_allow (localhost, github.com)")
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("a refused URL reached the server %d times", n)
+	}
+	// An allowed name passes the allowlist (and here, the address check).
+	ok := b.ok(t, "http_get", map[string]any{"url": fmt.Sprintf("http://localhost:%d/", port)})
+	containsAll(t, "http_get of an allowed name", ok, "the README")
+
+	if _, err := mcpserver.New(mcpserver.Config{Store: b.store, Executions: b.exec, HTTPAllow: []string{"https://github.com"}}); err == nil {
+		t.Error("New accepted a URL as an allowlist entry")
 	}
 }

@@ -29,8 +29,17 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 const (
 	operator = "@operator:localhost"
 	opsRoom  = "!ops:localhost"
-	token    = "test-token-0123456789abcdef"
+	// token is the request-scope token of the client named claude,
+	// readToken the read-scope token of the client named dashboard.
+	token     = "test-token-0123456789abcdef"
+	readToken = "read-token-0123456789abcdef"
 )
+
+// testTokens are the tokens every test server accepts.
+var testTokens = []mcpserver.Token{
+	{Name: "claude", SHA256: mcpserver.HashToken(token), Scope: mcpserver.ScopeRequest},
+	{Name: "dashboard", SHA256: mcpserver.HashToken(readToken), Scope: mcpserver.ScopeRead},
+}
 
 // bundle is one server over its own database (seeded with the demo fleet)
 // and Redis database, with an in-process client.
@@ -87,7 +96,7 @@ func setupWithSeed(t testing.TB, seed *store.Seed, opts ...option) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := mcpserver.Config{Store: st, Executions: execs, OpsRoomID: opsRoom, Token: token, Logger: testenv.Logger(t)}
+	cfg := mcpserver.Config{Store: st, Executions: execs, OpsRoomID: opsRoom, Tokens: testTokens, Logger: testenv.Logger(t)}
 	for _, o := range opts {
 		o(&cfg)
 	}

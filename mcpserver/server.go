@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -44,12 +44,26 @@ type Config struct {
 	// that names none. Without it, external clients can read but not
 	// request.
 	OpsRoomID string
-	// Token is the bearer token HTTP clients present. Empty disables the
-	// HTTP transport: HTTPHandler then refuses every request.
+	// Tokens are the bearer tokens HTTP clients present, each with its
+	// name and scope. None (and no Token) disables the HTTP transport:
+	// HTTPHandler then refuses every request.
+	Tokens []Token
+	// Token is a single bearer token, accepted as one request-scope token
+	// named "mcp". Deprecated: use Tokens, which keeps only a digest.
 	Token string
-	// ExternalActor is requested_by for an external client that gives no
-	// name. Default "mcp".
+	// ExternalActor prefixes requested_by for external clients: a token
+	// named claude requests as "mcp:claude". Default "mcp".
 	ExternalActor string
+	// RequestsPerMinute is how many executions one requester (an MCP
+	// token, or the agent) may ask for per minute, through
+	// request_execution or get_lxc_state. Default 10.
+	RequestsPerMinute int
+	// RequestBurst is how many of those may come at once. Default 5.
+	RequestBurst int
+	// HTTPAllow lists the domains http_get may fetch: a name allows itself
+	// and its subdomains, an IP address only itself. Empty means http_get
+	// fetches nothing. Checked before any DNS lookup and on every redirect.
+	HTTPAllow []string
 	// AgentActor is requested_by for an in-process call whose Caller names
 	// nobody. Default "agent".
 	AgentActor string
@@ -81,9 +95,15 @@ type Server struct {
 	exec  *executions.Service
 	mcp   *server.MCPServer
 	fetch *http.Client
-	log   *slog.Logger
-	now   func() time.Time
+	// allow is Config.HTTPAllow, normalised.
+	allow  allowlist
+	limits *requestLimiter
+	log    *slog.Logger
+	now    func() time.Time
 }
+
+// LegacyTokenName names the single token of Config.Token.
+const LegacyTokenName = "mcp"
 
 // New validates cfg and builds the registry.
 func New(cfg Config) (*Server, error) {
@@ -92,10 +112,23 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("mcpserver: Store is required")
 	case cfg.Executions == nil:
 		return nil, errors.New("mcpserver: Executions is required")
-	case cfg.Token != "" && len(cfg.Token) < 16:
-		return nil, errors.New("mcpserver: Token must be at least 16 characters")
-	case cfg.LiveWait < 0, cfg.PollInterval < 0, cfg.HTTPGetTimeout < 0, cfg.MaxResultBytes < 0:
-		return nil, errors.New("mcpserver: durations and sizes must not be negative")
+	case cfg.Token != "" && len(cfg.Token) < MinTokenLength:
+		return nil, fmt.Errorf("mcpserver: Token must be at least %d characters", MinTokenLength)
+	case cfg.LiveWait < 0, cfg.PollInterval < 0, cfg.HTTPGetTimeout < 0, cfg.MaxResultBytes < 0,
+		cfg.RequestsPerMinute < 0, cfg.RequestBurst < 0:
+		return nil, errors.New("mcpserver: durations, sizes and rates must not be negative")
+	}
+	cfg.Tokens = slices.Clone(cfg.Tokens)
+	if cfg.Token != "" {
+		cfg.Tokens = append(cfg.Tokens, Token{Name: LegacyTokenName, SHA256: HashToken(cfg.Token), Scope: ScopeRequest})
+		cfg.Token = ""
+	}
+	if err := validateTokens(cfg.Tokens); err != nil {
+		return nil, err
+	}
+	allow, err := parseAllowlist(cfg.HTTPAllow)
+	if err != nil {
+		return nil, err
 	}
 	cfg.ExternalActor = cmp.Or(cfg.ExternalActor, "mcp")
 	cfg.AgentActor = cmp.Or(cfg.AgentActor, "agent")
@@ -103,6 +136,8 @@ func New(cfg Config) (*Server, error) {
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 250*time.Millisecond)
 	cfg.HTTPGetTimeout = cmp.Or(cfg.HTTPGetTimeout, 20*time.Second)
 	cfg.MaxResultBytes = cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes)
+	cfg.RequestsPerMinute = cmp.Or(cfg.RequestsPerMinute, 10)
+	cfg.RequestBurst = cmp.Or(cfg.RequestBurst, 5)
 	cfg.Version = cmp.Or(cfg.Version, "dev")
 	if cfg.AllowHTTPGetAddr == nil {
 		cfg.AllowHTTPGetAddr = PublicAddr
@@ -113,13 +148,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, exec: cfg.Executions, log: cfg.Logger, now: cfg.Clock}
-	s.fetch = newFetchClient(cfg.AllowHTTPGetAddr, cfg.HTTPGetTimeout)
+	s := &Server{cfg: cfg, store: cfg.Store, exec: cfg.Executions, log: cfg.Logger, now: cfg.Clock,
+		allow: allow, limits: newRequestLimiter(cfg.RequestsPerMinute, cfg.RequestBurst)}
+	s.fetch = newFetchClient(cfg.AllowHTTPGetAddr, allow, cfg.HTTPGetTimeout)
+	hooks := &server.Hooks{}
+	hooks.AddAfterListTools(s.hideRequestTools)
 	s.mcp = server.NewMCPServer("nomos", cfg.Version,
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
 		server.WithToolHandlerMiddleware(s.guard),
+		server.WithHooks(hooks),
 	)
 	s.mcp.AddTools(s.tools()...)
 	return s, nil
@@ -139,6 +178,8 @@ type Caller struct {
 	// RequestedBy is the Matrix user the agent acts for, or the external
 	// client's name. Empty means the configured actor for the route.
 	RequestedBy string
+	// ReadOnly limits the caller to the read tools: a read-scope token.
+	ReadOnly bool
 	// RoomID is where a requested plan is posted and approved. Empty means
 	// Config.OpsRoomID.
 	RoomID string
@@ -177,36 +218,67 @@ func (s *Server) caller(ctx context.Context) Caller {
 			c.RequestedBy = s.cfg.AgentActor
 		default:
 			c.RequestedBy = s.cfg.ExternalActor
-			if name := clientName(ctx); name != "" {
-				c.RequestedBy = s.cfg.ExternalActor + ":" + name
-			}
 		}
 	}
 	return c
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// clientName is the name an MCP client gave when it initialized, reduced
-// to a short token fit for an audit row.
-func clientName(ctx context.Context) string {
-	sess, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
-	if !ok {
-		return ""
+// requester is whose budget a request counts against: each external
+// client by its name, and the agent as one requester whoever it acts for.
+func (s *Server) requester(c Caller) string {
+	if c.Via == ViaAgent {
+		return s.cfg.AgentActor
 	}
-	name := strings.Trim(unsafeName.ReplaceAllString(sess.GetClientInfo().Name, "-"), "-")
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	return name
+	return c.RequestedBy
 }
 
-// guard wraps every tool: it logs the call and caps the result, so no tool,
-// however a fleet grows, returns a message larger than the agent can keep.
+// requestTools are the tools that request an execution: a read-scope
+// caller neither sees nor calls them.
+var requestTools = map[string]bool{"request_execution": true, "get_lxc_state": true}
+
+// hideRequestTools drops requestTools from a read-scope caller's list.
+func (s *Server) hideRequestTools(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+	if res == nil || !s.caller(ctx).ReadOnly {
+		return
+	}
+	res.Tools = slices.DeleteFunc(res.Tools, func(t mcp.Tool) bool { return requestTools[t.Name] })
+}
+
+// refuseReadOnly is the answer to a read-scope caller that calls a tool
+// that requests an execution.
+func (s *Server) refuseReadOnly(ctx context.Context, tool string, c Caller) *mcp.CallToolResult {
+	s.log.WarnContext(ctx, "read-scope MCP client tried to request an execution", "tool", tool, "requested_by", c.RequestedBy)
+	return mcp.NewToolResultError(fmt.Sprintf("refused: %s requests an execution, and the token of %s may only read; "+
+		"an operator can give it scope request in mcp.tokens", tool, c.RequestedBy))
+}
+
+// allowRequest refuses a request from a read-scope caller or one over its
+// rate; nil means go ahead. Nothing is recorded for a refused request.
+func (s *Server) allowRequest(ctx context.Context, tool string, c Caller) *mcp.CallToolResult {
+	if c.ReadOnly {
+		return s.refuseReadOnly(ctx, tool, c)
+	}
+	who := s.requester(c)
+	if ok, wait := s.limits.allow(who, s.now()); !ok {
+		s.log.WarnContext(ctx, "request rate exceeded", "tool", tool, "requester", who)
+		return mcp.NewToolResultError(fmt.Sprintf("nothing was queued: too many requests from %s; try again in %ds", who, seconds(wait)))
+	}
+	return nil
+}
+
+// guard wraps every tool: it refuses the request tools to a read-scope
+// caller, logs the call and caps the result, so no tool, however a fleet
+// grows, returns a message larger than the agent can keep.
 func (s *Server) guard(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
-		res, err := next(ctx, req)
+		var res *mcp.CallToolResult
+		var err error
+		if c := s.caller(ctx); c.ReadOnly && requestTools[req.Params.Name] {
+			res = s.refuseReadOnly(ctx, req.Params.Name, c)
+		} else {
+			res, err = next(ctx, req)
+		}
 		size := 0
 		if res != nil {
 			for i, c := range res.Content {

@@ -2,11 +2,7 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 
@@ -18,28 +14,39 @@ import (
 
 // ErrHTTPDisabled is the reason HTTPHandler refuses requests: no token is
 // configured, and the MCP endpoint is never served without one.
-var ErrHTTPDisabled = errors.New("the MCP HTTP endpoint is disabled: set mcp.token")
+var ErrHTTPDisabled = errors.New("the MCP HTTP endpoint is disabled: add a token to mcp.tokens")
 
 // HTTPEnabled reports whether HTTPHandler serves MCP (a token is set).
-func (s *Server) HTTPEnabled() bool { return s.cfg.Token != "" }
+func (s *Server) HTTPEnabled() bool { return len(s.cfg.Tokens) > 0 }
 
-// HTTPHandler serves MCP over streamable HTTP behind the bearer token. The
+type tokenKey struct{}
+
+// HTTPHandler serves MCP over streamable HTTP behind the bearer tokens. The
 // caller mounts it, at /mcp by convention: mux.Handle("/mcp", h). A request
-// without the token, or with another, gets 401 and a WWW-Authenticate
-// challenge; when no token is configured every request gets 503, so the
-// endpoint can be mounted unconditionally and still never serve tools
-// unauthenticated. Every request acts as an external client (ViaMCP),
-// whose plans are posted in the ops room. Call it once and mount the
-// result; each call builds a new transport with its own sessions.
+// without a configured token gets 401 and a WWW-Authenticate challenge;
+// when no token is configured every request gets 503, so the endpoint can
+// be mounted unconditionally and still never serve tools unauthenticated.
+// Every request acts as the external client its token names ("mcp:<name>"),
+// limited to the read tools for a read-scope token, and its plans are
+// posted in the ops room. Call it once and mount the result; each call
+// builds a new transport with its own sessions.
 func (s *Server) HTTPHandler() http.Handler {
-	if s.cfg.Token == "" {
+	if !s.HTTPEnabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, ErrHTTPDisabled.Error(), http.StatusServiceUnavailable)
 		})
 	}
 	h := server.NewStreamableHTTPServer(s.mcp,
-		server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
-			return WithCaller(ctx, Caller{Via: ViaMCP})
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			// The handler below put the token there; a request that
+			// reached here without one acts with nobody's rights.
+			t, ok := r.Context().Value(tokenKey{}).(Token)
+			if !ok {
+				return WithCaller(ctx, Caller{Via: ViaMCP, RequestedBy: s.cfg.ExternalActor, ReadOnly: true})
+			}
+			return WithCaller(ctx, Caller{
+				Via: ViaMCP, RequestedBy: s.cfg.ExternalActor + ":" + t.Name, ReadOnly: t.Scope != ScopeRequest,
+			})
 		}),
 		// The bearer token is what keeps a rebinding page out: it cannot
 		// know the token. The Host check would only break a reverse proxy
@@ -47,13 +54,10 @@ func (s *Server) HTTPHandler() http.Handler {
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(s.log.With("component", "mcp-http")),
 	)
-	want := sha256.Sum256([]byte(s.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := bearer(r)
-		// Compare digests, so neither the time taken nor an early exit
-		// says anything about the token's length or prefix.
-		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		t, known := match(s.cfg.Tokens, got)
+		if !ok || !known {
 			challenge := `Bearer realm="nomos"`
 			if ok {
 				challenge += `, error="invalid_token"`
@@ -64,7 +68,7 @@ func (s *Server) HTTPHandler() http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, t)))
 	})
 }
 
@@ -80,24 +84,6 @@ func bearer(r *http.Request) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
-}
-
-// ServeStdio serves MCP over newline-delimited JSON-RPC on in and out until
-// in ends or ctx is done, as `nomos mcp --stdio` does. The client is
-// external (ViaMCP). Nothing but protocol messages is written to out.
-// mcp-go keeps one stdio session per process, so serve one stream at a
-// time.
-func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	ss := server.NewStdioServer(s.mcp)
-	ss.SetErrorLogger(slog.NewLogLogger(s.log.With("component", "mcp-stdio").Handler(), slog.LevelWarn))
-	ss.SetContextFunc(func(ctx context.Context) context.Context {
-		return WithCaller(ctx, Caller{Via: ViaMCP})
-	})
-	err := ss.Listen(ctx, in, out)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
 }
 
 // InProcessClient returns an initialized mcp-go client connected to this

@@ -1,6 +1,7 @@
 // Package web serves Nomos's read-only status page: open signals, fleet
-// health and the latest executions with their output. It only reads the store; nothing on
-// it can change the fleet.
+// health and the latest executions with their output. It only reads the
+// store; nothing on it can change the fleet. Off a loopback address it
+// asks for a user and password (RequireAuth, Listen).
 package web
 
 import (
@@ -97,7 +98,11 @@ func (h *Handler) execution(ctx context.Context, w http.ResponseWriter, id uuid.
 		http.Error(w, "no such execution", http.StatusNotFound)
 		return
 	}
+	// Steps are shown exactly as they run; what came back, and why it was
+	// asked, pass through redaction.
 	x.Reason = redact.String(x.Reason)
+	x.Error = redact.String(x.Error)
+	x.ProgressTail = redact.String(x.ProgressTail)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := executionPage.Execute(w, x); err != nil {
 		h.Logger.Warn("render execution page", "err", err)

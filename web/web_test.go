@@ -40,6 +40,25 @@ func TestStatusPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A finished run whose command carries a password-looking word, and
+	// whose output and error carry secrets.
+	ran := uuid.Must(uuid.NewV7())
+	step := "echo password=shown-as-run >/dev/null; mysql -e 'select 1'"
+	_, err = st.CreateExecution(ctx, store.NewExecution{
+		ID: ran, Action: "run", TargetSlug: "host:strong", Params: json.RawMessage(`{}`),
+		Steps: []string{step}, RiskClass: "config_mutation",
+		PlanHash: strings.Repeat("c", 64), PlanCode: "wxyz", State: store.StateRunning,
+		RequestedBy: "mcp:claude", RequestedVia: "mcp", ExpiresAt: time.Now().Add(time.Hour),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errText := "exit 1: token=error-secret"
+	tail := "connecting\nAuthorization: Bearer bearer-secret-0123456789\nok"
+	if _, err := st.Transition(ctx, store.Transition{ID: ran, From: []store.ExecutionState{store.StateRunning}, To: store.StateFailed,
+		Audit: store.AuditEntry{Actor: "actuator", Action: "execution.failed"}, Error: &errText, ProgressTail: &tail}); err != nil {
+		t.Fatal(err)
+	}
 	jf, err := st.EntityBySlug(ctx, "service:jellyfin")
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +82,18 @@ func TestStatusPage(t *testing.T) {
 	}
 	if !strings.Contains(page, "Why: jellyfin hangs; api_key=[REDACTED] in its log") || strings.Contains(page, "hunter2") {
 		t.Errorf("execution page does not show the redacted reason:\n%s", page)
+	}
+	out := get(t, srv.URL+"/executions/"+ran.String(), http.StatusOK)
+	for _, want := range []string{"echo password=shown-as-run &gt;/dev/null; mysql -e &#39;select 1&#39;", "token=[REDACTED]",
+		"Authorization: Bearer [REDACTED]", "requested by mcp:claude via mcp"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("execution page lacks %q:\n%s", want, out)
+		}
+	}
+	for _, secret := range []string{"error-secret", "bearer-secret"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("execution page shows %q:\n%s", secret, out)
+		}
 	}
 	get(t, srv.URL+"/executions/not-a-uuid", http.StatusNotFound)
 	resp, err := http.Post(srv.URL+"/", "text/plain", strings.NewReader("x"))

@@ -35,8 +35,16 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	}
 	defer l.Close()
 
+	tokens, err := cfg.MCP.serverTokens()
+	if err != nil {
+		return err
+	}
+	if cfg.MCP.Token != "" {
+		logger.Warn("mcp.token is deprecated: it is accepted as a token named mcp with scope request; move it to mcp.tokens")
+	}
 	tools, err := mcpserver.New(mcpserver.Config{
-		Store: l.store, Executions: l.execs, OpsRoomID: cfg.Matrix.OpsRoom, Token: cfg.MCP.Token,
+		Store: l.store, Executions: l.execs, OpsRoomID: cfg.Matrix.OpsRoom, Tokens: tokens,
+		RequestsPerMinute: cfg.MCP.RequestRate, RequestBurst: cfg.MCP.RequestBurst, HTTPAllow: cfg.LLM.HTTPAllow,
 		MaxResultBytes: cfg.LLM.MaxToolResultBytes, Version: version, Logger: logger.With("component", "mcp"),
 	})
 	if err != nil {
@@ -62,14 +70,20 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		logger.Info("no llm.model configured: the bot answers with its command grammar and runbooks only")
 	}
 
+	var webAuth *web.BasicAuth
+	if cfg.Web.Auth.User != "" {
+		webAuth = &web.BasicAuth{User: cfg.Web.Auth.User, Password: cfg.Web.Auth.Password}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/", &web.Handler{Store: l.store, Logger: logger.With("component", "web")})
+	mux.Handle("/", web.RequireAuth(webAuth, &web.Handler{Store: l.store, Logger: logger.With("component", "web")}))
+	// /mcp has its own bearer tokens, in the same Authorization header
+	// basic auth would use, so web.auth does not cover it.
 	if tools.HTTPEnabled() {
 		mux.Handle("/mcp", tools.HTTPHandler())
 	}
-	ln, err := net.Listen("tcp", cfg.Web.Listen)
+	ln, err := web.Listen(cfg.Web.Listen, webAuth)
 	if err != nil {
-		return fmt.Errorf("web.listen %s: %w", cfg.Web.Listen, err)
+		return err
 	}
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -82,7 +96,8 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		defer cancel()
 		_ = httpSrv.Shutdown(shutdownCtx)
 	}()
-	logger.Info("status page listening", "addr", ln.Addr().String(), "mcp", tools.HTTPEnabled())
+	logger.Info("status page listening", "addr", ln.Addr().String(), "web_auth", webAuth != nil,
+		"mcp", tools.HTTPEnabled(), "mcp_tokens", len(tokens), "http_allow", len(cfg.LLM.HTTPAllow))
 
 	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
 	if err != nil {

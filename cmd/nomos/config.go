@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +17,9 @@ import (
 	envprovider "github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/web"
 )
 
 // Config is the whole of Nomos's configuration. deploy/nomos.example.yaml
@@ -78,6 +83,9 @@ type LLMConfig struct {
 	MaxIterations      int `koanf:"max_iterations"`
 	MaxTokens          int `koanf:"max_tokens"`
 	MaxToolResultBytes int `koanf:"max_tool_result_bytes"`
+	// HTTPAllow lists the domains http_get may fetch (each with its
+	// subdomains). Empty: http_get fetches nothing.
+	HTTPAllow []string `koanf:"http_allow"`
 }
 
 // ActuatorConfig holds the actuator's SSH material.
@@ -98,13 +106,46 @@ type OrdersConfig struct {
 
 // WebConfig is the read-only status page.
 type WebConfig struct {
-	Listen string `koanf:"listen"`
+	Listen string        `koanf:"listen"`
+	Auth   WebAuthConfig `koanf:"auth"`
 }
 
-// MCPConfig guards the MCP endpoint.
+// WebAuthConfig is the HTTP basic auth the status page asks for. It is
+// required when web.listen is not a loopback address.
+type WebAuthConfig struct {
+	User         string `koanf:"user"`
+	Password     string `koanf:"password"`
+	PasswordFile string `koanf:"password_file"`
+}
+
+// MCPConfig guards the bot's MCP endpoint and points `nomos mcp --stdio`
+// at it.
 type MCPConfig struct {
+	// Tokens are the named tokens the bot's /mcp endpoint accepts.
+	Tokens []MCPTokenConfig `koanf:"tokens"`
+	// Token and TokenFile are one token named "mcp" with scope request.
+	// Deprecated: use Tokens, which keeps only a hash in the config.
 	Token     string `koanf:"token"`
 	TokenFile string `koanf:"token_file"`
+	// RequestRate and RequestBurst bound how many executions each
+	// requester (an MCP token, or the agent) may ask for per minute.
+	RequestRate  int `koanf:"request_rate"`
+	RequestBurst int `koanf:"request_burst"`
+	// URL, ClientToken and ClientTokenFile are what `nomos mcp --stdio`
+	// connects to the bot's endpoint with.
+	URL             string `koanf:"url"`
+	ClientToken     string `koanf:"client_token"`
+	ClientTokenFile string `koanf:"client_token_file"`
+}
+
+// MCPTokenConfig is one named MCP token. The token itself is never in the
+// config: give its SHA-256 (as `nomos mcp token` prints it), or a file
+// holding it, which is hashed as it is read.
+type MCPTokenConfig struct {
+	Name        string `koanf:"name"`
+	TokenSHA256 string `koanf:"token_sha256"`
+	TokenFile   string `koanf:"token_file"`
+	Scope       string `koanf:"scope"`
 }
 
 // ChecksConfig controls the prober, which runs the fleet's check
@@ -136,6 +177,8 @@ var defaults = map[string]any{
 	"actuator.ssh_user":         "root",
 	"orders.ttl":                "15m",
 	"web.listen":                "127.0.0.1:8080",
+	"mcp.request_rate":          10,
+	"mcp.request_burst":         5,
 	"labsim.state_dir":          ".nomos-dev/labsim",
 	"checks.enabled":            true,
 }
@@ -145,7 +188,7 @@ var defaults = map[string]any{
 const envPrefix = "NOMOS_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"matrix.operators": true}
+var listKeys = map[string]bool{"matrix.operators": true, "llm.http_allow": true}
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
@@ -206,6 +249,8 @@ func (c *Config) resolveSecrets() error {
 		{"matrix.pickle_key", &c.Matrix.PickleKey, c.Matrix.PickleKeyFile},
 		{"llm.api_key", &c.LLM.APIKey, c.LLM.APIKeyFile},
 		{"mcp.token", &c.MCP.Token, c.MCP.TokenFile},
+		{"mcp.client_token", &c.MCP.ClientToken, c.MCP.ClientTokenFile},
+		{"web.auth.password", &c.Web.Auth.Password, c.Web.Auth.PasswordFile},
 	}
 	for _, s := range secrets {
 		if s.fileSource == "" {
@@ -223,12 +268,57 @@ func (c *Config) resolveSecrets() error {
 			return fmt.Errorf("config: %s_file %s: file is empty", s.key, s.fileSource)
 		}
 	}
+	return c.MCP.hashTokenFiles()
+}
+
+// hashTokenFiles reads each mcp.tokens[].token_file and keeps only the
+// token's hash, so the token itself is never held past loading.
+func (m *MCPConfig) hashTokenFiles() error {
+	for i := range m.Tokens {
+		t := &m.Tokens[i]
+		if t.TokenFile == "" {
+			continue
+		}
+		key := fmt.Sprintf("mcp.tokens[%d]", i)
+		if t.TokenSHA256 != "" {
+			return fmt.Errorf("config: %s: token_sha256 and token_file are both set: keep one", key)
+		}
+		data, err := os.ReadFile(t.TokenFile)
+		if err != nil {
+			return fmt.Errorf("config: %s.token_file: %w", key, err)
+		}
+		token := strings.TrimRight(string(data), "\r\n")
+		if len(token) < mcpserver.MinTokenLength {
+			return fmt.Errorf("config: %s.token_file %s: want a token of at least %d characters", key, t.TokenFile, mcpserver.MinTokenLength)
+		}
+		sum := mcpserver.HashToken(token)
+		t.TokenSHA256 = hex.EncodeToString(sum[:])
+	}
 	return nil
+}
+
+// serverTokens turns mcp.tokens, and the deprecated mcp.token, into the
+// tokens the MCP endpoint accepts. validate has checked them.
+func (m *MCPConfig) serverTokens() ([]mcpserver.Token, error) {
+	var out []mcpserver.Token
+	for i, t := range m.Tokens {
+		sum, err := mcpserver.ParseTokenHash(t.TokenSHA256)
+		if err != nil {
+			return nil, fmt.Errorf("mcp.tokens[%d].token_sha256: %w", i, err)
+		}
+		out = append(out, mcpserver.Token{Name: t.Name, SHA256: sum, Scope: mcpserver.Scope(t.Scope)})
+	}
+	if m.Token != "" {
+		out = append(out, mcpserver.Token{Name: mcpserver.LegacyTokenName, SHA256: mcpserver.HashToken(m.Token), Scope: mcpserver.ScopeRequest})
+	}
+	return out, nil
 }
 
 // need lists which parts of the config a role uses.
 type need struct {
 	database, redis, matrix, llm, actuator, signing, verify, web, labsim bool
+	// mcpClient is `nomos mcp --stdio`: the bot's MCP URL and a token.
+	mcpClient bool
 }
 
 var roleNeeds = map[string]need{
@@ -237,7 +327,7 @@ var roleNeeds = map[string]need{
 	"labsim":   {labsim: true},
 	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true},
 	"actuator": {redis: true, actuator: true, verify: true},
-	"mcp":      {database: true, redis: true, signing: true},
+	"mcp":      {mcpClient: true},
 }
 
 var (
@@ -322,10 +412,27 @@ func (c *Config) validate(role string) error {
 	if n.web {
 		if _, _, err := net.SplitHostPort(c.Web.Listen); err != nil {
 			bad("web.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Web.Listen)
+		} else if !web.LoopbackListen(c.Web.Listen) && c.Web.Auth.User == "" {
+			bad("web.listen", "%s is reachable from other machines: set web.auth (user and password_file) so the status page asks for a password, or listen on 127.0.0.1", c.Web.Listen)
+		}
+		c.validateMCPServer(bad)
+	}
+	if a := c.Web.Auth; a.User != "" || a.Password != "" {
+		if a.User == "" || strings.Contains(a.User, ":") {
+			bad("web.auth.user", "want a user name without ':' when web.auth.password is set")
+		}
+		if len(a.Password) < 12 {
+			bad("web.auth.password", "want a password of at least 12 characters (or web.auth.password_file)")
 		}
 	}
-	if c.MCP.Token != "" && len(c.MCP.Token) < 16 {
-		bad("mcp.token", "want at least 16 characters so it can't be guessed")
+	if c.MCP.Token != "" && len(c.MCP.Token) < mcpserver.MinTokenLength {
+		bad("mcp.token", "want at least %d characters so it can't be guessed", mcpserver.MinTokenLength)
+	}
+	if n.mcpClient {
+		checkURL(bad, "mcp.url", c.MCP.URL, "http", "https")
+		if len(c.MCP.ClientToken) < mcpserver.MinTokenLength {
+			bad("mcp.client_token", "want the token this client presents to the bot's /mcp endpoint, at least %d characters (or mcp.client_token_file); `nomos mcp token NAME` makes one", mcpserver.MinTokenLength)
+		}
 	}
 	if n.labsim {
 		if c.Labsim.StateDir == "" {
@@ -337,6 +444,38 @@ func (c *Config) validate(role string) error {
 		return fmt.Errorf("config is not valid for %s:\n  %w", role, joinLines(errs))
 	}
 	return nil
+}
+
+// validateMCPServer checks what the bot's MCP endpoint uses: the tokens,
+// the request rate and llm.http_allow.
+func (c *Config) validateMCPServer(bad func(string, string, ...any)) {
+	names := map[string]bool{}
+	for i, t := range c.MCP.Tokens {
+		key := fmt.Sprintf("mcp.tokens[%d]", i)
+		if !mcpserver.ValidTokenName(t.Name) {
+			bad(key+".name", "want 1 to 40 letters, digits, '.', '_' or '-', got %q", t.Name)
+		} else if names[t.Name] || (t.Name == mcpserver.LegacyTokenName && c.MCP.Token != "") {
+			bad(key+".name", "%q names two tokens; each client needs its own name", t.Name)
+		}
+		names[t.Name] = true
+		if _, err := mcpserver.ParseTokenHash(t.TokenSHA256); err != nil {
+			bad(key+".token_sha256", "%v (or set token_file); `nomos mcp token %s` prints both", err, cmp.Or(t.Name, "NAME"))
+		}
+		if t.Scope != string(mcpserver.ScopeRead) && t.Scope != string(mcpserver.ScopeRequest) {
+			bad(key+".scope", "want read (the read tools only) or request (may also request executions), got %q", t.Scope)
+		}
+	}
+	if c.MCP.RequestRate < 1 || c.MCP.RequestRate > 600 {
+		bad("mcp.request_rate", "want 1 to 600 requests per minute, got %d", c.MCP.RequestRate)
+	}
+	if c.MCP.RequestBurst < 1 || c.MCP.RequestBurst > 100 {
+		bad("mcp.request_burst", "want 1 to 100, got %d", c.MCP.RequestBurst)
+	}
+	for i, d := range c.LLM.HTTPAllow {
+		if !mcpserver.ValidAllowEntry(d) {
+			bad(fmt.Sprintf("llm.http_allow[%d]", i), "want a domain name such as github.com (it allows its subdomains too), without scheme, port, path or wildcard; got %q", d)
+		}
+	}
 }
 
 func checkURL(bad func(string, string, ...any), key, raw string, schemes ...string) {

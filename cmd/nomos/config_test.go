@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomoshq/nomos/mcpserver"
 )
 
 func writeFile(t *testing.T, dir, name, data string) string {
@@ -90,6 +94,14 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"missing redis", "actuator", []string{"NOMOS_ORDERS__VERIFY_KEY_FILE=" + key}, "redis.url: is required"},
 		{"short mcp token", "mcp", []string{"NOMOS_MCP__TOKEN=short"}, "mcp.token: want at least 16"},
 		{"bad web listen", "bot", []string{"NOMOS_WEB__LISTEN=8080"}, "web.listen: want host:port"},
+		{"open web listen", "bot", []string{"NOMOS_WEB__LISTEN=0.0.0.0:8080"}, "web.listen: 0.0.0.0:8080 is reachable from other machines: set web.auth"},
+		{"open web listen, any address", "bot", []string{"NOMOS_WEB__LISTEN=:8080"}, "web.listen: :8080 is reachable from other machines"},
+		{"web auth without user", "bot", []string{"NOMOS_WEB__AUTH__PASSWORD=correct-horse-battery"}, "web.auth.user: want a user name"},
+		{"web auth short password", "bot", []string{"NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD=short"}, "web.auth.password: want a password of at least 12"},
+		{"http_allow with a URL", "bot", []string{"NOMOS_LLM__HTTP_ALLOW=github.com, https://evil.example"}, "llm.http_allow[1]: want a domain name"},
+		{"no request rate", "bot", []string{"NOMOS_MCP__REQUEST_RATE=0"}, "mcp.request_rate: want 1 to 600"},
+		{"mcp stdio without url", "mcp", nil, "mcp.url: is required"},
+		{"mcp stdio without token", "mcp", []string{"NOMOS_MCP__URL=http://127.0.0.1:8080/mcp"}, "mcp.client_token: want the token"},
 		{"bad ttl", "bot", []string{"NOMOS_ORDERS__TTL=5s"}, "orders.ttl: want a duration between 1m and 24h"},
 		{"llm without model", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LLM__API_KEY=k"}, "llm.model: want a model name"},
 		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},
@@ -131,6 +143,76 @@ func TestConfigValidPasses(t *testing.T) {
 	}
 	if err := cfg.validate("bot"); err != nil {
 		t.Fatalf("validate(bot) = %v, want nil", err)
+	}
+	// Off loopback the page needs its password.
+	cfg.Web.Listen, cfg.Web.Auth = "0.0.0.0:8080", WebAuthConfig{User: "ops", Password: "correct horse battery"}
+	if err := cfg.validate("bot"); err != nil {
+		t.Fatalf("validate(bot) on 0.0.0.0 with web.auth = %v, want nil", err)
+	}
+}
+
+func TestConfigMCPTokens(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const secret = "file-token-0123456789abcdef"
+	tokenFile := writeFile(t, dir, "token", secret+"\n")
+	hash := strings.Repeat("ab", 32)
+	path := writeFile(t, dir, "nomos.yaml", `mcp:
+  tokens:
+    - {name: claude, token_file: `+tokenFile+`, scope: request}
+    - {name: dashboard, token_sha256: `+hash+`, scope: read}
+    - {name: claude, token_sha256: `+strings.Repeat("cd", 32)+`, scope: read}
+    - {name: "bad name", token_sha256: xyz, scope: admin}
+`)
+	cfg, err := loadConfig(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file's token is kept only as its hash.
+	sum := mcpserver.HashToken(secret)
+	if got := cfg.MCP.Tokens[0].TokenSHA256; got != hex.EncodeToString(sum[:]) {
+		t.Errorf("token_file hashed to %q, want the SHA-256 of the file's token", got)
+	}
+	if dump := fmt.Sprintf("%+v", cfg.MCP); strings.Contains(dump, secret) {
+		t.Errorf("the loaded config holds the token itself: %s", dump)
+	}
+	err = cfg.validate("bot")
+	for _, want := range []string{
+		`mcp.tokens[2].name: "claude" names two tokens`,
+		`mcp.tokens[3].name: want 1 to 40 letters`,
+		`mcp.tokens[3].token_sha256: want the SHA-256 of the token as 64 hex digits`,
+		`mcp.tokens[3].scope: want read (the read tools only) or request`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validate = %v, want it to contain %q", err, want)
+		}
+	}
+	for _, ok := range []string{"mcp.tokens[0]", "mcp.tokens[1]"} {
+		if err != nil && strings.Contains(err.Error(), ok) {
+			t.Errorf("validate refused a good token: %v", err)
+		}
+	}
+
+	both := writeFile(t, dir, "both.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+tokenFile+", token_sha256: "+hash+", scope: read}\n")
+	if _, err := loadConfig(both, nil); err == nil || !strings.Contains(err.Error(), "mcp.tokens[0]: token_sha256 and token_file are both set") {
+		t.Errorf("token_sha256 and token_file both set: err = %v", err)
+	}
+	short := writeFile(t, dir, "short.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+writeFile(t, dir, "short", "abc")+", scope: read}\n")
+	if _, err := loadConfig(short, nil); err == nil || !strings.Contains(err.Error(), "want a token of at least 16 characters") {
+		t.Errorf("a short token file: err = %v", err)
+	}
+}
+
+// TestConfigMCPStdioNeedsNoDatabaseOrKey: the stdio role validates with
+// only the bot's URL and a client token.
+func TestConfigMCPStdioNeedsNoDatabaseOrKey(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig("", []string{"NOMOS_MCP__URL=http://127.0.0.1:8080/mcp", "NOMOS_MCP__CLIENT_TOKEN=client-token-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate("mcp"); err != nil {
+		t.Errorf("validate(mcp) = %v, want nil with no database, Redis or signing key", err)
 	}
 }
 

@@ -74,6 +74,12 @@ var importRules = []importRule{
 	{pkg: "executions", forbidden: []string{"golang.org/x/crypto/ssh"}},
 	{pkg: "mcpserver", forbidden: []string{"golang.org/x/crypto/ssh"}},
 	{pkg: "web", forbidden: []string{"golang.org/x/crypto/ssh"}},
+	// `nomos mcp --stdio` is a client of the bot: it cannot reach the
+	// database, the queue or the order keys.
+	{pkg: "mcpserver/proxy", forbidden: []string{
+		module + "/store", module + "/executions", module + "/tasks", "github.com/jackc/pgx", "github.com/hibiken/asynq",
+		"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go",
+	}},
 	{pkg: "policy", allowedDirect: []string{}, noIO: true},
 	{pkg: "tasks", allowedDirect: []string{"github.com/hibiken/asynq"}},
 	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh"}},

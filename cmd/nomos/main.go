@@ -61,7 +61,7 @@ func init() {
 		"version":  {summary: "print the version", run: runVersion},
 		"bot":      {summary: "run the Matrix bot: plans, approvals, live status", run: runBot},
 		"actuator": {summary: "run the SSH actuator that carries out approved orders", run: runActuator},
-		"mcp":      {summary: "serve the MCP tools over stdio (--stdio)", run: runMCP},
+		"mcp":      {summary: "serve the bot's MCP tools over stdio (--stdio), or make a client token (token NAME)", run: runMCP},
 		"chat":     {summary: "a terminal Matrix client for the dev operator", run: runChat},
 	}
 }

@@ -1,47 +1,78 @@
 package main
 
 import (
-	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/mcpserver/proxy"
 )
 
 // runMCP is `nomos mcp --stdio`: the MCP tools for a local client (Claude
-// Desktop, another agent) over stdin and stdout. Requests pass the same
-// gate as the bot's; the bot, listening to the database, posts their cards
-// in the ops room. Logs go to stderr, since stdout carries the protocol.
+// Desktop, another agent) over stdin and stdout, as a thin client of the
+// bot's /mcp endpoint. It reads mcp.url and mcp.client_token and nothing
+// else: no database, no Redis, no signing key. The bot validates, records
+// and posts every request under the token's name. Logs go to stderr, since
+// stdout carries the protocol. `nomos mcp token NAME` makes a token.
 func runMCP(ctx context.Context, env *roleEnv, args []string) error {
+	if len(args) > 0 && args[0] == "token" {
+		return runMCPToken(env, args[1:])
+	}
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	stdio := fs.Bool("stdio", false, "serve MCP over stdin and stdout")
-	room := fs.String("room", "", "Matrix `room id` where plans this client requests are posted for approval (default matrix.ops_room); without one the client can read but not request")
+	stdio := fs.Bool("stdio", false, "serve MCP over stdin and stdout, forwarding to the bot at mcp.url")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if !*stdio {
-		return errors.New("only --stdio is served by this role; MCP over HTTP is served by `nomos bot` at /mcp when mcp.token is set")
+		return errors.New("use --stdio to serve a local client, or `nomos mcp token NAME` to make a token; MCP over HTTP is served by `nomos bot` at /mcp")
 	}
 	cfg, err := env.config("mcp")
 	if err != nil {
 		return err
 	}
 	logger := env.logger.With("component", "mcp")
-	l, err := openLifecycle(ctx, cfg, logger)
+	p, err := proxy.New(ctx, proxy.Config{URL: cfg.MCP.URL, Token: cfg.MCP.ClientToken, Version: version, Logger: logger})
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	opsRoom := cmp.Or(*room, cfg.Matrix.OpsRoom)
-	srv, err := mcpserver.New(mcpserver.Config{
-		Store: l.store, Executions: l.execs, OpsRoomID: opsRoom, Version: version, Logger: logger,
-	})
-	if err != nil {
+	defer p.Close()
+	logger.Info("serving MCP over stdio", "bot", cfg.MCP.URL, "tools", len(p.Tools()))
+	return p.ServeStdio(ctx, os.Stdin, env.stdout)
+}
+
+// runMCPToken is `nomos mcp token [-scope read|request] NAME`: it prints a
+// new random token for a client and the mcp.tokens entry, with only the
+// token's hash, that lets the bot accept it.
+func runMCPToken(env *roleEnv, args []string) error {
+	fs := flag.NewFlagSet("mcp token", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	scope := fs.String("scope", string(mcpserver.ScopeRequest), "`read` (the read tools only) or request (may also request executions, which operators approve)")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: nomos mcp token [-scope read|request] NAME")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logger.Info("serving MCP over stdio", "ops_room", opsRoom)
-	return srv.ServeStdio(ctx, os.Stdin, env.stdout)
+	if fs.NArg() != 1 || !mcpserver.ValidTokenName(fs.Arg(0)) {
+		fs.Usage()
+		return errors.New("want one NAME of 1 to 40 letters, digits, '.', '_' or '-', such as claude-desktop")
+	}
+	if *scope != string(mcpserver.ScopeRead) && *scope != string(mcpserver.ScopeRequest) {
+		return fmt.Errorf("-scope: want read or request, got %q", *scope)
+	}
+	name, token := fs.Arg(0), randomToken(24)
+	sum := mcpserver.HashToken(token)
+	fmt.Fprintf(env.stdout, `token for %[1]s (shown once; give it to the client as mcp.client_token, or as its bearer token):
+  %[2]s
+
+add to mcp.tokens in the bot's config (only the hash is kept there):
+  - {name: %[1]s, token_sha256: %[3]s, scope: %[4]s}
+`, name, token, hex.EncodeToString(sum[:]), *scope)
+	return nil
 }

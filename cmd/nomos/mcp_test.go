@@ -1,0 +1,207 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/seeds"
+	"github.com/nomoshq/nomos/store"
+)
+
+var tokenOutput = regexp.MustCompile(`(?s)shown once.*?\n  ([0-9a-f]{48})\n.*\n  (- \{name: claude, token_sha256: ([0-9a-f]{64}), scope: request\})\n`)
+
+// newMCPToken runs `nomos mcp token claude` and returns the token and the
+// mcp.tokens line it printed.
+func newMCPToken(t *testing.T) (token, line string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	if code := run([]string{"mcp", "token", "claude"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("nomos mcp token claude exited %d: %s", code, errOut.String())
+	}
+	m := tokenOutput.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("nomos mcp token printed:\n%s", out.String())
+	}
+	if sum := mcpserver.HashToken(m[1]); hex.EncodeToString(sum[:]) != m[3] {
+		t.Fatalf("the printed hash %s is not the SHA-256 of the printed token", m[3])
+	}
+	return m[1], m[2]
+}
+
+func TestMCPTokenCommand(t *testing.T) {
+	t.Parallel()
+	token, line := newMCPToken(t)
+	other, _ := newMCPToken(t)
+	if token == other {
+		t.Error("two runs printed the same token")
+	}
+	// The printed line is a valid mcp.tokens entry.
+	dir := t.TempDir()
+	cfg, err := loadConfig(writeFile(t, dir, "nomos.yaml", "mcp:\n  tokens:\n    "+line+"\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := cfg.MCP.serverTokens()
+	if err != nil || len(tokens) != 1 || tokens[0].Name != "claude" || tokens[0].SHA256 != mcpserver.HashToken(token) || tokens[0].Scope != mcpserver.ScopeRequest {
+		t.Errorf("the printed line loads as %+v, %v", tokens, err)
+	}
+	var out, errOut strings.Builder
+	for _, args := range [][]string{{"mcp", "token"}, {"mcp", "token", "a:b"}, {"mcp", "token", "-scope", "admin", "x"}} {
+		if code := run(args, nil, &out, &errOut); code == 0 {
+			t.Errorf("nomos %v exited 0", args)
+		}
+	}
+}
+
+// TestMCPStdioIsAThinClient runs the built `nomos mcp --stdio` with only
+// mcp.url and mcp.client_token in its environment, no database URL, Redis
+// or signing key, against a real bot-side MCP endpoint, and checks that a
+// read and a request go through and the request is the token's.
+func TestMCPStdioIsAThinClient(t *testing.T) {
+	bin := buildNomos(t)
+	ctx := testenv.Context(t)
+	token, _ := newMCPToken(t)
+
+	// The bot's side: store, queue, signing key, gate and /mcp endpoint.
+	st := testenv.Store(t)
+	seed, err := store.LoadSeed(seeds.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySeed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	redisOpt, err := asynq.ParseRedisURI(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := asynq.NewClient(redisOpt)
+	t.Cleanup(func() { queue.Close() })
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{"@operator:localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, err := executions.New(executions.Config{Store: st, Queue: queue, SigningKey: priv, Rules: rules, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcpserver.New(mcpserver.Config{
+		Store: st, Executions: execs, OpsRoomID: "!ops:localhost", Logger: testenv.Logger(t),
+		Tokens: []mcpserver.Token{{Name: "claude", SHA256: mcpserver.HashToken(token), Scope: mcpserver.ScopeRequest}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.HTTPHandler())
+	bot := httptest.NewServer(mux)
+	t.Cleanup(bot.Close)
+
+	// The stdio role, with an environment that holds nothing else.
+	tokenFile := filepath.Join(t.TempDir(), "client-token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "mcp", "--stdio")
+	cmd.Env = []string{"HOME=" + t.TempDir(), "NOMOS_MCP__URL=" + bot.URL + "/mcp", "NOMOS_MCP__CLIENT_TOKEN_FILE=" + tokenFile}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(transport.NewIO(stdout, stdin, io.NopCloser(strings.NewReader(""))))
+	t.Cleanup(func() {
+		c.Close()
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("nomos mcp --stdio: %v", err)
+		}
+	})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "Claude Desktop", Version: "1"}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "list_lxcs"
+	res, err := c.CallTool(ctx, req)
+	if err != nil || res.IsError {
+		t.Fatalf("list_lxcs through nomos mcp --stdio: %v %+v", err, res)
+	}
+	if text := res.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "13 containers on 2 hosts") {
+		t.Errorf("list_lxcs through nomos mcp --stdio = %q", text)
+	}
+
+	req = mcp.CallToolRequest{}
+	req.Params.Name = "request_execution"
+	req.Params.Arguments = map[string]any{"action": "restart", "target": "service:gitea", "reason": "gitea returns 502"}
+	res, err = c.CallTool(ctx, req)
+	if err != nil || res.IsError {
+		t.Fatalf("request_execution through nomos mcp --stdio: %v %+v", err, res)
+	}
+	var got mcpserver.Requested
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("structured content %s: %v", raw, err)
+	}
+	x, err := st.GetExecution(ctx, uuid.MustParse(got.ExecutionID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.RequestedBy != "mcp:claude" || x.RequestedVia != "mcp" || x.State != store.StateAwaitingApproval {
+		t.Errorf("the request through stdio is %s, by %q via %q; want awaiting_approval by mcp:claude via mcp", x.State, x.RequestedBy, x.RequestedVia)
+	}
+}
+
+func TestMCPStdioRefusesAWrongToken(t *testing.T) {
+	t.Parallel()
+	bot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="nomos", error="invalid_token"`)
+		http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
+	}))
+	defer bot.Close()
+	var out, errOut strings.Builder
+	code := run([]string{"mcp", "--stdio"}, []string{"NOMOS_MCP__URL=" + bot.URL + "/mcp", "NOMOS_MCP__CLIENT_TOKEN=wrong-token-0123456789"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "check mcp.client_token against mcp.tokens") {
+		t.Errorf("nomos mcp --stdio with a refused token exited %d:\n%s", code, errOut.String())
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout carries protocol only, got %q", out.String())
+	}
+}

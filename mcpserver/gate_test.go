@@ -1,0 +1,272 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/store"
+)
+
+// httpClient connects an initialized MCP client to url with a bearer token.
+func httpClient(t *testing.T, ctx context.Context, url, bearer string) *client.Client {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + bearer}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "gate-test", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func callTool(t *testing.T, ctx context.Context, c *client.Client, name string, args map[string]any) (string, bool) {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	return resultText(t, res), res.IsError
+}
+
+func executionCount(t *testing.T, b *bundle) int {
+	t.Helper()
+	xs, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(xs)
+}
+
+var restartGitea = map[string]any{"action": "restart", "target": "service:gitea", "reason": "gitea returns 502"}
+
+func TestReadTokenCannotRequestExecutions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := serveHTTP(t, b.srv.HTTPHandler())
+	c := httpClient(t, b.ctx, url, readToken)
+
+	names := toolNames(t, b.ctx, c)
+	for _, hidden := range []string{"request_execution", "get_lxc_state"} {
+		for _, n := range names {
+			if n == hidden {
+				t.Errorf("a read-scope token is offered %s", hidden)
+			}
+		}
+	}
+	if len(names) != len(wantTools)-2 {
+		t.Errorf("a read-scope token sees %d tools, want every tool but the two that request: %v", len(names), names)
+	}
+	// Called by name anyway, both are refused with a sentence that says why.
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"request_execution", restartGitea},
+		{"request_execution", map[string]any{"action": "run", "target": "host:strong", "params": map[string]any{"command": "uptime"}, "reason": "look"}},
+		{"get_lxc_state", map[string]any{"container": "101"}},
+	} {
+		text, isErr := callTool(t, b.ctx, c, call.tool, call.args)
+		if !isErr || !strings.Contains(text, "the token of mcp:dashboard may only read") {
+			t.Errorf("%s with a read token = %v %q; want it refused naming the read-only token", call.tool, isErr, text)
+		}
+	}
+	if n := executionCount(t, b); n != 0 {
+		t.Errorf("a read-scope token left %d executions", n)
+	}
+	// Reading still works.
+	if text, isErr := callTool(t, b.ctx, c, "list_lxcs", nil); isErr || !strings.Contains(text, "13 containers") {
+		t.Errorf("list_lxcs with a read token = %v %q", isErr, text)
+	}
+}
+
+func TestTokenNamesTheRequester(t *testing.T) {
+	t.Parallel()
+	const legacy = "legacy-token-0123456789abcdef"
+	b := setup(t, func(c *mcpserver.Config) { c.Token = legacy })
+	url := serveHTTP(t, b.srv.HTTPHandler())
+	for _, tc := range []struct{ bearer, want string }{
+		{token, "mcp:claude"},
+		{legacy, "mcp:mcp"}, // the deprecated single token is named mcp
+	} {
+		c := httpClient(t, b.ctx, url, tc.bearer)
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "request_execution"
+		req.Params.Arguments = restartGitea
+		res, err := c.CallTool(b.ctx, req)
+		if err != nil || res.IsError {
+			t.Fatalf("request_execution as %s: %v %s", tc.want, err, resultText(t, res))
+		}
+		var got mcpserver.Requested
+		raw, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		x, err := b.store.GetExecution(b.ctx, uuid.MustParse(got.ExecutionID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.RequestedBy != tc.want {
+			t.Errorf("requested_by %q, want %q", x.RequestedBy, tc.want)
+		}
+		text, _ := callTool(t, b.ctx, c, "get_execution", map[string]any{"id": got.ExecutionID})
+		containsAll(t, "get_execution", text, "requested by "+tc.want+" via mcp")
+	}
+}
+
+func TestNewRefusesBadTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sum := mcpserver.HashToken(token)
+	for name, tokens := range map[string][]mcpserver.Token{
+		"no name":       {{SHA256: sum, Scope: mcpserver.ScopeRead}},
+		"name with ':'": {{Name: "a:b", SHA256: sum, Scope: mcpserver.ScopeRead}},
+		"no scope":      {{Name: "a", SHA256: sum}},
+		"admin scope":   {{Name: "a", SHA256: sum, Scope: "admin"}},
+		"no digest":     {{Name: "a", Scope: mcpserver.ScopeRead}},
+		"same name":     {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRead}, {Name: "a", SHA256: mcpserver.HashToken(readToken), Scope: mcpserver.ScopeRead}},
+		"same digest":   {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRead}, {Name: "b", SHA256: sum, Scope: mcpserver.ScopeRequest}},
+	} {
+		if _, err := mcpserver.New(mcpserver.Config{Store: b.store, Executions: b.exec, Tokens: tokens}); err == nil {
+			t.Errorf("%s: New accepted %+v", name, tokens)
+		}
+	}
+	if _, err := mcpserver.ParseTokenHash("abc"); err == nil {
+		t.Error("ParseTokenHash accepted 3 hex digits")
+	}
+	hex := "8c6976e5b5410415bde908bd4dee15dfb167a9c873fc4bb8a81f6f2ab448a918"
+	if got, err := mcpserver.ParseTokenHash(hex); err != nil || got != mcpserver.HashToken("admin") {
+		t.Errorf("ParseTokenHash(sha256 of admin) = %x, %v", got, err)
+	}
+}
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestRequestsAreRateLimitedPerRequester(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Now()}
+	// One request every 10 s, two at once.
+	b := setup(t, func(c *mcpserver.Config) { c.RequestsPerMinute, c.RequestBurst, c.Clock = 6, 2, clock.Now })
+	url := serveHTTP(t, b.srv.HTTPHandler())
+	claude := httpClient(t, b.ctx, url, token)
+
+	for i := range 2 {
+		if text, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea); isErr {
+			t.Fatalf("request %d within the burst refused: %s", i+1, text)
+		}
+	}
+	text, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea)
+	if !isErr || !strings.Contains(text, "too many requests from mcp:claude; try again in 10s") {
+		t.Errorf("third request = %v %q; want it refused naming mcp:claude and the wait", isErr, text)
+	}
+	// get_lxc_state requests an execution too, from the same budget.
+	text, isErr = callTool(t, b.ctx, claude, "get_lxc_state", map[string]any{"container": "101"})
+	if !isErr || !strings.Contains(text, "too many requests from mcp:claude") {
+		t.Errorf("get_lxc_state over the limit = %v %q", isErr, text)
+	}
+	if n := executionCount(t, b); n != 2 {
+		t.Errorf("%d executions after two allowed and two refused requests, want 2", n)
+	}
+
+	// The agent is a requester of its own, whoever it acts for: its budget
+	// is untouched by claude's, and shared between operators.
+	for i, who := range []string{operator, "@bob:localhost"} {
+		ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: who})
+		if text, isErr := b.call(t, ctx, "request_execution", restartGitea); isErr {
+			t.Fatalf("agent request %d refused while claude is over its limit: %s", i+1, text)
+		}
+	}
+	ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: operator})
+	if text, isErr := b.call(t, ctx, "request_execution", restartGitea); !isErr || !strings.Contains(text, "too many requests from agent") {
+		t.Errorf("third agent request = %v %q; want it refused", isErr, text)
+	}
+
+	// Ten seconds on, claude may ask once more, and only once.
+	clock.Add(10 * time.Second)
+	if text, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea); isErr {
+		t.Errorf("request after the wait refused: %s", text)
+	}
+	if _, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea); !isErr {
+		t.Error("a second request right after the wait was allowed")
+	}
+	if n := executionCount(t, b); n != 5 {
+		t.Errorf("%d executions, want 5 (2 + 2 by the agent + 1)", n)
+	}
+}
+
+func TestGetExecutionRedactsOutputNotCommands(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := uuid.Must(uuid.NewV7())
+	step := `mysql -u app -e "select 1" && echo token=shown-as-run`
+	_, err := b.store.CreateExecution(b.ctx, store.NewExecution{
+		ID: id, Action: "run", TargetSlug: "host:strong", Params: json.RawMessage(`{"command": "mysql -u app -e \"select 1\" && echo token=shown-as-run"}`),
+		Steps: []string{step}, RiskClass: "config_mutation",
+		PlanHash: strings.Repeat("b", 64), PlanCode: "efgh", State: store.StateRunning,
+		RequestedBy: "mcp:claude", RequestedVia: "mcp", Reason: "the log said api_key=reason-secret", ExpiresAt: time.Now().Add(time.Hour),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errText := "exit 1: Authorization: Bearer error-secret-0123456789"
+	tail := "connecting\nDB_PASSWORD=output-secret\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\ndone"
+	result := json.RawMessage(`{"v":1,"status":"failed","exit_code":1,"notes":["password=note-secret"],"phases":[{"name":"run","status":"failed","exit_code":1,"note":"secret: phase-secret"}]}`)
+	if _, err := b.store.Transition(b.ctx, store.Transition{
+		ID: id, From: []store.ExecutionState{store.StateRunning}, To: store.StateFailed,
+		Audit: store.AuditEntry{Actor: "actuator", Action: "execution.failed"}, Result: result, Error: &errText, ProgressTail: &tail,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	text := b.ok(t, "get_execution", map[string]any{"id": id.String()})
+	containsAll(t, "get_execution", text, "step 1: "+step, `"command": "mysql -u app -e \"select 1\" && echo token=shown-as-run"`,
+		"reason: the log said api_key=[REDACTED]", "DB_PASSWORD=[REDACTED]", "[REDACTED PRIVATE KEY]", "Bearer [REDACTED]", "connecting", "done")
+	containsNone(t, "get_execution", text, "reason-secret", "output-secret", "b3BlbnNzaC1rZXktdjEAAAAA", "error-secret", "note-secret", "phase-secret")
+}
+
+func TestHTTPTokenMustMatchExactly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := serveHTTP(t, b.srv.HTTPHandler())
+	for _, bad := range []string{strings.ToUpper(token), readToken[:len(readToken)-1], token + readToken, "dashboard", "claude"} {
+		resp := post(t, url, "Bearer "+bad)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("token %q: status %d, want 401", bad, resp.StatusCode)
+		}
+	}
+}
