@@ -85,7 +85,7 @@ func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) {
 	}
 	t.Cleanup(results.Shutdown)
 	act, err := actuator.New(actuator.Config{
-		RedisURL: redisURL(b.redis), VerifyKey: b.pub, SSHSigner: fleet.SSHSigner,
+		RedisURL: redisURL(b.redis), VerifyKey: b.pub, ReportSigningKey: b.reportKey, SSHSigner: fleet.SSHSigner,
 		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
 		Logger: testenv.Logger(t), Clock: b.clock.Now,
 	})

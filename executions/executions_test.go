@@ -1,6 +1,7 @@
 package executions_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -67,6 +68,8 @@ func (q *flakyQueue) setDown(v bool) { q.mu.Lock(); q.down = v; q.mu.Unlock() }
 
 type bundle struct {
 	svc       *executions.Service
+	// reportKey is the actuator's report key, which the service trusts.
+	reportKey ed25519.PrivateKey
 	store     *store.Store
 	clock     *clock
 	queue     *flakyQueue
@@ -105,19 +108,57 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reportPub, reportKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := &flakyQueue{next: client}
 	svc, err := executions.New(executions.Config{
-		Store: st, Queue: q, SigningKey: priv, Rules: rules,
+		Store: st, Queue: q, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules,
 		Logger: testenv.Logger(t), Clock: clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{svc: svc, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: pub, ctx: ctx}
+	return &bundle{svc: svc, reportKey: reportKey, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: pub, ctx: ctx}
+}
+
+// progress signs p as the actuator does and applies it.
+func (b *bundle) progress(t *testing.T, p tasks.Progress) (executions.Applied, error) {
+	t.Helper()
+	p.Actuator = cmp.Or(p.Actuator, tasks.DefaultActuator)
+	payload, err := tasks.SignProgress(b.reportKey, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.svc.ApplyReport(b.ctx, tasks.TypeExecutionProgress, payload)
+}
+
+// result signs r as the actuator does and applies it.
+func (b *bundle) result(t *testing.T, r tasks.Result) (executions.Applied, error) {
+	t.Helper()
+	r.Actuator = cmp.Or(r.Actuator, tasks.DefaultActuator)
+	payload, err := tasks.SignResult(b.reportKey, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.svc.ApplyReport(b.ctx, tasks.TypeExecutionResult, payload)
+}
+
+// refusal fails the test unless err is a refused report, refused for want.
+func refusal(t *testing.T, err error, want executions.ReportRefusal) {
+	t.Helper()
+	var r *executions.RefusedReport
+	if !errors.As(err, &r) || !errors.Is(err, executions.ErrReportRefused) {
+		t.Fatalf("err = %v, want a refused report (%s)", err, want)
+	}
+	if r.Reason != want {
+		t.Fatalf("refused as %s (%s), want %s", r.Reason, r.Detail, want)
+	}
 }
 
 func (b *bundle) request(t *testing.T, action, target, params string) executions.Planned {
@@ -354,27 +395,36 @@ func TestResultsApplyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := x.ID.String()
-	a, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "restarting"})
+	a, err := b.progress(t, tasks.Progress{ExecutionID: id, Seq: 1, Tail: "restarting"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateRunning {
 		t.Fatalf("first progress: %+v %v", a, err)
 	}
-	a, err = b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded, Output: "done"})
+	a, err = b.result(t, tasks.Result{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusSucceeded, Output: "done"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateSucceeded {
 		t.Fatalf("result: %+v %v", a, err)
 	}
+	// A second result for one execution is refused, whatever it says.
 	for _, late := range []tasks.Result{
-		{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded},
-		{Version: 1, ExecutionID: id, Status: tasks.StatusFailed, Error: "late"},
-		{Version: 1, ExecutionID: id, Status: tasks.StatusRefused, Refusal: tasks.RefusedReplay},
+		{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusSucceeded},
+		{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusFailed, Error: "late"},
 	} {
-		a, err := b.svc.ApplyResult(b.ctx, late)
-		if err != nil || a.Changed || a.Execution.State != store.StateSucceeded {
-			t.Errorf("late %s: %+v %v; want no change", late.Status, a, err)
-		}
+		_, err := b.result(t, late)
+		refusal(t, err, executions.RefusedReplayed)
 	}
-	a, err = b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "late"})
+	// The actuator refusing a redelivered order is news, not a result.
+	a, err = b.result(t, tasks.Result{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusRefused, Refusal: tasks.RefusedReplay})
+	if err != nil || a.Changed || a.Execution.State != store.StateSucceeded {
+		t.Errorf("refused replay: %+v %v; want no change", a, err)
+	}
+	_, err = b.progress(t, tasks.Progress{ExecutionID: id, Seq: 1, Tail: "again"})
+	refusal(t, err, executions.RefusedReplayed)
+	a, err = b.progress(t, tasks.Progress{ExecutionID: id, Seq: 2, Tail: "late"})
 	if err != nil || a.Changed || a.Execution.ProgressTail != "done" {
 		t.Errorf("late progress: %+v %v", a, err)
+	}
+	got, err := b.store.GetExecution(b.ctx, x.ID)
+	if err != nil || got.State != store.StateSucceeded || got.ProgressTail != "done" {
+		t.Errorf("after the late reports: %s %q %v, want succeeded with the result's output", got.State, got.ProgressTail, err)
 	}
 }
 
@@ -393,11 +443,11 @@ func TestReportsBeforeTheDispatchIsRecorded(t *testing.T) {
 		t.Fatalf("approve: %s %v", got.State, err)
 	}
 	id := x.ID.String()
-	a, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "restarting"})
+	a, err := b.progress(t, tasks.Progress{ExecutionID: id, Seq: 1, Tail: "restarting"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateRunning {
 		t.Fatalf("progress of an approved execution: %+v %v", a, err)
 	}
-	a, err = b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded, Output: "done"})
+	a, err = b.result(t, tasks.Result{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusSucceeded, Output: "done"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateSucceeded {
 		t.Fatalf("result: %+v %v", a, err)
 	}
@@ -420,7 +470,7 @@ func TestRefusedOrderFails(t *testing.T) {
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: x.ID.String(), Status: tasks.StatusRefused, Refusal: tasks.RefusedExpired, Error: "order expired"})
+	a, err := b.result(t, tasks.Result{ExecutionID: x.ID.String(), PlanHash: x.PlanHash, Status: tasks.StatusRefused, Refusal: tasks.RefusedExpired, Error: "order expired"})
 	if err != nil || a.Execution.State != store.StateFailed || !strings.Contains(a.Execution.Error, "refused the order (expired)") {
 		t.Errorf("refused: %+v %v", a.Execution, err)
 	}
@@ -493,7 +543,7 @@ func TestReconcilerMarksSilentRunsUnknown(t *testing.T) {
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: x.ID.String()}); err != nil {
+	if _, err := b.progress(t, tasks.Progress{ExecutionID: x.ID.String(), Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Minute)
@@ -506,7 +556,7 @@ func TestReconcilerMarksSilentRunsUnknown(t *testing.T) {
 		t.Fatalf("reconcile = %+v %v, want one outcome_unknown", rep, err)
 	}
 	// A result that arrives later is kept in the audit log but moves nothing.
-	a, err := b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: x.ID.String(), Status: tasks.StatusSucceeded})
+	a, err := b.result(t, tasks.Result{ExecutionID: x.ID.String(), PlanHash: x.PlanHash, Status: tasks.StatusSucceeded})
 	if err != nil || a.Changed || a.Execution.State != store.StateOutcomeUnknown {
 		t.Errorf("late result: %+v %v", a, err)
 	}
