@@ -67,9 +67,10 @@ func (q *flakyQueue) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...
 func (q *flakyQueue) setDown(v bool) { q.mu.Lock(); q.down = v; q.mu.Unlock() }
 
 type bundle struct {
-	svc       *executions.Service
+	svc *executions.Service
 	// reportKey is the actuator's report key, which the service trusts.
 	reportKey ed25519.PrivateKey
+	dbURL     string
 	store     *store.Store
 	clock     *clock
 	queue     *flakyQueue
@@ -83,7 +84,8 @@ func setup(t testing.TB) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(t), MaxConns: 4, Clock: clk.Now})
+	dbURL := testenv.DatabaseURL(t)
+	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 4, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +126,7 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{svc: svc, reportKey: reportKey, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: pub, ctx: ctx}
+	return &bundle{svc: svc, reportKey: reportKey, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: pub, ctx: ctx}
 }
 
 // progress signs p as the actuator does and applies it.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -90,7 +91,12 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"missing redis", "actuator", []string{"NOMOS_ORDERS__VERIFY_KEY_FILE=" + key}, "redis.url: is required"},
 		{"short mcp token", "mcp", []string{"NOMOS_MCP__TOKEN=short"}, "mcp.token: want at least 16"},
 		{"bad web listen", "bot", []string{"NOMOS_WEB__LISTEN=8080"}, "web.listen: want host:port"},
-		{"bad ttl", "bot", []string{"NOMOS_ORDERS__TTL=5s"}, "orders.ttl: want a duration between 1m and 24h"},
+		{"bad ttl", "bot", []string{"NOMOS_ORDERS__TTL=5s"}, "orders.ttl: want a duration between 1m and 1h"},
+		{"ttl over the cap", "bot", []string{"NOMOS_ORDERS__TTL=2h"}, "orders.ttl: want a duration between 1m and 1h, got 2h0m0s: an order stays valid that long, and the actuator refuses one valid for more than an hour"},
+		{"ttl over the cap on the actuator", "actuator", []string{"NOMOS_ORDERS__TTL=61m"}, "orders.ttl: want a duration between 1m and 1h"},
+		{"missing report verify key", "bot", nil, "reports.verify_key_file: is required"},
+		{"missing report signing key", "actuator", nil, "reports.signing_key_file: is required"},
+		{"bad actuator name", "actuator", []string{"NOMOS_ACTUATOR__NAME=pve east"}, `actuator.name: want one word of letters, digits, '.', '_' and '-', at most 64 characters, got "pve east"`},
 		{"llm without model", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LLM__API_KEY=k"}, "llm.model: want a model name"},
 		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},
 	}
@@ -125,12 +131,16 @@ func TestConfigValidPasses(t *testing.T) {
 		"NOMOS_MATRIX__OPERATORS=@operator:localhost",
 		"NOMOS_MATRIX__PICKLE_KEY=0123456789abcdef0123",
 		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + key,
+		"NOMOS_REPORTS__VERIFY_KEY_FILE=" + key,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.validate("bot"); err != nil {
 		t.Fatalf("validate(bot) = %v, want nil", err)
+	}
+	if cfg.Actuator.Name != "actuator" || cfg.Orders.TTL != 15*time.Minute {
+		t.Errorf("actuator.name %q orders.ttl %s, want the defaults actuator and 15m", cfg.Actuator.Name, cfg.Orders.TTL)
 	}
 }
 
