@@ -106,27 +106,20 @@ func setup(t testing.TB) *bundle {
 	t.Cleanup(func() { client.Close() })
 	inspector := asynq.NewInspector(redisOpt)
 	t.Cleanup(func() { inspector.Close() })
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reportPub, reportKey, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testenv.NewKeys(t)
 	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := &flakyQueue{next: client}
 	svc, err := executions.New(executions.Config{
-		Store: st, Queue: q, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules,
+		Store: st, Queue: q, SigningKey: keys.OrderSigning, ReportVerifyKey: keys.ReportVerify, Rules: rules,
 		Logger: testenv.Logger(t), Clock: clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{svc: svc, reportKey: reportKey, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: pub, ctx: ctx}
+	return &bundle{svc: svc, reportKey: keys.ReportSigning, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: keys.OrderVerify, ctx: ctx}
 }
 
 // progress signs p as the actuator does and applies it.
@@ -614,5 +607,33 @@ func TestTargetChangedAfterApprovalIsNotSent(t *testing.T) {
 	}
 	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
 		t.Error("an order for the changed target was queued")
+	}
+}
+
+func TestNewRefusesBadWireConfig(t *testing.T) {
+	t.Parallel()
+	keys := testenv.NewKeys(t)
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := executions.Config{Store: &store.Store{}, Queue: &flakyQueue{}, SigningKey: keys.OrderSigning, ReportVerifyKey: keys.ReportVerify, Rules: rules}
+	for _, tc := range []struct {
+		name   string
+		change func(*executions.Config)
+		want   string
+	}{
+		{"orders valid for two hours", func(c *executions.Config) { c.OrderTTL = 2 * time.Hour }, "OrderTTL 2h0m0s is longer than the 1h0m0s an actuator accepts"},
+		{"a report key of the wrong size", func(c *executions.Config) { c.ReportVerifyKey = keys.ReportVerify[:16] }, "ReportVerifyKey must be an Ed25519 public key"},
+		{"an actuator name with a space", func(c *executions.Config) { c.Actuator = "pve east" }, `actuator name "pve east"`},
+	} {
+		cfg := base
+		tc.change(&cfg)
+		if _, err := executions.New(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := executions.New(base); err != nil {
+		t.Errorf("New with the defaults = %v", err)
 	}
 }

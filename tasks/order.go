@@ -101,7 +101,7 @@ func VerifyOrder(pub ed25519.PublicKey, payload []byte, now time.Time) (Order, e
 			o.IssuedAt.UTC().Format(time.RFC3339), o.ExpiresAt.UTC().Format(time.RFC3339), MaxOrderTTL)
 	}
 	if !now.Before(o.ExpiresAt) {
-		return o, fmt.Errorf("%w: expired at %s", ErrExpired, o.ExpiresAt.UTC().Format(time.RFC3339))
+		return o, fmt.Errorf("the order %w at %s", ErrExpired, o.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return o, nil
 }
@@ -139,7 +139,7 @@ func VerifyCheckRun(pub ed25519.PublicKey, payload []byte, now time.Time) (Check
 		return CheckRun{}, fmt.Errorf("%w: missing check id, target id, actuator or expiry", ErrMalformed)
 	}
 	if !now.Before(c.ExpiresAt) {
-		return c, fmt.Errorf("%w: expired at %s", ErrExpired, c.ExpiresAt.UTC().Format(time.RFC3339))
+		return c, fmt.Errorf("the probe request %w at %s", ErrExpired, c.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return c, nil
 }

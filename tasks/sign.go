@@ -27,7 +27,7 @@ var (
 	// ErrUnsigned: the payload is not a signed envelope at all.
 	ErrUnsigned     = errors.New("message is not signed")
 	ErrBadSignature = errors.New("signature does not verify")
-	ErrExpired      = errors.New("message has expired")
+	ErrExpired      = errors.New("expired")
 	ErrMalformed    = errors.New("message is malformed")
 	// ErrTTLTooLong: an order is valid for longer than MaxOrderTTL.
 	ErrTTLTooLong = errors.New("order is valid for too long")
