@@ -23,9 +23,17 @@ type Config struct {
 	// RedisURL locates the Redis that carries orders and results, such as
 	// redis://127.0.0.1:6379/0. Required.
 	RedisURL string
-	// VerifyKey is the bot's order-signing public key. Only orders it
-	// verifies run. Required.
+	// VerifyKey is the bot's order-signing public key. Only orders and
+	// probe requests it verifies run. Required.
 	VerifyKey ed25519.PublicKey
+	// ReportSigningKey is the actuator's own Ed25519 key. It signs every
+	// progress report, result and probe result; the bot holds its public
+	// half and refuses anything else on the results queue. Required.
+	ReportSigningKey ed25519.PrivateKey
+	// Name is this actuator's name. An order or probe addressed to
+	// another name is refused, and every report carries it. Default
+	// tasks.DefaultActuator.
+	Name string
 	// SSHSigner is the actuator's SSH private key. Required.
 	SSHSigner ssh.Signer
 	// KnownHostsFile pins every host's SSH key; a host that is not in it,
@@ -95,6 +103,7 @@ type Actuator struct {
 // New checks cfg, connects nothing yet, and opens the journal.
 func New(cfg Config) (*Actuator, error) {
 	cfg.SSHUser = cmp.Or(cfg.SSHUser, "root")
+	cfg.Name = cmp.Or(cfg.Name, tasks.DefaultActuator)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
@@ -120,6 +129,12 @@ func New(cfg Config) (*Actuator, error) {
 	}
 	if len(cfg.VerifyKey) != ed25519.PublicKeySize {
 		errs = append(errs, fmt.Errorf("verify key: want an Ed25519 public key of %d bytes, got %d", ed25519.PublicKeySize, len(cfg.VerifyKey)))
+	}
+	if len(cfg.ReportSigningKey) != ed25519.PrivateKeySize {
+		errs = append(errs, fmt.Errorf("report signing key: want an Ed25519 private key of %d bytes, got %d", ed25519.PrivateKeySize, len(cfg.ReportSigningKey)))
+	}
+	if err := tasks.ValidateActuatorName(cfg.Name); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.JournalPath == "" {
 		errs = append(errs, errors.New("journal path is required"))
@@ -214,7 +229,7 @@ func (a *Actuator) Run(ctx context.Context) error {
 		orders.Shutdown()
 		return fmt.Errorf("start actuator probes: %w", err)
 	}
-	a.log.Info("actuator ready", "queues", []string{tasks.QueueActuator, tasks.QueueProbes},
+	a.log.Info("actuator ready", "name", a.cfg.Name, "queues", []string{tasks.QueueActuator, tasks.QueueProbes},
 		"concurrency", a.cfg.Concurrency, "probe_concurrency", a.cfg.ProbeConcurrency)
 
 	<-ctx.Done()
@@ -335,7 +350,8 @@ func (a *Actuator) enqueue(ctx context.Context, t *asynq.Task) error {
 // queue or ctx ends.
 func (a *Actuator) deliverResult(ctx context.Context, res tasks.Result) error {
 	res = redactResult(res)
-	t, err := tasks.NewResultTask(res)
+	res.Actuator = a.cfg.Name
+	t, err := tasks.NewResultTask(a.cfg.ReportSigningKey, res)
 	if err != nil {
 		return err
 	}
@@ -358,7 +374,8 @@ func (a *Actuator) deliverResult(ctx context.Context, res tasks.Result) error {
 // reportProgress enqueues one progress report. Progress is advisory: a
 // report that cannot be sent is logged and dropped.
 func (a *Actuator) reportProgress(ctx context.Context, p tasks.Progress) {
-	t, err := tasks.NewProgressTask(p)
+	p.Actuator = a.cfg.Name
+	t, err := tasks.NewProgressTask(a.cfg.ReportSigningKey, p)
 	if err == nil {
 		err = a.enqueue(ctx, t)
 	}

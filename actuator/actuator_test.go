@@ -30,16 +30,17 @@ func TestNewValidatesConfig(t *testing.T) {
 		VerifyKey:      pub[:10],
 		KnownHostsFile: filepath.Join(dir, "missing_known_hosts"),
 		CommandTimeout: -time.Second,
+		Name:           "two words",
 	})
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"redis url", "verify key", "journal path is required", "command timeout must not be negative", "SSH private key is required", "known_hosts"} {
+	for _, want := range []string{"redis url", "verify key", "report signing key", "journal path is required", "command timeout must not be negative", "SSH private key is required", "known_hosts", `actuator name "two words"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	_, err = New(Config{RedisURL: "redis://127.0.0.1:1/0", VerifyKey: pub, SSHSigner: signer, JournalPath: filepath.Join(dir, "j")})
+	_, err = New(Config{RedisURL: "redis://127.0.0.1:1/0", VerifyKey: pub, ReportSigningKey: priv, SSHSigner: signer, JournalPath: filepath.Join(dir, "j")})
 	if err == nil || !strings.Contains(err.Error(), "known_hosts file is required") {
 		t.Errorf("without known_hosts: want a refusal, since host keys are always pinned; got %v", err)
 	}

@@ -6,11 +6,25 @@
 // # Orders
 //
 // An order runs only if its Ed25519 signature verifies against the pinned
-// key, it has not expired, the local journal has never seen its execution
-// id, and the steps policy derives from its action, parameters and target
-// hash to the plan hash the operator approved. Anything else is refused and
-// reported with a [tasks.Refusal]; nothing runs. The steps that run are the
-// ones derived here, never the ones the order carries.
+// key, it is addressed to this actuator's name, the local journal has
+// never seen its execution id, it has not expired and was not issued for
+// longer than [tasks.MaxOrderTTL], and the steps policy derives from its
+// action, parameters and target hash to the plan hash the operator
+// approved. Anything else is refused and reported with a [tasks.Refusal];
+// nothing runs. A refusal of an order that did not verify, or was
+// addressed elsewhere, carries no plan hash, so the bot never takes it for
+// news of an order it sent. The steps that run are the ones derived here,
+// never the ones the order carries.
+//
+// A probe request runs only if it verifies against the same key, is
+// addressed to this actuator and has not expired; anything else is logged
+// and dropped, unanswered.
+//
+// # Reports
+//
+// Every progress report, result and probe result is signed with the
+// actuator's own report key and names the actuator, so the bot can refuse
+// anything on the results queue that the actuator did not send.
 //
 // # Exactly once, or say so
 //

@@ -48,7 +48,7 @@ func (a *Actuator) execute(o tasks.Order, plan policy.Plan, class policy.Class, 
 		plan:  plan,
 		log:   a.log.With("execution_id", o.ExecutionID),
 		out:   &outputBuffer{},
-		res:   tasks.Result{ExecutionID: o.ExecutionID, StartedAt: started},
+		res:   tasks.Result{ExecutionID: o.ExecutionID, PlanHash: o.PlanHash, StartedAt: started},
 	}
 	x.prog = newProgress(a, o.ExecutionID, started, x.out)
 	x.prog.start(ctx)

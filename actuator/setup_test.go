@@ -57,6 +57,7 @@ type bundle struct {
 	journal    string
 	redisURL   string
 	signKey    ed25519.PrivateKey
+	reportKey  ed25519.PublicKey
 	cfg        Config
 	queue      *asynq.Client
 	results    *collector
@@ -121,9 +122,15 @@ func setup(t *testing.T, opts ...option) *bundle {
 		t.Fatal(err)
 	}
 	b.signKey = signKey
+	reportPub, reportKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.reportKey = reportPub
 	b.cfg = Config{
 		RedisURL:          b.redisURL,
 		VerifyKey:         pub,
+		ReportSigningKey:  reportKey,
 		SSHSigner:         b.clientKey,
 		KnownHostsFile:    b.knownHosts,
 		JournalPath:       b.journal,
@@ -135,7 +142,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 		Logger:            testenv.Logger(t),
 	}
 
-	b.results = newCollector(t, b.redisURL)
+	b.results = newCollector(t, b.redisURL, reportPub)
 	opt, err := asynq.ParseRedisURI(b.redisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +226,7 @@ func (b *bundle) order(t *testing.T, id string, p policy.Params, target tasks.Ta
 	}
 	now := time.Now()
 	return tasks.Order{
-		ExecutionID: id, Action: string(p.Action()), Target: target, Params: params, Steps: plan.Steps,
+		ExecutionID: id, Actuator: tasks.DefaultActuator, Action: string(p.Action()), Target: target, Params: params, Steps: plan.Steps,
 		RiskClass: risk.Class.String(), PlanHash: hash, IssuedAt: now, ExpiresAt: now.Add(10 * time.Minute),
 	}
 }
@@ -250,6 +257,28 @@ func (b *bundle) deliver(t *testing.T, envelope []byte) {
 	t.Helper()
 	if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, envelope, asynq.Queue(tasks.QueueActuator), asynq.MaxRetry(0))); err != nil {
 		t.Fatalf("enqueue: %v", err)
+	}
+}
+
+// probe signs c as the bot's prober does, filling in what it leaves out,
+// and enqueues it.
+func (b *bundle) probe(t *testing.T, c tasks.CheckRun) {
+	t.Helper()
+	if c.Actuator == "" {
+		c.Actuator = tasks.DefaultActuator
+	}
+	if c.IssuedAt.IsZero() {
+		c.IssuedAt = time.Now()
+	}
+	if c.ExpiresAt.IsZero() {
+		c.ExpiresAt = c.IssuedAt.Add(time.Minute)
+	}
+	task, err := tasks.NewCheckRunTask(b.signKey, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.queue.Enqueue(task); err != nil {
+		t.Fatalf("enqueue probe %s: %v", c.CheckID, err)
 	}
 }
 
@@ -332,8 +361,11 @@ func contains(t *testing.T, what, got string, wants ...string) {
 }
 
 // collector records every message on the results queue, in the order the
-// queue hands them out.
+// queue hands them out. It verifies each against the actuator's report key
+// and fails the test on anything that does not verify.
 type collector struct {
+	t       *testing.T
+	pub     ed25519.PublicKey
 	mu      sync.Mutex
 	msgs    []message
 	changed chan struct{}
@@ -356,13 +388,13 @@ func (m message) executionID() string {
 	return ""
 }
 
-func newCollector(t *testing.T, redisURL string) *collector {
+func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey) *collector {
 	t.Helper()
 	opt, err := asynq.ParseRedisURI(redisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{changed: make(chan struct{})}
+	c := &collector{t: t, pub: pub, changed: make(chan struct{})}
 	// One worker, so messages are recorded in queue order.
 	srv := asynq.NewServer(opt, asynq.Config{
 		Concurrency:       1,
@@ -383,15 +415,16 @@ func (c *collector) handle(_ context.Context, task *asynq.Task) error {
 	var err error
 	switch task.Type() {
 	case tasks.TypeExecutionProgress:
-		m.Progress, err = tasks.Decode[tasks.Progress](task.Payload())
+		m.Progress, err = tasks.VerifyProgress(c.pub, task.Payload())
 	case tasks.TypeExecutionResult:
-		m.Result, err = tasks.Decode[tasks.Result](task.Payload())
+		m.Result, err = tasks.VerifyResult(c.pub, task.Payload())
 	case tasks.TypeCheckResult:
-		m.Check, err = tasks.Decode[tasks.CheckResult](task.Payload())
+		m.Check, err = tasks.VerifyCheckResult(c.pub, task.Payload())
 	default:
 		err = errors.New("unexpected task type " + task.Type())
 	}
 	if err != nil {
+		c.t.Errorf("the actuator put a %s on the results queue that does not verify: %v", task.Type(), err)
 		return errors.Join(err, asynq.SkipRetry)
 	}
 	c.mu.Lock()

@@ -104,6 +104,7 @@ type Bot struct {
 	lastOperator map[id.RoomID]time.Time
 	undecryptNot map[string]bool
 	runbooks     []Runbook
+	refused      refusedWarner
 }
 
 // New validates cfg and builds the bot; Run connects it.
@@ -166,7 +167,7 @@ func (b *Bot) Run(ctx context.Context) error {
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
 	})
-	if err := results.Start(&executions.ResultsHandler{Service: b.exec}); err != nil {
+	if err := results.Start(&executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport}); err != nil {
 		return fmt.Errorf("start results consumer: %w", err)
 	}
 	defer results.Shutdown()

@@ -52,6 +52,7 @@ type bundle struct {
 	redisURL string
 	execs    *executions.Service
 	priv     ed25519.PrivateKey
+	keys     testenv.Keys
 	dir      string
 
 	stopBot func()
@@ -111,6 +112,7 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 		t.Fatal(err)
 	}
 	b.priv = priv
+	b.keys = testenv.NewKeys(t)
 
 	b.botUser = testenv.NewMatrixUser(t, "nomos")
 	b.operator = testenv.NewMatrixUser(t, "operator")
@@ -128,7 +130,7 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	}
 
 	act, err := actuator.New(actuator.Config{
-		RedisURL: b.redisURL, VerifyKey: pub, SSHSigner: b.fleet.SSHSigner,
+		RedisURL: b.redisURL, VerifyKey: pub, ReportSigningKey: b.keys.ReportSigning, SSHSigner: b.fleet.SSHSigner,
 		KnownHostsFile: b.fleet.KnownHostsFile, JournalPath: filepath.Join(b.dir, "journal"),
 		Logger: testenv.Logger(t),
 	})
@@ -156,7 +158,7 @@ func (b *bundle) startBot(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.execs, err = executions.New(executions.Config{Store: b.store, Queue: client, SigningKey: b.priv, Rules: rules, Logger: testenv.Logger(t)})
+	b.execs, err = executions.New(executions.Config{Store: b.store, Queue: client, SigningKey: b.priv, ReportVerifyKey: b.keys.ReportVerify, Rules: rules, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

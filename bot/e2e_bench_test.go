@@ -117,7 +117,7 @@ func BenchmarkE2EResultToContinuation(b *testing.B) {
 		}
 		llm.Script(testenv.Reply("noted").When(lastNote(xid.String())))
 		before := len(llm.Requests())
-		task, err := tasks.NewResultTask(tasks.Result{ExecutionID: xid.String(), Status: tasks.StatusSucceeded, StartedAt: time.Now(), FinishedAt: time.Now()})
+		task, err := tasks.NewResultTask(bun.keys.ReportSigning, tasks.Result{ExecutionID: xid.String(), Actuator: tasks.DefaultActuator, Status: tasks.StatusSucceeded, StartedAt: time.Now(), FinishedAt: time.Now()})
 		if err != nil {
 			b.Fatal(err)
 		}

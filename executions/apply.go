@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -16,63 +19,100 @@ import (
 // Applied says what a progress or result message did.
 type Applied struct {
 	Execution store.Execution
-	// Changed is false when the message was late or repeated and moved
-	// nothing.
+	// Changed is false when the message was late and moved nothing.
 	Changed bool
 }
 
-// ApplyProgress records the actuator's progress. The first progress of a
+// neverDispatched are the states of an execution no order went out for:
+// no genuine actuator can report on one.
+var neverDispatched = []store.ExecutionState{store.StateAwaitingApproval, store.StateDenied, store.StateExpired, store.StateCancelled}
+
+// reportedExecution loads the execution a verified report names, or
+// refuses the report when the bot never dispatched it.
+func (s *Service) reportedExecution(ctx context.Context, ref RefusedReport) (store.Execution, error) {
+	id, err := uuid.Parse(ref.ExecutionID)
+	if err != nil {
+		ref.Reason, ref.Detail = RefusedMalformed, "the execution id is not a uuid"
+		return store.Execution{}, s.refuse(ctx, ref)
+	}
+	x, err := s.store.GetExecution(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		ref.Reason, ref.Detail = RefusedNotDispatched, "there is no such execution"
+		return x, s.refuse(ctx, ref)
+	}
+	if err != nil {
+		return x, err
+	}
+	if slices.Contains(neverDispatched, x.State) {
+		ref.Reason, ref.Detail = RefusedNotDispatched, fmt.Sprintf("the execution is %s and was never dispatched", x.State)
+		return x, s.refuse(ctx, ref)
+	}
+	return x, nil
+}
+
+// applyProgress records the actuator's progress. The first progress of a
 // dispatched execution is its acknowledgment and moves it to running.
-// Progress for a terminal execution changes nothing.
+// Each report must carry a higher number than the last one applied, so a
+// copy put back on the queue is refused as a replay. A later report for a
+// terminal execution changes nothing.
 //
 // An execution may still read "approved" here: the order is enqueued
 // before the dispatch is recorded, and a quick actuator can report back in
 // between. Only a signed order the bot sent can be running, so that
 // counts as dispatched.
-func (s *Service) ApplyProgress(ctx context.Context, p tasks.Progress) (Applied, error) {
-	id, err := uuid.Parse(p.ExecutionID)
+func (s *Service) applyProgress(ctx context.Context, p tasks.Progress) (Applied, error) {
+	ref := RefusedReport{Type: tasks.TypeExecutionProgress, ExecutionID: p.ExecutionID, Actuator: p.Actuator}
+	x, err := s.reportedExecution(ctx, ref)
 	if err != nil {
-		return Applied{}, fmt.Errorf("progress: bad execution id %q", p.ExecutionID)
+		return Applied{}, err
 	}
-	tail := p.Tail
-	x, err := s.store.Transition(ctx, store.Transition{
-		ID: id, From: []store.ExecutionState{store.StateApproved, store.StateDispatched}, To: store.StateRunning,
-		ProgressTail: &tail, Heartbeat: true,
-		Audit: store.AuditEntry{Actor: "actuator", Action: "execution.running"},
-	})
-	if err == nil {
-		return Applied{Execution: x, Changed: true}, nil
-	}
+	seq, tail := int64(p.Seq), p.Tail
 	var conflict *store.ErrStateConflict
-	if !errors.As(err, &conflict) {
-		return Applied{}, err
+	if x.State == store.StateApproved || x.State == store.StateDispatched {
+		moved, err := s.store.Transition(ctx, store.Transition{
+			ID: x.ID, From: []store.ExecutionState{store.StateApproved, store.StateDispatched}, To: store.StateRunning,
+			ProgressTail: &tail, ProgressSeq: seq, Heartbeat: true,
+			Audit: store.AuditEntry{Actor: "actuator", Action: "execution.running"},
+		})
+		if err == nil {
+			return Applied{Execution: moved, Changed: true}, nil
+		}
+		if !errors.As(err, &conflict) {
+			return Applied{}, err
+		}
+		x = conflict.Current
 	}
-	if conflict.Current.State != store.StateRunning {
-		return Applied{Execution: conflict.Current}, nil
+	if x.State == store.StateRunning {
+		updated, err := s.store.UpdateProgress(ctx, x.ID, seq, tail)
+		if err == nil {
+			return Applied{Execution: updated, Changed: true}, nil
+		}
+		if !errors.As(err, &conflict) {
+			return Applied{}, err
+		}
+		x = conflict.Current
 	}
-	x, err = s.store.UpdateProgress(ctx, id, tail)
-	if errors.As(err, &conflict) {
-		return Applied{Execution: conflict.Current}, nil
+	if seq <= x.ProgressSeq {
+		ref.Reason, ref.Detail = RefusedReplayed, fmt.Sprintf("progress %d, and progress %d was already applied", seq, x.ProgressSeq)
+		return Applied{}, s.refuse(ctx, ref)
 	}
-	if err != nil {
-		return Applied{}, err
-	}
-	return Applied{Execution: x, Changed: true}, nil
+	return Applied{Execution: x}, nil
 }
 
 // inFlight are the states a result can end: approved too, for the reason
-// ApplyProgress gives.
+// applyProgress gives.
 var inFlight = []store.ExecutionState{store.StateApproved, store.StateDispatched, store.StateRunning}
 
-// ApplyResult records the actuator's final word. A result for a terminal
-// execution changes nothing and is kept only in the audit log. A refused
-// replay never moves the execution: the first delivery's result stands.
-func (s *Service) ApplyResult(ctx context.Context, r tasks.Result) (Applied, error) {
-	id, err := uuid.Parse(r.ExecutionID)
-	if err != nil {
-		return Applied{}, fmt.Errorf("result: bad execution id %q", r.ExecutionID)
-	}
-	raw, err := json.Marshal(r)
+// applyResult records the actuator's final word, once per execution: a
+// second result is refused as a replay. A result for an execution that
+// ended without one (the reconciler gave up on it) changes nothing and is
+// kept only in the audit log. A refused replay of an order never moves
+// the execution: the first delivery's result stands. A refusal of an
+// order the bot never signed changes nothing either, and is refused here
+// as a sign of a forged order.
+func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, error) {
+	ref := RefusedReport{Type: tasks.TypeExecutionResult, ExecutionID: r.ExecutionID, Actuator: r.Actuator}
+	x, err := s.reportedExecution(ctx, ref)
 	if err != nil {
 		return Applied{}, err
 	}
@@ -87,43 +127,107 @@ func (s *Service) ApplyResult(ctx context.Context, r tasks.Result) (Applied, err
 		to = store.StateOutcomeUnknown
 	case tasks.StatusRefused:
 		if r.Refusal == tasks.RefusedReplay {
-			return s.noteLate(ctx, id, "execution.replay_refused", r)
+			return s.noteLate(ctx, x.ID, "execution.replay_refused", r)
+		}
+		if r.PlanHash == "" {
+			ref.Reason, ref.Detail = RefusedForgedOrder, fmt.Sprintf("the actuator refused an order it could not vouch for (%s): %s", r.Refusal, r.Error)
+			return Applied{}, s.refuse(ctx, ref)
 		}
 		to = store.StateFailed
 		errText = "the actuator refused the order (" + string(r.Refusal) + "): " + r.Error
 	default:
-		return Applied{}, fmt.Errorf("result for %s: unknown status %q", id, r.Status)
+		ref.Reason, ref.Detail = RefusedMalformed, fmt.Sprintf("unknown status %q", r.Status)
+		return Applied{}, s.refuse(ctx, ref)
+	}
+	if r.PlanHash != "" && r.PlanHash != x.PlanHash {
+		ref.Reason, ref.Detail = RefusedWrongOrder, fmt.Sprintf("the result is for plan %s, and the execution's plan is %s", r.PlanHash, x.PlanHash)
+		return Applied{}, s.refuse(ctx, ref)
+	}
+	if !slices.Contains(inFlight, x.State) {
+		if x.Result != nil {
+			ref.Reason, ref.Detail = RefusedReplayed, fmt.Sprintf("a result was already applied; the execution is %s", x.State)
+			return Applied{}, s.refuse(ctx, ref)
+		}
+		return s.noteLate(ctx, x.ID, "execution.late_result", r)
+	}
+	if r.Created != nil {
+		if why := s.checkCreated(ctx, x, *r.Created); why != "" {
+			ref.Reason, ref.Detail = RefusedCreated, why
+			return Applied{}, s.refuse(ctx, ref)
+		}
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return Applied{}, err
 	}
 	// The fleet changes the step made are recorded before its new state,
 	// so whoever hears of the state (a continuation asking for the next
-	// step on the new container) already sees them. Both are idempotent,
-	// so a result delivered twice changes nothing more.
-	if cur, err := s.store.GetExecution(ctx, id); err == nil && slices.Contains(inFlight, cur.State) {
-		s.applyFleetChanges(ctx, cur, r)
-	}
+	// step on the new container) already sees them.
+	s.applyFleetChanges(ctx, x, r)
 	tail := r.Output
-	x, err := s.store.Transition(ctx, store.Transition{
-		ID: id, From: inFlight, To: to,
+	done, err := s.store.Transition(ctx, store.Transition{
+		ID: x.ID, From: inFlight, To: to,
 		Result: raw, Error: &errText, ProgressTail: &tail,
 		Audit: store.AuditEntry{Actor: "actuator", Action: "execution." + string(to),
 			Detail: map[string]any{"exit_code": r.ExitCode, "error": errText, "failed_phase": r.FailedPhase, "snapshot": r.Snapshot}},
 	})
 	var conflict *store.ErrStateConflict
 	if errors.As(err, &conflict) {
-		return s.noteLate(ctx, id, "execution.late_result", r)
+		// Another delivery of a result won the race; this one is late.
+		return s.noteLate(ctx, x.ID, "execution.late_result", r)
 	}
 	if err != nil {
 		return Applied{}, err
 	}
-	s.logger.Info("execution finished", "execution_id", id, "state", to)
-	return Applied{Execution: x, Changed: true}, nil
+	s.logger.Info("execution finished", "execution_id", x.ID, "state", to)
+	return Applied{Execution: done, Changed: true}, nil
+}
+
+// checkCreated says why a reported new container cannot be accepted, or
+// returns "". Only pct_create makes one, with the host, name, address and
+// vmid its order asked for, and never over a container the fleet has: a
+// slug in use is refused unless its container was destroyed, since
+// Proxmox hands a destroyed container's vmid out again.
+func (s *Service) checkCreated(ctx context.Context, x store.Execution, c tasks.CreatedContainer) string {
+	if x.Action != string(policy.ActionPctCreate) {
+		return fmt.Sprintf("a %s order does not create containers", x.Action)
+	}
+	params, err := policy.ParseParams(policy.ActionPctCreate, x.Params)
+	if err != nil {
+		return fmt.Sprintf("the execution's parameters do not parse: %v", err)
+	}
+	p, ok := params.(policy.PctCreateParams)
+	if !ok {
+		return "the execution's parameters are not pct_create's"
+	}
+	switch {
+	case policy.ValidateVMID(c.VMID) != nil:
+		return fmt.Sprintf("vmid %d is not a container id", c.VMID)
+	case p.VMID != 0 && c.VMID != p.VMID:
+		return fmt.Sprintf("the order asked for vmid %d, not %d", p.VMID, c.VMID)
+	case x.TargetSlug != "host:"+c.Host:
+		return fmt.Sprintf("the order was for %s, not host %s", x.TargetSlug, c.Host)
+	case c.Hostname != p.Hostname || c.IP != p.IP:
+		return fmt.Sprintf("the order asked for %s at %s, not %s at %s", p.Hostname, p.IP, c.Hostname, c.IP)
+	}
+	slug := "lxc:" + strconv.Itoa(c.VMID)
+	e, err := s.store.EntityBySlug(ctx, slug)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ""
+	case err != nil:
+		return fmt.Sprintf("could not look up %s: %v", slug, err)
+	case e.Lifecycle != "destroyed":
+		return fmt.Sprintf("%s already exists (%s)", slug, e.Lifecycle)
+	}
+	return ""
 }
 
 // applyFleetChanges records what a finished step did to the fleet: a
 // destroyed container, or one it created (active when provisioning went
 // through, provisioning when a later phase failed).
 func (s *Service) applyFleetChanges(ctx context.Context, x store.Execution, r tasks.Result) {
-	if x.Action == "pct_destroy" && r.Status == tasks.StatusSucceeded && x.TargetID != nil {
+	if x.Action == string(policy.ActionPctDestroy) && r.Status == tasks.StatusSucceeded && x.TargetID != nil {
 		if err := s.store.SetLifecycle(ctx, *x.TargetID, "destroyed"); err != nil {
 			s.logger.Error("mark the destroyed container", "execution_id", x.ID, "err", err)
 		}
@@ -148,4 +252,39 @@ func (s *Service) noteLate(ctx context.Context, id uuid.UUID, action string, r t
 	err = s.store.AppendAudit(ctx, store.AuditEntry{Actor: "actuator", Action: action, ExecutionID: &id,
 		Detail: map[string]any{"status": r.Status, "refusal": r.Refusal, "error": r.Error, "state": x.State}})
 	return Applied{Execution: x}, err
+}
+
+// applyCheckResult writes a probe's outcome against the entity it
+// observed, never the probe's own bookkeeping entity. The check must exist
+// and observe that entity, and the result must be newer than the one on
+// record: an older one is a replay, or too late to matter.
+func (s *Service) applyCheckResult(ctx context.Context, c tasks.CheckResult) error {
+	ref := RefusedReport{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator}
+	checkID, err1 := uuid.Parse(c.CheckID)
+	targetID, err2 := uuid.Parse(c.TargetID)
+	if err1 != nil || err2 != nil {
+		ref.Reason, ref.Detail = RefusedMalformed, "the check id or target id is not a uuid"
+		return s.refuse(ctx, ref)
+	}
+	rec, err := s.store.CheckByID(ctx, checkID)
+	if errors.Is(err, store.ErrNotFound) {
+		ref.Reason, ref.Detail = RefusedNotDispatched, "there is no such check"
+		return s.refuse(ctx, ref)
+	}
+	if err != nil {
+		return err
+	}
+	if rec.TargetID != targetID {
+		ref.Reason, ref.Detail = RefusedNotDispatched, fmt.Sprintf("check %s observes %s, not %s", rec.Slug, rec.TargetID, targetID)
+		return s.refuse(ctx, ref)
+	}
+	// Postgres keeps microseconds.
+	if at := c.At.Truncate(time.Microsecond); rec.LastResultAt != nil && !at.After(*rec.LastResultAt) {
+		ref.Reason, ref.Detail = RefusedReplayed, fmt.Sprintf("a result of %s from %s, and one from %s is on record",
+			rec.Slug, at.UTC().Format(time.RFC3339Nano), rec.LastResultAt.UTC().Format(time.RFC3339Nano))
+		return s.refuse(ctx, ref)
+	}
+	return s.store.RecordCheck(ctx, store.CheckObservation{
+		CheckID: c.CheckID, TargetID: c.TargetID, Health: c.Health, Detail: c.Detail, Metrics: c.Metrics, At: c.At,
+	})
 }

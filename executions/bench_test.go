@@ -43,8 +43,9 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	client := asynq.NewClient(opt)
 	defer client.Close()
 	pub, priv, _ := ed25519.GenerateKey(nil)
+	reportPub, reportKey, _ := ed25519.GenerateKey(nil)
 	rules, _ := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
-	svc, err := executions.New(executions.Config{Store: st, Queue: client, SigningKey: priv, Rules: rules})
+	svc, err := executions.New(executions.Config{Store: st, Queue: client, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	}
 	defer results.Shutdown()
 	act, err := actuator.New(actuator.Config{
-		RedisURL: redisURL, VerifyKey: pub, SSHSigner: fleet.SSHSigner, KnownHostsFile: fleet.KnownHostsFile,
+		RedisURL: redisURL, VerifyKey: pub, ReportSigningKey: reportKey, SSHSigner: fleet.SSHSigner, KnownHostsFile: fleet.KnownHostsFile,
 		JournalPath: filepath.Join(b.TempDir(), "journal"),
 	})
 	if err != nil {

@@ -95,7 +95,7 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 		return fmt.Errorf("dispatch execution %s: its order deadline has passed", x.ID)
 	}
 	order := tasks.Order{
-		ExecutionID: x.ID.String(), Action: x.Action, Target: g.orderTarget(entity),
+		ExecutionID: x.ID.String(), Actuator: s.cfg.Actuator, Action: x.Action, Target: g.orderTarget(entity),
 		Params: x.Params, Steps: x.Steps, RiskClass: x.RiskClass, PlanHash: x.PlanHash,
 		IssuedAt: now, ExpiresAt: deadline,
 	}

@@ -76,16 +76,19 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 }
 
 // startWorkers runs the results consumer and a real actuator against the
-// fleet until the test ends.
-func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) {
+// fleet until the test ends. What the consumer refuses comes out of the
+// returned channel.
+func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) <-chan executions.RefusedReport {
 	t.Helper()
+	refused := make(chan executions.RefusedReport, 64)
 	results := asynq.NewServer(b.redis, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel})
-	if err := results.Start(&executions.ResultsHandler{Service: b.svc}); err != nil {
+	h := &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReport) { refused <- r }}
+	if err := results.Start(h); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(results.Shutdown)
 	act, err := actuator.New(actuator.Config{
-		RedisURL: redisURL(b.redis), VerifyKey: b.pub, SSHSigner: fleet.SSHSigner,
+		RedisURL: redisURL(b.redis), VerifyKey: b.pub, ReportSigningKey: b.reportKey, SSHSigner: fleet.SSHSigner,
 		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
 		Logger: testenv.Logger(t), Clock: b.clock.Now,
 	})
@@ -96,6 +99,7 @@ func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) {
 	done := make(chan struct{})
 	go func() { defer close(done); act.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return refused
 }
 
 // TestProberKeepsFleetHealth runs the seeded checks through the real

@@ -1,6 +1,7 @@
 package executions_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -67,7 +68,10 @@ func (q *flakyQueue) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...
 func (q *flakyQueue) setDown(v bool) { q.mu.Lock(); q.down = v; q.mu.Unlock() }
 
 type bundle struct {
-	svc       *executions.Service
+	svc *executions.Service
+	// reportKey is the actuator's report key, which the service trusts.
+	reportKey ed25519.PrivateKey
+	dbURL     string
 	store     *store.Store
 	clock     *clock
 	queue     *flakyQueue
@@ -81,7 +85,8 @@ func setup(t testing.TB) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t)
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(t), MaxConns: 4, Clock: clk.Now})
+	dbURL := testenv.DatabaseURL(t)
+	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 4, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,23 +107,54 @@ func setup(t testing.TB) *bundle {
 	t.Cleanup(func() { client.Close() })
 	inspector := asynq.NewInspector(redisOpt)
 	t.Cleanup(func() { inspector.Close() })
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testenv.NewKeys(t)
 	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := &flakyQueue{next: client}
 	svc, err := executions.New(executions.Config{
-		Store: st, Queue: q, SigningKey: priv, Rules: rules,
+		Store: st, Queue: q, SigningKey: keys.OrderSigning, ReportVerifyKey: keys.ReportVerify, Rules: rules,
 		Logger: testenv.Logger(t), Clock: clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{svc: svc, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: pub, ctx: ctx}
+	return &bundle{svc: svc, reportKey: keys.ReportSigning, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: keys.OrderVerify, ctx: ctx}
+}
+
+// progress signs p as the actuator does and applies it.
+func (b *bundle) progress(t *testing.T, p tasks.Progress) (executions.Applied, error) {
+	t.Helper()
+	p.Actuator = cmp.Or(p.Actuator, tasks.DefaultActuator)
+	payload, err := tasks.SignProgress(b.reportKey, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.svc.ApplyReport(b.ctx, tasks.TypeExecutionProgress, payload)
+}
+
+// result signs r as the actuator does and applies it.
+func (b *bundle) result(t *testing.T, r tasks.Result) (executions.Applied, error) {
+	t.Helper()
+	r.Actuator = cmp.Or(r.Actuator, tasks.DefaultActuator)
+	payload, err := tasks.SignResult(b.reportKey, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.svc.ApplyReport(b.ctx, tasks.TypeExecutionResult, payload)
+}
+
+// refusal fails the test unless err is a refused report, refused for want.
+func refusal(t *testing.T, err error, want executions.ReportRefusal) {
+	t.Helper()
+	var r *executions.RefusedReport
+	if !errors.As(err, &r) || !errors.Is(err, executions.ErrReportRefused) {
+		t.Fatalf("err = %v, want a refused report (%s)", err, want)
+	}
+	if r.Reason != want {
+		t.Fatalf("refused as %s (%s), want %s", r.Reason, r.Detail, want)
+	}
 }
 
 func (b *bundle) request(t *testing.T, action, target, params string) executions.Planned {
@@ -391,27 +427,36 @@ func TestResultsApplyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := x.ID.String()
-	a, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "restarting"})
+	a, err := b.progress(t, tasks.Progress{ExecutionID: id, Seq: 1, Tail: "restarting"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateRunning {
 		t.Fatalf("first progress: %+v %v", a, err)
 	}
-	a, err = b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded, Output: "done"})
+	a, err = b.result(t, tasks.Result{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusSucceeded, Output: "done"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateSucceeded {
 		t.Fatalf("result: %+v %v", a, err)
 	}
+	// A second result for one execution is refused, whatever it says.
 	for _, late := range []tasks.Result{
-		{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded},
-		{Version: 1, ExecutionID: id, Status: tasks.StatusFailed, Error: "late"},
-		{Version: 1, ExecutionID: id, Status: tasks.StatusRefused, Refusal: tasks.RefusedReplay},
+		{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusSucceeded},
+		{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusFailed, Error: "late"},
 	} {
-		a, err := b.svc.ApplyResult(b.ctx, late)
-		if err != nil || a.Changed || a.Execution.State != store.StateSucceeded {
-			t.Errorf("late %s: %+v %v; want no change", late.Status, a, err)
-		}
+		_, err := b.result(t, late)
+		refusal(t, err, executions.RefusedReplayed)
 	}
-	a, err = b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "late"})
+	// The actuator refusing a redelivered order is news, not a result.
+	a, err = b.result(t, tasks.Result{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusRefused, Refusal: tasks.RefusedReplay})
+	if err != nil || a.Changed || a.Execution.State != store.StateSucceeded {
+		t.Errorf("refused replay: %+v %v; want no change", a, err)
+	}
+	_, err = b.progress(t, tasks.Progress{ExecutionID: id, Seq: 1, Tail: "again"})
+	refusal(t, err, executions.RefusedReplayed)
+	a, err = b.progress(t, tasks.Progress{ExecutionID: id, Seq: 2, Tail: "late"})
 	if err != nil || a.Changed || a.Execution.ProgressTail != "done" {
 		t.Errorf("late progress: %+v %v", a, err)
+	}
+	got, err := b.store.GetExecution(b.ctx, x.ID)
+	if err != nil || got.State != store.StateSucceeded || got.ProgressTail != "done" {
+		t.Errorf("after the late reports: %s %q %v, want succeeded with the result's output", got.State, got.ProgressTail, err)
 	}
 }
 
@@ -430,11 +475,11 @@ func TestReportsBeforeTheDispatchIsRecorded(t *testing.T) {
 		t.Fatalf("approve: %s %v", got.State, err)
 	}
 	id := x.ID.String()
-	a, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: id, Tail: "restarting"})
+	a, err := b.progress(t, tasks.Progress{ExecutionID: id, Seq: 1, Tail: "restarting"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateRunning {
 		t.Fatalf("progress of an approved execution: %+v %v", a, err)
 	}
-	a, err = b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: id, Status: tasks.StatusSucceeded, Output: "done"})
+	a, err = b.result(t, tasks.Result{ExecutionID: id, PlanHash: x.PlanHash, Status: tasks.StatusSucceeded, Output: "done"})
 	if err != nil || !a.Changed || a.Execution.State != store.StateSucceeded {
 		t.Fatalf("result: %+v %v", a, err)
 	}
@@ -457,7 +502,7 @@ func TestRefusedOrderFails(t *testing.T) {
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: x.ID.String(), Status: tasks.StatusRefused, Refusal: tasks.RefusedExpired, Error: "order expired"})
+	a, err := b.result(t, tasks.Result{ExecutionID: x.ID.String(), PlanHash: x.PlanHash, Status: tasks.StatusRefused, Refusal: tasks.RefusedExpired, Error: "order expired"})
 	if err != nil || a.Execution.State != store.StateFailed || !strings.Contains(a.Execution.Error, "refused the order (expired)") {
 		t.Errorf("refused: %+v %v", a.Execution, err)
 	}
@@ -530,7 +575,7 @@ func TestReconcilerMarksSilentRunsUnknown(t *testing.T) {
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.svc.ApplyProgress(b.ctx, tasks.Progress{Version: 1, ExecutionID: x.ID.String()}); err != nil {
+	if _, err := b.progress(t, tasks.Progress{ExecutionID: x.ID.String(), Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Minute)
@@ -543,7 +588,7 @@ func TestReconcilerMarksSilentRunsUnknown(t *testing.T) {
 		t.Fatalf("reconcile = %+v %v, want one outcome_unknown", rep, err)
 	}
 	// A result that arrives later is kept in the audit log but moves nothing.
-	a, err := b.svc.ApplyResult(b.ctx, tasks.Result{Version: 1, ExecutionID: x.ID.String(), Status: tasks.StatusSucceeded})
+	a, err := b.result(t, tasks.Result{ExecutionID: x.ID.String(), PlanHash: x.PlanHash, Status: tasks.StatusSucceeded})
 	if err != nil || a.Changed || a.Execution.State != store.StateOutcomeUnknown {
 		t.Errorf("late result: %+v %v", a, err)
 	}
@@ -640,5 +685,33 @@ func TestUnattendedReadsCannotFillTheActuator(t *testing.T) {
 	want := []store.ExecutionState{store.StateDispatched, store.StateDispatched, store.StateAwaitingApproval, store.StateAwaitingApproval}
 	if !slices.Equal(states, want) {
 		t.Fatalf("states %v, want %v (the default limit is 2)", states, want)
+	}
+}
+
+func TestNewRefusesBadWireConfig(t *testing.T) {
+	t.Parallel()
+	keys := testenv.NewKeys(t)
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := executions.Config{Store: &store.Store{}, Queue: &flakyQueue{}, SigningKey: keys.OrderSigning, ReportVerifyKey: keys.ReportVerify, Rules: rules}
+	for _, tc := range []struct {
+		name   string
+		change func(*executions.Config)
+		want   string
+	}{
+		{"orders valid for two hours", func(c *executions.Config) { c.OrderTTL = 2 * time.Hour }, "OrderTTL 2h0m0s is longer than the 1h0m0s an actuator accepts"},
+		{"a report key of the wrong size", func(c *executions.Config) { c.ReportVerifyKey = keys.ReportVerify[:16] }, "ReportVerifyKey must be an Ed25519 public key"},
+		{"an actuator name with a space", func(c *executions.Config) { c.Actuator = "pve east" }, `actuator name "pve east"`},
+	} {
+		cfg := base
+		tc.change(&cfg)
+		if _, err := executions.New(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := executions.New(base); err != nil {
+		t.Errorf("New with the defaults = %v", err)
 	}
 }

@@ -26,7 +26,8 @@ const probeBatch = 1000
 
 // ProbeDue marks stale the targets whose checks stopped answering, then
 // sends every check whose time has come to the actuator as a read-only
-// probe. The results come back on the results queue (ApplyCheckResult).
+// probe, signed with the order key. The results come back on the results
+// queue (ApplyReport).
 // Each check is claimed for its slot in the database, so a restart or a
 // second bot never sends one slot twice.
 func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
@@ -62,8 +63,8 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 			rep.Skipped++
 			continue
 		}
-		task, err := tasks.NewCheckRunTask(tasks.CheckRun{
-			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Kind: c.Kind, Target: target, Spec: c.Spec,
+		task, err := tasks.NewCheckRunTask(s.cfg.SigningKey, tasks.CheckRun{
+			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Actuator: s.cfg.Actuator, Kind: c.Kind, Target: target, Spec: c.Spec,
 			IssuedAt: now, ExpiresAt: now.Add(c.Interval),
 		})
 		if err != nil {

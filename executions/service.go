@@ -37,11 +37,21 @@ type Config struct {
 	Store *store.Store
 	// Queue carries signed orders to the actuator. Required.
 	Queue Enqueuer
-	// SigningKey signs orders; the actuator holds its public half. Required.
+	// SigningKey signs orders and probe requests; the actuator holds its
+	// public half. Required.
 	SigningKey ed25519.PrivateKey
+	// ReportVerifyKey is the public half of the actuator's report key.
+	// Every progress report, result and probe result must verify against
+	// it. Without it every report is refused, which suits only a Service
+	// that never consumes the results queue.
+	ReportVerifyKey ed25519.PublicKey
+	// Actuator names the actuator that orders and probes are addressed to
+	// and that reports must come from. Default tasks.DefaultActuator.
+	Actuator string
 	// Rules say who approves what, how, and for how long. Required.
 	Rules *policy.Rules
-	// OrderTTL bounds how long a dispatched order stays valid. Default 15m.
+	// OrderTTL bounds how long a dispatched order stays valid. Default
+	// 15m, at most tasks.MaxOrderTTL.
 	OrderTTL time.Duration
 	// AckTimeout is how long a dispatched order may go without the
 	// actuator's first progress before the reconciler sends it again.
@@ -88,6 +98,14 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("executions: SigningKey must be an Ed25519 private key")
 	case cfg.Rules == nil:
 		return nil, errors.New("executions: Rules are required")
+	case len(cfg.ReportVerifyKey) != 0 && len(cfg.ReportVerifyKey) != ed25519.PublicKeySize:
+		return nil, errors.New("executions: ReportVerifyKey must be an Ed25519 public key")
+	case cfg.OrderTTL > tasks.MaxOrderTTL:
+		return nil, fmt.Errorf("executions: OrderTTL %s is longer than the %s an actuator accepts", cfg.OrderTTL, tasks.MaxOrderTTL)
+	}
+	cfg.Actuator = cmp.Or(cfg.Actuator, tasks.DefaultActuator)
+	if err := tasks.ValidateActuatorName(cfg.Actuator); err != nil {
+		return nil, fmt.Errorf("executions: %w", err)
 	}
 	cfg.OrderTTL = cmp.Or(cfg.OrderTTL, 15*time.Minute)
 	cfg.AckTimeout = cmp.Or(cfg.AckTimeout, 30*time.Second)

@@ -27,7 +27,7 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 	b := setupWithSeed(t, fleet.Seed)
 
 	act, err := actuator.New(actuator.Config{
-		RedisURL: b.redisURL, VerifyKey: b.pub, SSHSigner: fleet.SSHSigner,
+		RedisURL: b.redisURL, VerifyKey: b.pub, ReportSigningKey: b.keys.ReportSigning, SSHSigner: fleet.SSHSigner,
 		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
 		Logger: testenv.Logger(t),
 	})

@@ -52,6 +52,7 @@ type bundle struct {
 	redis    asynq.RedisClientOpt
 	redisURL string
 	pub      ed25519.PublicKey
+	keys     testenv.Keys
 	seed     *store.Seed
 }
 
@@ -92,7 +93,8 @@ func setupWithSeed(t testing.TB, seed *store.Seed, opts ...option) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execs, err := executions.New(executions.Config{Store: st, Queue: queue, SigningKey: priv, Rules: rules, Logger: testenv.Logger(t)})
+	keys := testenv.NewKeys(t)
+	execs, err := executions.New(executions.Config{Store: st, Queue: queue, SigningKey: priv, ReportVerifyKey: keys.ReportVerify, Rules: rules, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func setupWithSeed(t testing.TB, seed *store.Seed, opts ...option) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &bundle{ctx: ctx, store: st, exec: execs, srv: srv, client: c, redis: redisOpt, redisURL: redisURL, pub: pub, seed: seed}
+	return &bundle{ctx: ctx, store: st, exec: execs, srv: srv, client: c, redis: redisOpt, redisURL: redisURL, pub: pub, keys: keys, seed: seed}
 }
 
 // call calls a tool in-process and returns its text and whether it is a

@@ -73,3 +73,24 @@ func (s *Store) MarkStale(ctx context.Context, now time.Time) (int, error) {
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// CheckRecord is what the store knows of a check definition's results.
+type CheckRecord struct {
+	ID       uuid.UUID
+	Slug     string
+	TargetID uuid.UUID
+	// LastResultAt is the time of the newest result on record; nil when
+	// the check never reported.
+	LastResultAt *time.Time
+}
+
+// CheckByID loads what the store knows of one check definition's results.
+func (s *Store) CheckByID(ctx context.Context, id uuid.UUID) (CheckRecord, error) {
+	c := CheckRecord{ID: id}
+	err := s.pool.QueryRow(ctx, `SELECT slug, target_id, last_result_at FROM check_defs WHERE id = $1`, id).
+		Scan(&c.Slug, &c.TargetID, &c.LastResultAt)
+	if err != nil {
+		return CheckRecord{}, fmt.Errorf("load check %s: %w", id, interpretError(err))
+	}
+	return c, nil
+}

@@ -61,9 +61,11 @@ type Execution struct {
 	Result       json.RawMessage
 	Error        string
 	ProgressTail string
-	HeartbeatAt  *time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// ProgressSeq is the number of the last progress report applied.
+	ProgressSeq int64
+	HeartbeatAt *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 	// Approval is the decision taken on the execution, if any.
 	Approval *Approval
 }
@@ -149,7 +151,7 @@ const ExecutionsChannel = "nomos_executions"
 const executionColumns = `x.id, x.action, x.target_id, x.target_slug, x.params, x.steps, x.risk_class,
 	x.plan_hash, x.plan_code, x.state, x.requested_by, x.requested_via, x.reason, coalesce(x.room_id, ''),
 	coalesce(x.card_event_id, ''), x.expires_at, x.result, coalesce(x.error, ''), x.progress_tail,
-	x.heartbeat_at, x.created_at, x.updated_at,
+	x.heartbeat_at, x.created_at, x.updated_at, x.progress_seq,
 	a.decision, a.decided_by, a.method, a.event_id, a.plan_hash, a.decided_at`
 
 const executionFrom = `executions x LEFT JOIN approvals a ON a.execution_id = x.id`
@@ -162,7 +164,7 @@ func scanExecution(row pgx.Row) (Execution, error) {
 	err := row.Scan(&x.ID, &x.Action, &x.TargetID, &x.TargetSlug, &x.Params, &steps, &x.RiskClass,
 		&x.PlanHash, &x.PlanCode, &x.State, &x.RequestedBy, &x.RequestedVia, &x.Reason, &x.RoomID,
 		&x.CardEventID, &x.ExpiresAt, &x.Result, &x.Error, &x.ProgressTail,
-		&x.HeartbeatAt, &x.CreatedAt, &x.UpdatedAt,
+		&x.HeartbeatAt, &x.CreatedAt, &x.UpdatedAt, &x.ProgressSeq,
 		&decision, &decidedBy, &method, &eventID, &planHash, &decidedAt)
 	if err != nil {
 		return Execution{}, interpretError(err)
@@ -331,6 +333,10 @@ type Transition struct {
 	Error        *string
 	ProgressTail *string
 	Heartbeat    bool
+	// ProgressSeq, when above zero, is the number of the progress report
+	// behind the transition: it applies only if no report with that
+	// number or a higher one was applied before, and is recorded.
+	ProgressSeq int64
 	// Decision, when set, is recorded as the execution's one approval; a
 	// decision already on record makes the transition fail with
 	// *ErrAlreadyDecided.
@@ -359,9 +365,10 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 		tag, err := tx.Exec(ctx, `UPDATE executions SET state = $3,
 				result = coalesce($4, result), error = coalesce($5, error),
 				progress_tail = coalesce($6, progress_tail),
-				heartbeat_at = coalesce($7, heartbeat_at), updated_at = $8
-			WHERE id = $1 AND state = ANY($2)`,
-			t.ID, from, t.To, nullJSON(t.Result), t.Error, t.ProgressTail, hb, s.now())
+				heartbeat_at = coalesce($7, heartbeat_at), updated_at = $8,
+				progress_seq = greatest(progress_seq, $9)
+			WHERE id = $1 AND state = ANY($2) AND ($9 = 0 OR progress_seq < $9)`,
+			t.ID, from, t.To, nullJSON(t.Result), t.Error, t.ProgressTail, hb, s.now(), t.ProgressSeq)
 		if err != nil {
 			return err
 		}
@@ -395,13 +402,15 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 }
 
 // UpdateProgress records output and a heartbeat for a running execution
-// without an audit row: progress is frequent and carries no decision. A
-// terminal execution is left untouched and reported as a conflict.
-func (s *Store) UpdateProgress(ctx context.Context, id uuid.UUID, tail string) (Execution, error) {
+// without an audit row: progress is frequent and carries no decision. seq
+// is the report's number; a report whose number is not above the last one
+// applied, or for an execution that is not running, changes nothing and
+// is reported as a conflict.
+func (s *Store) UpdateProgress(ctx context.Context, id uuid.UUID, seq int64, tail string) (Execution, error) {
 	var x Execution
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE executions SET progress_tail = $2, heartbeat_at = $3, updated_at = $3
-			WHERE id = $1 AND state = 'running'`, id, tail, s.now())
+		tag, err := tx.Exec(ctx, `UPDATE executions SET progress_tail = $2, heartbeat_at = $3, updated_at = $3, progress_seq = $4
+			WHERE id = $1 AND state = 'running' AND progress_seq < $4`, id, tail, s.now(), seq)
 		if err != nil {
 			return err
 		}

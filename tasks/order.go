@@ -2,30 +2,48 @@ package tasks
 
 import (
 	"crypto/ed25519"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"os"
+	"regexp"
 	"time"
 
 	"github.com/hibiken/asynq"
 )
 
+// MaxOrderTTL caps how long an order stays valid. The bot refuses a
+// longer orders.ttl and the actuator refuses an order that claims one, so
+// a copy lifted from Redis is worthless within the hour.
+const MaxOrderTTL = time.Hour
+
+// DefaultActuator is the name of an actuator when none is configured.
+const DefaultActuator = "actuator"
+
+var actuatorNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidateActuatorName checks an actuator's name: one word of letters,
+// digits, '.', '_' and '-', at most 64 characters.
+func ValidateActuatorName(name string) error {
+	if !actuatorNameRE.MatchString(name) {
+		return fmt.Errorf("actuator name %q: want one word of letters, digits, '.', '_' and '-', at most 64 characters", name)
+	}
+	return nil
+}
+
 // Order is an approved execution as the actuator receives it: everything it
 // needs to act, resolved by the bot, so the actuator never looks anything up.
 type Order struct {
-	Version     int             `json:"v"`
-	ExecutionID string          `json:"execution_id"`
-	Action      string          `json:"action"`
-	Target      Target          `json:"target"`
-	Params      json.RawMessage `json:"params"`
-	Steps       []string        `json:"steps"`
-	RiskClass   string          `json:"risk_class"`
-	PlanHash    string          `json:"plan_hash"`
-	IssuedAt    time.Time       `json:"issued_at"`
-	ExpiresAt   time.Time       `json:"expires_at"`
+	Version     int    `json:"v"`
+	ExecutionID string `json:"execution_id"`
+	// Actuator names the actuator the order is for; any other refuses it.
+	Actuator  string          `json:"actuator"`
+	Action    string          `json:"action"`
+	Target    Target          `json:"target"`
+	Params    json.RawMessage `json:"params"`
+	Steps     []string        `json:"steps"`
+	RiskClass string          `json:"risk_class"`
+	PlanHash  string          `json:"plan_hash"`
+	IssuedAt  time.Time       `json:"issued_at"`
+	ExpiresAt time.Time       `json:"expires_at"`
 }
 
 // Target is the resolved entity an order acts on.
@@ -50,79 +68,42 @@ type Target struct {
 	Services []string `json:"services,omitempty"`
 }
 
-// Envelope is the signed form of an order on the wire. Order holds the exact
-// bytes that were signed, so verification never depends on re-encoding.
-type Envelope struct {
-	Version   int             `json:"v"`
-	Order     json.RawMessage `json:"order"`
-	Signature []byte          `json:"sig"`
-}
-
-// Errors from VerifyOrder. Each means nothing may run.
-var (
-	ErrBadSignature = errors.New("order signature does not verify")
-	ErrExpired      = errors.New("order has expired")
-	ErrMalformed    = errors.New("order is malformed")
-)
-
 // SignOrder encodes and signs an order with the bot's key.
 func SignOrder(key ed25519.PrivateKey, o Order) ([]byte, error) {
 	o.Version = Version
-	if o.ExecutionID == "" || o.Action == "" || o.PlanHash == "" || o.ExpiresAt.IsZero() {
-		return nil, fmt.Errorf("sign order: %w: execution id, action, plan hash and expiry are required", ErrMalformed)
+	if o.ExecutionID == "" || o.Actuator == "" || o.Action == "" || o.PlanHash == "" || o.IssuedAt.IsZero() || o.ExpiresAt.IsZero() {
+		return nil, fmt.Errorf("sign order: %w: execution id, actuator, action, plan hash, issue time and expiry are required", ErrMalformed)
 	}
-	body, err := json.Marshal(o)
+	env, err := seal(key, TypeExecutionRun, o)
 	if err != nil {
 		return nil, fmt.Errorf("sign order %s: %w", o.ExecutionID, err)
 	}
-	env := Envelope{Version: Version, Order: body, Signature: ed25519.Sign(key, body)}
-	return json.Marshal(env)
+	return env, nil
 }
 
 // VerifyOrder checks an envelope's signature against the pinned public key,
-// then its version and expiry, and returns the order. The order's content
-// is only trusted after the signature verifies.
+// then its version, fields and lifetime, and returns the order. The
+// order's content is only trusted after the signature verifies.
+//
+// An order that verifies but has expired, or claims a lifetime over
+// MaxOrderTTL, is returned with ErrExpired or ErrTTLTooLong: it is the
+// bot's, and must still not run.
 func VerifyOrder(pub ed25519.PublicKey, payload []byte, now time.Time) (Order, error) {
-	var env Envelope
-	if err := json.Unmarshal(payload, &env); err != nil {
-		return Order{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	o, err := open[Order](pub, TypeExecutionRun, payload)
+	if err != nil {
+		return Order{}, err
 	}
-	if env.Version != Version {
-		return Order{}, fmt.Errorf("%w %d", ErrVersion, env.Version)
+	if o.ExecutionID == "" || o.Actuator == "" || o.Action == "" || o.IssuedAt.IsZero() {
+		return Order{}, fmt.Errorf("%w: missing execution id, actuator, action or issue time", ErrMalformed)
 	}
-	if len(env.Signature) != ed25519.SignatureSize || !ed25519.Verify(pub, env.Order, env.Signature) {
-		return Order{}, ErrBadSignature
-	}
-	var o Order
-	if err := json.Unmarshal(env.Order, &o); err != nil {
-		return Order{}, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if o.Version != Version {
-		return Order{}, fmt.Errorf("%w %d", ErrVersion, o.Version)
-	}
-	if o.ExecutionID == "" || o.Action == "" {
-		return Order{}, fmt.Errorf("%w: missing execution id or action", ErrMalformed)
+	if o.ExpiresAt.Sub(o.IssuedAt) > MaxOrderTTL {
+		return o, fmt.Errorf("%w: issued at %s and valid until %s, more than %s", ErrTTLTooLong,
+			o.IssuedAt.UTC().Format(time.RFC3339), o.ExpiresAt.UTC().Format(time.RFC3339), MaxOrderTTL)
 	}
 	if !now.Before(o.ExpiresAt) {
-		return o, fmt.Errorf("%w: expired at %s", ErrExpired, o.ExpiresAt.UTC().Format(time.RFC3339))
+		return o, fmt.Errorf("the order %w at %s", ErrExpired, o.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return o, nil
-}
-
-// UnverifiedExecutionID reads the execution id of an envelope without
-// trusting it, so a refusal can be reported against the id it claims.
-func UnverifiedExecutionID(payload []byte) string {
-	var env Envelope
-	if json.Unmarshal(payload, &env) != nil {
-		return ""
-	}
-	var o struct {
-		ID string `json:"execution_id"`
-	}
-	if json.Unmarshal(env.Order, &o) != nil {
-		return ""
-	}
-	return o.ID
 }
 
 // NewRunTask wraps a signed order for the actuator queue. The TaskID is the
@@ -136,70 +117,38 @@ func NewRunTask(executionID string, envelope []byte) *asynq.Task {
 		asynq.MaxRetry(0))
 }
 
-// LoadSigningKey reads an Ed25519 private key in PKCS#8 PEM form, as
-// written by GenerateKeyFiles or `openssl genpkey -algorithm ed25519`.
-func LoadSigningKey(path string) (ed25519.PrivateKey, error) {
-	der, err := readPEM(path, "PRIVATE KEY")
-	if err != nil {
-		return nil, fmt.Errorf("load signing key: %w", err)
+// SignCheckRun encodes and signs a probe request with the bot's order key.
+// The message type is part of the signature, so a probe request can never
+// pass for an order.
+func SignCheckRun(key ed25519.PrivateKey, c CheckRun) ([]byte, error) {
+	c.Version = Version
+	if c.CheckID == "" || c.TargetID == "" || c.Actuator == "" || c.IssuedAt.IsZero() || c.ExpiresAt.IsZero() {
+		return nil, fmt.Errorf("sign probe: %w: check id, target id, actuator, issue time and expiry are required", ErrMalformed)
 	}
-	key, err := x509.ParsePKCS8PrivateKey(der)
-	if err != nil {
-		return nil, fmt.Errorf("load signing key %s: %w", path, err)
-	}
-	priv, ok := key.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("load signing key %s: %T is not an Ed25519 key", path, key)
-	}
-	return priv, nil
+	return seal(key, TypeCheckRun, c)
 }
 
-// LoadVerifyKey reads an Ed25519 public key in PKIX PEM form, as written by
-// GenerateKeyFiles or `openssl pkey -pubout`.
-func LoadVerifyKey(path string) (ed25519.PublicKey, error) {
-	der, err := readPEM(path, "PUBLIC KEY")
+// VerifyCheckRun checks a probe request's signature, fields and expiry. An
+// expired request is returned with ErrExpired.
+func VerifyCheckRun(pub ed25519.PublicKey, payload []byte, now time.Time) (CheckRun, error) {
+	c, err := open[CheckRun](pub, TypeCheckRun, payload)
 	if err != nil {
-		return nil, fmt.Errorf("load verify key: %w", err)
+		return CheckRun{}, err
 	}
-	key, err := x509.ParsePKIXPublicKey(der)
-	if err != nil {
-		return nil, fmt.Errorf("load verify key %s: %w", path, err)
+	if c.CheckID == "" || c.TargetID == "" || c.Actuator == "" || c.ExpiresAt.IsZero() {
+		return CheckRun{}, fmt.Errorf("%w: missing check id, target id, actuator or expiry", ErrMalformed)
 	}
-	pub, ok := key.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("load verify key %s: %T is not an Ed25519 key", path, key)
+	if !now.Before(c.ExpiresAt) {
+		return c, fmt.Errorf("the probe request %w at %s", ErrExpired, c.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	return pub, nil
+	return c, nil
 }
 
-func readPEM(path, blockType string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+// NewCheckRunTask signs a probe request and wraps it for the probes queue.
+func NewCheckRunTask(key ed25519.PrivateKey, c CheckRun) (*asynq.Task, error) {
+	env, err := SignCheckRun(key, c)
 	if err != nil {
 		return nil, err
 	}
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != blockType {
-		return nil, fmt.Errorf("%s: want a PEM %q block", path, blockType)
-	}
-	return block.Bytes, nil
-}
-
-// GenerateKeyFiles writes a new signing key (mode 0600) and its verify key.
-func GenerateKeyFiles(signingPath, verifyPath string) error {
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		return err
-	}
-	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		return err
-	}
-	pubDER, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(signingPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(verifyPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
+	return asynq.NewTask(TypeCheckRun, env, asynq.Queue(QueueProbes), asynq.MaxRetry(0)), nil
 }

@@ -3,10 +3,7 @@ package tasks
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/hibiken/asynq"
 )
 
 // Queues. The actuator consumes the first two; the bot consumes results.
@@ -26,8 +23,9 @@ const (
 )
 
 // Version is the payload version this build writes and reads. A payload of
-// another version is refused rather than guessed at.
-const Version = 1
+// another version is refused rather than guessed at. Version 2 signs every
+// message in an Envelope.
+const Version = 2
 
 // RunRetention keeps a finished execution:run task in Redis so that the
 // same execution id cannot be enqueued again while it is retained.
@@ -61,17 +59,26 @@ const (
 	// RefusedPlanMismatch means the signed plan hash does not match the
 	// steps the actuator derives from the order's action and parameters.
 	RefusedPlanMismatch Refusal = "plan_mismatch"
+	// RefusedWrongActuator means the order is signed by the bot but
+	// addressed to another actuator.
+	RefusedWrongActuator Refusal = "wrong_actuator"
+	// RefusedTTLTooLong means the order claims a lifetime over MaxOrderTTL.
+	RefusedTTLTooLong Refusal = "ttl_too_long"
 )
 
 // Progress is a coalesced snapshot of a running execution's output.
 type Progress struct {
-	Version     int       `json:"v"`
-	ExecutionID string    `json:"execution_id"`
-	Seq         int       `json:"seq"`
-	Phase       string    `json:"phase,omitempty"`
-	Tail        string    `json:"tail"`
-	Elapsed     Duration  `json:"elapsed"`
-	At          time.Time `json:"at"`
+	Version     int    `json:"v"`
+	ExecutionID string `json:"execution_id"`
+	// Actuator names the actuator that ran the order and signed this.
+	Actuator string `json:"actuator"`
+	// Seq numbers the reports of one execution from 1; the bot refuses a
+	// report whose number is not above the last it applied.
+	Seq     int       `json:"seq"`
+	Phase   string    `json:"phase,omitempty"`
+	Tail    string    `json:"tail"`
+	Elapsed Duration  `json:"elapsed"`
+	At      time.Time `json:"at"`
 }
 
 // Phase is one named stage of an execution and how it went.
@@ -87,7 +94,15 @@ type Phase struct {
 type Result struct {
 	Version     int    `json:"v"`
 	ExecutionID string `json:"execution_id"`
-	Status      Status `json:"status"`
+	// Actuator names the actuator that signed the result.
+	Actuator string `json:"actuator"`
+	// PlanHash is the plan hash of the verified order this result
+	// answers. It is empty when no verified order stands behind the
+	// result: a refusal of an order that did not verify or was addressed
+	// to another actuator, and the outcome_unknown of an execution
+	// recovered from the journal after a crash.
+	PlanHash string `json:"plan_hash,omitempty"`
+	Status   Status `json:"status"`
 	// Refusal says why a refused order was not run.
 	Refusal     Refusal  `json:"refusal,omitempty"`
 	ExitCode    int      `json:"exit_code"`
@@ -112,26 +127,31 @@ type CreatedContainer struct {
 	IP       string `json:"ip"`
 }
 
-// CheckRun asks the actuator for one read-only probe.
+// CheckRun asks the actuator for one read-only probe. The bot signs it
+// with its order key.
 type CheckRun struct {
-	Version  int            `json:"v"`
-	CheckID  string         `json:"check_id"`
-	TargetID string         `json:"target_id"`
+	Version  int    `json:"v"`
+	CheckID  string `json:"check_id"`
+	TargetID string `json:"target_id"`
+	// Actuator names the actuator the probe is for.
+	Actuator string         `json:"actuator"`
 	Kind     string         `json:"kind"`
 	Target   Target         `json:"target"`
 	Spec     map[string]any `json:"spec,omitempty"`
 	IssuedAt time.Time      `json:"issued_at"`
 	// ExpiresAt is when the probe is no longer worth running: its next
-	// slot has come. Zero means it does not expire. An actuator back from
-	// an outage drops the backlog instead of probing the past.
+	// slot has come. Required. An actuator back from an outage drops the
+	// backlog instead of probing the past.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // CheckResult is the outcome of a probe, to be written against TargetID.
 type CheckResult struct {
-	Version  int                `json:"v"`
-	CheckID  string             `json:"check_id"`
-	TargetID string             `json:"target_id"`
+	Version  int    `json:"v"`
+	CheckID  string `json:"check_id"`
+	TargetID string `json:"target_id"`
+	// Actuator names the actuator that ran the probe and signed this.
+	Actuator string             `json:"actuator"`
 	Health   string             `json:"health"`
 	Detail   string             `json:"detail,omitempty"`
 	Metrics  map[string]float64 `json:"metrics,omitempty"`
@@ -157,53 +177,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // versioned is implemented by every payload.
 type versioned interface{ version() int }
 
+func (o Order) version() int       { return o.Version }
 func (p Progress) version() int    { return p.Version }
 func (r Result) version() int      { return r.Version }
 func (c CheckRun) version() int    { return c.Version }
 func (c CheckResult) version() int { return c.Version }
-
-// Decode unmarshals a payload and checks its version.
-func Decode[T versioned](payload []byte) (T, error) {
-	var v T
-	if err := json.Unmarshal(payload, &v); err != nil {
-		return v, fmt.Errorf("decode payload: %w", err)
-	}
-	if v.version() != Version {
-		return v, fmt.Errorf("decode payload: %w %d (want %d)", ErrVersion, v.version(), Version)
-	}
-	return v, nil
-}
-
-// NewProgressTask wraps a progress report for the results queue.
-func NewProgressTask(p Progress) (*asynq.Task, error) {
-	p.Version = Version
-	return newTask(TypeExecutionProgress, p, asynq.Queue(QueueResults), asynq.MaxRetry(3))
-}
-
-// NewResultTask wraps a result for the results queue. Its TaskID makes a
-// second enqueue of the same result a no-op while the first is retained.
-func NewResultTask(r Result) (*asynq.Task, error) {
-	r.Version = Version
-	return newTask(TypeExecutionResult, r, asynq.Queue(QueueResults), asynq.MaxRetry(25),
-		asynq.TaskID("result:"+r.ExecutionID+":"+string(r.Status)), asynq.Retention(RunRetention))
-}
-
-// NewCheckRunTask wraps a probe request for the probes queue.
-func NewCheckRunTask(c CheckRun) (*asynq.Task, error) {
-	c.Version = Version
-	return newTask(TypeCheckRun, c, asynq.Queue(QueueProbes), asynq.MaxRetry(0))
-}
-
-// NewCheckResultTask wraps a probe result for the results queue.
-func NewCheckResultTask(c CheckResult) (*asynq.Task, error) {
-	c.Version = Version
-	return newTask(TypeCheckResult, c, asynq.Queue(QueueResults), asynq.MaxRetry(3))
-}
-
-func newTask(typ string, v any, opts ...asynq.Option) (*asynq.Task, error) {
-	payload, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", typ, err)
-	}
-	return asynq.NewTask(typ, payload, opts...), nil
-}

@@ -27,18 +27,24 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("orders.verify_key_file: %w", err)
 	}
+	reportKey, err := tasks.LoadSigningKey(cfg.Reports.SigningKeyFile)
+	if err != nil {
+		return fmt.Errorf("reports.signing_key_file: %w", err)
+	}
 	signer, err := loadSSHKey(cfg.Actuator.SSHKeyFile)
 	if err != nil {
 		return err
 	}
 	a, err := actuator.New(actuator.Config{
-		RedisURL:       cfg.Redis.URL,
-		VerifyKey:      verifyKey,
-		SSHSigner:      signer,
-		KnownHostsFile: cfg.Actuator.KnownHostsFile,
-		SSHUser:        cfg.Actuator.SSHUser,
-		JournalPath:    cfg.Actuator.JournalFile,
-		Logger:         env.logger,
+		RedisURL:         cfg.Redis.URL,
+		VerifyKey:        verifyKey,
+		ReportSigningKey: reportKey,
+		Name:             cfg.Actuator.Name,
+		SSHSigner:        signer,
+		KnownHostsFile:   cfg.Actuator.KnownHostsFile,
+		SSHUser:          cfg.Actuator.SSHUser,
+		JournalPath:      cfg.Actuator.JournalFile,
+		Logger:           env.logger,
 	})
 	if err != nil {
 		return err

@@ -34,6 +34,14 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reportSigning, reportVerify := filepath.Join(dir, "reports.key"), filepath.Join(dir, "reports.pub")
+	if err := tasks.GenerateKeyFiles(reportSigning, reportVerify); err != nil {
+		t.Fatal(err)
+	}
+	reportPub, err := tasks.LoadVerifyKey(reportVerify)
+	if err != nil {
+		t.Fatal(err)
+	}
 	redisURL := testenv.RedisURL(t)
 	environ := append(os.Environ(),
 		"NOMOS_REDIS__URL="+redisURL,
@@ -41,6 +49,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 		"NOMOS_ACTUATOR__KNOWN_HOSTS_FILE="+fleet.KnownHostsFile,
 		"NOMOS_ACTUATOR__JOURNAL_FILE="+filepath.Join(dir, "journal"),
 		"NOMOS_ORDERS__VERIFY_KEY_FILE="+verify,
+		"NOMOS_REPORTS__SIGNING_KEY_FILE="+reportSigning,
 	)
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "actuator")
@@ -86,7 +95,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	}
 	const id = "01a22c00-0000-7000-8000-00000000beef"
 	envelope, err := tasks.SignOrder(priv, tasks.Order{
-		ExecutionID: id, Action: "restart", Params: json.RawMessage(`{}`), Steps: plan.Steps, RiskClass: "reversible_low", PlanHash: hash,
+		ExecutionID: id, Actuator: "actuator", Action: "restart", Params: json.RawMessage(`{}`), Steps: plan.Steps, RiskClass: "reversible_low", PlanHash: hash,
 		Target:   tasks.Target{ID: target.ID, Slug: target.Slug, Type: "service", Host: "strong", HostAddr: hostAddr, VMID: 101, Unit: "jellyfin.service"},
 		IssuedAt: time.Now(), ExpiresAt: time.Now().Add(15 * time.Minute),
 	})
@@ -115,7 +124,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	second := start()
 	defer func() { _ = second.Process.Signal(syscall.SIGTERM); _ = second.Wait() }()
 	task := waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })
-	r, err := tasks.Decode[tasks.Result](task.Payload())
+	r, err := tasks.VerifyResult(reportPub, task.Payload())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +136,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	task = waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })
-	if r, _ := tasks.Decode[tasks.Result](task.Payload()); r.Status != tasks.StatusRefused || r.Refusal != tasks.RefusedReplay {
+	if r, err := tasks.VerifyResult(reportPub, task.Payload()); err != nil || r.Status != tasks.StatusRefused || r.Refusal != tasks.RefusedReplay {
 		t.Errorf("a redelivered order got %s/%s, want refused as a replay", r.Status, r.Refusal)
 	}
 	n := 0

@@ -19,6 +19,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
 )
 
@@ -32,6 +33,7 @@ type Config struct {
 	LLM      LLMConfig      `koanf:"llm"`
 	Actuator ActuatorConfig `koanf:"actuator"`
 	Orders   OrdersConfig   `koanf:"orders"`
+	Reports  ReportsConfig  `koanf:"reports"`
 	Web      WebConfig      `koanf:"web"`
 	MCP      MCPConfig      `koanf:"mcp"`
 	Seeds    SeedsConfig    `koanf:"seeds"`
@@ -88,8 +90,11 @@ type LLMConfig struct {
 	HTTPAllow []string `koanf:"http_allow"`
 }
 
-// ActuatorConfig holds the actuator's SSH material.
+// ActuatorConfig holds the actuator's SSH material and its name. The bot
+// reads the name too: it addresses its orders to it and takes reports only
+// from it.
 type ActuatorConfig struct {
+	Name           string `koanf:"name"`
 	SSHKeyFile     string `koanf:"ssh_key_file"`
 	KnownHostsFile string `koanf:"known_hosts_file"`
 	SSHUser        string `koanf:"ssh_user"`
@@ -102,6 +107,14 @@ type OrdersConfig struct {
 	SigningKeyFile string        `koanf:"signing_key_file"`
 	VerifyKeyFile  string        `koanf:"verify_key_file"`
 	TTL            time.Duration `koanf:"ttl"`
+}
+
+// ReportsConfig holds the Ed25519 keys that sign and verify what the
+// actuator reports: progress, results and probe results. The actuator
+// needs only the signing key, the bot only the verify key.
+type ReportsConfig struct {
+	SigningKeyFile string `koanf:"signing_key_file"`
+	VerifyKeyFile  string `koanf:"verify_key_file"`
 }
 
 // WebConfig is the read-only status page.
@@ -175,6 +188,7 @@ var defaults = map[string]any{
 	"llm.max_tokens":            1024,
 	"llm.max_tool_result_bytes": 16384,
 	"actuator.ssh_user":         "root",
+	"actuator.name":             "actuator",
 	"orders.ttl":                "15m",
 	"web.listen":                "127.0.0.1:8080",
 	"mcp.request_rate":          10,
@@ -319,14 +333,16 @@ type need struct {
 	database, redis, matrix, llm, actuator, signing, verify, web, labsim bool
 	// mcpClient is `nomos mcp --stdio`: the bot's MCP URL and a token.
 	mcpClient bool
+	// reportSigning and reportVerify are the actuator's report key pair.
+	reportSigning, reportVerify bool
 }
 
 var roleNeeds = map[string]need{
 	"migrate":  {database: true},
 	"seed":     {database: true},
 	"labsim":   {labsim: true},
-	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true},
-	"actuator": {redis: true, actuator: true, verify: true},
+	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true, reportVerify: true},
+	"actuator": {redis: true, actuator: true, verify: true, reportSigning: true},
 	"mcp":      {mcpClient: true},
 }
 
@@ -406,8 +422,19 @@ func (c *Config) validate(role string) error {
 	if n.verify {
 		checkFile(bad, "orders.verify_key_file", c.Orders.VerifyKeyFile)
 	}
-	if (n.signing || n.verify) && (c.Orders.TTL < time.Minute || c.Orders.TTL > 24*time.Hour) {
-		bad("orders.ttl", "want a duration between 1m and 24h, got %s", c.Orders.TTL)
+	if (n.signing || n.verify) && (c.Orders.TTL < time.Minute || c.Orders.TTL > tasks.MaxOrderTTL) {
+		bad("orders.ttl", "want a duration between 1m and 1h, got %s: an order stays valid that long, and the actuator refuses one valid for more than an hour", c.Orders.TTL)
+	}
+	if n.reportSigning {
+		checkFile(bad, "reports.signing_key_file", c.Reports.SigningKeyFile)
+	}
+	if n.reportVerify {
+		checkFile(bad, "reports.verify_key_file", c.Reports.VerifyKeyFile)
+	}
+	if n.signing || n.verify {
+		if err := tasks.ValidateActuatorName(c.Actuator.Name); err != nil {
+			bad("actuator.name", "want one word of letters, digits, '.', '_' and '-', at most 64 characters, got %q", c.Actuator.Name)
+		}
 	}
 	if n.web {
 		if _, _, err := net.SplitHostPort(c.Web.Listen); err != nil {

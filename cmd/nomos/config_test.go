@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -102,7 +103,12 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"no request rate", "bot", []string{"NOMOS_MCP__REQUEST_RATE=0"}, "mcp.request_rate: want 1 to 600"},
 		{"mcp stdio without url", "mcp", nil, "mcp.url: is required"},
 		{"mcp stdio without token", "mcp", []string{"NOMOS_MCP__URL=http://127.0.0.1:8080/mcp"}, "mcp.client_token: want the token"},
-		{"bad ttl", "bot", []string{"NOMOS_ORDERS__TTL=5s"}, "orders.ttl: want a duration between 1m and 24h"},
+		{"bad ttl", "bot", []string{"NOMOS_ORDERS__TTL=5s"}, "orders.ttl: want a duration between 1m and 1h"},
+		{"ttl over the cap", "bot", []string{"NOMOS_ORDERS__TTL=2h"}, "orders.ttl: want a duration between 1m and 1h, got 2h0m0s: an order stays valid that long, and the actuator refuses one valid for more than an hour"},
+		{"ttl over the cap on the actuator", "actuator", []string{"NOMOS_ORDERS__TTL=61m"}, "orders.ttl: want a duration between 1m and 1h"},
+		{"missing report verify key", "bot", nil, "reports.verify_key_file: is required"},
+		{"missing report signing key", "actuator", nil, "reports.signing_key_file: is required"},
+		{"bad actuator name", "actuator", []string{"NOMOS_ACTUATOR__NAME=pve east"}, `actuator.name: want one word of letters, digits, '.', '_' and '-', at most 64 characters, got "pve east"`},
 		{"llm without model", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LLM__API_KEY=k"}, "llm.model: want a model name"},
 		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},
 	}
@@ -137,12 +143,16 @@ func TestConfigValidPasses(t *testing.T) {
 		"NOMOS_MATRIX__OPERATORS=@operator:localhost",
 		"NOMOS_MATRIX__PICKLE_KEY=0123456789abcdef0123",
 		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + key,
+		"NOMOS_REPORTS__VERIFY_KEY_FILE=" + key,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.validate("bot"); err != nil {
 		t.Fatalf("validate(bot) = %v, want nil", err)
+	}
+	if cfg.Actuator.Name != "actuator" || cfg.Orders.TTL != 15*time.Minute {
+		t.Errorf("actuator.name %q orders.ttl %s, want the defaults actuator and 15m", cfg.Actuator.Name, cfg.Orders.TTL)
 	}
 	// Off loopback the page needs its password.
 	cfg.Web.Listen, cfg.Web.Auth = "0.0.0.0:8080", WebAuthConfig{User: "ops", Password: "correct horse battery"}

@@ -244,20 +244,24 @@ func writeDevState(path string, s devState) error {
 type devKeys struct {
 	sshKey, authorizedKeys, knownHosts string
 	signingKey, verifyKey              string
+	reportSigningKey, reportVerifyKey  string
 	pickleKey, recoveryKey             string
 }
 
-// ensureDevKeys creates the actuator's SSH key and the order-signing key
-// pair once; later runs reuse them.
+// ensureDevKeys creates the actuator's SSH key, the order key pair and the
+// actuator's report key pair once; later runs reuse them, and a stack from
+// before the report keys gets them on its next run.
 func ensureDevKeys(dir string) (devKeys, error) {
 	k := devKeys{
-		sshKey:         filepath.Join(dir, "actuator_ed25519"),
-		authorizedKeys: filepath.Join(dir, "authorized_keys"),
-		knownHosts:     filepath.Join(dir, "known_hosts"),
-		signingKey:     filepath.Join(dir, "orders_signing.key"),
-		verifyKey:      filepath.Join(dir, "orders_verify.pub"),
-		pickleKey:      filepath.Join(dir, "pickle_key"),
-		recoveryKey:    filepath.Join(dir, "recovery_key"),
+		sshKey:           filepath.Join(dir, "actuator_ed25519"),
+		authorizedKeys:   filepath.Join(dir, "authorized_keys"),
+		knownHosts:       filepath.Join(dir, "known_hosts"),
+		signingKey:       filepath.Join(dir, "orders_signing.key"),
+		verifyKey:        filepath.Join(dir, "orders_verify.pub"),
+		reportSigningKey: filepath.Join(dir, "reports_signing.key"),
+		reportVerifyKey:  filepath.Join(dir, "reports_verify.pub"),
+		pickleKey:        filepath.Join(dir, "pickle_key"),
+		recoveryKey:      filepath.Join(dir, "recovery_key"),
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return k, err
@@ -287,9 +291,11 @@ func ensureDevKeys(dir string) (devKeys, error) {
 			return k, err
 		}
 	}
-	if _, err := os.Stat(k.signingKey); errors.Is(err, os.ErrNotExist) {
-		if err := tasks.GenerateKeyFiles(k.signingKey, k.verifyKey); err != nil {
-			return k, err
+	for _, pair := range [][2]string{{k.signingKey, k.verifyKey}, {k.reportSigningKey, k.reportVerifyKey}} {
+		if _, err := os.Stat(pair[0]); errors.Is(err, os.ErrNotExist) {
+			if err := tasks.GenerateKeyFiles(pair[0], pair[1]); err != nil {
+				return k, err
+			}
 		}
 	}
 	return k, nil
@@ -400,6 +406,8 @@ func devEnvironment(s devState, k devKeys, dir, webListen string) []string {
 		"NOMOS_ACTUATOR__JOURNAL_FILE=" + filepath.Join(dir, "actuator", "journal"),
 		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + k.signingKey,
 		"NOMOS_ORDERS__VERIFY_KEY_FILE=" + k.verifyKey,
+		"NOMOS_REPORTS__SIGNING_KEY_FILE=" + k.reportSigningKey,
+		"NOMOS_REPORTS__VERIFY_KEY_FILE=" + k.reportVerifyKey,
 		"NOMOS_WEB__LISTEN=" + webListen,
 		"NOMOS_MCP__TOKEN=" + s.MCPToken,
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
@@ -136,6 +138,14 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 	if status := httpStatus(t, first.MCPURL); status != http.StatusUnauthorized {
 		t.Errorf("MCP endpoint without a token = %d, want 401", status)
 	}
+	// The actuator's probe results verify against the report key the
+	// stack generated for the bot: health comes in, and nothing is refused.
+	for _, name := range []string{"reports_signing.key", "reports_verify.pub", "orders_signing.key", "orders_verify.pub"} {
+		if _, err := os.Stat(filepath.Join(dir, "keys", name)); err != nil {
+			t.Errorf("the dev stack did not generate %s: %v", name, err)
+		}
+	}
+	waitSignedProbeResult(t, first.DatabaseURL)
 	guestToken := matrixLogin(t, first.HomeserverURL, "guest", first.Guest.Password)
 	if rooms := joinedRooms(t, first.HomeserverURL, guestToken); !slices.Contains(rooms, first.RoomID) {
 		t.Errorf("guest's rooms %v do not include the ops room %s", rooms, first.RoomID)
@@ -148,6 +158,39 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 		t.Errorf("second run made a new room or account: room %s -> %s", first.RoomID, second.RoomID)
 	}
 	matrixLogin(t, second.HomeserverURL, "operator", second.Operator.Password)
+}
+
+// waitSignedProbeResult waits until a probe result from the actuator is
+// on record, and checks that no report was refused on the way.
+func waitSignedProbeResult(t *testing.T, databaseURL string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM check_defs WHERE last_result_at IS NOT NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no probe result reached the database")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var refused int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'report.refused'`).Scan(&refused); err != nil {
+		t.Fatal(err)
+	}
+	if refused != 0 {
+		t.Errorf("the bot refused %d reports from its own actuator", refused)
+	}
 }
 
 func matrixLogin(t *testing.T, hs, user, password string) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 
@@ -38,13 +39,22 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		l.Close()
 		return nil, err
 	}
+	// Only a role that consumes the results queue needs the actuator's
+	// report key; without one, every report would be refused.
+	var reportKey ed25519.PublicKey
+	if cfg.Reports.VerifyKeyFile != "" {
+		if reportKey, err = tasks.LoadVerifyKey(cfg.Reports.VerifyKeyFile); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("reports.verify_key_file: %w", err)
+		}
+	}
 	rules, err := policy.NewRules(policy.RulesConfig{Operators: cfg.Matrix.Operators})
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("matrix.operators: %w", err)
 	}
 	l.execs, err = executions.New(executions.Config{
-		Store: st, Queue: l.queue, SigningKey: signingKey, Rules: rules,
+		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, Actuator: cfg.Actuator.Name, Rules: rules,
 		OrderTTL: cfg.Orders.TTL, Logger: logger.With("component", "executions"),
 	})
 	if err != nil {
