@@ -18,9 +18,9 @@ const refusedWarnEvery = 15 * time.Minute
 // refusedWarner posts the first refused report in the room and then at
 // most one warning per refusedWarnEvery, counting what it held back.
 type refusedWarner struct {
-	mu       sync.Mutex
-	lastAt   time.Time
-	held     int
+	mu     sync.Mutex
+	lastAt time.Time
+	held   int
 }
 
 // onRefusedReport is the results consumer's hook for a report the gate
