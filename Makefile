@@ -20,9 +20,18 @@ build: ## build bin/nomos
 demo: build ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim, roles)
 	./bin/nomos dev
 
+# sudo only when not root, as nomos dev -prepare does for its packages.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo -n)
+
 .PHONY: prepare
-prepare: ## start or install Postgres and Redis, build Dendrite once into the cache
+prepare: ## start or install Postgres and Redis, build Dendrite once into the cache, install systemd-analyze
 	$(GO) run ./cmd/nomos dev -prepare
+	@# systemd-analyze verifies deploy/systemd/; it works on unit files offline,
+	@# with no systemd running. Without it that one test skips.
+	@command -v systemd-analyze >/dev/null || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd; \
+	} || echo "make prepare: could not install systemd; TestSystemdAnalyze will skip"
 
 .PHONY: test
 test: prepare ## vet, then run the whole test suite against real services
