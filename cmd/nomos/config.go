@@ -32,6 +32,16 @@ type Config struct {
 	Seeds    SeedsConfig    `koanf:"seeds"`
 	Labsim   LabsimConfig   `koanf:"labsim"`
 	Checks   ChecksConfig   `koanf:"checks"`
+	// Approvals holds the rules on who and what may approve a plan.
+	Approvals ApprovalsConfig `koanf:"approvals"`
+}
+
+// ApprovalsConfig tightens what counts as an approval.
+type ApprovalsConfig struct {
+	// RequireVerifiedDevice: in an encrypted room an approval counts only
+	// when it was encrypted and sent from a device its operator has
+	// cross-signed. On by default; it does not apply to unencrypted rooms.
+	RequireVerifiedDevice bool `koanf:"require_verified_device"`
 }
 
 // LogConfig sets the log level and format.
@@ -61,6 +71,8 @@ type MatrixConfig struct {
 	AccessToken     string   `koanf:"access_token"`
 	AccessTokenFile string   `koanf:"access_token_file"`
 	Operators       []string `koanf:"operators"`
+	// Readers may read history and show besides the operators.
+	Readers         []string `koanf:"readers"`
 	PickleKey       string   `koanf:"pickle_key"`
 	PickleKeyFile   string   `koanf:"pickle_key_file"`
 	RecoveryKeyFile string   `koanf:"recovery_key_file"`
@@ -138,6 +150,8 @@ var defaults = map[string]any{
 	"web.listen":                "127.0.0.1:8080",
 	"labsim.state_dir":          ".nomos-dev/labsim",
 	"checks.enabled":            true,
+
+	"approvals.require_verified_device": true,
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so
@@ -145,7 +159,7 @@ var defaults = map[string]any{
 const envPrefix = "NOMOS_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"matrix.operators": true}
+var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true}
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
@@ -285,6 +299,11 @@ func (c *Config) validate(role string) error {
 		for i, op := range c.Matrix.Operators {
 			if !userIDPattern.MatchString(op) {
 				bad(fmt.Sprintf("matrix.operators[%d]", i), "want a Matrix user id such as @alice:example.org, got %q", op)
+			}
+		}
+		for i, r := range c.Matrix.Readers {
+			if !userIDPattern.MatchString(r) {
+				bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 			}
 		}
 	}
