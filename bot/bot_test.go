@@ -664,6 +664,12 @@ func (b *bundle) botBodies(t testing.TB) []string {
 	for i := len(resp.Chunk) - 1; i >= 0; i-- {
 		e := resp.Chunk[i]
 		_ = e.Content.ParseRaw(e.Type)
+		if e.Type == event.EventEncrypted && b.opCrypto != nil {
+			e.RoomID = b.room
+			if dec, err := b.opCrypto.Decrypt(b.ctx, e); err == nil {
+				e = dec
+			}
+		}
 		if e.Sender == b.botUser.UserID && e.Type == event.EventMessage && e.Content.AsMessage().RelatesTo.GetReplaceID() == "" {
 			out = append(out, e.Content.AsMessage().Body)
 		}
