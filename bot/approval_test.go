@@ -122,6 +122,20 @@ func TestRemovingApprovalBeforeDispatchCancelsIt(t *testing.T) {
 	if x := b.execFor(t, withdrawn.ID); x.State != store.StateCancelled {
 		t.Errorf("the withdrawn plan is %s after Redis came back, want cancelled", x.State)
 	}
+
+	// Once the order is out, removing the ✅ is too late, and says so.
+	b.say(t, b.operator, "exec 101 sleep 3", "")
+	slow := b.waitFor(t, b.botSays("sleep 3", "awaiting approval"))
+	approval, err = b.operator.Client.SendReaction(b.ctx, b.room, slow.ID, "✅")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.cardEdited(slow.ID, "running"))
+	if _, err := b.operator.Client.RedactEvent(b.ctx, b.room, approval.EventID); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("Too late to withdraw the approval of plan "+b.execFor(t, slow.ID).PlanCode))
+	b.waitFor(t, b.cardEdited(slow.ID, "succeeded"))
 }
 
 // TestHistoryAndShowAreForOperatorsAndReaders: someone in the room who is

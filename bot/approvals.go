@@ -175,7 +175,8 @@ func (b *Bot) revoke(ctx context.Context, evt *event.Event, x store.Execution) {
 	card := id.EventID(x.CardEventID)
 	cancelled, err := b.exec.Cancel(ctx, x.ID, evt.Sender.String())
 	if err != nil {
-		if !errors.Is(err, executions.ErrNotPending) {
+		var decided *executions.AlreadyDecidedError
+		if !errors.Is(err, executions.ErrNotPending) && !errors.As(err, &decided) {
 			b.logger.Error("revoke an approval", "execution_id", x.ID, "err", err)
 		}
 		cur, _ := b.store.GetExecution(ctx, x.ID)
