@@ -174,13 +174,22 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 	if !strings.Contains(string(x.Result), "1.1.1.1") {
 		t.Errorf("the create result does not say the resolver was replaced: %s", x.Result)
 	}
-	// The results arrived as notes after the history, never as operator turns.
+	// The results arrived as fenced tool results, never as the operator or
+	// the system speaking.
+	results := 0
 	for _, r := range llm.Requests() {
 		for _, m := range r.Messages {
-			if m.Role == "user" && strings.Contains(m.Content, "finished:") {
-				t.Errorf("a result was shown to the model as the operator speaking: %q", m.Content)
+			if !strings.Contains(m.Content, "which you asked for, finished:") {
+				continue
 			}
+			if m.Role != "tool" || !strings.Contains(m.Content, "<untrusted-output>") {
+				t.Errorf("a result was shown to the model as %s, not as fenced tool data: %q", m.Role, m.Content)
+			}
+			results++
 		}
+	}
+	if results == 0 {
+		t.Error("no execution result reached the model")
 	}
 	// Only the first message came from the operator.
 	var operatorMsgs int
@@ -277,12 +286,16 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 }
 
-// lastNote matches a model request whose last message is a system note
-// about a finished execution.
+// lastNote matches a model request whose last message is an execution's
+// result: the tool-role answer to a synthetic execution_result call.
 func lastNote(parts ...string) testenv.Matcher {
-	return testenv.Match("last note mentions "+strings.Join(parts, ", "), func(r testenv.LLMRequest) bool {
-		last := r.Last()
-		if last.Role != "system" {
+	return testenv.Match("last message is an execution_result mentioning "+strings.Join(parts, ", "), func(r testenv.LLMRequest) bool {
+		if len(r.Messages) < 2 {
+			return false
+		}
+		last, call := r.Messages[len(r.Messages)-1], r.Messages[len(r.Messages)-2]
+		if last.Role != "tool" || call.Role != "assistant" || len(call.ToolCalls) != 1 ||
+			call.ToolCalls[0].Name != "execution_result" || call.ToolCalls[0].ID != last.ToolCallID {
 			return false
 		}
 		for _, p := range parts {
@@ -310,7 +323,7 @@ func TestAgentSummarisesLongHistory(t *testing.T) {
 	t.Parallel()
 	llm := testenv.NewScriptedLLM(t)
 	long := strings.Repeat("the fleet is fine and every service answers its health check. ", 12)
-	summarising := testenv.AnyMessage("system", "Summarise this part")
+	summarising := testenv.AnyMessage("system", "Summarise the transcript")
 	llm.Script(
 		testenv.Reply("SUMMARY: the operator asked twice about the fleet; all was well.").When(summarising).Times(5),
 		testenv.Reply("first: "+long).When(testenv.LastMessage("user", "first question")),
@@ -331,8 +344,34 @@ func TestAgentSummarisesLongHistory(t *testing.T) {
 			third = r
 		}
 	}
-	if !strings.Contains(third.System(), "SUMMARY: the operator asked twice") {
-		t.Errorf("the third turn's system prompt has no summary:\n%s", third.System())
+	// The summary is the model's own words written from tool output: it
+	// comes back as fenced data, never in the system prompt.
+	if strings.Contains(third.System(), "SUMMARY") {
+		t.Errorf("the summary is in the system prompt:\n%s", third.System())
+	}
+	summarised := false
+	for i, m := range third.Messages {
+		if m.Role == "tool" && strings.Contains(m.Content, "<untrusted-output>\nSUMMARY: the operator asked twice") {
+			call := third.Messages[i-1]
+			summarised = call.Role == "assistant" && len(call.ToolCalls) == 1 && call.ToolCalls[0].Name == "conversation_summary" && call.ToolCalls[0].ID == m.ToolCallID
+		}
+	}
+	if !summarised {
+		t.Errorf("the third turn does not replay the summary as the result of a conversation_summary call: %+v", third.Messages)
+	}
+	// The summariser reads the transcript as fenced tool data too.
+	for _, r := range llm.Requests() {
+		if !strings.Contains(r.System(), "Summarise the transcript") {
+			continue
+		}
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				t.Errorf("the summariser was given a user message: %.200q", m.Content)
+			}
+		}
+		if last := r.Last(); last.Role != "tool" || !strings.Contains(last.Content, "<untrusted-output>") || !strings.Contains(last.Content, "first question") {
+			t.Errorf("the summariser's transcript is not fenced tool data: %+v", last)
+		}
 	}
 	for _, m := range third.Messages {
 		if strings.Contains(m.Content, "first question") {

@@ -35,6 +35,14 @@ type Config struct {
 	AccessToken string
 	// Operators may request changes and approve plans.
 	Operators []string
+	// Readers may read the history of executions and the details of
+	// entities (history, show) besides the operators; nobody else may.
+	Readers []string
+	// AllowUnverifiedDevices lets an approval in an encrypted room count
+	// from any device. Off by default: there an approval (reaction, reply,
+	// phrase or assent) counts only when it was encrypted and sent from a
+	// device its sender has cross-signed.
+	AllowUnverifiedDevices bool
 	// Store and Executions are the source of truth and the lifecycle.
 	Store      *store.Store
 	Executions *executions.Service
@@ -94,6 +102,10 @@ type Bot struct {
 	logger *slog.Logger
 	now    func() time.Time
 	ops    map[id.UserID]bool
+	// readers may read history and details besides the operators.
+	readers map[id.UserID]bool
+	// inspector withdraws a cancelled plan's order from the queue.
+	inspector *asynq.Inspector
 
 	startedAt time.Time
 	cards     *editor
@@ -135,10 +147,13 @@ func New(cfg Config) (*Bot, error) {
 	}
 	b := &Bot{
 		cfg: cfg, store: cfg.Store, exec: cfg.Executions, logger: cfg.Logger, now: cfg.Clock,
-		ops: map[id.UserID]bool{}, lastOperator: map[id.RoomID]time.Time{}, undecryptNot: map[string]bool{},
+		ops: map[id.UserID]bool{}, readers: map[id.UserID]bool{}, lastOperator: map[id.RoomID]time.Time{}, undecryptNot: map[string]bool{},
 	}
 	for _, op := range cfg.Operators {
 		b.ops[id.UserID(op)] = true
+	}
+	for _, r := range cfg.Readers {
+		b.readers[id.UserID(r)] = true
 	}
 	b.cards = newEditor(cfg.EditInterval, cfg.Clock, b.editCard, b.logger)
 	return b, nil
@@ -171,6 +186,8 @@ func (b *Bot) Run(ctx context.Context) error {
 		return fmt.Errorf("start results consumer: %w", err)
 	}
 	defer results.Shutdown()
+	b.inspector = asynq.NewInspector(b.cfg.Redis)
+	defer b.inspector.Close()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -270,6 +287,7 @@ func (b *Bot) connect(ctx context.Context) error {
 	syncer.OnEventType(event.StateMember, b.onMember)
 	syncer.OnEventType(event.EventMessage, b.onMessage)
 	syncer.OnEventType(event.EventReaction, b.onReaction)
+	syncer.OnEventType(event.EventRedaction, b.onRedaction)
 	return nil
 }
 

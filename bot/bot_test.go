@@ -67,6 +67,33 @@ type bundle struct {
 	opCrypto *cryptohelper.CryptoHelper
 	// alerts, when set, announces signals in the room.
 	alerts bool
+	// operator2, when twoOperators is set, is a second operator in the room.
+	operator2    *testenv.MatrixUser
+	twoOperators bool
+	// deadQueue, when set, gives the gate a Redis that refuses every
+	// connection: approved plans stay approved, undispatched.
+	deadQueue bool
+	// mcpTune, when set, adjusts the MCP server's config.
+	mcpTune func(*mcpserver.Config)
+}
+
+// withTwoOperators adds a second operator to the room.
+func withTwoOperators() func(*bundle) {
+	return func(b *bundle) { b.twoOperators = true }
+}
+
+// withMCP adjusts the MCP server's config in setup.
+func withMCP(tune func(*mcpserver.Config)) func(*bundle) {
+	return func(b *bundle) { b.mcpTune = tune }
+}
+
+// operators lists the bundle's operators.
+func (b *bundle) operators() []string {
+	ops := []string{b.operator.UserID.String()}
+	if b.operator2 != nil {
+		ops = append(ops, b.operator2.UserID.String())
+	}
+	return ops
 }
 
 // withConfig adjusts the bot's config in setup.
@@ -117,9 +144,13 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	b.botUser = testenv.NewMatrixUser(t, "nomos")
 	b.operator = testenv.NewMatrixUser(t, "operator")
 	b.guest = testenv.NewMatrixUser(t, "guest")
+	invite := []id.UserID{b.botUser.UserID, b.guest.UserID}
+	if b.twoOperators {
+		b.operator2 = testenv.NewMatrixUser(t, "operator")
+		invite = append(invite, b.operator2.UserID)
+	}
 	resp, err := b.operator.Client.CreateRoom(b.ctx, &mautrix.ReqCreateRoom{
-		Preset: "private_chat", Name: "ops",
-		Invite: []id.UserID{b.botUser.UserID, b.guest.UserID},
+		Preset: "private_chat", Name: "ops", Invite: invite,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +158,11 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	b.room = resp.RoomID
 	if _, err := b.guest.Client.JoinRoomByID(b.ctx, b.room); err != nil {
 		t.Fatal(err)
+	}
+	if b.operator2 != nil {
+		if _, err := b.operator2.Client.JoinRoomByID(b.ctx, b.room); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	act, err := actuator.New(actuator.Config{
@@ -153,8 +189,12 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 // startBot runs a bot against the bundle until stopBot is called.
 func (b *bundle) startBot(t testing.TB) {
 	t.Helper()
-	client := asynq.NewClient(b.redis)
-	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{b.operator.UserID.String()}})
+	queue := b.redis
+	if b.deadQueue {
+		queue = asynq.RedisClientOpt{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond}
+	}
+	client := asynq.NewClient(queue)
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: b.operators()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +208,17 @@ func (b *bundle) startBot(t testing.TB) {
 	}
 	cfg := bot.Config{
 		HomeserverURL: testenv.Homeserver(t).URL(), UserID: b.botUser.UserID.String(), Password: b.botUser.Password,
-		Operators: []string{b.operator.UserID.String()}, Store: b.store, Executions: b.execs,
+		Operators: b.operators(), Store: b.store, Executions: b.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte("test pickle key 0123456789"),
 		RecoveryKeyFile: filepath.Join(b.dir, "recovery_key"), Redis: b.redis,
 		EditInterval: 200 * time.Millisecond, Logger: testenv.Logger(t),
 	}
 	if b.llm != nil {
-		mcp, err := mcpserver.New(mcpserver.Config{Store: b.store, Executions: b.execs, OpsRoomID: b.room.String(), Token: mcpToken, Logger: testenv.Logger(t)})
+		mcfg := mcpserver.Config{Store: b.store, Executions: b.execs, OpsRoomID: b.room.String(), Token: mcpToken, Logger: testenv.Logger(t)}
+		if b.mcpTune != nil {
+			b.mcpTune(&mcfg)
+		}
+		mcp, err := mcpserver.New(mcfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -622,6 +666,12 @@ func (b *bundle) botBodies(t testing.TB) []string {
 	for i := len(resp.Chunk) - 1; i >= 0; i-- {
 		e := resp.Chunk[i]
 		_ = e.Content.ParseRaw(e.Type)
+		if e.Type == event.EventEncrypted && b.opCrypto != nil {
+			e.RoomID = b.room
+			if dec, err := b.opCrypto.Decrypt(b.ctx, e); err == nil {
+				e = dec
+			}
+		}
 		if e.Sender == b.botUser.UserID && e.Type == event.EventMessage && e.Content.AsMessage().RelatesTo.GetReplaceID() == "" {
 			out = append(out, e.Content.AsMessage().Body)
 		}

@@ -43,6 +43,9 @@ type CardView struct {
 	StatusURL string
 	// Now is the time the card is rendered at, for the expiry.
 	Now time.Time
+	// VerifiedOnly says the room takes approvals only from verified
+	// sessions, encrypted: a reaction, sent in the clear, does not count.
+	VerifiedOnly bool
 }
 
 // Limits that keep a card far below Matrix's 64 KiB event size.
@@ -336,7 +339,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 	switch x.State {
 	case store.StateAwaitingApproval:
 		status("⏳", "awaiting approval", expiry(x.ExpiresAt, v.Now))
-		howToDecide(m, v.Planned, class)
+		howToDecide(m, v.Planned, class, v.VerifiedOnly)
 	case store.StateApproved:
 		status("👍", strings.ToUpper(approved[:1])+approved[1:], "queuing")
 	case store.StateDispatched:
@@ -402,7 +405,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 
 // howToDecide tells the room how to approve or deny. Only a destructive
 // plan shows its phrase.
-func howToDecide(m *bodies, p executions.Planned, class policy.Class) {
+func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOnly bool) {
 	const deny = "Deny: react ❌ or 👎, or reply \"no\"."
 	const denyHTML = "Deny: react ❌ or 👎, or reply “no”."
 	if class == policy.Destructive {
@@ -417,8 +420,17 @@ func howToDecide(m *bodies, p executions.Planned, class policy.Class) {
 			"A reaction or a “yes” does not approve this plan. "+denyHTML)
 		return
 	}
-	m.para("Approve: react ✅ or 👍, or reply \"go ahead\". "+deny,
-		"Approve: react ✅ or 👍, or reply “go ahead”. "+denyHTML)
+	code := p.Execution.PlanCode
+	if code == "" {
+		code = "<code>"
+	}
+	if verifiedOnly {
+		m.para("Approve: reply \"go ahead\" to this card, or say approve "+code+", from a verified session (this room is encrypted, and a reaction, sent unencrypted, does not approve). "+deny,
+			"Approve: reply “go ahead” to this card, or say "+codeSpan("approve "+code)+", from a verified session (this room is encrypted, and a reaction, sent unencrypted, does not approve). "+denyHTML)
+		return
+	}
+	m.para("Approve: react ✅ or 👍, reply \"go ahead\", or say approve "+code+". "+deny,
+		"Approve: react ✅ or 👍, reply “go ahead”, or say "+codeSpan("approve "+code)+". "+denyHTML)
 }
 
 // expiry is "expires in 29m (14:35 UTC)".
@@ -648,6 +660,52 @@ func NoticePhraseUnmatched(typed string) (plain, html string) {
 	typed = clip(typed, 120)
 	p := "\"" + typed + "\" looks like a confirmation phrase, but it matches no plan waiting here, so nothing was approved. Copy the phrase from the plan's card exactly."
 	h := codeSpan(typed) + " looks like a confirmation phrase, but it matches no plan waiting here, so nothing was approved. Copy the phrase from the plan's card exactly."
+	return p, h
+}
+
+// NoticeNotReader refuses history or details to someone who is neither an
+// operator nor a listed reader.
+func NoticeNotReader(userID string) (plain, html string) {
+	p := fmt.Sprintf("Sorry %s, only the operators and the readers listed in my configuration can read the history of executions or the details of hosts, containers and services here. You can still ask for status.", userID)
+	return p, escape(p)
+}
+
+// NoticeAssentNotBound answers a bare "yes" when the one plan waiting was
+// not asked for by the sender with a command.
+func NoticeAssentNotBound(x store.Execution) (plain, html string) {
+	asker := x.RequestedBy
+	if x.RequestedVia == "agent" || x.RequestedVia == "mcp" {
+		asker += " via " + x.RequestedVia
+	}
+	p := fmt.Sprintf("Nothing was approved. A plain \"yes\" approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
+		"To approve it, reply to its card, react ✅ to it, or say: approve %s", x.PlanCode, x.Action, x.TargetSlug, asker, x.PlanCode)
+	h := fmt.Sprintf("Nothing was approved. A plain “yes” approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
+		"To approve it, reply to its card, react ✅ to it, or say: %s", codeSpan(x.PlanCode), escape(x.Action), escape(x.TargetSlug), escape(asker), codeSpan("approve "+x.PlanCode))
+	return p, h
+}
+
+// NoticeUnverifiedDevice tells an operator that an approval from one of
+// their devices did not count because they have not verified it.
+func NoticeUnverifiedDevice(userID, deviceID string) (plain, html string) {
+	dev := "a session"
+	if deviceID != "" {
+		dev = "the session " + deviceID
+	}
+	p := fmt.Sprintf("%s, your approval was not counted: it came from %s that you have not verified, and in this encrypted room only approvals from your verified sessions count. "+
+		"To verify it in Element: open Settings → Sessions, select this session and choose Verify, or verify it from another session where you are already signed in. Then approve again.", userID, dev)
+	h := fmt.Sprintf("%s, your approval was <strong>not counted</strong>: it came from %s that you have not verified, and in this encrypted room only approvals from your verified sessions count. "+
+		"To verify it in Element: open <em>Settings → Sessions</em>, select this session and choose <em>Verify</em>, or verify it from another session where you are already signed in. Then approve again.", escape(userID), escape(dev))
+	return p, h
+}
+
+// NoticeApprovalNotEncrypted tells an operator that an unencrypted
+// approval (a reaction, which clients send in the clear) did not count in
+// an encrypted room.
+func NoticeApprovalNotEncrypted(userID, code string) (plain, html string) {
+	p := fmt.Sprintf("%s, your approval was not counted: it was not encrypted (Element sends reactions in the clear), so I cannot tell which of your sessions sent it, "+
+		"and in this encrypted room only approvals from your verified sessions count. Reply \"go ahead\" to this plan's card, or say approve %s, from a verified session.", userID, code)
+	h := fmt.Sprintf("%s, your approval was <strong>not counted</strong>: it was not encrypted (Element sends reactions in the clear), so I cannot tell which of your sessions sent it, "+
+		"and in this encrypted room only approvals from your verified sessions count. Reply “go ahead” to this plan's card, or say %s, from a verified session.", escape(userID), codeSpan("approve "+code))
 	return p, h
 }
 

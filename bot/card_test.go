@@ -67,9 +67,16 @@ func TestRenderCard(t *testing.T) {
 			want: []string{"Plan k7q2: restart jellyfin", "service:jellyfin", "CT 101", "host strong",
 				"🟡 reversible_low", "restarts jellyfin.service", "service:caddy (behind service:jellyfin)",
 				"pct exec 101 -- systemctl restart jellyfin.service", "awaiting approval",
-				"expires in 29m (14:35 UTC)", "✅ or 👍", "go ahead", "❌ or 👎"},
+				"expires in 29m (14:35 UTC)", "✅ or 👍", "go ahead", "approve k7q2", "❌ or 👎"},
 			wantHTML: []string{"<pre><code>pct exec 101 -- systemctl restart jellyfin.service</code></pre>", "<code>service:caddy</code>"},
-			not:      []string{"type exactly", "Destructive"},
+			not:      []string{"type exactly", "Destructive", "verified session"},
+		},
+		{
+			name:     "in an encrypted room only a verified session's reply or code approves",
+			change:   func(v *CardView) { v.VerifiedOnly = true },
+			want:     []string{"reply", "go ahead", "approve k7q2", "from a verified session", "a reaction, sent unencrypted, does not approve", "❌ or 👎"},
+			wantHTML: []string{"<code>approve k7q2</code>"},
+			not:      []string{"react ✅"},
 		},
 		{
 			name:   "no blast radius",

@@ -100,9 +100,12 @@ func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) {
 	}
 }
 
-func (b *Bot) cardView(_ context.Context, p executions.Planned) CardView {
+func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 	x := p.Execution
 	v := CardView{Planned: p, StatusURL: b.cfg.StatusURL, Now: b.now(), Tail: x.ProgressTail}
+	if x.State == store.StateAwaitingApproval && x.RoomID != "" {
+		v.VerifiedOnly = b.verifiedOnly(ctx, id.RoomID(x.RoomID))
+	}
 	v.TargetName = p.Target.Name
 	if h, ok := p.Target.Attrs["host"].(string); ok {
 		v.Host = h

@@ -991,8 +991,9 @@ var helpSections = []struct {
 	}},
 	{"Decide", []helpEntry{
 		{"✅ or 👍 on the plan", "approve; ❌ or 👎 deny"},
-		{"go ahead / yes / lgtm", "approve the one pending plan (or reply to its card); no / stop / cancel deny it"},
-		{"approve <code> / deny <code>", "decide one plan when several are pending"},
+		{"go ahead / yes / lgtm", "approve the one pending plan if you asked for it yourself; no / stop / cancel deny it"},
+		{"reply \"go ahead\" to a card", "approve that plan, whoever asked for it (the agent, an MCP client, another operator)"},
+		{"approve <code> / deny <code>", "decide one plan by the code its card shows; the code alone approves it too"},
 		{"<verb> <target> <code>", "the typed phrase a destructive plan shows; only it approves such a plan"},
 		{"resolve <code> <note>", "record what really happened to an execution whose outcome is unknown"},
 	}},

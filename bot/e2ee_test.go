@@ -13,13 +13,14 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/store"
 )
 
-// TestEncryptedRoom runs a command and an approval in an end-to-end
-// encrypted room, and checks that the bot cross-signed its device.
-func TestEncryptedRoom(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// encryptedRoom gives the operator an end-to-end encryption device (not
+// cross-signed yet), creates an encrypted room with the bot in it, and
+// points the bundle at it.
+func encryptedRoom(t *testing.T, b *bundle) *cryptohelper.CryptoHelper {
+	t.Helper()
 	ctx := b.ctx
 	opDB, err := dbutil.NewWithDialect(testenv.DatabaseURL(t), "pgx")
 	if err != nil {
@@ -70,12 +71,54 @@ func TestEncryptedRoom(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return helper
+}
 
-	b.say(t, b.operator, "restart jellyfin", "")
-	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
-	if _, err := op.SendReaction(ctx, b.room, card.ID, "✅"); err != nil {
+// crossSignOperator does what verifying a session in Element does: it
+// creates the operator's cross-signing keys and signs their device.
+func crossSignOperator(t *testing.T, b *bundle, helper *cryptohelper.CryptoHelper) {
+	t.Helper()
+	mach := helper.Machine()
+	if _, _, err := mach.GenerateAndUploadCrossSigningKeysWithPassword(b.ctx, b.operator.Password, ""); err != nil {
 		t.Fatal(err)
 	}
+	if err := mach.SignOwnDevice(b.ctx, mach.OwnIdentity()); err != nil {
+		t.Fatal(err)
+	}
+	if err := mach.SignOwnMasterKey(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reactEncrypted sends an encrypted reaction, as a client that encrypts
+// reactions does (Element sends them in the clear; SendReaction does too).
+func reactEncrypted(t *testing.T, b *bundle, helper *cryptohelper.CryptoHelper, target id.EventID, key string) id.EventID {
+	t.Helper()
+	content := &event.ReactionEventContent{RelatesTo: event.RelatesTo{Type: event.RelAnnotation, EventID: target, Key: key}}
+	enc, err := helper.Encrypt(b.ctx, b.room, event.EventReaction, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.operator.Client.SendMessageEvent(b.ctx, b.room, event.EventEncrypted, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.EventID
+}
+
+// TestEncryptedRoom runs a command and an approval in an end-to-end
+// encrypted room, and checks that the bot cross-signed its device.
+func TestEncryptedRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.ctx
+	helper := encryptedRoom(t, b)
+	crossSignOperator(t, b, helper)
+	op := b.operator.Client
+
+	b.say(t, b.operator, "restart jellyfin", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval", "from a verified session"))
+	b.say(t, b.operator, "go ahead", card.ID)
 	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
 
 	// Everything the bot said in this room went out encrypted.
@@ -109,6 +152,74 @@ func TestEncryptedRoom(t *testing.T) {
 	}
 	if !signed {
 		t.Errorf("no device of the bot is signed by its self-signing key %s", sskKey)
+	}
+}
+
+// TestApprovalNeedsVerifiedDevice: in an encrypted room, an operator's ✅
+// from a device they have not cross-signed does not approve, and the bot
+// says once, in the card's thread, how to verify it; a ✅ sent in the
+// clear does not approve either. Once the operator cross-signs that
+// device, its next ✅ approves.
+func TestApprovalNeedsVerifiedDevice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	helper := encryptedRoom(t, b)
+	b.say(t, b.operator, "restart jellyfin", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval", "from a verified session"))
+
+	first := reactEncrypted(t, b, helper, card.ID, "✅")
+	howTo := b.waitFor(t, b.botSays("your approval was not counted", "you have not verified", "Settings → Sessions", string(b.operator.Client.DeviceID)))
+	if howTo.Content.AsMessage().RelatesTo.GetThreadParent() != card.ID {
+		t.Errorf("the how-to-verify reply is not in the card's thread")
+	}
+	second := reactEncrypted(t, b, helper, card.ID, "👍")
+	plain, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("your approval was not counted", "it was not encrypted"))
+	b.waitRefused(t, second)
+	b.waitRefused(t, plain.EventID)
+	if x := b.execFor(t, card.ID); x.State != store.StateAwaitingApproval {
+		t.Fatalf("an unverified device's approval moved the plan to %s", x.State)
+	}
+	if n := countContaining(b.botBodies(t), "you have not verified"); n != 1 {
+		t.Errorf("%d how-to-verify replies for one device and card, want 1", n)
+	}
+
+	crossSignOperator(t, b, helper)
+	if _, err := b.operator.Client.RedactEvent(b.ctx, b.room, first); err != nil {
+		t.Fatal(err)
+	}
+	approval := reactEncrypted(t, b, helper, card.ID, "✅")
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	x := b.execFor(t, card.ID)
+	if x.Approval == nil || x.Approval.EventID != approval.String() || x.Approval.Method != "reaction" {
+		t.Errorf("approval %+v, want the verified device's ✅ %s", x.Approval, approval)
+	}
+	if n := b.count(t, "pct exec 101 -- systemctl restart jellyfin.service"); n != 1 {
+		t.Errorf("labsim ran the restart %d times, want once", n)
+	}
+}
+
+// waitRefused waits until the approval carried by eventID has been refused
+// and audited.
+func (b *bundle) waitRefused(t *testing.T, eventID id.EventID) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := b.storeQuery(t, `SELECT count(*) FROM audit_log WHERE action = 'execution.decision_refused' AND detail->>'event_id' = '`+eventID.String()+`'`, &n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approval %s was never refused", eventID)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

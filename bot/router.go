@@ -97,7 +97,7 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 			return
 		}
 	}
-	if b.tryPhrase(ctx, evt, body) {
+	if b.tryPhrase(ctx, evt, body) || b.tryPlanCode(ctx, evt, body) {
 		return
 	}
 	b.mu.Lock()
@@ -122,10 +122,18 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	case CmdListContainers:
 		b.replyContainers(ctx, evt)
 	case CmdShow:
+		if !b.mayRead(evt.Sender) {
+			b.refuseReader(ctx, evt, "show "+cmd.Target)
+			return
+		}
 		b.replyShow(ctx, evt, cmd.Target)
 	case CmdPending:
 		b.replyPending(ctx, evt)
 	case CmdHistory:
+		if !b.mayRead(evt.Sender) {
+			b.refuseReader(ctx, evt, "history")
+			return
+		}
 		b.replyHistory(ctx, evt)
 	default:
 		if b.cfg.Agent != nil && cmd.Hint == "" && b.isOperator(evt.Sender) {
@@ -216,9 +224,33 @@ func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool
 	return false
 }
 
+// tryPlanCode approves the plan waiting in this room whose code is the
+// whole message ("k7q2"): naming the code binds the approval to that plan,
+// whoever asked for it. Any other message goes on to the grammar.
+func (b *Bot) tryPlanCode(ctx context.Context, evt *event.Event, body string) bool {
+	code := strings.Trim(stripMention(body), " .!")
+	if !isPlanCode(code) {
+		return false
+	}
+	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})
+	if err != nil {
+		return false
+	}
+	for _, x := range pending {
+		if strings.EqualFold(x.PlanCode, code) {
+			b.decide(ctx, evt, x, policy.Approve, policy.MethodReply, body)
+			return true
+		}
+	}
+	return false
+}
+
 // decidePending applies an approve or deny that names no card: to the
 // plan whose code it gives, or to the one plan waiting in the room. With
-// several waiting and no code it asks which, and never guesses.
+// several waiting and no code it asks which, and never guesses. A bare
+// assent, which names no plan, approves only a plan its sender asked for
+// with a command: a plan the agent or an MCP client asked for, or another
+// operator's, needs a reply to its card, a reaction or its code.
 func (b *Bot) decidePending(ctx context.Context, evt *event.Event, cmd Command) {
 	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})
 	if err != nil {
@@ -247,10 +279,28 @@ func (b *Bot) decidePending(ctx context.Context, evt *event.Event, cmd Command) 
 		plain, htm := NoticeNoPending()
 		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 	case 1:
-		b.decide(ctx, evt, pending[0], d, policy.MethodReply, cmd.Raw)
+		x := pending[0]
+		if d == policy.Approve && cmd.Target == "" && !ownCommand(x, evt.Sender) && b.isOperator(evt.Sender) {
+			b.auditUnboundAssent(ctx, evt, x)
+			plain, htm := NoticeAssentNotBound(x)
+			b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+			return
+		}
+		b.decide(ctx, evt, x, d, policy.MethodReply, cmd.Raw)
 	default:
 		plain, htm := NoticeWhichPlan(pending, b.now())
 		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+	}
+}
+
+// auditUnboundAssent records a bare assent that was not taken as an
+// approval, so the log shows the operator's words were not enough.
+func (b *Bot) auditUnboundAssent(ctx context.Context, evt *event.Event, x store.Execution) {
+	err := b.store.AppendAudit(ctx, store.AuditEntry{Actor: evt.Sender.String(), Action: "execution.decision_refused", ExecutionID: &x.ID,
+		Detail: map[string]any{"decision": "approve", "reason": "a bare assent approves only the sender's own command; this plan was asked for by " +
+			x.RequestedBy + " via " + x.RequestedVia, "event_id": evt.ID.String()}})
+	if err != nil {
+		b.logger.Error("audit refused approval", "execution_id", x.ID, "err", err)
 	}
 }
 
@@ -329,6 +379,9 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 // decide applies one decision and answers only when something needs
 // saying; a successful decision shows as the card's next edit.
 func (b *Bot) decide(ctx context.Context, evt *event.Event, x store.Execution, d policy.Decision, m policy.Method, phrase string) {
+	if d == policy.Approve && x.State == store.StateAwaitingApproval && !b.approvalCounts(ctx, evt, x) {
+		return
+	}
 	dec := executions.Decision{ExecutionID: x.ID, By: evt.Sender.String(), Method: m, EventID: evt.ID.String(), Phrase: phrase}
 	var err error
 	if d == policy.Approve {

@@ -177,53 +177,11 @@ func (a *Agent) Continue(ctx context.Context, x store.Execution) (reply Reply, r
 		a.logger.Debug("continuation already claimed", "execution_id", x.ID, "err", err)
 		return Reply{}, "", "", false, err
 	}
-	note := store.AgentMessage{Role: store.AgentRoleNote, Content: resultNote(x)}
+	// The result is shown as the answer to a synthetic execution_result
+	// call (see noteMessages), never as the operator or the system.
+	note := store.AgentMessage{Role: store.AgentRoleNote, Content: resultNote(x, a.cfg.MaxToolResultBytes), ToolCallID: resultCallID(x.ID)}
 	reply, err = a.turn(ctx, sess, "", note, link.ChainDepth+1)
 	return reply, sess.RoomID, sess.ThreadID, true, err
-}
-
-// resultNote tells the model how a step it asked for ended.
-func resultNote(x store.Execution) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "[system note, not from the operator] Execution %s (%s on %s) finished: %s.", x.ID, x.Action, x.TargetSlug, x.State)
-	if x.Error != "" {
-		fmt.Fprintf(&b, "\nError: %s", x.Error)
-	}
-	if len(x.Result) > 0 {
-		var r struct {
-			Output      string   `json:"output"`
-			FailedPhase string   `json:"failed_phase"`
-			Notes       []string `json:"notes"`
-			Snapshot    string   `json:"snapshot"`
-			Phases      []struct {
-				Name   string `json:"name"`
-				Status string `json:"status"`
-			} `json:"phases"`
-		}
-		if json.Unmarshal(x.Result, &r) == nil {
-			if len(r.Phases) > 0 {
-				var ps []string
-				for _, p := range r.Phases {
-					ps = append(ps, p.Name+"="+p.Status)
-				}
-				fmt.Fprintf(&b, "\nPhases: %s", strings.Join(ps, ", "))
-			}
-			if r.FailedPhase != "" {
-				fmt.Fprintf(&b, "\nFailed phase: %s", r.FailedPhase)
-			}
-			for _, n := range r.Notes {
-				fmt.Fprintf(&b, "\nNote: %s", n)
-			}
-			if r.Snapshot != "" {
-				fmt.Fprintf(&b, "\nSnapshot taken before the step: %s", r.Snapshot)
-			}
-			if r.Output != "" {
-				fmt.Fprintf(&b, "\nOutput (tail):\n%s", tailBytes(r.Output, 3000))
-			}
-		}
-	}
-	b.WriteString("\nContinue toward the operator's goal: if the step failed, diagnose it and propose a fix; if it succeeded, take the next step or verify the goal and report.")
-	return b.String()
 }
 
 // turn runs the model with the session's history plus in, calling tools
@@ -244,6 +202,9 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 	toolCtx := mcpserver.WithCaller(ctx, caller)
 	var reply Reply
 	queued := false
+	// A turn that starts from an execution's result has read host output
+	// before its first call.
+	sawHostOutput := in.Role == store.AgentRoleNote
 	for i := 0; i < a.cfg.MaxIterations; i++ {
 		if err := a.compact(ctx, sess.ID); err != nil {
 			a.logger.Warn("summarise history", "session_id", sess.ID, "err", err)
@@ -256,13 +217,15 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 		if err != nil {
 			return reply, err
 		}
-		system, err := a.systemPrompt(ctx, sess)
+		system, err := a.systemPrompt(ctx)
 		if err != nil {
 			return reply, err
 		}
+		messages := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system)}
+		messages = append(messages, summaryMessages(sess.Summary)...)
 		params := openai.ChatCompletionNewParams{
 			Model:     a.cfg.Model,
-			Messages:  append([]openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system)}, replay(history)...),
+			Messages:  append(messages, replay(history)...),
 			MaxTokens: openai.Int(int64(a.cfg.MaxTokens)),
 		}
 		if !queued {
@@ -296,9 +259,18 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 		}
 		out := []store.AgentMessage{{Role: store.AgentRoleAssistant, Content: msg.Content, ToolCalls: calls}}
 		for _, tc := range msg.ToolCalls {
-			result, res := a.callTool(toolCtx, tc.Function.Name, tc.Function.Arguments)
+			name := tc.Function.Name
+			var result string
+			var res *mcp.CallToolResult
+			if name == httpGetTool && sawHostOutput {
+				a.logger.Info("http_get refused after host output", "session_id", sess.ID)
+				result = httpGetRefused
+			} else {
+				result, res = a.callTool(toolCtx, name, tc.Function.Arguments)
+			}
+			sawHostOutput = sawHostOutput || hostOutputTools[name]
 			out = append(out, store.AgentMessage{Role: store.AgentRoleTool, Content: result, ToolCallID: tc.ID})
-			if tc.Function.Name != "request_execution" {
+			if name != "request_execution" {
 				continue
 			}
 			a.logger.Debug("request_execution result", "result", firstLine(result, 300))
@@ -313,8 +285,9 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 				queued = true
 				continue
 			}
-			// A read_only step answered inline: the model has its result,
-			// so the result arriving later must not re-invoke the session.
+			// Only a probe the gate approves by itself (pct_status) can
+			// have ended already: the model has its result, so the result
+			// arriving later must not re-invoke the session.
 			if _, _, err := a.store.ClaimContinuation(ctx, req.id); err != nil {
 				a.logger.Warn("mark an inline result as continued", "execution_id", req.id, "err", err)
 			}
@@ -328,9 +301,9 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 	return reply, err
 }
 
-// callTool runs one MCP tool and returns its text, capped, with the raw
-// result (nil when the call failed). A malformed call becomes an error
-// result the model can read and correct.
+// callTool runs one MCP tool and returns its text, fenced as untrusted
+// data and capped, with the raw result (nil when the call failed). A
+// malformed call becomes an error result the model can read and correct.
 func (a *Agent) callTool(ctx context.Context, name, rawArgs string) (string, *mcp.CallToolResult) {
 	var args map[string]any
 	if strings.TrimSpace(rawArgs) == "" {
@@ -348,14 +321,7 @@ func (a *Agent) callTool(ctx context.Context, name, rawArgs string) (string, *mc
 			parts = append(parts, t.Text)
 		}
 	}
-	text := strings.Join(parts, "\n")
-	if res.IsError {
-		text = "error: " + text
-	}
-	if len(text) > a.cfg.MaxToolResultBytes {
-		text = text[:a.cfg.MaxToolResultBytes] + "\n[cut: the result was longer; ask a narrower question]"
-	}
-	return text, res
+	return fencedToolResult(name, strings.Join(parts, "\n"), res.IsError, a.cfg.MaxToolResultBytes), res
 }
 
 type requestedExecution struct {
@@ -406,8 +372,9 @@ func (a *Agent) tools(ctx context.Context) ([]openai.ChatCompletionToolUnionPara
 }
 
 // replay turns stored messages into the model's history: tool calls with
-// their results in pairs, notes as system messages (never as the
-// operator's words).
+// their results in pairs, and notes (execution results) as the results of
+// synthetic calls. Only the operator's own messages are user messages, and
+// nothing from the history becomes a system message.
 func replay(msgs []store.AgentMessage) []openai.ChatCompletionMessageParamUnion {
 	var out []openai.ChatCompletionMessageParamUnion
 	pending := map[string]bool{}
@@ -416,7 +383,7 @@ func replay(msgs []store.AgentMessage) []openai.ChatCompletionMessageParamUnion 
 		case store.AgentRoleUser:
 			out = append(out, openai.UserMessage(m.Content))
 		case store.AgentRoleNote, store.AgentRoleSystem:
-			out = append(out, openai.SystemMessage(m.Content))
+			out = append(out, noteMessages(m)...)
 		case store.AgentRoleAssistant:
 			var calls []openai.ChatCompletionMessageToolCallUnion
 			if len(m.ToolCalls) > 0 {

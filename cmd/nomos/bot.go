@@ -107,11 +107,13 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	b, err := bot.New(bot.Config{
 		HomeserverURL: cfg.Matrix.HomeserverURL, UserID: cfg.Matrix.UserID,
 		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
-		Operators: cfg.Matrix.Operators, Store: l.store, Executions: l.execs,
+		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: publicURL(cfg.Web.Listen), Agent: ag, RunChecks: cfg.Checks.Enabled,
 		AlertRoom: cfg.Matrix.OpsRoom,
 		Logger:    logger.With("component", "bot"),
+
+		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
 	})
 	if err != nil {
 		return err

@@ -39,6 +39,16 @@ type Config struct {
 	Seeds    SeedsConfig    `koanf:"seeds"`
 	Labsim   LabsimConfig   `koanf:"labsim"`
 	Checks   ChecksConfig   `koanf:"checks"`
+	// Approvals holds the rules on who and what may approve a plan.
+	Approvals ApprovalsConfig `koanf:"approvals"`
+}
+
+// ApprovalsConfig tightens what counts as an approval.
+type ApprovalsConfig struct {
+	// RequireVerifiedDevice: in an encrypted room an approval counts only
+	// when it was encrypted and sent from a device its operator has
+	// cross-signed. On by default; it does not apply to unencrypted rooms.
+	RequireVerifiedDevice bool `koanf:"require_verified_device"`
 }
 
 // LogConfig sets the log level and format.
@@ -68,6 +78,8 @@ type MatrixConfig struct {
 	AccessToken     string   `koanf:"access_token"`
 	AccessTokenFile string   `koanf:"access_token_file"`
 	Operators       []string `koanf:"operators"`
+	// Readers may read history and show besides the operators.
+	Readers         []string `koanf:"readers"`
 	PickleKey       string   `koanf:"pickle_key"`
 	PickleKeyFile   string   `koanf:"pickle_key_file"`
 	RecoveryKeyFile string   `koanf:"recovery_key_file"`
@@ -195,6 +207,8 @@ var defaults = map[string]any{
 	"mcp.request_burst":         5,
 	"labsim.state_dir":          ".nomos-dev/labsim",
 	"checks.enabled":            true,
+
+	"approvals.require_verified_device": true,
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so
@@ -202,7 +216,7 @@ var defaults = map[string]any{
 const envPrefix = "NOMOS_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"matrix.operators": true, "llm.http_allow": true}
+var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "llm.http_allow": true}
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
@@ -391,6 +405,11 @@ func (c *Config) validate(role string) error {
 		for i, op := range c.Matrix.Operators {
 			if !userIDPattern.MatchString(op) {
 				bad(fmt.Sprintf("matrix.operators[%d]", i), "want a Matrix user id such as @alice:example.org, got %q", op)
+			}
+		}
+		for i, r := range c.Matrix.Readers {
+			if !userIDPattern.MatchString(r) {
+				bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 			}
 		}
 	}
