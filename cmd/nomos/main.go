@@ -63,6 +63,7 @@ func init() {
 		"actuator": {summary: "run the SSH actuator that carries out approved orders", run: runActuator},
 		"mcp":      {summary: "serve the bot's MCP tools over stdio (--stdio), or make a client token (token NAME)", run: runMCP},
 		"chat":     {summary: "a terminal Matrix client for the dev operator", run: runChat},
+		"doctor":   {summary: "check the config and everything the roles need, and say what to fix", run: runDoctor},
 	}
 }
 
