@@ -100,6 +100,9 @@ func runDoctor(ctx context.Context, env *roleEnv, args []string) error {
 	lines := d.run(ctx, *wait)
 	printCheckLines(env.stdout, lines)
 	if n := countFailed(lines); n > 0 {
+		if path == devConfigPath {
+			fmt.Fprintln(env.stdout, "The dev stack's homeserver and roles run only while `make demo` (nomos dev) does.")
+		}
 		return fmt.Errorf("%d of %d checks failed", n, len(lines))
 	}
 	return nil
@@ -801,27 +804,21 @@ func (d *doctor) checkMCP(ctx context.Context) []checkLine {
 	return append(lines, pass(fmt.Sprintf("mcp: the bot at %s takes the client token (%d tools)", m.URL, n)))
 }
 
-// checkWeb checks that the status page is served where web.listen says:
-// /healthz when the bot serves one, else the page itself.
+// checkWeb checks that the bot's status page is served where web.listen
+// says, and its /healthz when it has one.
 func (d *doctor) checkWeb(ctx context.Context) []checkLine {
 	base := publicURL(d.cfg.Web.Listen)
 	if base == "" {
 		return []checkLine{fail("status page: web.listen "+d.cfg.Web.Listen+" is not host:port", "set web.listen, such as 127.0.0.1:8080")}
 	}
 	notUp := "start `nomos bot`: it serves the status page on web.listen (" + d.cfg.Web.Listen + "); if it runs, its log says why it could not listen"
-	status, _, err := d.get(ctx, base+"healthz", false)
-	if err != nil {
-		return []checkLine{fail("status page: nothing answers at "+base+": "+err.Error(), notUp)}
-	}
-	if status == http.StatusOK {
-		return []checkLine{pass("status page: " + base + "healthz answers 200")}
-	}
 	status, body, err := d.get(ctx, base, true)
+	found := "answers"
 	switch {
 	case err != nil:
 		return []checkLine{fail("status page: nothing answers at "+base+": "+err.Error(), notUp)}
 	case status == http.StatusUnauthorized && d.cfg.Web.Auth.User == "":
-		return []checkLine{pass("status page: " + base + " answers and asks for a password")}
+		found = "answers and asks for a password"
 	case status == http.StatusUnauthorized:
 		return []checkLine{fail("status page: "+base+" refuses web.auth's user and password", "the bot and this config disagree on web.auth: restart the bot with this config")}
 	case status != http.StatusOK:
@@ -829,7 +826,16 @@ func (d *doctor) checkWeb(ctx context.Context) []checkLine {
 	case !strings.Contains(body, "Nomos status"):
 		return []checkLine{fail("status page: something other than the bot answers at "+base, "stop what listens on "+d.cfg.Web.Listen+", or move web.listen")}
 	}
-	return []checkLine{pass("status page: " + base + " answers 200")}
+	// A bot from before /healthz answers 404 there.
+	switch status, _, err := d.get(ctx, base+"healthz", false); {
+	case err != nil:
+		return []checkLine{fail("status page: "+base+"healthz does not answer: "+err.Error(), notUp)}
+	case status == http.StatusOK:
+		found += "; /healthz answers 200"
+	case status != http.StatusNotFound:
+		return []checkLine{fail(fmt.Sprintf("status page: %shealthz answers %d", base, status), "the bot's log says what is unhealthy")}
+	}
+	return []checkLine{pass("status page: " + base + " " + found)}
 }
 
 func (d *doctor) get(ctx context.Context, u string, auth bool) (int, string, error) {

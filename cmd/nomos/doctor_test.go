@@ -229,6 +229,33 @@ func doctorAllPass(t *testing.T, s *doctorStack) {
 			t.Errorf("the report shows a secret from the config:\n%s", out)
 		}
 	}
+	// The doctor logged in with a device of its own and logged it out.
+	m := section(s.cfg, "matrix")
+	password, err := os.ReadFile(m["password_file"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	cli, err := mautrix.NewClient(m["homeserver_url"].(string), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Login(ctx, &mautrix.ReqLogin{
+		Type: mautrix.AuthTypePassword, Identifier: mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: m["user_id"].(string)},
+		Password: strings.TrimSpace(string(password)), DeviceID: "TESTLOOK", StoreCredentials: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Logout(ctx)
+	devices, err := cli.GetDevicesInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range devices.Devices {
+		if dev.DeviceID == doctorDeviceID {
+			t.Errorf("the doctor left its device %s on the bot's account", dev.DeviceID)
+		}
+	}
 }
 
 // doctorRedisDown: a ✗ that names Redis and says what to do, a failing
@@ -469,5 +496,28 @@ func TestDoctorKeyPairs(t *testing.T) {
 		if l.ok != tt.ok || !strings.Contains(l.text, tt.want) || (!l.ok && l.fix == "") {
 			t.Errorf("checkKeyPair(%s, %s) = %+v, want ok=%v and %q", filepath.Base(tt.signing), filepath.Base(tt.verify), l, tt.ok, tt.want)
 		}
+	}
+}
+
+// TestDoctorPostgresSchema: a database the migrations have not reached is
+// a ✗ that says to migrate; once migrated it is a ✓.
+func TestDoctorPostgresSchema(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	databaseURL := testenv.EmptyDatabaseURL(t)
+	d := newDoctor(&Config{Database: DatabaseConfig{URL: databaseURL}}, []string{"migrate"}, testenv.Logger(t))
+	latest, err := store.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := d.checkPostgres(ctx)[0]
+	if l.ok || l.text != fmt.Sprintf("postgres: the schema is at version 0; this nomos needs %d", latest) || !strings.Contains(l.fix, "nomos migrate") {
+		t.Errorf("an empty database: %+v", l)
+	}
+	if _, _, err := store.Migrate(ctx, databaseURL); err != nil {
+		t.Fatal(err)
+	}
+	if l := d.checkPostgres(ctx)[0]; !l.ok {
+		t.Errorf("a migrated database: %+v", l)
 	}
 }
