@@ -75,7 +75,7 @@ const devStackComment = "nomos dev stack "
 
 // devDoctorWait bounds how long `nomos dev` waits for the doctor's checks
 // to pass while the roles start.
-const devDoctorWait = 2 * time.Minute
+const devDoctorWait = 90 * time.Second
 
 // devRoles are started as child processes, in this order, when built.
 var devRoles = []string{"actuator", "bot"}

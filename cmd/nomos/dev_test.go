@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -616,12 +617,27 @@ func TestDevDatabaseBelongsToItsDirectory(t *testing.T) {
 		t.Error("-reset refused the directory but dropped the database anyway")
 	}
 
-	// -reset of a real dev directory and database.
+	// -reset of a real dev directory and database: refused while a stack
+	// runs from it (its Dendrite holds the lock), done once it stopped.
 	devDirPath := filepath.Join(t.TempDir(), "stack")
-	if err := os.MkdirAll(filepath.Join(devDirPath, "keys"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(devDirPath, "dendrite"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, devDirPath, "dev.json", "{}")
+	lock, err := os.OpenFile(filepath.Join(devDirPath, "dendrite", "dendrite.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetDev(ctx, pg, devDirPath, dev); err == nil || !strings.Contains(err.Error(), "a dev stack is running") {
+		t.Errorf("-reset while the stack runs: %v", err)
+	}
+	if _, exists, _ := pg.DatabaseComment(ctx, dev); !exists {
+		t.Error("-reset dropped the database of a running stack")
+	}
+	lock.Close()
 	if err := resetDev(ctx, pg, devDirPath, dev); err != nil {
 		t.Fatal(err)
 	}
