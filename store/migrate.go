@@ -53,3 +53,25 @@ func LatestVersion() (int32, error) {
 	}
 	return int32(len(names)), nil
 }
+
+// SchemaVersion reads the schema version of the database at url without
+// changing anything, unlike Migrate: 0 when no migration has run.
+func SchemaVersion(ctx context.Context, url string) (int32, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, versionTable).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int32
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+versionTable).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"golang.org/x/crypto/ssh"
+	"gopkg.in/yaml.v3"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
@@ -33,6 +36,9 @@ import (
 // operator need to reach the local stack. A second run reads it back and
 // reuses the accounts and the room.
 type devState struct {
+	// StackID is also in a comment on the dev database: when the two
+	// differ, the database belongs to another (or a deleted) directory.
+	StackID       string     `json:"stack_id"`
 	HomeserverURL string     `json:"homeserver_url"`
 	RoomID        string     `json:"room_id"`
 	BotUserID     string     `json:"bot_user_id"`
@@ -45,6 +51,8 @@ type devState struct {
 	LabsimLog     string     `json:"labsim_log"`
 	DatabaseURL   string     `json:"database_url"`
 	RedisURL      string     `json:"redis_url"`
+	// Config is the nomos.yaml the roles run with.
+	Config string `json:"config"`
 }
 
 type devAccount struct {
@@ -55,11 +63,19 @@ type devAccount struct {
 // Fixed local addresses, so dev.json and a browser bookmark stay valid
 // across runs.
 const (
+	devDir            = ".nomos-dev"
 	devDendriteListen = "127.0.0.1:8008"
 	devWebListen      = "127.0.0.1:8080"
 	devRedisPort      = 6379
 	devDatabase       = "nomos_dev"
 )
+
+// devStackComment opens the comment `nomos dev` puts on its database.
+const devStackComment = "nomos dev stack "
+
+// devDoctorWait bounds how long `nomos dev` waits for the doctor's checks
+// to pass while the roles start.
+const devDoctorWait = 90 * time.Second
 
 // devRoles are started as child processes, in this order, when built.
 var devRoles = []string{"actuator", "bot"}
@@ -67,11 +83,13 @@ var devRoles = []string{"actuator", "bot"}
 func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	dir := fs.String("dir", ".nomos-dev", "`directory` for the stack's state, keys and logs")
+	dir := fs.String("dir", devDir, "`directory` for the stack's state, keys and logs")
 	prepare := fs.Bool("prepare", false, "only start or install Postgres and Redis and build Dendrite, then exit (used by make test)")
+	reset := fs.Bool("reset", false, "delete the dev directory and the dev database first, and start afresh")
 	matrixListen := fs.String("matrix-listen", devDendriteListen, "`address` for the Dendrite homeserver")
 	database := fs.String("database", devDatabase, "Postgres `database` for the stack")
 	webListen := fs.String("web-listen", devWebListen, "`address` of the bot's status page and MCP endpoint")
+	redisURL := fs.String("redis", "", "Redis `URL` for the stack (default: start or reuse Redis on 127.0.0.1:6379, database 0)")
 	bin := fs.String("bin", "", "the nomos `binary` to run the roles with (default: this one)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,24 +102,52 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(absDir, 0o700); err != nil {
-		return fmt.Errorf("dev dir: %w", err)
+	self, err := devBinary(*bin)
+	if err != nil {
+		return err
 	}
-	state := readDevState(filepath.Join(absDir, "dev.json"))
-
+	resetCmd := devResetCommand(*dir, *database)
 	pg, err := devstack.EnsurePostgres(ctx, devstack.PostgresConfig{Logger: logger})
 	if err != nil {
 		return err
 	}
-	if err := pg.EnsureDatabase(ctx, *database); err != nil {
-		return err
+	if *reset {
+		if err := resetDev(ctx, pg, absDir, *database); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "Reset: deleted %s and the database %s.\n", absDir, *database)
 	}
-	state.DatabaseURL = pg.URL(*database)
-	rds, err := devstack.EnsureRedis(ctx, devstack.RedisConfig{Port: devRedisPort, Dir: filepath.Join(absDir, "redis"), Logger: logger})
+	if err := os.MkdirAll(absDir, 0o700); err != nil {
+		return fmt.Errorf("dev dir: %w", err)
+	}
+	state := readDevState(filepath.Join(absDir, "dev.json"))
+	if !devDirIntact(absDir, state) {
+		state.StackID = randomToken(8)
+		if err := writeDevState(filepath.Join(absDir, "dev.json"), state); err != nil {
+			return err
+		}
+	}
+	recreated, err := ensureDevDatabase(ctx, pg, *database, state.StackID)
 	if err != nil {
 		return err
 	}
-	state.RedisURL = rds.URL(0)
+	if recreated {
+		fmt.Fprintf(env.stdout, "The database %s belonged to another dev directory, or to one that was deleted: it was made afresh.\n", *database)
+	}
+	state.DatabaseURL = pg.URL(*database)
+	state.RedisURL = *redisURL
+	if state.RedisURL == "" {
+		rds, err := devstack.EnsureRedis(ctx, devstack.RedisConfig{Port: devRedisPort, Dir: filepath.Join(absDir, "redis"), Logger: logger})
+		if err != nil {
+			return err
+		}
+		state.RedisURL = rds.URL(0)
+	}
+	if recreated || *reset {
+		// Messages queued for the old stack are signed with its keys: the
+		// new one would refuse each, and say so in the room.
+		clearDevQueues(state.RedisURL, logger)
+	}
 
 	from, to, err := store.Migrate(ctx, state.DatabaseURL)
 	if err != nil {
@@ -146,7 +192,7 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	}
 	defer hs.Stop()
 	state.HomeserverURL = hs.URL()
-	if err := ensureDevAccounts(ctx, hs, &state); err != nil {
+	if err := ensureDevAccounts(ctx, hs, &state, resetCmd); err != nil {
 		return err
 	}
 	if err := ensureDevRoom(ctx, &state); err != nil {
@@ -167,26 +213,206 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	} else {
 		state.StatusURL, state.MCPURL = "", ""
 	}
+	if state.Config, err = writeDevConfig(absDir, state, keys, *webListen); err != nil {
+		return err
+	}
 	if err := writeDevState(filepath.Join(absDir, "dev.json"), state); err != nil {
 		return err
 	}
 
-	childEnv := append(devEnvironment(state, keys, absDir, *webListen), env.environ...)
-	children, err := startChildren(ctx, *bin, started, childEnv, absDir, env)
+	children, err := startChildren(ctx, self, started, state.Config, env.environ, absDir, env)
 	if err != nil {
 		return err
 	}
-	printDevSummary(env, state, absDir, started, sim, seed)
-	select {
-	case <-ctx.Done():
-	case <-hs.Done():
-		logger.Error("dendrite exited; stopping the stack", "log", hs.LogPath())
-	case err := <-children.failed:
-		logger.Error("a role exited; stopping the stack", "err", err)
+	// The stack runs until Ctrl-C, Dendrite exits or a role does.
+	stackCtx, stopStack := context.WithCancelCause(ctx)
+	defer stopStack(nil)
+	go func() {
+		select {
+		case <-stackCtx.Done():
+		case <-hs.Done():
+			stopStack(fmt.Errorf("dendrite exited (see %s)", hs.LogPath()))
+		case err := <-children.failed:
+			stopStack(err)
+		}
+	}()
+	printDevSummary(env, state, absDir, *dir, self, started, sim, seed)
+	if slices.Contains(started, "bot") {
+		runDevDoctor(stackCtx, env, state.Config)
+	}
+	if stackCtx.Err() == nil {
+		fmt.Fprintln(env.stdout, "Press Ctrl-C to stop.")
+	}
+	<-stackCtx.Done()
+	if cause := context.Cause(stackCtx); ctx.Err() == nil {
+		logger.Error("stopping the stack", "err", cause)
+		fmt.Fprintf(env.stdout, "\n%v.\nIf it fails again, `%s` starts afresh: it deletes %s and the database %s.\n", cause, resetCmd, *dir, *database)
 	}
 	fmt.Fprintln(env.stdout, "\nstopping the stack…")
 	children.stop()
 	return nil
+}
+
+// runDevDoctor checks the stack as `nomos doctor` would, waiting for the
+// roles to finish starting, and prints the report.
+func runDevDoctor(ctx context.Context, env *roleEnv, configPath string) {
+	fmt.Fprintln(env.stdout, "\nChecking the stack (nomos doctor)…")
+	cfg, err := loadConfig(configPath, env.environ)
+	if err != nil {
+		printCheckLines(env.stdout, []checkLine{fail("config: cannot be loaded: "+err.Error(), "this is a bug in nomos dev")})
+		return
+	}
+	lines := newDoctor(cfg, configRoles(cfg), env.logger).run(ctx, devDoctorWait)
+	if ctx.Err() == nil {
+		printCheckLines(env.stdout, lines)
+	}
+}
+
+// devDirIntact reports whether dir still holds what its stack id was
+// made with: the pickle key that encrypts the bot's keys in the database,
+// and the homeserver that knows the bot's device. Without either, the
+// database cannot be used with the directory.
+func devDirIntact(dir string, s devState) bool {
+	if s.StackID == "" {
+		return false
+	}
+	for _, p := range []string{filepath.Join("keys", "pickle_key"), "dendrite"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureDevDatabase makes sure database name exists and belongs to the
+// dev directory whose stack id is stackID. A database of another stack id,
+// or one from before stack ids, is dropped and made afresh. Any other
+// database is left alone.
+func ensureDevDatabase(ctx context.Context, pg *devstack.Postgres, name, stackID string) (recreated bool, err error) {
+	comment, exists, err := pg.DatabaseComment(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	want := devStackComment + stackID
+	if exists && comment == want {
+		return false, nil
+	}
+	if exists {
+		if err := devDatabaseOwned(name, comment); err != nil {
+			return false, err
+		}
+		if err := pg.DropDatabase(ctx, name); err != nil {
+			return false, err
+		}
+	}
+	if err := pg.EnsureDatabase(ctx, name); err != nil {
+		return false, err
+	}
+	return exists, pg.SetDatabaseComment(ctx, name, want)
+}
+
+// devDatabaseOwned refuses a database that `nomos dev` did not make: one
+// it marked, or one of its names from before it marked them.
+func devDatabaseOwned(name, comment string) error {
+	if strings.HasPrefix(comment, devStackComment) || comment == "" && strings.HasPrefix(name, devDatabase) {
+		return nil
+	}
+	return fmt.Errorf("the database %s exists and was not made by nomos dev, so it is left alone: pass -database with another name (the default is %s)", name, devDatabase)
+}
+
+// resetDev deletes the dev directory and the dev database, after checking
+// that both are the dev stack's and that no stack runs from the directory.
+func resetDev(ctx context.Context, pg *devstack.Postgres, dir, database string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() || !looksLikeDevDir(dir) {
+			return fmt.Errorf("-reset: %s does not look like a nomos dev directory (it has no dev.json), so it is left alone; remove it yourself if it should go", dir)
+		}
+		if devstack.DendriteInUse(filepath.Join(dir, "dendrite")) {
+			return fmt.Errorf("-reset: a dev stack is running from %s: stop it first (Ctrl-C where it runs)", dir)
+		}
+	}
+	comment, exists, err := pg.DatabaseComment(ctx, database)
+	if err != nil {
+		return err
+	}
+	if exists {
+		if err := devDatabaseOwned(database, comment); err != nil {
+			return fmt.Errorf("-reset: %w", err)
+		}
+		if err := pg.DropDatabase(ctx, database); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("-reset: %w", err)
+	}
+	return nil
+}
+
+func looksLikeDevDir(dir string) bool {
+	if filepath.Base(dir) == devDir {
+		return true
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dev.json")); err == nil {
+		return true
+	}
+	entries, err := os.ReadDir(dir)
+	return err == nil && len(entries) == 0
+}
+
+// clearDevQueues deletes the stack's queues from Redis. It only logs what
+// it cannot delete: a stale message is refused, not run.
+func clearDevQueues(redisURL string, logger *slog.Logger) {
+	opt, err := asynq.ParseRedisURI(redisURL)
+	if err != nil {
+		logger.Warn("cannot clear the old stack's queues", "err", err)
+		return
+	}
+	insp := asynq.NewInspector(opt)
+	defer insp.Close()
+	for _, q := range []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults} {
+		if err := insp.DeleteQueue(q, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+			logger.Warn("cannot clear the old stack's queue", "queue", q, "err", err)
+		}
+	}
+}
+
+// devResetCommand is the command that resets this stack, as the operator
+// would type it.
+func devResetCommand(dir, database string) string {
+	cmd := devProg() + " dev -reset"
+	if dir != devDir {
+		cmd += " -dir " + dir
+	}
+	if database != devDatabase {
+		cmd += " -database " + database
+	}
+	return cmd
+}
+
+// devProg is this program as the operator started it, such as
+// ./bin/nomos, for the commands the stack suggests.
+func devProg() string {
+	prog := os.Args[0]
+	if strings.HasSuffix(prog, ".test") || prog == "" {
+		return "nomos"
+	}
+	return prog
+}
+
+// devBinary is the absolute path of the nomos binary the roles run with.
+func devBinary(bin string) (string, error) {
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		if strings.HasSuffix(self, ".test") {
+			return "", errors.New("nomos dev runs inside a test binary: pass -bin with a built nomos")
+		}
+		return self, nil
+	}
+	return filepath.Abs(bin)
 }
 
 // prepareTestServices makes sure what the tests need is installed and
@@ -303,7 +529,7 @@ func ensureDevKeys(dir string) (devKeys, error) {
 
 // ensureDevAccounts registers @nomos, @operator and @guest, keeping the
 // passwords of an earlier run.
-func ensureDevAccounts(ctx context.Context, hs *devstack.Dendrite, s *devState) error {
+func ensureDevAccounts(ctx context.Context, hs *devstack.Dendrite, s *devState, resetCmd string) error {
 	accounts := []struct {
 		localpart string
 		acct      *devAccount
@@ -320,7 +546,7 @@ func ensureDevAccounts(ctx context.Context, hs *devstack.Dendrite, s *devState) 
 		// A user registered by an earlier run whose dev.json was lost has
 		// another password; logging in tells us so plainly.
 		if _, err := devLogin(ctx, s.HomeserverURL, *a.acct); err != nil {
-			return fmt.Errorf("log in as %s with the password in dev.json: %w (delete the dev directory to start afresh)", userID, err)
+			return fmt.Errorf("log in as %s with the password in dev.json: %w (run `%s` to start afresh)", userID, err, resetCmd)
 		}
 	}
 	s.BotUserID = s.Bot.UserID
@@ -388,29 +614,70 @@ func ensureDevRoom(ctx context.Context, s *devState) error {
 	return nil
 }
 
-// devEnvironment is the configuration the dev stack hands its roles. The
-// caller's own NOMOS_ variables come after it and so take precedence.
-func devEnvironment(s devState, k devKeys, dir, webListen string) []string {
-	return []string{
-		"NOMOS_DATABASE__URL=" + s.DatabaseURL,
-		"NOMOS_REDIS__URL=" + s.RedisURL,
-		"NOMOS_MATRIX__HOMESERVER_URL=" + s.HomeserverURL,
-		"NOMOS_MATRIX__USER_ID=" + s.Bot.UserID,
-		"NOMOS_MATRIX__PASSWORD=" + s.Bot.Password,
-		"NOMOS_MATRIX__OPERATORS=" + s.Operator.UserID,
-		"NOMOS_MATRIX__PICKLE_KEY_FILE=" + k.pickleKey,
-		"NOMOS_MATRIX__RECOVERY_KEY_FILE=" + k.recoveryKey,
-		"NOMOS_MATRIX__OPS_ROOM=" + s.RoomID,
-		"NOMOS_ACTUATOR__SSH_KEY_FILE=" + k.sshKey,
-		"NOMOS_ACTUATOR__KNOWN_HOSTS_FILE=" + k.knownHosts,
-		"NOMOS_ACTUATOR__JOURNAL_FILE=" + filepath.Join(dir, "actuator", "journal"),
-		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + k.signingKey,
-		"NOMOS_ORDERS__VERIFY_KEY_FILE=" + k.verifyKey,
-		"NOMOS_REPORTS__SIGNING_KEY_FILE=" + k.reportSigningKey,
-		"NOMOS_REPORTS__VERIFY_KEY_FILE=" + k.reportVerifyKey,
-		"NOMOS_WEB__LISTEN=" + webListen,
-		"NOMOS_MCP__TOKEN=" + s.MCPToken,
+// writeDevConfig writes nomos.yaml, the config the stack's roles run with,
+// and returns its path. Secrets go in files of their own under secrets/,
+// mode 0600, so the file can be shown and `nomos -config` it works
+// without environment variables.
+func writeDevConfig(dir string, s devState, k devKeys, webListen string) (string, error) {
+	secretDir := filepath.Join(dir, "secrets")
+	if err := os.MkdirAll(secretDir, 0o700); err != nil {
+		return "", err
 	}
+	secret := func(name, value string) (string, error) {
+		path := filepath.Join(secretDir, name)
+		return path, os.WriteFile(path, []byte(value+"\n"), 0o600)
+	}
+	databaseURL, err := secret("database_url", s.DatabaseURL)
+	if err != nil {
+		return "", err
+	}
+	botPassword, err := secret("bot_password", s.Bot.Password)
+	if err != nil {
+		return "", err
+	}
+	mcpToken, err := secret("mcp_token", s.MCPToken)
+	if err != nil {
+		return "", err
+	}
+	cfg := map[string]any{
+		"database": map[string]any{"url_file": databaseURL},
+		"redis":    map[string]any{"url": s.RedisURL},
+		"matrix": map[string]any{
+			"homeserver_url":    s.HomeserverURL,
+			"user_id":           s.Bot.UserID,
+			"password_file":     botPassword,
+			"operators":         []string{s.Operator.UserID},
+			"pickle_key_file":   k.pickleKey,
+			"recovery_key_file": k.recoveryKey,
+			"ops_room":          s.RoomID,
+		},
+		"actuator": map[string]any{
+			"ssh_key_file":     k.sshKey,
+			"known_hosts_file": k.knownHosts,
+			"journal_file":     filepath.Join(dir, "actuator", "journal"),
+		},
+		"orders":  map[string]any{"signing_key_file": k.signingKey, "verify_key_file": k.verifyKey},
+		"reports": map[string]any{"signing_key_file": k.reportSigningKey, "verify_key_file": k.reportVerifyKey},
+		"web":     map[string]any{"listen": webListen},
+		"mcp": map[string]any{
+			"tokens":            []map[string]string{{"name": "dev", "token_file": mcpToken, "scope": "request"}},
+			"url":               "http://" + webListen + "/mcp",
+			"client_token_file": mcpToken,
+		},
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	const header = "# Written by `nomos dev` on every start: edits are overwritten.\n" +
+		"# The roles of the dev stack run with it; NOMOS_ variables you export win.\n" +
+		"# Try: nomos -config THIS_FILE doctor, or nomos -config THIS_FILE mcp --stdio\n"
+	path := filepath.Join(dir, "nomos.yaml")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append([]byte(header), data...), 0o600); err != nil {
+		return "", fmt.Errorf("write nomos.yaml: %w", err)
+	}
+	return path, os.Rename(tmp, path)
 }
 
 // children are the role processes the dev stack runs.
@@ -420,18 +687,8 @@ type children struct {
 	wg     sync.WaitGroup
 }
 
-func startChildren(ctx context.Context, bin string, names []string, environ []string, dir string, env *roleEnv) (*children, error) {
+func startChildren(ctx context.Context, self string, names []string, configPath string, environ []string, dir string, env *roleEnv) (*children, error) {
 	c := &children{failed: make(chan error, len(names))}
-	self := bin
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return nil, err
-		}
-		if strings.HasSuffix(self, ".test") {
-			return nil, errors.New("nomos dev runs inside a test binary: pass -bin with a built nomos")
-		}
-	}
 	for _, name := range names {
 		logPath := filepath.Join(dir, name+".log")
 		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -439,7 +696,7 @@ func startChildren(ctx context.Context, bin string, names []string, environ []st
 			c.stop()
 			return nil, err
 		}
-		cmd := exec.Command(self, name)
+		cmd := exec.Command(self, "-config", configPath, name)
 		cmd.Env = environ
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -483,7 +740,7 @@ func (c *children) stop() {
 	}
 }
 
-func printDevSummary(env *roleEnv, s devState, dir string, started []string, sim *labsim.Sim, seed *store.Seed) {
+func printDevSummary(env *roleEnv, s devState, dir, dirFlag, self string, started []string, sim *labsim.Sim, seed *store.Seed) {
 	w := env.stdout
 	fmt.Fprintf(w, "\nNomos dev stack is up (state in %s).\n\n", dir)
 	fmt.Fprintf(w, "  Matrix homeserver  %s  (server name localhost, registration closed)\n", s.HomeserverURL)
@@ -497,18 +754,40 @@ func printDevSummary(env *roleEnv, s devState, dir string, started []string, sim
 	}
 	fmt.Fprintf(w, "  labsim (SSH)       %s; command log %s\n", strings.Join(hosts, " "), s.LabsimLog)
 	if s.StatusURL != "" {
-		fmt.Fprintf(w, "  status page        %s\n  MCP                %s (bearer token in dev.json)\n", s.StatusURL, s.MCPURL)
+		fmt.Fprintf(w, "  status page        %s\n  MCP                %s (token in %s)\n", s.StatusURL, s.MCPURL, filepath.Join(dir, "secrets", "mcp_token"))
 	}
 	if len(started) > 0 {
 		fmt.Fprintf(w, "  roles running      %s (logs in %s/<role>.log)\n", strings.Join(started, ", "), dir)
 	} else {
 		fmt.Fprintf(w, "  roles running      none yet: the bot and actuator are not built in this version\n")
 	}
+	fmt.Fprintf(w, "  config             %s\n", s.Config)
 	fmt.Fprintf(w, "\nLog in with Element (or any Matrix client): homeserver %s, user operator.\n", s.HomeserverURL)
 	if roles["chat"].run != nil {
-		fmt.Fprintf(w, "Or chat from this terminal: ./bin/nomos chat\n")
+		chat := devProg() + " chat"
+		if dirFlag != devDir {
+			chat += " -dev " + filepath.Join(dirFlag, "dev.json")
+		}
+		fmt.Fprintf(w, "Or chat from this terminal: %s\n", chat)
 	}
-	fmt.Fprintf(w, "Everything is in %s/dev.json. Press Ctrl-C to stop.\n", dir)
+	if s.MCPURL != "" {
+		fmt.Fprintf(w, "To give Claude Desktop (or another MCP client) the bot's tools, add to its config:\n  %s\n", mcpClientEntry(self, s.Config))
+	}
+	doctor := devProg() + " doctor"
+	if dirFlag != devDir {
+		doctor = devProg() + " -config " + s.Config + " doctor"
+	}
+	fmt.Fprintf(w, "Everything is in %s/dev.json; `%s` checks the stack again.\n", dir, doctor)
+}
+
+// mcpClientEntry is the MCP client config that runs `nomos mcp --stdio`
+// against the dev stack, in Claude Desktop's form.
+func mcpClientEntry(self, configPath string) string {
+	q := func(s string) string {
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	return fmt.Sprintf(`{"mcpServers": {"nomos": {"command": %s, "args": ["-config", %s, "mcp", "--stdio"]}}}`, q(self), q(configPath))
 }
 
 func randomToken(n int) string {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -14,10 +16,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/internal/testenv"
@@ -45,9 +51,17 @@ func devSeedDir(t *testing.T) string {
 	return dir
 }
 
-// startDev runs `nomos dev` in-process until the returned stop is called,
-// and returns dev.json once the stack has printed its summary.
-func startDev(t *testing.T, dir, seedDir, matrixListen, database, webListen, bin string) (devState, func()) {
+// devRun is one `nomos dev` running in this process.
+type devRun struct {
+	state devState
+	out   *syncBuffer
+	stop  func()
+}
+
+// startDev runs `nomos dev` in-process with args until stop is called,
+// and returns once the stack has printed its summary and its doctor's
+// report.
+func startDev(t *testing.T, seedDir string, args ...string) devRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
@@ -56,10 +70,8 @@ func startDev(t *testing.T, dir, seedDir, matrixListen, database, webListen, bin
 		stdout:  out, stderr: out, logger: testenv.Logger(t),
 	}
 	done := make(chan error, 1)
-	go func() {
-		done <- runDev(ctx, env, []string{"-dir", dir, "-matrix-listen", matrixListen, "-database", database, "-web-listen", webListen, "-bin", bin})
-	}()
-	deadline := time.After(3 * time.Minute)
+	go func() { done <- runDev(ctx, env, args) }()
+	deadline := time.After(5 * time.Minute)
 	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
 		select {
 		case err := <-done:
@@ -71,6 +83,7 @@ func startDev(t *testing.T, dir, seedDir, matrixListen, database, webListen, bin
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	dir := args[slices.Index(args, "-dir")+1]
 	var st devState
 	data, err := os.ReadFile(filepath.Join(dir, "dev.json"))
 	if err != nil {
@@ -79,16 +92,25 @@ func startDev(t *testing.T, dir, seedDir, matrixListen, database, webListen, bin
 	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
-	return st, func() {
+	return devRun{state: st, out: out, stop: func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("nomos dev: %v", err)
 		}
+	}}
+}
+
+// checkDevDoctor checks that the stack's own doctor passed every check.
+func checkDevDoctor(t *testing.T, out string) {
+	t.Helper()
+	if !strings.Contains(out, "Checking the stack (nomos doctor)") || !strings.Contains(out, "checks passed.") || strings.Contains(out, "✗") {
+		t.Errorf("the dev stack's doctor did not pass:\n%s", out)
 	}
 }
 
 func TestDevStackComesUpAndIsReused(t *testing.T) {
-	dir := t.TempDir()
+	top := t.TempDir()
+	dir := filepath.Join(top, devDir)
 	seedDir := devSeedDir(t)
 	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	database := "nomos_devtest_" + strings.ToLower(randomToken(4))
@@ -116,13 +138,16 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 		}
 	})
 	webListen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	first, stop := startDev(t, dir, seedDir, listen, database, webListen, bin)
+	args := []string{"-dir", dir, "-matrix-listen", listen, "-database", database, "-web-listen", webListen, "-bin", bin, "-redis", testenv.RedisURL(t)}
+	run1 := startDev(t, seedDir, args...)
+	first := run1.state
 	for _, key := range []string{first.HomeserverURL, first.RoomID, first.BotUserID, first.Operator.UserID,
-		first.Operator.Password, first.Guest.UserID, first.Guest.Password, first.LabsimLog, first.MCPToken} {
+		first.Operator.Password, first.Guest.UserID, first.Guest.Password, first.LabsimLog, first.MCPToken, first.StackID, first.Config} {
 		if key == "" {
 			t.Fatalf("dev.json is missing a value: %+v", first)
 		}
 	}
+	checkDevDoctor(t, run1.out.String())
 	// A plain HTTP client logs in as the operator and sees the room.
 	token := matrixLogin(t, first.HomeserverURL, "operator", first.Operator.Password)
 	if rooms := joinedRooms(t, first.HomeserverURL, token); !slices.Contains(rooms, first.RoomID) {
@@ -150,14 +175,170 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 	if rooms := joinedRooms(t, first.HomeserverURL, guestToken); !slices.Contains(rooms, first.RoomID) {
 		t.Errorf("guest's rooms %v do not include the ops room %s", rooms, first.RoomID)
 	}
-	stop()
+	checkDevConfig(t, dir, first)
+	checkDevDoctorCLI(t, bin, top)
+	checkDevMCPEntry(t, run1.out.String(), bin, first.Config)
+	run1.stop()
 
-	second, stop := startDev(t, dir, seedDir, listen, database, webListen, bin)
-	defer stop()
-	if second.RoomID != first.RoomID || second.Operator.Password != first.Operator.Password {
-		t.Errorf("second run made a new room or account: room %s -> %s", first.RoomID, second.RoomID)
+	run2 := startDev(t, seedDir, args...)
+	second := run2.state
+	if second.RoomID != first.RoomID || second.Operator.Password != first.Operator.Password || second.StackID != first.StackID {
+		t.Errorf("second run made a new room, account or stack: room %s -> %s, stack %s -> %s", first.RoomID, second.RoomID, first.StackID, second.StackID)
 	}
+	if strings.Contains(run2.out.String(), "made afresh") {
+		t.Errorf("the second run made the database afresh:\n%s", run2.out.String())
+	}
+	checkDevDoctor(t, run2.out.String())
 	matrixLogin(t, second.HomeserverURL, "operator", second.Operator.Password)
+	run2.stop()
+
+	// The dev directory is deleted, as the old advice said, but the dev
+	// database stays with the bot's keys, encrypted with the deleted
+	// pickle key. The stack must start afresh and the bot answer.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	run3 := startDev(t, seedDir, args...)
+	defer run3.stop()
+	third := run3.state
+	if !strings.Contains(run3.out.String(), "made afresh") || third.StackID == first.StackID {
+		t.Errorf("the third run did not make the database afresh (stack %s -> %s):\n%s", first.StackID, third.StackID, run3.out.String())
+	}
+	checkDevDoctor(t, run3.out.String())
+	token = matrixLogin(t, third.HomeserverURL, "operator", third.Operator.Password)
+	sendText(t, third.HomeserverURL, token, third.RoomID, "status")
+	waitForReply(t, third.HomeserverURL, token, third.RoomID, third.BotUserID, "Fleet status")
+}
+
+// checkDevConfig checks nomos.yaml: private, secrets only by file, and
+// the config the roles run with.
+func checkDevConfig(t *testing.T, dir string, s devState) {
+	t.Helper()
+	if s.Config != filepath.Join(dir, "nomos.yaml") {
+		t.Errorf("dev.json config = %s, want %s", s.Config, filepath.Join(dir, "nomos.yaml"))
+	}
+	for _, p := range []string{s.Config, filepath.Join(dir, "secrets", "mcp_token"), filepath.Join(dir, "secrets", "bot_password"), filepath.Join(dir, "secrets", "database_url")} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", p, st.Mode().Perm())
+		}
+	}
+	data, err := os.ReadFile(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{s.Bot.Password, s.MCPToken, s.DatabaseURL} {
+		if strings.Contains(string(data), secret) {
+			t.Errorf("nomos.yaml holds a secret itself rather than its file:\n%s", data)
+		}
+	}
+	cfg, err := loadConfig(s.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"bot", "actuator", "mcp"} {
+		if err := cfg.validate(role); err != nil {
+			t.Errorf("nomos.yaml is not valid for %s: %v", role, err)
+		}
+	}
+	if cfg.MCP.Token != "" || len(cfg.MCP.Tokens) != 1 || cfg.MCP.Tokens[0].Name != "dev" || cfg.MCP.ClientToken != s.MCPToken {
+		t.Errorf("nomos.yaml's MCP tokens = %+v, want one named dev whose token is the client's", cfg.MCP)
+	}
+}
+
+// checkDevDoctorCLI runs the built `nomos doctor` as an operator would in
+// the checkout: without -config or any NOMOS_ variable it finds the dev
+// stack. With Redis pointed at a closed port it fails and names Redis.
+func checkDevDoctorCLI(t *testing.T, bin, checkout string) {
+	t.Helper()
+	doctor := func(environ ...string) (int, string) {
+		cmd := exec.Command(bin, "doctor")
+		cmd.Dir = checkout
+		cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, environ...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	code, out := doctor()
+	if code != 0 || !strings.Contains(out, "checking the dev stack (.nomos-dev/nomos.yaml)") || strings.Contains(out, "✗") {
+		t.Errorf("./bin/nomos doctor in the checkout exited %d:\n%s", code, out)
+	}
+	closed := fmt.Sprintf("redis://127.0.0.1:%d/0", testenv.FreePort(t))
+	code, out = doctor("NOMOS_REDIS__URL=" + closed)
+	if code == 0 || !strings.Contains(out, "✗ redis: cannot reach "+closed) || strings.Count(out, "✗") != 1 {
+		t.Errorf("./bin/nomos doctor with Redis stopped exited %d:\n%s", code, out)
+	}
+}
+
+// checkDevMCPEntry follows the printed MCP client entry to the letter, as
+// Claude Desktop would: it runs its command with its args and nothing in
+// the environment, and lists the fleet through it.
+func checkDevMCPEntry(t *testing.T, out, bin, configPath string) {
+	t.Helper()
+	_, after, ok := strings.Cut(out, "add to its config:\n  ")
+	if !ok {
+		t.Fatalf("the summary shows no MCP client entry:\n%s", out)
+	}
+	line, _, _ := strings.Cut(after, "\n")
+	var entry struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(line), &entry); err != nil {
+		t.Fatalf("the MCP client entry is not JSON: %v\n%s", err, line)
+	}
+	server := entry.MCPServers["nomos"]
+	if server.Command != bin || !slices.Equal(server.Args, []string{"-config", configPath, "mcp", "--stdio"}) {
+		t.Fatalf("the MCP client entry is %s", line)
+	}
+	ctx := testenv.Context(t)
+	cmd := exec.CommandContext(ctx, server.Command, server.Args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"HOME=" + t.TempDir()}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(transport.NewIO(stdout, stdin, io.NopCloser(strings.NewReader(""))))
+	defer func() {
+		c.Close()
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "Claude Desktop", Version: "1"}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "list_lxcs"
+	res, err := c.CallTool(ctx, req)
+	if err != nil || res.IsError {
+		t.Fatalf("list_lxcs through the MCP client entry: %v %+v", err, res)
+	}
+	if text := res.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "containers on 2 hosts") {
+		t.Errorf("list_lxcs through the MCP client entry = %q", text)
+	}
 }
 
 // waitSignedProbeResult waits until a probe result from the actuator is
@@ -322,4 +503,148 @@ func tailString(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// TestDevDatabaseBelongsToItsDirectory runs the dev stack's database
+// bookkeeping against the test Postgres: a database of another stack, or
+// from before stack ids, is made afresh; any other database and any other
+// directory is left alone, even by -reset.
+func TestDevDatabaseBelongsToItsDirectory(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pg, err := devstack.EnsurePostgres(ctx, devstack.PostgresConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newName := func(prefix string) string {
+		name := prefix + strings.ToLower(randomToken(4))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := pg.DropDatabase(ctx, name); err != nil {
+				t.Errorf("drop %s: %v", name, err)
+			}
+		})
+		return name
+	}
+	// mark leaves a table in the database, standing for the old stack's
+	// crypto account; hasMark says whether it is still there.
+	mark := func(name string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, pg.URL(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "CREATE TABLE old_stack_mark (id int)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hasMark := func(name string) bool {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, pg.URL(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass('old_stack_mark') IS NOT NULL").Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	ensure := func(name, stackID string) bool {
+		t.Helper()
+		recreated, err := ensureDevDatabase(ctx, pg, name, stackID)
+		if err != nil {
+			t.Fatalf("ensureDevDatabase(%s, %s): %v", name, stackID, err)
+		}
+		return recreated
+	}
+
+	dev := newName("nomos_devtest_")
+	if ensure(dev, "aaaa") {
+		t.Error("a new database counts as made afresh")
+	}
+	mark(dev)
+	if ensure(dev, "aaaa") || !hasMark(dev) {
+		t.Error("the database of the same stack was made afresh")
+	}
+	// The directory was deleted: a new stack id.
+	if !ensure(dev, "bbbb") || hasMark(dev) {
+		t.Error("the database of another stack was kept")
+	}
+	if comment, _, _ := pg.DatabaseComment(ctx, dev); comment != devStackComment+"bbbb" {
+		t.Errorf("the database is marked %q, want the new stack's id", comment)
+	}
+
+	// A database from before stack ids, with the dev stack's name.
+	legacy := newName("nomos_devtest_")
+	if err := pg.EnsureDatabase(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	mark(legacy)
+	if !ensure(legacy, "cccc") || hasMark(legacy) {
+		t.Error("an unmarked dev database was kept")
+	}
+
+	// -database pointed at a database nomos dev did not make.
+	other := newName("nomos_other_")
+	if err := pg.EnsureDatabase(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	mark(other)
+	if _, err := ensureDevDatabase(ctx, pg, other, "dddd"); err == nil || !hasMark(other) {
+		t.Errorf("a database nomos dev did not make was dropped (err %v)", err)
+	}
+	if err := pg.SetDatabaseComment(ctx, other, "production, keep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetDev(ctx, pg, t.TempDir(), other); err == nil || !hasMark(other) {
+		t.Errorf("-reset dropped a database nomos dev did not make (err %v)", err)
+	}
+
+	// -reset with -dir pointed at a directory that is not a dev stack's.
+	precious := t.TempDir()
+	writeFile(t, precious, "thesis.tex", "years of work")
+	if err := resetDev(ctx, pg, precious, dev); err == nil {
+		t.Error("-reset deleted a directory without dev.json")
+	}
+	if _, err := os.Stat(filepath.Join(precious, "thesis.tex")); err != nil {
+		t.Errorf("-reset touched a directory that is not a dev stack's: %v", err)
+	}
+	if _, exists, _ := pg.DatabaseComment(ctx, dev); !exists {
+		t.Error("-reset refused the directory but dropped the database anyway")
+	}
+
+	// -reset of a real dev directory and database: refused while a stack
+	// runs from it (its Dendrite holds the lock), done once it stopped.
+	devDirPath := filepath.Join(t.TempDir(), "stack")
+	if err := os.MkdirAll(filepath.Join(devDirPath, "dendrite"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, devDirPath, "dev.json", "{}")
+	lock, err := os.OpenFile(filepath.Join(devDirPath, "dendrite", "dendrite.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetDev(ctx, pg, devDirPath, dev); err == nil || !strings.Contains(err.Error(), "a dev stack is running") {
+		t.Errorf("-reset while the stack runs: %v", err)
+	}
+	if _, exists, _ := pg.DatabaseComment(ctx, dev); !exists {
+		t.Error("-reset dropped the database of a running stack")
+	}
+	lock.Close()
+	if err := resetDev(ctx, pg, devDirPath, dev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(devDirPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("-reset left %s: %v", devDirPath, err)
+	}
+	if _, exists, _ := pg.DatabaseComment(ctx, dev); exists {
+		t.Error("-reset left the dev database")
+	}
 }

@@ -64,6 +64,7 @@ func init() {
 		"mcp":      {summary: "serve the bot's MCP tools over stdio (--stdio), or make a client token (token NAME)", run: runMCP},
 		"chat":     {summary: "a terminal Matrix client for the dev operator", run: runChat},
 		"keygen":   {summary: "write the order and report key pairs into a directory", run: runKeygen},
+		"doctor":   {summary: "check the config and everything the roles need, and say what to fix", run: runDoctor},
 	}
 }
 

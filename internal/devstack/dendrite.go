@@ -178,6 +178,21 @@ func dendriteLockWait(ctx context.Context, path string, logger *slog.Logger) (un
 
 var errDendriteLocked = errors.New("locked by another process")
 
+// DendriteInUse reports whether a running Dendrite holds the state
+// directory dir, so it must not be deleted under it.
+func DendriteInUse(dir string) bool {
+	path := filepath.Join(dir, dendriteLockFile)
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	unlock, err := dendriteTryLock(path)
+	if err != nil {
+		return errors.Is(err, errDendriteLocked)
+	}
+	unlock()
+	return false
+}
+
 // DendriteConfig describes a Dendrite homeserver for StartDendrite.
 type DendriteConfig struct {
 	// Dir holds the server's state: config, signing key, shared secret, SQLite

@@ -186,3 +186,40 @@ func (p *Postgres) DropDatabase(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// DatabaseComment reports whether database name exists and the comment on
+// it, which `nomos dev` uses to mark the database as its own.
+func (p *Postgres) DatabaseComment(ctx context.Context, name string) (comment string, exists bool, err error) {
+	conn, err := pgx.Connect(ctx, p.AdminURL)
+	if err != nil {
+		return "", false, fmt.Errorf("read database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var c *string
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&c)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read database %s: %w", name, err)
+	}
+	if c != nil {
+		comment = *c
+	}
+	return comment, true, nil
+}
+
+// SetDatabaseComment puts comment on database name, which the role owns.
+func (p *Postgres) SetDatabaseComment(ctx context.Context, name, comment string) error {
+	conn, err := pgx.Connect(ctx, p.AdminURL)
+	if err != nil {
+		return fmt.Errorf("comment on database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// COMMENT takes no parameters; the literal is quoted by hand.
+	literal := "'" + strings.ReplaceAll(comment, "'", "''") + "'"
+	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS "+literal); err != nil {
+		return fmt.Errorf("comment on database %s: %w", name, err)
+	}
+	return nil
+}
