@@ -53,6 +53,42 @@ type analyzer struct {
 	funcs  []string
 	calls  map[string][]string
 	parses int
+	// assigned are variables the script sets itself; expanding them
+	// reveals nothing the script did not write.
+	assigned map[string]bool
+}
+
+// assign records that the script sets the variable name.
+func (a *analyzer) assign(name string) {
+	if a.assigned == nil {
+		a.assigned = map[string]bool{}
+	}
+	a.assigned[name] = true
+}
+
+// safeVars are variables a login shell sets that hold no secret.
+var safeVars = set(
+	"HOME", "PWD", "OLDPWD", "USER", "LOGNAME", "SHELL", "PATH", "HOSTNAME",
+	"HOSTTYPE", "OSTYPE", "MACHTYPE", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+	"LC_MESSAGES", "TERM", "UID", "EUID", "GROUPS", "PPID", "BASHPID", "RANDOM",
+	"SRANDOM", "SECONDS", "LINENO", "IFS", "PS1", "PS2", "PS3", "PS4", "BASH",
+	"BASH_VERSION", "BASH_VERSINFO", "BASH_SOURCE", "BASH_LINENO", "FUNCNAME",
+	"SHLVL", "COLUMNS", "LINES", "MAIL", "TMPDIR", "TZ", "EPOCHSECONDS",
+	"EPOCHREALTIME", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "OPTARG",
+	"OPTIND", "REPLY", "PIPESTATUS", "HISTCMD", "DIRSTACK", "COMP_WORDBREAKS",
+)
+
+// safeParam reports whether expanding the parameter name reveals nothing
+// secret: a special or positional parameter, a login shell's own variable,
+// or one the script set.
+func (a *analyzer) safeParam(name string) bool {
+	if name == "" || safeVars[name] || a.assigned[name] {
+		return true
+	}
+	if len(name) == 1 && strings.ContainsRune("@*#?-$!0123456789_", rune(name[0])) {
+		return true
+	}
+	return allBytes(name, isDigit)
 }
 
 func (a *analyzer) ro()               { a.b.raise(ReadOnly, "") }
@@ -191,6 +227,9 @@ func (w *walker) command(cmd syntax.Command) {
 		a.notRO("uses shell control flow")
 		switch l := c.Loop.(type) {
 		case *syntax.WordIter:
+			if l.Name != nil {
+				a.assign(l.Name.Value)
+			}
 			for _, x := range l.Items {
 				w.expansions(x)
 			}
@@ -288,6 +327,7 @@ func (w *walker) assign(as *syntax.Assign) {
 		name = as.Name.Value
 	}
 	a.notRO("assigns a shell variable")
+	a.assign(name)
 	if codeEnv[name] {
 		a.opaque("sets " + name + ", which changes what programs run or load")
 	}
@@ -336,6 +376,7 @@ func (w *walker) decl(c *syntax.DeclClause) {
 			}
 			w.hidden(v.val, variant+" evaluates its arguments")
 			n, _, _ := strings.Cut(v.val, "=")
+			a.assign(n)
 			if codeEnv[n] {
 				a.opaque("sets " + n + ", which changes what programs run or load")
 			}
@@ -437,6 +478,14 @@ func (w *walker) param(p *syntax.ParamExp) {
 	a := w.a
 	if p.Excl {
 		a.notRO("expands a variable indirectly")
+		if p.Names == 0 {
+			a.secret("expands a variable named at run time")
+		}
+	}
+	if p.Param != nil && !p.Length && !p.Excl && !a.safeParam(p.Param.Value) {
+		// The environment may carry tokens and passwords (proxy
+		// credentials in /etc/environment, a container's secrets).
+		a.secret("expands $" + p.Param.Value)
 	}
 	if p.Index != nil {
 		a.notRO("evaluates an array subscript")

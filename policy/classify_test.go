@@ -71,7 +71,7 @@ var classifyTests = []classifyTest{
 	{cmd: "du -sh /var/lib/* 2>/dev/null | sort -h | tail", want: ReadOnly},
 	{cmd: "sort -k2 -t, data.csv", want: ReadOnly},
 	{cmd: "date +%s", want: ReadOnly},
-	{cmd: "timeout 5 curl -s http://10.0.0.5/", want: ConfigMutation}, // issue 9: wrappers are never read-only
+	{cmd: "timeout 5 curl -s http://10.0.0.5/", want: ConfigMutation},                          // issue 9: wrappers are never read-only
 	{cmd: "sudo -u postgres cat /var/lib/postgresql/15/main/PG_VERSION", want: ConfigMutation}, // issue 9: wrappers are never read-only
 	{cmd: "sh -c 'uptime'", want: ReadOnly},
 	{cmd: "bash -lc \"systemctl status caddy\"", want: ReadOnly},
@@ -121,7 +121,7 @@ var classifyTests = []classifyTest{
 	{cmd: "hostname evil", want: ConfigMutation},
 	{cmd: "date -s '2020-01-01'", want: ConfigMutation},
 	{cmd: "date 010100002020", want: ConfigMutation},
-	{cmd: "sort -o /etc/passwd x", want: Destructive}, // issue 9: a write onto a critical path
+	{cmd: "sort -o /etc/passwd x", want: Destructive},    // issue 9: a write onto a critical path
 	{cmd: "sort --out=/etc/passwd x", want: Destructive}, // issue 9: a write onto a critical path
 	{cmd: "uniq a b", want: ConfigMutation},
 	{cmd: "top", want: ConfigMutation},

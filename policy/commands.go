@@ -28,7 +28,7 @@ var roAny = []string{
 	"dirname", "which", "whereis", "netstat", "ping", "ping6", "host",
 	"nslookup", "traceroute", "tracepath", "lsblk", "findmnt", "lsof", "vmstat",
 	"iostat", "mpstat", "nproc", "lscpu", "lsmem", "lspci", "lsusb", "lsmod",
-	"lsns", "last", "w", "who", "users", "pwd", "echo", "true", "false",
+	"lsns", "w", "pwd", "echo", "true", "false",
 	"sleep", ":", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum",
 	"sha512sum", "b2sum", "cksum", "lsattr", "getfacl", "pveversion", "seq",
 	"expr", "locale", "tty", "lvs", "vgs", "pvs", "lvdisplay", "vgdisplay",
@@ -159,6 +159,11 @@ func denyOpts(name string, args []word, shortDeny string, longDeny ...string) (C
 	return ReadOnly, ""
 }
 
+// sub returns a word holding part of w's value, such as an option's value.
+func sub(w word, val string) word {
+	return word{val: val, raw: w.raw, quoted: w.quoted, dynamic: w.dynamic, expands: w.expands, glob: w.glob}
+}
+
 type opt struct {
 	name   string // "-x" or "--name"
 	val    string
@@ -219,7 +224,7 @@ func parseOpts(args []word, shortVal string, longVal []string, stop bool) parsed
 			done = true
 		case strings.HasPrefix(v, "--"):
 			name, val, has := strings.Cut(v[2:], "=")
-			o := opt{name: "--" + name, val: val, hasVal: has, word: w}
+			o := opt{name: "--" + name, val: val, hasVal: has, word: sub(w, val)}
 			if !has && slices.Contains(longVal, name) {
 				if i+1 < len(args) {
 					i++
@@ -236,7 +241,7 @@ func parseOpts(args []word, shortVal string, longVal []string, stop bool) parsed
 				if strings.IndexByte(shortVal, v[j]) >= 0 {
 					switch {
 					case j+1 < len(v):
-						o.val, o.hasVal, o.word = v[j+1:], true, word{val: v[j+1:], raw: w.raw, dynamic: w.dynamic}
+						o.val, o.hasVal, o.word = v[j+1:], true, sub(w, v[j+1:])
 					case i+1 < len(args):
 						i++
 						o.val, o.hasVal, o.word = args[i].val, true, args[i]
@@ -302,7 +307,7 @@ func (s spec) parse(args []word, stop bool) parsed {
 			done = true
 		case strings.HasPrefix(v, "--"):
 			name, val, has := strings.Cut(v, "=")
-			o := opt{name: name, val: val, hasVal: has, word: word{val: val, raw: w.raw, dynamic: w.dynamic}}
+			o := opt{name: name, val: val, hasVal: has, word: sub(w, val)}
 			switch {
 			case s.values[name] && !has:
 				if i+1 >= len(args) {
@@ -328,7 +333,7 @@ func (s spec) parse(args []word, stop bool) parsed {
 				if s.values[name] {
 					switch {
 					case j+1 < len(v):
-						o.val, o.hasVal, o.word = v[j+1:], true, word{val: v[j+1:], raw: w.raw, dynamic: w.dynamic}
+						o.val, o.hasVal, o.word = v[j+1:], true, sub(w, v[j+1:])
 					case i+1 < len(args):
 						i++
 						o.val, o.hasVal, o.word = args[i].val, true, args[i]
@@ -502,6 +507,10 @@ func rulePrintf(a *analyzer, args []word, depth int) (Class, string) {
 			break
 		}
 		if strings.HasPrefix(w.val, "-v") {
+			for _, x := range args {
+				n, _, _ := strings.Cut(strings.TrimPrefix(x.val, "-v"), "[")
+				a.assign(n)
+			}
 			a.hiddenArgs(args, depth, "printf -v evaluates a variable name and its subscript")
 			return cfgf("printf -v assigns a shell variable")
 		}
@@ -545,6 +554,12 @@ func ruleDeclare(name string) rule {
 // evaluating any subscript in the name.
 func ruleEvaluating(name, why string) rule {
 	return func(a *analyzer, args []word, depth int) (Class, string) {
+		for _, w := range args {
+			if w.static() && !strings.HasPrefix(w.val, "-") {
+				n, _, _ := strings.Cut(w.val, "[")
+				a.assign(n)
+			}
+		}
 		a.hiddenArgs(args, depth, name+" evaluates variable names and their subscripts")
 		return ConfigMutation, why
 	}

@@ -201,6 +201,7 @@ var secretFiles = set(
 var secretDirs = []string{
 	"/etc/pve/priv", "/var/lib/pve-cluster", "/etc/ssl/private", "/etc/wireguard",
 	"/root/.ssh", "/root/.gnupg", "/root/.aws", "/root/.docker", "/root/.kube",
+	"/run/secrets", "/var/run/secrets",
 }
 
 // secretPath reports whether reading p, an absolute cleaned path, may print
@@ -336,7 +337,19 @@ func (a *analyzer) resolve(p string) []string {
 		p = expandTilde(p)
 	}
 	if strings.HasPrefix(p, "/") {
-		return []string{path.Clean(p)}
+		p = path.Clean(p)
+		// /proc/PID/root/x is x as that process sees it; /proc/PID/cwd/x
+		// is relative to its working directory.
+		if rest, ok := strings.CutPrefix(p, "/proc/"); ok {
+			_, rest, _ = strings.Cut(rest, "/")
+			if r, ok := strings.CutPrefix(rest+"/", "root/"); ok {
+				return append(a.resolve("/"+r), p)
+			}
+			if r, ok := strings.CutPrefix(rest+"/", "cwd/"); ok && r != "" {
+				return append(a.resolve(r), p)
+			}
+		}
+		return []string{p}
 	}
 	out := make([]string, 0, len(a.cwds))
 	for _, d := range a.cwds {
@@ -366,10 +379,7 @@ func (a *analyzer) secretWord(w word) (string, bool) {
 	}
 	for _, c := range a.resolve(v) {
 		if secretPath(c) || w.glob && globMaySecret(c) {
-			if strings.HasPrefix(v, "/") {
-				return v, true
-			}
-			return c, true
+			return v, true
 		}
 	}
 	return "", false
@@ -445,6 +455,8 @@ func init() {
 		"head", "tail", "tac", "nl", "rev", "od", "hexdump", "strings", "base64", "base32",
 		"basenc", "cut", "column", "paste", "fold", "fmt", "expand", "unexpand", "comm", "join",
 		"zcat", "bzcat", "xzcat", "lzcat", "cmp", "diff",
+		// last, who and users print records from any file they are given.
+		"last", "lastb", "who", "users",
 	} {
 		rules[n] = looseReader(n)
 	}
@@ -488,7 +500,7 @@ func init() {
 	for _, n := range []string{"grep", "egrep", "fgrep", "zgrep", "zegrep", "zfgrep", "rgrep",
 		"head", "tail", "tac", "nl", "rev", "od", "hexdump", "strings", "base64", "base32",
 		"basenc", "cut", "column", "paste", "fold", "fmt", "expand", "unexpand", "comm", "join",
-		"zcat", "bzcat", "xzcat", "lzcat", "cmp", "diff", "less", "more", "most", "pg", "man",
+		"zcat", "bzcat", "xzcat", "lzcat", "cmp", "diff", "last", "lastb", "who", "users", "less", "more", "most", "pg", "man",
 		"vi", "vim", "nvim", "view", "vimdiff", "nano", "pico", "ed", "red", "ex", "emacs", "joe", "mcedit",
 		"sensible-editor", "editor", "sudoedit", "visudo", "vipw", "vigr", "awk", "gawk", "mawk", "nawk", "busybox-awk",
 		"cat", "tee", "truncate", "cp", "install", "ln", "touch", "mkdir", "rmdir", "rm", "unlink", "mv", "chmod", "chown", "chgrp", "setfacl", "chattr", "dd", "rsync", "sed", "tar", "find", "cd", "pushd", "sort", "xxd", "jq"} {
@@ -778,6 +790,13 @@ func ruleCopy(name, shortVal string, longVal []string) rule {
 			// directory.
 			dests = []opt{{word: word{val: path.Base(sources[0].val), dynamic: sources[0].dynamic, glob: sources[0].glob}}}
 		}
+		if p.dynamic {
+			// A word known only at run time (xargs's input, say) may shift
+			// which operand is the destination: any of them may be.
+			for _, s := range p.operands {
+				dests = append(dests, opt{word: s})
+			}
+		}
 		for _, d := range dests {
 			a.writeTo(d.word, name)
 		}
@@ -1007,14 +1026,22 @@ func ruleSed(a *analyzer, args []word, depth int) (Class, string) {
 		return a.opaqueClass("sed -f runs a script file the classifier cannot read")
 	}
 	c, why := ReadOnly, ""
+	// GNU sed lets a bracket expression hold the delimiter, as in
+	// s/[/]/x/; other seds do not. A script one of them rejects does not
+	// run there, so judge every reading that parses, and give up only when
+	// none does.
+	var effects []sedEffect
 	for _, brackets := range []bool{true, false} {
-		e := sedScript(script, brackets)
-		if e.bad != "" {
+		if e := sedScript(script, brackets); e.bad == "" {
+			effects = append(effects, e)
+		} else if len(effects) == 0 && !brackets {
 			if cc, r := crudeClass(script, a.onHost); cc == Destructive {
 				return cc, r
 			}
 			return a.opaqueClass("sed script the classifier cannot read: " + e.bad)
 		}
+	}
+	for _, e := range effects {
 		for _, cmd := range e.exec {
 			if cmd != "" {
 				a.script(cmd, depth+1)
@@ -1346,8 +1373,8 @@ func ruleAwk(name string) rule {
 		if unsafe == "" {
 			unsafe = awkProgram(program)
 		}
-		if strings.Contains(program, "ENVIRON") {
-			a.secret(name + " ENVIRON prints the environment")
+		if what, ok := mentionsSecret(program); ok {
+			a.secret(name + " mentions " + what)
 		}
 		if unsafe != "" {
 			if c, r := crudeClass(program, a.onHost); c == Destructive {
@@ -1533,10 +1560,11 @@ func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
 			dirs = []opt{{word: word{val: ".", raw: "."}}}
 		}
 		for _, d := range dirs {
-			if _, crit, ok := a.criticalWord(d.word); ok || criticalPath(d.word.val) {
-				if crit == "" {
-					crit = "a system directory"
-				}
+			_, crit, ok := a.criticalWord(d.word)
+			if !ok && strings.HasPrefix(d.word.val, "/") && path.Clean(d.word.val) == "/" {
+				crit, ok = "over the whole system", true
+			}
+			if ok {
 				return Destructive, "tar -x extracts into " + d.word.val + ", " + crit
 			}
 		}

@@ -186,7 +186,14 @@ func ruleCurl(a *analyzer, args []word, _ int) (Class, string) {
 			notRO("curl option %s may send data, read or write files, or go elsewhere", o.name)
 		}
 	}
-	for _, u := range p.operands {
+	urls := p.operands
+	for _, o := range p.values("--url") {
+		urls = append(urls, o.word)
+	}
+	for _, u := range urls {
+		if f, ok := strings.CutPrefix(strings.ToLower(u.val), "file://"); ok {
+			a.reads(word{val: u.val[len(u.val)-len(f):], raw: u.raw, glob: true}, "curl")
+		}
 		if !httpURL(u.val) {
 			notRO("curl of a non-http URL %s", u.val)
 		}

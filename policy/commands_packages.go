@@ -25,8 +25,14 @@ var aptFlags = set(
 // as root what it would otherwise run unprivileged.
 var aptRunners = []string{
 	"invoke", "proxy-auto-detect", "sandbox", "dpkg::", "dir::bin", "dir::etc",
-	"methods", "hook", "changelogs", "pager", "apt::update", "scripts",
-	"debsig", "gpgv", "build-", "pkgproblemresolver",
+	"methods", "hook", "pager", "scripts", "debsig", "gpgv", "binary::",
+}
+
+// aptSetting is one -o (an item=value) or -c (a file) on apt's command line.
+type aptSetting struct {
+	file  bool // -c FILE rather than -o ITEM=VALUE
+	value string
+	word  word
 }
 
 // ruleApt: apt's -o, -c, --option and --config-file set any configuration
@@ -35,10 +41,15 @@ var aptRunners = []string{
 // program to run. Removing packages from a host can take Proxmox with it.
 func ruleApt(name string, ro map[string]bool) rule {
 	return func(a *analyzer, args []word, _ int) (Class, string) {
-		var sub string
-		var unknown string
-		var configs []word
+		var verb, unknown string
+		var settings []aptSetting
 		dynamic := false
+		next := func(i int) (string, word, int) {
+			if i+1 < len(args) {
+				return args[i+1].val, args[i+1], i + 1
+			}
+			return "", word{}, i
+		}
 		for i := 0; i < len(args); i++ {
 			w := args[i]
 			v := w.val
@@ -46,32 +57,45 @@ func ruleApt(name string, ro map[string]bool) rule {
 				dynamic = true
 			}
 			switch {
-			case v == "-o" || v == "-c" || v == "--option" || v == "--config-file":
-				if i+1 < len(args) {
-					i++
-					configs = append(configs, word{val: v + " " + args[i].val, raw: args[i].raw, dynamic: args[i].dynamic})
-				} else {
-					configs = append(configs, w)
+			case strings.HasPrefix(v, "--") && len(v) > 2:
+				n, val, has := strings.Cut(v, "=")
+				// APT takes no abbreviations, but judge them as if it did.
+				isOpt := len(n) > 3 && strings.HasPrefix("--option", n)
+				isCfg := len(n) > 3 && strings.HasPrefix("--config-file", n)
+				if isOpt || isCfg {
+					vw := sub(w, val)
+					if !has {
+						val, vw, i = next(i)
+					}
+					settings = append(settings, aptSetting{file: isCfg, value: val, word: vw})
+					continue
 				}
-			case strings.HasPrefix(v, "-o") && !strings.HasPrefix(v, "--"), strings.HasPrefix(v, "-c") && !strings.HasPrefix(v, "--"),
-				strings.HasPrefix(v, "--option="), strings.HasPrefix(v, "--config-file="),
-				strings.HasPrefix(v, "--o") && len(v) > 3 && strings.HasPrefix("--option", strings.SplitN(v, "=", 2)[0]),
-				strings.HasPrefix(v, "--c") && len(v) > 3 && strings.HasPrefix("--config-file", strings.SplitN(v, "=", 2)[0]):
-				configs = append(configs, w)
-			case strings.HasPrefix(v, "-") && len(v) > 1:
-				n, _, _ := strings.Cut(v, "=")
 				if !aptFlags[n] && unknown == "" {
 					unknown = n
 				}
-				if len(v) > 2 && v[1] != '-' && strings.ContainsAny(v[1:], "oc") {
-					configs = append(configs, w)
+			case strings.HasPrefix(v, "-") && len(v) > 1:
+				// A cluster: -qq, -oItem=v, -qc/tmp/apt.conf.
+				for j := 1; j < len(v); j++ {
+					c := v[j]
+					if c != 'o' && c != 'c' {
+						if !aptFlags["-"+string(c)] && unknown == "" {
+							unknown = "-" + string(c)
+						}
+						continue
+					}
+					val, vw := v[j+1:], sub(w, v[j+1:])
+					if val == "" {
+						val, vw, i = next(i)
+					}
+					settings = append(settings, aptSetting{file: c == 'c', value: val, word: vw})
+					break
 				}
-			case sub == "":
-				sub = v
+			case verb == "":
+				verb = v
 			}
 		}
-		if len(configs) > 0 {
-			return aptConfig(a, name, configs)
+		if len(settings) > 0 {
+			return aptConfig(a, name, settings)
 		}
 		// Any word may be the subcommand when an option takes a value.
 		for _, w := range args {
@@ -85,40 +109,41 @@ func ruleApt(name string, ro map[string]bool) rule {
 		switch {
 		case dynamic:
 			return notLiteral(name)
-		case sub == "":
+		case verb == "":
 			return cfgf("%s without a subcommand", name)
 		case unknown != "":
 			return cfgf("%s option %s is not on the read-only list", name, unknown)
-		case ro[sub]:
+		case ro[verb]:
 			return ReadOnly, ""
 		}
-		return cfgf("%s %s changes packages", name, sub)
+		return cfgf("%s %s changes packages", name, verb)
 	}
 }
 
-func aptConfig(a *analyzer, name string, configs []word) (Class, string) {
-	for _, c := range configs {
-		v := strings.ToLower(c.val)
-		if c.dynamic {
+
+func aptConfig(a *analyzer, name string, settings []aptSetting) (Class, string) {
+	for _, s := range settings {
+		if !s.word.static() {
 			return Destructive, name + " with a configuration only known at run time"
 		}
+		if s.file {
+			// A configuration file (or /dev/stdin) can set anything.
+			return a.opaqueClass(name + " -c " + s.value + " reads configuration the classifier cannot see")
+		}
+		v := strings.ToLower(s.value)
 		for _, r := range aptRunners {
 			if strings.Contains(v, r) {
-				return Destructive, name + " " + c.val + " can run programs or change what runs as root"
+				return Destructive, name + " -o " + s.value + " can run programs or change what runs as root"
 			}
 		}
-		if strings.HasPrefix(v, "-c") || strings.HasPrefix(v, "--c") {
-			// A configuration file (or /dev/stdin) can set anything.
-			return a.opaqueClass(name + " " + c.val + " reads configuration the classifier cannot see")
-		}
-		if _, val, ok := strings.Cut(c.val, "="); ok {
+		if _, val, ok := strings.Cut(s.value, "="); ok {
 			val = strings.Trim(val, `"'`)
 			w := word{val: val, raw: val}
 			if _, crit, ok := a.criticalWord(w); ok || criticalPath(val) {
 				if crit == "" {
 					crit = "a system directory"
 				}
-				return Destructive, name + " " + c.val + " points apt at " + crit
+				return Destructive, name + " -o " + s.value + " points apt at " + crit
 			}
 		}
 	}

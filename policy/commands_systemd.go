@@ -72,8 +72,19 @@ func ruleSystemctl(a *analyzer, args []word, _ int) (Class, string) {
 	if o, ok := p.onlyOpts(systemctlOpts); !ok {
 		return cfgf("systemctl option %s is not on the read-only list", o)
 	}
-	if sub == "show-environment" {
+	switch sub {
+	case "show-environment":
 		a.secret("systemctl show-environment")
+	case "show":
+		// A unit's Environment= often carries a password.
+		shows := true
+		all := parseOpts(args, "tpPnoHM", []string{"type", "state", "property", "lines", "output", "host", "machine", "root"}, false)
+		if ps := all.values("-p", "--property", "-P"); len(ps) > 0 {
+			shows = slices.ContainsFunc(ps, func(o opt) bool { return strings.Contains(o.val, "Environment") })
+		}
+		if shows {
+			a.secret("systemctl show prints a unit's Environment=")
+		}
 	}
 	if sub == "" || systemctlRO[sub] {
 		return ReadOnly, ""

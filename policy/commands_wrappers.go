@@ -18,7 +18,7 @@ func init() {
 	rules["builtin"] = wrapper("builtin", "", nil)
 	rules["exec"] = wrapper("exec", "a", nil)
 	rules["busybox"] = wrapper("busybox", "", nil)
-	rules["command"] = wrapper("command", "", nil)
+	rules["command"] = ruleCommand
 	rules["timeout"] = ruleTimeout
 	rules["ionice"] = ruleIonice
 	rules["chroot"] = ruleChroot
@@ -82,6 +82,16 @@ func (a *analyzer) envAssignments(who string, argv []word) []word {
 		argv = argv[1:]
 	}
 	return argv
+}
+
+// ruleCommand: command -v and -V only say what a name is; otherwise command
+// runs it, skipping shell functions.
+func ruleCommand(a *analyzer, args []word, depth int) (Class, string) {
+	p := parseOpts(args, "", nil, true)
+	if !p.has("-v", "-V") && len(p.operands) > 0 {
+		a.argv(p.operands, depth)
+	}
+	return cfgf("command runs another program")
 }
 
 func ruleSudo(a *analyzer, args []word, depth int) (Class, string) {
