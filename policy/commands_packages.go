@@ -120,7 +120,6 @@ func ruleApt(name string, ro map[string]bool) rule {
 	}
 }
 
-
 func aptConfig(a *analyzer, name string, settings []aptSetting) (Class, string) {
 	for _, s := range settings {
 		if !s.word.static() {
