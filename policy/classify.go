@@ -24,7 +24,13 @@ import (
 // Risk.Secrets lists what in the script may print a secret (a key file,
 // /etc/shadow, the environment); such a script is never read_only.
 func ClassifyCommand(command string, where TargetType) Risk {
-	a := &analyzer{onHost: where == TargetHost, cwds: []string{"/root", "/"}}
+	return classify(command, where, false)
+}
+
+// classify is ClassifyCommand; bashOnly skips the second, POSIX reading
+// (for tests of contexts only bash evaluates).
+func classify(command string, where TargetType, bashOnly bool) Risk {
+	a := &analyzer{onHost: where == TargetHost, cwds: []string{"/root", "/"}, bashOnly: bashOnly}
 	a.script(command, 0)
 	a.forkBombs()
 	if a.b.class == ReadOnly && len(a.b.reasons) == 0 {
@@ -43,8 +49,9 @@ const maxParses = 64
 const reasonTooDeep = "nests shells too deeply to follow"
 
 type analyzer struct {
-	onHost bool
-	b      riskBuilder
+	onHost   bool
+	bashOnly bool // never read a script as POSIX sh too
+	b        riskBuilder
 	// cwds are the directories a relative path may be resolved against: the
 	// login directories and every directory the script changes into.
 	cwds []string
@@ -141,7 +148,7 @@ func (a *analyzer) script(src string, depth int) {
 	if err != nil {
 		a.uncertain(src, parseError(err))
 	}
-	if err == nil && !bashOnly {
+	if err == nil && !bashOnly || a.bashOnly {
 		return
 	}
 	if _, perr := a.parseAndWalk(src, depth, true); perr != nil && err == nil {
@@ -749,9 +756,12 @@ func (a *analyzer) pathArgs(base string, args []word, known bool, c Class, why s
 // destructive command, or pairs a recursive flag with a system directory,
 // or names a device.
 func (a *analyzer) dangerous(ws []word) {
-	if c, r := crudeClass(joinRaw(ws), a.onHost); c == Destructive {
-		a.b.raise(c, r)
-		return
+	// Read the words as written and after quote removal: r''m is rm.
+	for _, text := range []string{joinRaw(ws), joinVals(ws)} {
+		if c, r := crudeClass(text, a.onHost); c == Destructive {
+			a.b.raise(c, r)
+			return
+		}
 	}
 	recursive, critical := false, false
 	for _, w := range ws {

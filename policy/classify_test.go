@@ -330,6 +330,9 @@ func FuzzClassifyCommand(f *testing.F) {
 	for _, tt := range classifyTests {
 		f.Add(tt.cmd, tt.where == TargetHost)
 	}
+	for _, tt := range issueTests {
+		f.Add(tt.cmd, tt.where == TargetHost)
+	}
 	f.Fuzz(func(t *testing.T, cmd string, onHost bool) {
 		where := TargetLXC
 		if onHost {

@@ -71,6 +71,7 @@ func init() {
 	}
 	rules["read"] = ruleEvaluating("read", "read assigns shell variables")
 	rules["unset"] = ruleEvaluating("unset", "unset removes shell variables")
+	rules["let"] = ruleEvaluating("let", "let evaluates arithmetic")
 	rules["getopts"] = fixed(ConfigMutation, "getopts assigns shell variables")
 	for _, n := range []string{"shopt", "ulimit", "umask", "unalias", "hash", "history", "disown", "complete", "bind", "suspend", "logout"} {
 		rules[n] = fixed(ConfigMutation, n+" changes the shell's state")
@@ -361,15 +362,15 @@ func (s spec) parse(args []word, stop bool) parsed {
 
 func ruleUniq(a *analyzer, args []word, _ int) (Class, string) {
 	p := parseOpts(args, "fsw", []string{"skip-fields", "skip-chars", "check-chars", "group", "all-repeated"}, false)
-	if p.dynamic {
-		return notLiteral("uniq")
-	}
 	if len(p.operands) > 0 {
 		a.reads(p.operands[0], "uniq")
 	}
 	if len(p.operands) > 1 {
 		a.writeTo(p.operands[1], "uniq")
 		return cfgf("uniq with two operands writes the second")
+	}
+	if p.dynamic {
+		return notLiteral("uniq")
 	}
 	return ReadOnly, ""
 }
@@ -501,6 +502,8 @@ func rulePrintf(a *analyzer, args []word, depth int) (Class, string) {
 			break
 		}
 		if !w.static() {
+			// It may be -v.
+			a.hiddenArgs(args, depth, "printf may evaluate a variable name and its subscript")
 			return cfgf("printf with an option only known at run time")
 		}
 		if !strings.HasPrefix(w.val, "-") {

@@ -942,13 +942,13 @@ func ruleRsync(a *analyzer, args []word, depth int) (Class, string) {
 func ruleSed(a *analyzer, args []word, depth int) (Class, string) {
 	var scripts []string
 	var files []word
-	inPlace, fromFile, dynamic := false, false, false
+	inPlace, fromFile, dynamic, filesDynamic := false, false, false, false
 	unknown := ""
 	scriptGiven := false
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		v := w.val
-		if w.dynamic {
+		if w.dynamic && strings.HasPrefix(v, "-") {
 			dynamic = true
 		}
 		switch {
@@ -1005,8 +1005,11 @@ func ruleSed(a *analyzer, args []word, depth int) (Class, string) {
 		case !scriptGiven && !fromFile:
 			scriptGiven = true
 			scripts = append(scripts, v)
+			dynamic = dynamic || w.dynamic
 		default:
+			// A file known only at run time may be an option too (-i).
 			files = append(files, w)
+			filesDynamic = filesDynamic || w.dynamic
 		}
 	}
 	for _, f := range files {
@@ -1067,8 +1070,12 @@ func ruleSed(a *analyzer, args []word, depth int) (Class, string) {
 			why = "sed -i edits files in place"
 		}
 	}
-	if unknown != "" && c == ReadOnly {
+	switch {
+	case c > ReadOnly:
+	case unknown != "":
 		return cfgf("sed option %s is not on the read-only list", unknown)
+	case filesDynamic:
+		return cfgf("sed with files only known at run time (one could be -i)")
 	}
 	return c, why
 }
@@ -1658,20 +1665,26 @@ func ruleFind(a *analyzer, args []word, depth int) (Class, string) {
 // later are judged where they are.
 func ruleCd(a *analyzer, args []word, _ int) (Class, string) {
 	p := parseOpts(args, "", nil, false)
+	dirs := []string{"~"}
+	if len(p.operands) > 0 {
+		dirs = nil
+		// With words known only at run time, any static one may be the
+		// directory.
+		for _, o := range p.operands {
+			if o.static() && o.val != "-" {
+				dirs = append(dirs, o.val)
+			}
+		}
+	}
+	for _, d := range dirs {
+		for _, c := range a.resolve(d) {
+			if !slices.Contains(a.cwds, c) {
+				a.cwds = append(a.cwds, c)
+			}
+		}
+	}
 	if p.dynamic {
 		return notLiteral("cd")
-	}
-	dir := "~"
-	if len(p.operands) > 0 {
-		dir = p.operands[0].val
-	}
-	if dir == "-" {
-		return ReadOnly, ""
-	}
-	for _, c := range a.resolve(dir) {
-		if !slices.Contains(a.cwds, c) {
-			a.cwds = append(a.cwds, c)
-		}
 	}
 	return ReadOnly, ""
 }

@@ -45,6 +45,13 @@ var ipObjects = []string{
 }
 
 func ruleIP(a *analyzer, args []word, depth int) (Class, string) {
+	for i, w := range args {
+		// ip netns exec NAME CMD runs CMD, wherever it sits among words
+		// only known at run time.
+		if w.val == "exec" && i+2 < len(args) {
+			a.argv(args[i+2:], depth)
+		}
+	}
 	if anyDynamic(args) {
 		return notLiteral("ip")
 	}
@@ -73,9 +80,6 @@ func ruleIP(a *analyzer, args []word, depth int) (Class, string) {
 	case "show", "list", "lst", "ls", "get", "help":
 		return ReadOnly, ""
 	case "exec":
-		if strings.HasPrefix("netns", obj) && i+3 < len(args) {
-			a.argv(args[i+3:], depth)
-		}
 		return cfgf("ip netns exec runs a command in another network namespace")
 	default:
 		return cfgf("ip %s %s changes network state", obj, sub)
@@ -126,9 +130,6 @@ var curlSafeValues = set(
 // and http(s) URLs only (other schemes such as gopher:// can talk to local
 // services).
 func ruleCurl(a *analyzer, args []word, _ int) (Class, string) {
-	if anyDynamic(args) {
-		return notLiteral("curl")
-	}
 	shortVal := ""
 	var long []string
 	for k := range curlValueOpts {
@@ -204,6 +205,9 @@ func ruleCurl(a *analyzer, args []word, _ int) (Class, string) {
 			c, why = oc, r
 		}
 	}
+	if c == ReadOnly && p.dynamic {
+		return notLiteral("curl")
+	}
 	return c, why
 }
 
@@ -253,9 +257,6 @@ func httpURL(u string) bool {
 }
 
 func ruleWget(a *analyzer, args []word, _ int) (Class, string) {
-	if anyDynamic(args) {
-		return notLiteral("wget")
-	}
 	var norm []word
 	for _, w := range args {
 		if w.val == "-nv" {
@@ -266,8 +267,11 @@ func ruleWget(a *analyzer, args []word, _ int) (Class, string) {
 	p := parseOpts(norm, "OTtUoaiPeB", []string{"output-document", "timeout", "tries", "header", "user-agent",
 		"output-file", "append-output", "input-file", "directory-prefix", "execute", "load-cookies", "save-cookies",
 		"post-file", "body-file", "certificate", "private-key", "ca-certificate", "config", "use-askpass"}, false)
-	if p.bad {
-		return cfgf("wget option without its value")
+	c, why := ReadOnly, ""
+	raise := func(cc Class, r string) {
+		if cc > c {
+			c, why = cc, r
+		}
 	}
 	stdout := false
 	for _, o := range p.opts {
@@ -279,23 +283,30 @@ func ruleWget(a *analyzer, args []word, _ int) (Class, string) {
 		case "-O", "--output-document":
 			if o.val != "-" && o.val != "/dev/null" {
 				a.writeTo(o.word, "wget -O")
-				return cfgf("wget -O writes to %s", o.val)
+				raise(cfgf("wget -O writes to %s", o.val))
 			}
 			stdout = true
 		case "-o", "--output-file", "-a", "--append-output", "--save-cookies":
 			a.writeTo(o.word, "wget "+o.name)
-			return cfgf("wget %s writes to %s", o.name, o.val)
+			raise(cfgf("wget %s writes to %s", o.name, o.val))
 		case "-i", "--input-file", "--load-cookies", "--post-file", "--body-file", "--certificate",
 			"--private-key", "--ca-certificate", "--config":
 			a.reads(o.word, "wget "+o.name)
-			return cfgf("wget %s reads %s", o.name, o.val)
+			raise(cfgf("wget %s reads %s", o.name, o.val))
 		case "-e", "--execute", "--use-askpass":
-			return a.opaqueClass("wget " + o.name + " runs commands or changes what wget does")
+			raise(a.opaqueClass("wget " + o.name + " runs commands or changes what wget does"))
 		default:
-			return cfgf("wget option %s may send data or write files", o.name)
+			raise(cfgf("wget option %s may send data or write files", o.name))
 		}
 	}
-	if !stdout {
+	switch {
+	case c > ReadOnly:
+		return c, why
+	case p.bad:
+		return cfgf("wget option without its value")
+	case p.dynamic:
+		return notLiteral("wget")
+	case !stdout:
 		return cfgf("wget saves a file unless given -O - or --spider")
 	}
 	for _, u := range p.operands {

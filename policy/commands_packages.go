@@ -157,15 +157,15 @@ var dpkgRO = set(
 )
 
 func ruleDpkg(a *analyzer, args []word, _ int) (Class, string) {
+	p := parseOpts(args, "", nil, false)
+	if p.has("-r", "--remove", "-P", "--purge") && a.onHost {
+		return Destructive, "dpkg --remove can remove packages the host needs"
+	}
 	if anyDynamic(args) {
 		return notLiteral("dpkg")
 	}
-	p := parseOpts(args, "", nil, false)
 	if len(p.opts) == 0 {
 		return cfgf("dpkg without an action")
-	}
-	if p.has("-r", "--remove", "-P", "--purge") && a.onHost {
-		return Destructive, "dpkg --remove can remove packages the host needs"
 	}
 	if o, ok := p.onlyOpts(dpkgRO); !ok {
 		return cfgf("dpkg %s changes packages", o)

@@ -55,7 +55,20 @@ func init() {
 var sudoEdit = ruleEditor("sudo -e")
 
 // stdin stands for the words xargs reads from its input.
-var stdin = word{val: "<input>", raw: "<input>", dynamic: true, expands: true}
+var stdin = word{val: "$XARGS_INPUT", raw: "$XARGS_INPUT", dynamic: true, expands: true}
+
+// joinScript joins words that a shell will read again as a script, keeping
+// the expansions of those known only at run time as written.
+func joinScript(ws []word) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = w.val
+		if !w.static() {
+			parts[i] = w.raw
+		}
+	}
+	return strings.Join(parts, " ")
+}
 
 // wrapper runs the command that follows its options.
 func wrapper(name, shortVal string, longVal []string) rule {
@@ -114,6 +127,10 @@ func ruleSudo(a *analyzer, args []word, depth int) (Class, string) {
 		return a.opaqueClass("sudo without a command opens a shell")
 	case p.has("-s", "--shell", "-i", "--login"):
 		if anyDynamic(cmd) {
+			a.script(joinScript(cmd), depth+1)
+			if c, r := crudeClass(joinRaw(cmd), a.onHost); c == Destructive {
+				return c, r
+			}
 			return a.opaqueClass("sudo -s with a command only known at run time")
 		}
 		a.script(joinVals(cmd), depth+1)
@@ -185,6 +202,7 @@ func ruleWatch(a *analyzer, args []word, depth int) (Class, string) {
 	if p.has("-x", "--exec") {
 		a.argv(p.operands, depth)
 	} else if anyDynamic(p.operands) {
+		a.script(joinScript(p.operands), depth+1)
 		if c, r := crudeClass(joinRaw(p.operands), a.onHost); c == Destructive {
 			return c, r
 		}
@@ -247,6 +265,7 @@ func ruleEnv(a *analyzer, args []word, depth int) (Class, string) {
 	p := parseOpts(args, "uCSa", []string{"unset", "chdir", "split-string", "argv0"}, true)
 	if cmd, ok := p.value("-S", "--split-string"); ok {
 		if anyDynamic(args) {
+			a.script(cmd+" "+joinScript(p.operands), depth+1)
 			return a.opaqueClass("env -S with a command only known at run time")
 		}
 		a.script(cmd+" "+joinVals(p.operands), depth+1)
@@ -316,6 +335,9 @@ func ruleShell(name string) rule {
 			v := w.val
 			switch {
 			case !w.static():
+				if c, r := crudeClass(joinRaw(args), a.onHost); c == Destructive {
+					return c, r
+				}
 				return a.opaqueClass(name + " with options only known at run time")
 			case v == "--":
 				i++
@@ -361,6 +383,7 @@ func ruleShell(name string) rule {
 
 func ruleEval(a *analyzer, args []word, depth int) (Class, string) {
 	if anyDynamic(args) {
+		a.script(joinScript(args), depth+1)
 		if c, r := crudeClass(joinRaw(args), a.onHost); c == Destructive {
 			return c, r
 		}
