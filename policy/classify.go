@@ -144,6 +144,7 @@ func (a *analyzer) script(src string, depth int) {
 		return
 	}
 	a.ro()
+	src = wordChars(src)
 	bashOnly, err := a.parseAndWalk(src, depth, false)
 	if err != nil {
 		a.uncertain(src, parseError(err))
@@ -154,6 +155,18 @@ func (a *analyzer) script(src string, depth int) {
 	if _, perr := a.parseAndWalk(src, depth, true); perr != nil && err == nil {
 		a.uncertain(src, "as POSIX sh, "+parseError(perr))
 	}
+}
+
+// wordChars rewrites bytes the parser mishandles as U+FFFD: bytes that are
+// not UTF-8 (plain word characters to a shell, but they stop the parser)
+// and NUL (which the parser drops; validation refuses it before a command
+// gets here, and no argument to sh -c can hold one).
+func wordChars(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return s
 }
 
 func (a *analyzer) parseAndWalk(src string, depth int, posix bool) (bashOnly bool, err error) {
@@ -561,6 +574,7 @@ func (w *walker) hidden(text, why string) {
 		a.uncertain(text, reasonTooDeep)
 		return
 	}
+	text = wordChars(text)
 	doc, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Document(strings.NewReader(text))
 	if err != nil {
 		a.uncertain(text, parseError(err))
