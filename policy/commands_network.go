@@ -118,6 +118,20 @@ var curlValueOpts = set(
 	"--trace-config", "--write-out",
 )
 
+// curlShortVal and curlLongVal are curlValueOpts as parseOpts takes them.
+var curlShortVal, curlLongVal = func() (string, []string) {
+	short := ""
+	var long []string
+	for k := range curlValueOpts {
+		if len(k) == 2 {
+			short += k[1:]
+		} else {
+			long = append(long, k[2:])
+		}
+	}
+	return short, long
+}()
+
 var curlSafeValues = set(
 	"-m", "--max-time", "--connect-timeout", "-H", "--header", "-A", "--user-agent",
 	"-u", "--user", "--retry", "--retry-delay", "--retry-max-time", "-w", "--write-out",
@@ -130,16 +144,7 @@ var curlSafeValues = set(
 // and http(s) URLs only (other schemes such as gopher:// can talk to local
 // services).
 func ruleCurl(a *analyzer, args []word, _ int) (Class, string) {
-	shortVal := ""
-	var long []string
-	for k := range curlValueOpts {
-		if len(k) == 2 {
-			shortVal += k[1:]
-		} else {
-			long = append(long, k[2:])
-		}
-	}
-	p := parseOpts(args, shortVal, long, false)
+	p := parseOpts(args, curlShortVal, curlLongVal, false)
 	if p.bad {
 		return cfgf("curl option without its value")
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -52,12 +53,21 @@ func safeWordByte(c byte) bool {
 // On a syntax error it returns the statements parsed before it too: a shell
 // that reads a script line by line runs those before it stops.
 func parseScript(src string, posix bool) (*syntax.File, error) {
-	lang := syntax.LangBash
+	pool := &bashParsers
 	if posix {
-		lang = syntax.LangPOSIX
+		pool = &posixParsers
 	}
-	return syntax.NewParser(syntax.Variant(lang)).Parse(strings.NewReader(src), "")
+	p := pool.Get().(*syntax.Parser)
+	defer pool.Put(p)
+	return p.Parse(strings.NewReader(src), "")
 }
+
+// Parsers keep buffers between uses; a parser can be reused once a parse
+// is done.
+var (
+	bashParsers  = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+	posixParsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangPOSIX)) }}
+)
 
 // parseError shortens a parser error to the sentence a plan card can show.
 func parseError(err error) string {
