@@ -95,12 +95,11 @@ func ruleSystemctl(a *analyzer, args []word, _ int) (Class, string) {
 // ctlTool is the option table and read-only verbs of one systemd *ctl tool.
 type ctlTool struct {
 	spec spec
-	// ro are verbs that only show state; query verbs show with at most
-	// maxArgs arguments and set with more.
-	ro      map[string]bool
-	query   map[string]int
-	noVerb  bool // no verb means status
-	extraRO func(verb string) bool
+	// ro are verbs that only show state; a query verb shows with at most
+	// the given number of arguments and sets with more.
+	ro     map[string]bool
+	query  map[string]int
+	noVerb bool // no verb means status
 }
 
 var ctlCommon = "-h --help --version --no-pager --no-legend --no-ask-password"
