@@ -55,6 +55,9 @@ type analyzer struct {
 	// cwds are the directories a relative path may be resolved against: the
 	// login directories and every directory the script changes into.
 	cwds []string
+	// cwdUnknown: the script changes into a directory only known at run
+	// time, so a relative path may be anywhere.
+	cwdUnknown bool
 	// funcs is the stack of shell functions whose bodies are being walked;
 	// calls records which commands each function's body runs.
 	funcs  []string
@@ -331,12 +334,12 @@ func (w *walker) call(c *syntax.CallExpr) {
 // change which program a name runs.
 var codeEnv = set(
 	"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
-	"SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "GCONV_PATH", "IFS",
+	"SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "GCONV_PATH",
 	"PYTHONPATH", "PYTHONSTARTUP", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT",
 	"NODE_OPTIONS", "PAGER", "EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE",
 	"MANPAGER", "SYSTEMD_PAGER", "SYSTEMD_EDITOR", "GIT_SSH_COMMAND",
 	"SSH_ASKPASS", "SUDO_ASKPASS", "APT_CONFIG", "TAR_OPTIONS", "CURL_HOME",
-	"WGETRC", "BROWSER", "TMPDIR", "HOME",
+	"WGETRC", "BROWSER", "HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL",
 )
 
 // assign classifies NAME=value, for the shell or for one command.
@@ -659,6 +662,10 @@ func (a *analyzer) writeTo(t word, who string) {
 	}
 	p := cleanPath(t.val)
 	if safeOutput(p) {
+		return
+	}
+	if a.cwdUnknown && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~") {
+		a.destroy("%swrites to %s in a directory only known at run time", prefix, p)
 		return
 	}
 	if _, why, ok := a.criticalWord(t); ok {

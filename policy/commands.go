@@ -439,8 +439,9 @@ func rulePs(a *analyzer, args []word, _ int) (Class, string) {
 				valueNext = !has
 			}
 		case strings.HasPrefix(v, "-"):
-			// UNIX options; -o/-O/-p/-u and kin take a value.
-			if len(v) == 2 && strings.ContainsRune("oOpuUgGtsCq", rune(v[1])) {
+			// UNIX options; -o/-O/-p/-u and kin take a value, attached or
+			// as the next word when last in a cluster (ps -eo pid,time).
+			if len(v) > 1 && strings.ContainsRune("oOpuUgGtsCqk", rune(v[len(v)-1])) {
 				valueNext = true
 			}
 		default:

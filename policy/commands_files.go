@@ -658,10 +658,10 @@ func ruleJq(a *analyzer, args []word, _ int) (Class, string) {
 	for _, f := range files {
 		a.reads(f, "jq")
 	}
-	if strings.Contains(program, "env") || strings.Contains(program, "$ENV") || strings.Contains(program, "$__prog") {
+	if hasIdent(program, "env") || hasIdent(program, "ENV") {
 		a.secret("jq env prints the environment")
 	}
-	if strings.Contains(program, "import") || strings.Contains(program, "include") {
+	if hasIdent(program, "import") || hasIdent(program, "include") {
 		return cfgf("jq loads modules")
 	}
 	if dynamic {
@@ -801,8 +801,12 @@ func ruleCopy(name, shortVal string, longVal []string) rule {
 			a.writeTo(d.word, name)
 		}
 		if name != "ln" {
+			recursive := hasShort(args, "rRa") || hasLong(args, "recursive", "archive")
 			for _, s := range sources {
 				a.reads(s, name)
+				if what, ok := a.secretTree(s); ok && recursive {
+					a.secret(name + " -r " + what)
+				}
 			}
 		}
 		if p.dynamic && c < Destructive {
@@ -1393,6 +1397,23 @@ func ruleAwk(name string) rule {
 	}
 }
 
+// hasIdent reports whether id occurs in text as a whole identifier.
+func hasIdent(text, id string) bool {
+	isID := func(c byte) bool { return isAlnum(c) || c == '_' }
+	for i := 0; ; {
+		j := strings.Index(text[i:], id)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(id)
+		if (j == 0 || !isID(text[j-1])) && (end == len(text) || !isID(text[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
 func isShellName(n string) bool {
 	if n == "" || isDigit(n[0]) {
 		return false
@@ -1402,10 +1423,15 @@ func isShellName(n string) bool {
 
 // awkProgram returns why an awk program is more than a filter, or "".
 func awkProgram(p string) string {
-	for _, id := range []string{"system", "getline", "ENVIRON", "PROCINFO", "ARGV", "ARGC", "close", "@"} {
-		if strings.Contains(p, id) {
+	// Looked for in the whole text, strings and all: a misread regular
+	// expression must not hide one.
+	for _, id := range []string{"system", "getline", "ENVIRON", "PROCINFO", "ARGV", "ARGC", "close"} {
+		if hasIdent(p, id) {
 			return "uses " + id
 		}
+	}
+	if strings.Contains(p, "@") {
+		return "uses @ (gawk's include, load and indirect calls)"
 	}
 	n := len(p)
 	// regexOK: a / here starts a regular expression, not a division.
@@ -1684,6 +1710,7 @@ func ruleCd(a *analyzer, args []word, _ int) (Class, string) {
 		}
 	}
 	if p.dynamic {
+		a.cwdUnknown = true
 		return notLiteral("cd")
 	}
 	return ReadOnly, ""

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"strings"
 )
 
@@ -230,17 +231,21 @@ func ruleFlock(a *analyzer, args []word, depth int) (Class, string) {
 // where -I's string is), so the command's arguments are only known at run
 // time: echo reboot | xargs systemctl reboots.
 func ruleXargs(a *analyzer, args []word, depth int) (Class, string) {
-	p := parseOpts(args, "adEILnPs", []string{"arg-file", "delimiter", "eof", "replace", "max-lines", "max-args", "max-procs", "max-chars", "process-slot-var"}, true)
+	p := parseOpts(args, "adEILnPs", []string{"arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"}, true)
 	for _, o := range p.values("-a", "--arg-file") {
 		a.reads(o.word, "xargs -a")
 	}
 	repl := ""
-	if v, ok := p.value("-I", "--replace"); ok {
+	if v, ok := p.value("-I"); ok {
 		repl = v
 	}
-	for _, o := range p.opts {
-		if o.name == "-i" || strings.HasPrefix(o.name, "-i") {
-			repl = "{}"
+	// -i[R] and --replace[=R] take their string only attached.
+	for _, w := range args[:len(args)-len(p.operands)] {
+		if r, ok := strings.CutPrefix(w.val, "-i"); ok {
+			repl = cmp.Or(r, "{}")
+		}
+		if r, ok := strings.CutPrefix(w.val, "--replace"); ok {
+			repl = cmp.Or(strings.TrimPrefix(r, "="), "{}")
 		}
 	}
 	cmd := p.operands
@@ -254,9 +259,9 @@ func ruleXargs(a *analyzer, args []word, depth int) (Class, string) {
 		}
 		inner = append(inner, w)
 	}
-	if repl == "" {
-		inner = append(inner, stdin)
-	}
+	// With -I the input goes where the string is; judge it appended too,
+	// in case the string is not where it seems (-ifoo).
+	inner = append(inner, stdin)
 	a.argv(inner, depth)
 	return cfgf("xargs runs a command with arguments read from its input")
 }
