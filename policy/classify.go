@@ -160,14 +160,15 @@ func (a *analyzer) script(src string, depth int) {
 	}
 }
 
-// wordChars rewrites bytes the parser mishandles as U+FFFD: bytes that are
-// not UTF-8 (plain word characters to a shell, but they stop the parser)
-// and NUL (which the parser drops; validation refuses it before a command
-// gets here, and no argument to sh -c can hold one).
+// wordChars rewrites bytes the parser mishandles as U+FFFD, which is a
+// plain word character to it as they are to a shell: bytes that are not
+// UTF-8 (they stop the parser), NUL (it drops them) and CR (it drops one
+// before a newline). Validation refuses NUL and CR in commands; the
+// classifier is total all the same.
 func wordChars(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if strings.ContainsAny(s, "\x00\r") {
+		s = strings.NewReplacer("\x00", "\uFFFD", "\r", "\uFFFD").Replace(s)
 	}
 	return s
 }

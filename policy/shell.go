@@ -106,6 +106,10 @@ func (w word) static() bool { return !w.dynamic }
 // wordOf converts a parsed word; src is the text it was parsed from.
 func wordOf(w *syntax.Word, src string) word {
 	var out word
+	if w == nil || len(w.Parts) == 0 {
+		// Only a script cut short by a syntax error leaves one.
+		return out
+	}
 	var b strings.Builder
 	open := false // an unquoted [ is waiting for its ]
 	for _, part := range w.Parts {
@@ -218,6 +222,9 @@ func hasBraces(w *syntax.Word) bool {
 
 // nodeText returns the source text of n.
 func nodeText(n syntax.Node, src string) string {
+	if w, ok := n.(*syntax.Word); ok && len(w.Parts) == 0 {
+		return ""
+	}
 	start, end := int(n.Pos().Offset()), int(n.End().Offset())
 	if start < 0 || end > len(src) || start > end {
 		return ""
