@@ -23,6 +23,7 @@ require (
 	golang.org/x/net v0.62.0
 	gopkg.in/yaml.v3 v3.0.1
 	maunium.net/go/mautrix v0.32.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (
@@ -65,5 +66,4 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	mvdan.cc/sh/v3 v3.14.1 // indirect
 )
