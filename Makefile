@@ -4,6 +4,7 @@ GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # -count=1: the tests talk to real services, so a cached pass proves nothing.
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
+FUZZTIME ?= 10s
 # Pure-Go end-to-end encryption (goolm): no libolm, no cgo needed.
 export GOFLAGS := -buildvcs=false -tags=goolm
 export CGO_ENABLED ?= 0
@@ -37,6 +38,9 @@ prepare: ## start or install Postgres and Redis, build Dendrite once into the ca
 test: prepare ## vet, then run the whole test suite against real services
 	$(GO) vet ./...
 	$(GO) test $(GO_TEST_FLAGS) ./...
+	# A short run of the fuzz target that builds dangerous commands from a
+	# grammar and checks that none classifies read_only.
+	$(GO) test -run '^$$' -fuzz FuzzClassifyDangerous -fuzztime $(FUZZTIME) ./policy/
 
 .PHONY: test/race
 test/race: prepare ## the test suite with the race detector (needs cgo)
