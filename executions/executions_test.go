@@ -78,7 +78,9 @@ type bundle struct {
 	inspector *asynq.Inspector
 	redis     asynq.RedisClientOpt
 	pub       ed25519.PublicKey
-	ctx       context.Context
+	// keys are the bundle's keys, for another Service over it.
+	keys testenv.Keys
+	ctx  context.Context
 }
 
 func setup(t testing.TB) *bundle {
@@ -120,7 +122,7 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{svc: svc, reportKey: keys.ReportSigning, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: keys.OrderVerify, ctx: ctx}
+	return &bundle{svc: svc, reportKey: keys.ReportSigning, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: keys.OrderVerify, keys: keys, ctx: ctx}
 }
 
 // progress signs p as the actuator does and applies it.
