@@ -117,6 +117,9 @@ type Bot struct {
 	undecryptNot map[string]bool
 	runbooks     []Runbook
 	refused      refusedWarner
+	// refusedAt is when each person was last told, per plan, why their
+	// decision did not count.
+	refusedAt map[string]time.Time
 }
 
 // New validates cfg and builds the bot; Run connects it.
@@ -148,6 +151,7 @@ func New(cfg Config) (*Bot, error) {
 	b := &Bot{
 		cfg: cfg, store: cfg.Store, exec: cfg.Executions, logger: cfg.Logger, now: cfg.Clock,
 		ops: map[id.UserID]bool{}, readers: map[id.UserID]bool{}, lastOperator: map[id.RoomID]time.Time{}, undecryptNot: map[string]bool{},
+		refusedAt: map[string]time.Time{},
 	}
 	for _, op := range cfg.Operators {
 		b.ops[id.UserID(op)] = true

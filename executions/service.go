@@ -208,6 +208,17 @@ type Planned struct {
 	// Steps are the steps of a plan of several, in order; nil for a plan
 	// of one step.
 	Steps []PlannedStep
+	// Snapshot says the actuator snapshots the container before the step
+	// runs (a config_mutation inside a container), for a plan of one step.
+	Snapshot bool
+}
+
+// Quorum is how many different operators must approve a plan of class c.
+func (s *Service) Quorum(c policy.Class) int {
+	if c == policy.Destructive {
+		return s.cfg.DestructiveQuorum
+	}
+	return 1
 }
 
 // PlannedStep is one step of a plan of several steps.
@@ -283,7 +294,8 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	if err != nil {
 		return Planned{}, err
 	}
-	p := Planned{Execution: x, Risk: b.risk, Blast: policy.PlanBlastRadius(b.spec.Action, g.edges, b.entity.Slug), Target: b.entity}
+	p := Planned{Execution: x, Risk: b.risk, Blast: policy.PlanBlastRadius(b.spec.Action, g.edges, b.entity.Slug), Target: b.entity,
+		Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class)}
 	if b.risk.Class == policy.Destructive {
 		if p.Phrase, err = policy.ConfirmationPhrase(b.spec.Action, b.entity.Slug, phraseKey(id, b.hash)); err != nil {
 			return Planned{}, err
@@ -510,12 +522,13 @@ func (s *Service) Describe(ctx context.Context, x store.Execution) (Planned, err
 		return p, err
 	}
 	p.Blast = policy.PlanBlastRadius(policy.Action(x.Action), g.edges, entity.Slug)
+	class, _ := policy.ParseClass(x.RiskClass)
 	if params, err := policy.ParseParams(policy.Action(x.Action), x.Params); err == nil {
 		if risk, err := policy.Classify(params, g.policyTarget(entity), g.overrides); err == nil {
 			p.Risk = risk
 		}
+		p.Snapshot = policy.NeedsSnapshot(params, g.policyTarget(entity), class)
 	}
-	class, _ := policy.ParseClass(x.RiskClass)
 	p.Risk.Class = class
 	if class == policy.Destructive {
 		p.Phrase, _ = policy.ConfirmationPhrase(policy.Action(x.Action), x.TargetSlug, phraseKey(x.ID, x.PlanHash))
