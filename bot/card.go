@@ -324,7 +324,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 	if x.Approval != nil {
 		by, method = cmp.Or(by, x.Approval.DecidedBy), cmp.Or(method, x.Approval.Method)
 	}
-	if len(x.Votes) > 1 && x.Approval != nil && x.Approval.Decision == "approved" && v.ApprovedBy == "" {
+	if len(x.Votes) > 1 && x.Approval != nil && x.Approval.Decision == "approved" && by == x.Approval.DecidedBy {
 		voters := make([]string, len(x.Votes))
 		for i, vt := range x.Votes {
 			voters[i] = vt.Voter

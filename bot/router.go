@@ -504,4 +504,3 @@ func (b *Bot) decisionErrorText(ctx context.Context, err error, x store.Executio
 	p := "I could not record that decision; nothing was changed. The log has the details."
 	return p, p
 }
-

@@ -49,6 +49,14 @@ type ApprovalsConfig struct {
 	// when it was encrypted and sent from a device its operator has
 	// cross-signed. On by default; it does not apply to unencrypted rooms.
 	RequireVerifiedDevice bool `koanf:"require_verified_device"`
+	// SelfApproval lets whoever asked for a plan approve it, including the
+	// operator an agent asked on behalf of. On by default, for a one-person
+	// homelab; off, another operator must approve.
+	SelfApproval bool `koanf:"self_approval"`
+	// DestructiveQuorum is how many different operators must type a
+	// destructive plan's phrase. Default 1; at most the number of
+	// operators.
+	DestructiveQuorum int `koanf:"destructive_quorum"`
 }
 
 // LogConfig sets the log level and format.
@@ -209,6 +217,8 @@ var defaults = map[string]any{
 	"checks.enabled":            true,
 
 	"approvals.require_verified_device": true,
+	"approvals.self_approval":           true,
+	"approvals.destructive_quorum":      1,
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so

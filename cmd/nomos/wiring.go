@@ -53,9 +53,14 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		l.Close()
 		return nil, fmt.Errorf("matrix.operators: %w", err)
 	}
+	if q := cfg.Approvals.DestructiveQuorum; q < 1 || q > len(cfg.Matrix.Operators) {
+		l.Close()
+		return nil, fmt.Errorf("approvals.destructive_quorum: %d needs between 1 and the %d operators in matrix.operators", q, len(cfg.Matrix.Operators))
+	}
 	l.execs, err = executions.New(executions.Config{
 		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, Actuator: cfg.Actuator.Name, Rules: rules,
 		OrderTTL: cfg.Orders.TTL, Logger: logger.With("component", "executions"),
+		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
 	})
 	if err != nil {
 		l.Close()
