@@ -7,6 +7,7 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 )
@@ -152,5 +153,51 @@ func TestDestructiveQuorumInTheRoom(t *testing.T) {
 	b.waitFor(t, b.cardEdited(card.ID, "succeeded", "approved by "+b.operator.UserID.String()+" and "+b.operator2.UserID.String()))
 	if n := b.count(t, "pct destroy 131"); n != 1 {
 		t.Errorf("labsim destroyed 131 %d times, want once", n)
+	}
+}
+
+// TestAgentAsksForAPlanOfSteps: the agent asks for two restarts as one
+// plan. One approval runs both; the model hears of the first step in its
+// history without a turn of its own, and is re-invoked once, when the
+// plan ends.
+func TestAgentAsksForAPlanOfSteps(t *testing.T) {
+	t.Parallel()
+	llm := testenv.NewScriptedLLM(t)
+	llm.Script(
+		testenv.ToolCall("request_execution", `{"steps":[{"action":"restart","target":"jellyfin"},{"action":"restart","target":"gitea"}],"reason":"both stopped answering"}`).
+			When(testenv.LastMessage("user", "restart both")),
+		testenv.Reply("I asked to restart jellyfin, then gitea, as one plan."),
+		testenv.Reply("Both restarted.").When(lastNote("Step 2 of 2 of plan", "restart on service:gitea", "succeeded")),
+	)
+	b := setup(t, withLLM(llm))
+	b.say(t, b.operator, "jellyfin and gitea are down, restart both", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin, then restart gitea", "asked by the agent for "+b.operator.UserID.String(), "awaiting approval"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("Both restarted."))
+	if b.count(t, "pct exec 101 -- systemctl restart jellyfin.service") != 1 || b.count(t, "pct exec 102 -- systemctl restart gitea.service") != 1 {
+		t.Errorf("the fleet ran %q, want each restart once", b.fleet.Commands(t))
+	}
+	var notes, unclaimed int
+	if err := b.storeQuery(t, `SELECT count(*) FROM agent_messages WHERE role = 'note'`, &notes); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.storeQuery(t, `SELECT count(*) FROM plan_executions WHERE continued_at IS NULL`, &unclaimed); err != nil {
+		t.Fatal(err)
+	}
+	if notes != 2 || unclaimed != 0 {
+		t.Errorf("%d result notes and %d unclaimed steps, want a note per step, each claimed", notes, unclaimed)
+	}
+	// Two turns: the operator's message and the plan's end; the first
+	// step's success started none.
+	turns := 0
+	for _, r := range llm.Requests() {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "user" || (last.Role == "tool" && strings.Contains(last.Content, "which you asked for, finished")) {
+			turns++
+		}
+	}
+	if turns != 2 {
+		t.Errorf("%d model calls started a turn, want 2", turns)
 	}
 }
