@@ -567,3 +567,43 @@ func mustRules(t *testing.T, ops ...string) *policy.Rules {
 	}
 	return r
 }
+
+// TestPlanApprovesItselfOnlyWhenEveryStepWould: a plan of named probes
+// approves itself and runs its steps in order; one free-form step among
+// them, even one that classifies read_only, makes the whole plan wait
+// for a person, and nothing is sent.
+func TestPlanApprovesItselfOnlyWhenEveryStepWould(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fleet := testenv.NewFleet(t)
+	if _, err := b.store.ApplySeed(b.ctx, fleet.Seed); err != nil {
+		t.Fatal(err)
+	}
+	b.startWorkers(t, fleet)
+	probes, err := b.svc.Request(b.ctx, executions.Request{Via: executions.ViaAgent, RequestedBy: "agent", OnBehalfOf: operator,
+		Steps: []executions.Step{{Action: "pct_status", Target: "101"}, {Action: "pct_status", Target: "102"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probes.Execution.Approval == nil || probes.Execution.Approval.Method != "auto" {
+		t.Fatalf("a plan of probes was not approved automatically: %+v", probes.Execution.Approval)
+	}
+	steps := b.waitPlan(t, probes.Execution.ID, allTerminal)
+	if s := stepStates(steps); s != "succeeded succeeded" {
+		t.Fatalf("the probes ended %s", s)
+	}
+
+	mixed, err := b.svc.Request(b.ctx, executions.Request{Via: executions.ViaMCP, RequestedBy: "mcp:claude", RoomID: "!ops:localhost", Reason: "look",
+		Steps: []executions.Step{{Action: "pct_status", Target: "101"}, {Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"uptime"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mixed.Execution.State != store.StateAwaitingApproval || mixed.Execution.Approval != nil {
+		t.Fatalf("a plan with a free-form step is %s with approval %+v, want it waiting for a person", mixed.Execution.State, mixed.Execution.Approval)
+	}
+	for _, st := range mixed.Steps {
+		if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, st.Execution.ID.String()); err == nil {
+			t.Errorf("step %d was queued before anyone approved", st.Execution.Position)
+		}
+	}
+}
