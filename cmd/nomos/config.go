@@ -422,6 +422,10 @@ func (c *Config) validate(role string) error {
 				bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 			}
 		}
+		if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
+			bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",
+				len(c.Matrix.Operators), q)
+		}
 	}
 	if n.llm || c.LLM.Model != "" || c.LLM.APIKey != "" {
 		checkURL(bad, "llm.base_url", c.LLM.BaseURL, "http", "https")
