@@ -21,7 +21,7 @@ demo: build ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim
 	./bin/nomos dev
 
 .PHONY: prepare
-prepare: ## start or install Postgres and Redis, build Dendrite once into the cache
+prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once into the cache
 	$(GO) run ./cmd/nomos dev -prepare
 
 .PHONY: test
