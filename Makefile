@@ -44,6 +44,11 @@ bench: prepare ## benchmarks (speed and memory are measured here, never in tests
 	$(GO) test -run '^$$' -bench '^Benchmark([^E]|E[^2])' -benchmem -count 5 ./...
 	$(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 1 ./executions/ ./bot/
 
+.PHONY: screenshots
+screenshots: prepare ## write the status page's screenshots (1280 and 390 px) to docs/img
+	mkdir -p docs/img
+	NOMOS_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^TestScreenshots$$' ./web/
+
 .PHONY: generate
 generate: ## run go generate
 	$(GO) generate ./...

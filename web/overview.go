@@ -88,7 +88,7 @@ func approvalHow(risk string) string {
 	if risk == "destructive" {
 		return "the typed confirmation phrase"
 	}
-	return "✅ on the card, a reply such as “go ahead”, or the phrase"
+	return "a reaction on the card, a reply such as “go ahead”, or the phrase"
 }
 
 // healthGrid folds the nodes into hosts → LXCs → services, each row

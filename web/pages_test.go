@@ -29,6 +29,12 @@ type activity struct {
 // reason, a document and an execution's output.
 func (b *bundle) populate(t testing.TB) activity {
 	t.Helper()
+	return b.populateWith(t, hostile)
+}
+
+// populateWith is populate with mark where the hostile markup goes.
+func (b *bundle) populateWith(t testing.TB, hostile string) activity {
+	t.Helper()
 	seed, err := store.LoadSeed(seeds.FS)
 	if err != nil {
 		t.Fatal(err)

@@ -136,10 +136,11 @@ func (b *bundle) plan(t testing.TB, target, reason string, state store.Execution
 // move transitions an execution as the lifecycle would.
 func (b *bundle) move(t testing.TB, id uuid.UUID, from, to store.ExecutionState, mutate func(*store.Transition)) {
 	t.Helper()
-	tr := store.Transition{ID: id, From: []store.ExecutionState{from}, To: to, Audit: store.AuditEntry{Actor: "test", Action: "execution." + string(to)}}
+	tr := store.Transition{ID: id, From: []store.ExecutionState{from}, To: to, Audit: store.AuditEntry{Actor: "nomos", Action: "execution." + string(to)}}
 	if mutate != nil {
 		mutate(&tr)
 	}
+	tr.Audit.Action = "execution." + string(to)
 	if _, err := b.st.Transition(b.ctx, tr); err != nil {
 		t.Fatal(err)
 	}
