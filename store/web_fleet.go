@@ -1,8 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +18,7 @@ import (
 
 // FleetNode is a host, an LXC or a service with its health and the node
 // that holds it: the host of an LXC, the LXC (or host) that runs a service.
+// Detail is kept only for a node that is not healthy.
 type FleetNode struct {
 	ID          uuid.UUID
 	Slug        string
@@ -29,31 +35,56 @@ type FleetNode struct {
 // FleetNodes returns every host, LXC and service that is not destroyed,
 // with its health and parent, hosts first, LXCs by vmid, in one query.
 func (s *Store) FleetNodes(ctx context.Context) ([]FleetNode, error) {
+	// Hash joins and a sort in Go: a lateral lookup per node and a sort
+	// on a jsonb expression cost more than the rest of the overview.
 	rows, err := s.pool.Query(ctx, `SELECT e.id, e.slug, e.type, e.name, e.lifecycle,
-			coalesce(st.health, 'unknown'), coalesce(st.detail, ''), st.last_check_at, coalesce(p.from_id, '00000000-0000-0000-0000-000000000000')
+			coalesce(st.health, 'unknown'), CASE WHEN st.health <> 'healthy' THEN st.detail ELSE '' END, st.last_check_at,
+			coalesce(p.from_id, '00000000-0000-0000-0000-000000000000')
 		FROM entities e
 		LEFT JOIN entity_status st ON st.entity_id = e.id
-		LEFT JOIN LATERAL (SELECT r.from_id FROM relationships r
-			WHERE r.to_id = e.id AND r.type IN ('hosts', 'runs') ORDER BY r.type LIMIT 1) p ON true
-		WHERE e.type IN ('host', 'lxc', 'service') AND e.lifecycle <> 'destroyed'
-		ORDER BY array_position(ARRAY['host', 'lxc', 'service'], e.type),
-			(e.attrs->>'vmid')::int NULLS LAST, e.slug`)
+		LEFT JOIN (SELECT DISTINCT ON (to_id) to_id, from_id FROM relationships
+			WHERE type IN ('hosts', 'runs') ORDER BY to_id, type) p ON p.to_id = e.id
+		WHERE e.type IN ('host', 'lxc', 'service') AND e.lifecycle <> 'destroyed'`)
 	if err != nil {
 		return nil, fmt.Errorf("list fleet: %w", err)
 	}
 	defer rows.Close()
 	var out []FleetNode
+	var vmids []int
 	for rows.Next() {
 		var n FleetNode
-		if err := rows.Scan(&n.ID, &n.Slug, &n.Type, &n.Name, &n.Lifecycle, &n.Health, &n.Detail, &n.LastCheckAt, &n.Parent); err != nil {
+		var detail *string
+		if err := rows.Scan(&n.ID, &n.Slug, &n.Type, &n.Name, &n.Lifecycle, &n.Health, &detail, &n.LastCheckAt, &n.Parent); err != nil {
 			return nil, fmt.Errorf("list fleet: %w", err)
 		}
+		if detail != nil {
+			n.Detail = *detail
+		}
+		// An LXC's slug is lxc:<vmid>; sort by the number.
+		v, err := strconv.Atoi(strings.TrimPrefix(n.Slug, "lxc:"))
+		if err != nil || n.Type != "lxc" {
+			v = math.MaxInt
+		}
 		out = append(out, n)
+		vmids = append(vmids, v)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list fleet: %w", err)
 	}
-	return out, nil
+	order := map[string]int{"host": 0, "lxc": 1, "service": 2}
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		return cmp.Or(cmp.Compare(order[out[a].Type], order[out[b].Type]), cmp.Compare(vmids[a], vmids[b]),
+			strings.Compare(out[a].Slug, out[b].Slug))
+	})
+	sorted := make([]FleetNode, len(out))
+	for i, j := range idx {
+		sorted[i] = out[j]
+	}
+	return sorted, nil
 }
 
 // Edge is one relationship of an entity, seen from that entity.

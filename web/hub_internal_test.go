@@ -1,6 +1,10 @@
 package web
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nomoshq/nomos/store"
+)
 
 // TestSlowClientIsDroppedNotWaitedFor: a client that stops reading is cut
 // off once its buffer is full; publishing never blocks and the others
@@ -32,5 +36,19 @@ func TestSlowClientIsDroppedNotWaitedFor(t *testing.T) {
 	h.closeAll()
 	if clients, _ := h.stats(); clients != 0 {
 		t.Errorf("%d clients left after closeAll", clients)
+	}
+}
+
+// TestTilesEscape: the grid tiles are written without the template
+// engine, so every value in them must come out escaped.
+func TestTilesEscape(t *testing.T) {
+	r := &fleetRow{Children: []*fleetRow{{
+		FleetNode: store.FleetNode{Slug: `lxc:1"><script>x</script>`, Name: `<img src=x onerror=alert(1)>`},
+		Worst:     `healthy" onmouseover="alert(1)`, Label: `<b>101</b>`,
+	}}}
+	got := string(r.Tiles())
+	want := `<a class="tile b-unknown" href="/e/lxc:1&#34;&gt;&lt;script&gt;x&lt;/script&gt;" title="&lt;img src=x onerror=alert(1)&gt;: unknown">&lt;b&gt;101&lt;/b&gt;</a>`
+	if got != want {
+		t.Errorf("tiles:\n got %s\nwant %s", got, want)
 	}
 }

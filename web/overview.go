@@ -1,6 +1,7 @@
 package web
 
 import (
+	"html/template"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +19,9 @@ type fleetRow struct {
 	Worst    string
 	Label    string
 	Children []*fleetRow
+	// Attention are the children that are degraded, stale or unhealthy,
+	// listed under the tiles with what is wrong.
+	Attention []*fleetRow
 }
 
 // healthCount is one tile of the counts strip.
@@ -128,6 +132,13 @@ func healthGrid(nodes []store.FleetNode) (hosts, orphans []*fleetRow, counts []h
 			p.Worst = worse(p.Worst, row.Worst)
 		}
 	}
+	for _, h := range hosts {
+		for _, c := range h.Children {
+			if healthRank(c.Worst) >= healthRank("degraded") {
+				h.Attention = append(h.Attention, c)
+			}
+		}
+	}
 	for _, h := range []string{"unhealthy", "stale", "degraded", "unknown", "healthy"} {
 		counts = append(counts, healthCount{Health: h, Count: byHealth[h]})
 	}
@@ -148,3 +159,30 @@ func expiresIn(now, at time.Time) string {
 }
 
 func init() { funcs["expiresIn"] = expiresIn }
+
+// Tiles renders the row's children as grid tiles. A fleet of a thousand
+// containers would spend most of the overview's time in the template
+// engine's reflection here, so this one fragment is written directly,
+// every value through template.HTMLEscapeString (TestTilesEscape).
+func (r *fleetRow) Tiles() template.HTML {
+	var b strings.Builder
+	b.Grow(len(r.Children) * 96)
+	for _, c := range r.Children {
+		worst := c.Worst
+		if _, ok := healthOrder[worst]; !ok {
+			worst = "unknown"
+		}
+		b.WriteString(`<a class="tile b-`)
+		b.WriteString(worst)
+		b.WriteString(`" href="/e/`)
+		b.WriteString(template.HTMLEscapeString(c.Slug))
+		b.WriteString(`" title="`)
+		b.WriteString(template.HTMLEscapeString(c.Name))
+		b.WriteString(": ")
+		b.WriteString(worst)
+		b.WriteString(`">`)
+		b.WriteString(template.HTMLEscapeString(c.Label))
+		b.WriteString("</a>")
+	}
+	return template.HTML(b.String())
+}
