@@ -73,9 +73,9 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		logger.Info("no llm.model configured: the bot answers with its command grammar and runbooks only")
 	}
 
-	var webAuth web.Authenticator
-	if cfg.Web.Auth.User != "" {
-		webAuth = &web.BasicAuth{User: cfg.Web.Auth.User, Password: cfg.Web.Auth.Password}
+	webAuth, err := cfg.Web.authenticator()
+	if err != nil {
+		return err
 	}
 	rc := l.redis.MakeRedisClient().(redis.UniversalClient)
 	defer rc.Close()
@@ -118,6 +118,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		_ = httpSrv.Shutdown(shutdownCtx)
 	}()
 	logger.Info("status page listening", "addr", ln.Addr().String(), "web_auth", webAuth != nil,
+		"trusted_proxies", len(cfg.Web.TrustedProxies),
 		"mcp", tools.HTTPEnabled(), "mcp_tokens", len(tokens), "http_allow", len(cfg.LLM.HTTPAllow))
 
 	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
