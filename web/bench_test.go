@@ -76,3 +76,30 @@ func BenchmarkOverview(b *testing.B) {
 		testenv.ReportPercentiles(b, "render", took)
 	})
 }
+
+// BenchmarkLiveUpdate measures how long a committed execution change
+// takes to reach an open page's event stream: NOTIFY, the one listener,
+// the fan-out and the SSE write.
+func BenchmarkLiveUpdate(b *testing.B) {
+	bb := setup(b)
+	x := bb.plan(b, "service:jellyfin", "", store.StateRunning)
+	lines := openStream(b, bb)
+	waitListening(b, bb, lines)
+	var took []time.Duration
+	seq := int64(0)
+	for b.Loop() {
+		seq++
+		t0 := time.Now()
+		if _, err := bb.st.UpdateProgress(bb.ctx, x.ID, seq, "line"); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ev := next(b, bb.ctx, lines, "execution")
+			if ev["id"] == x.ID.String() {
+				break
+			}
+		}
+		took = append(took, time.Since(t0))
+	}
+	testenv.ReportPercentiles(b, "event", took)
+}

@@ -77,13 +77,11 @@ func next(t testing.TB, ctx context.Context, lines <-chan string, kind string) m
 	}
 }
 
-func TestEventsStreamsStateChanges(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	x := b.plan(t, "service:jellyfin", "", store.StateAwaitingApproval)
-	// Wait for the listener: a state change committed before it listens
-	// is not streamed. Any plan of the warm-up coming through will do.
-	lines := openStream(t, b)
+// waitListening returns once the live feed's listener is up: a change
+// committed before it listens is not streamed. Any warm-up plan coming
+// through will do.
+func waitListening(t testing.TB, b *bundle, lines <-chan string) {
+	t.Helper()
 	warm := map[string]bool{}
 	for seen := false; !seen; {
 		warm[b.plan(t, "service:gitea", "", store.StateAwaitingApproval).ID.String()] = true
@@ -100,6 +98,14 @@ func TestEventsStreamsStateChanges(t *testing.T) {
 		}
 		cancel()
 	}
+}
+
+func TestEventsStreamsStateChanges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.plan(t, "service:jellyfin", "", store.StateAwaitingApproval)
+	lines := openStream(t, b)
+	waitListening(t, b, lines)
 	b.move(t, x.ID, store.StateAwaitingApproval, store.StateApproved, nil)
 	ev := next(t, b.ctx, lines, "execution")
 	for ev["id"] != x.ID.String() {
