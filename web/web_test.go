@@ -173,3 +173,33 @@ func TestHealthzAndReadyz(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleShowsAsStale: a target whose checks stopped answering after a
+// healthy result is counted and coloured stale up the grid, never healthy.
+func TestStaleShowsAsStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	due, err := b.st.ClaimDueChecks(b.ctx, time.Now(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range due {
+		if c.Slug != "jellyfin-http" {
+			continue
+		}
+		if err := b.st.RecordCheck(b.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(),
+			Health: "healthy", Detail: "200 OK", At: time.Now().Add(-time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := b.st.MarkStale(b.ctx, time.Now()); err != nil || n != 1 {
+		t.Fatalf("mark stale: %d, %v", n, err)
+	}
+	body := b.get(t, "/", http.StatusOK)
+	containsAll(t, "overview", body,
+		`<span class="h-stale">stale</span><b>1</b>`,
+		`<a class="tile b-stale" href="/e/lxc:101" title="jellyfin: stale">101</a>`,
+		`<span class="badge b-stale">stale</span> <a href="/e/host:strong">strong</a>`,
+		`<a href="/e/service:jellyfin">jellyfin</a> <span class="h-stale">stale</span>`)
+	containsAll(t, "jellyfin", b.get(t, "/e/service:jellyfin", http.StatusOK), `<span class="badge b-stale">stale</span> service`, "last seen: healthy")
+}
