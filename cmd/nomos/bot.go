@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -131,7 +132,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
 		Operators: cfg.Matrix.Operators, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
-		Redis: l.redis, StatusURL: publicURL(cfg.Web.Listen), Agent: ag, RunChecks: cfg.Checks.Enabled,
+		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled,
 		AlertRoom: cfg.Matrix.OpsRoom,
 		Logger:    logger.With("component", "bot"),
 	})

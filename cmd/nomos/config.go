@@ -123,6 +123,9 @@ type ReportsConfig struct {
 type WebConfig struct {
 	Listen string        `koanf:"listen"`
 	Auth   WebAuthConfig `koanf:"auth"`
+	// PublicURL is the status page's address as operators reach it, for
+	// links in the room; empty means http://<web.listen>/.
+	PublicURL string `koanf:"public_url"`
 	// TrustedProxies are the addresses (or prefixes) of a forward-auth
 	// proxy whose web.auth.header names the user. The header is ignored
 	// from anywhere else.
@@ -498,6 +501,9 @@ func (c *Config) validate(role string) error {
 		case len(a.Password) < 12:
 			bad("web.auth.password", "want a password of at least 12 characters (or web.auth.password_hash_file)")
 		}
+	}
+	if c.Web.PublicURL != "" {
+		checkURL(bad, "web.public_url", c.Web.PublicURL, "http", "https")
 	}
 	if _, err := web.ParseProxies(c.Web.TrustedProxies); err != nil {
 		bad("web.trusted_proxies", "%v", err)

@@ -105,6 +105,7 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"web hash file without a hash", "bot", []string{"NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD_HASH_FILE=" + notHash}, "web.auth.password_hash: want a bcrypt hash"},
 		{"web hash and password", "bot", []string{"NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD=correct-horse-battery", "NOMOS_WEB__AUTH__PASSWORD_HASH_FILE=" + notHash}, "web.auth.password_hash: set either it or web.auth.password"},
 		{"web trusted proxy not an address", "bot", []string{"NOMOS_WEB__TRUSTED_PROXIES=10.0.0.5, authelia.lan"}, "web.trusted_proxies: trusted proxy \"authelia.lan\""},
+		{"web public url not http", "bot", []string{"NOMOS_WEB__PUBLIC_URL=javascript:alert(1)"}, "web.public_url"},
 		{"web header that is Authorization", "bot", []string{"NOMOS_WEB__TRUSTED_PROXIES=10.0.0.5", "NOMOS_WEB__AUTH__HEADER=authorization"}, "web.auth.header: want a header name"},
 		{"http_allow with a URL", "bot", []string{"NOMOS_LLM__HTTP_ALLOW=github.com, https://evil.example"}, "llm.http_allow[1]: want a domain name"},
 		{"no request rate", "bot", []string{"NOMOS_MCP__REQUEST_RATE=0"}, "mcp.request_rate: want 1 to 600"},
