@@ -9,6 +9,3 @@ func (s *Server) RouteExamples() []string {
 	}
 	return out
 }
-
-// Snippet exposes the search highlight splitter.
-var Snippet = snippet

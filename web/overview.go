@@ -158,8 +158,6 @@ func expiresIn(now, at time.Time) string {
 	return d.String()
 }
 
-func init() { funcs["expiresIn"] = expiresIn }
-
 // Tiles renders the row's children as grid tiles. A fleet of a thousand
 // containers would spend most of the overview's time in the template
 // engine's reflection here, so this one fragment is written directly,

@@ -31,22 +31,17 @@ type base struct {
 }
 
 var funcs = template.FuncMap{
-	"redact":  redact.String,
-	"ago":     ago,
-	"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"short":   func(s string) string { return shorten(s, 8) },
-	"cut":     shorten,
-	"json":    detailJSON,
-	"bytes":   byteSize,
-	"rank":    healthRank,
-	"snippet": snippet,
-	"deref": func(t *time.Time) time.Time {
-		if t == nil {
-			return time.Time{}
-		}
-		return *t
-	},
+	"redact":    redact.String,
+	"ago":       ago,
+	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"short":     func(s string) string { return shorten(s, 8) },
+	"cut":       shorten,
+	"json":      detailJSON,
+	"bytes":     byteSize,
+	"rank":      healthRank,
+	"snippet":   snippet,
+	"expiresIn": expiresIn,
 	"dict": func(kv ...any) map[string]any {
 		m := make(map[string]any, len(kv)/2)
 		for i := 0; i+1 < len(kv); i += 2 {

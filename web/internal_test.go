@@ -1,7 +1,10 @@
 package web
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/nomoshq/nomos/store"
 )
@@ -51,4 +54,47 @@ func TestTilesEscape(t *testing.T) {
 	if got != want {
 		t.Errorf("tiles:\n got %s\nwant %s", got, want)
 	}
+}
+
+var snippetCases = []struct {
+	in   string
+	want []snippetPart
+}{
+	{"", nil},
+	{"plain", []snippetPart{{Text: "plain"}}},
+	{"restart «postgres» in a «quiet» hour", []snippetPart{{Text: "restart "}, {Text: "postgres", Match: true},
+		{Text: " in a "}, {Text: "quiet", Match: true}, {Text: " hour"}}},
+	{"«<img src=x onerror=alert(1)>»", []snippetPart{{Text: "<img src=x onerror=alert(1)>", Match: true}}},
+	{"unclosed «mark", []snippetPart{{Text: "unclosed "}, {Text: "mark", Match: true}}},
+	{"stray » close", []snippetPart{{Text: "stray » close"}}},
+	{"«password=hunter2»", []snippetPart{{Text: "password=[REDACTED]", Match: true}}},
+}
+
+// TestSnippet: ts_headline's markers become matched runs the template
+// escapes; nothing else in the text becomes markup, and secrets are
+// redacted.
+func TestSnippet(t *testing.T) {
+	for _, c := range snippetCases {
+		if diff := cmp.Diff(c.want, snippet(c.in)); diff != "" {
+			t.Errorf("snippet(%q) (-want +got):\n%s", c.in, diff)
+		}
+	}
+}
+
+func FuzzSnippet(f *testing.F) {
+	for _, c := range snippetCases {
+		f.Add(c.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b strings.Builder
+		for _, p := range snippet(s) {
+			if p.Match && strings.Contains(p.Text, "»") {
+				t.Errorf("a match runs past its closing marker: %q", p.Text)
+			}
+			b.WriteString(p.Text)
+		}
+		if b.Len() > len(s)+len("[REDACTED]")*len(s) {
+			t.Errorf("snippet grew %q to %q", s, b.String())
+		}
+	})
 }
