@@ -21,15 +21,18 @@ CREATE TABLE inventory_runs (
     -- newest applied for the host changes nothing.
     observed_at     timestamptz,
     error           text NOT NULL DEFAULT '',
-    -- What applying the run changed, for the room; null when nothing.
+    -- What applying the run found and changed.
     changes         jsonb,
+    -- The ops room is to hear of it (containers new, back, changed or
+    -- gone); noticed_at is claimed before the notice is sent.
+    announce        boolean NOT NULL DEFAULT false,
     noticed_at      timestamptz,
     CHECK (applied_at IS NULL OR sent_at IS NOT NULL)
 );
 CREATE INDEX inventory_runs_host_idx ON inventory_runs (host_id, requested_at DESC);
 CREATE INDEX inventory_runs_unsent_idx ON inventory_runs (requested_at) WHERE sent_at IS NULL;
 CREATE INDEX inventory_runs_notice_idx ON inventory_runs (applied_at)
-    WHERE changes IS NOT NULL AND noticed_at IS NULL;
+    WHERE announce AND noticed_at IS NULL;
 
 -- run_state_until is when the run state stops being current: three
 -- inventory intervals after it was seen. Past it the container's health
