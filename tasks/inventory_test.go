@@ -163,10 +163,12 @@ func TestInventoryContainerValidate(t *testing.T) {
 	}
 	_, priv := keys(t)
 	for name, change := range map[string]func(*tasks.InventoryResult){
-		"a container listed twice":        func(r *tasks.InventoryResult) { r.Containers = append(r.Containers, r.Containers[0]) },
-		"a container here and elsewhere":  func(r *tasks.InventoryResult) { r.Elsewhere = append(r.Elsewhere, 101) },
-		"an error beside containers":      func(r *tasks.InventoryResult) { r.Error = "pvesh failed" },
-		"an error of a megabyte":          func(r *tasks.InventoryResult) { r.Containers, r.Elsewhere, r.Error = nil, nil, strings.Repeat("x", 1<<20) },
+		"a container listed twice":       func(r *tasks.InventoryResult) { r.Containers = append(r.Containers, r.Containers[0]) },
+		"a container here and elsewhere": func(r *tasks.InventoryResult) { r.Elsewhere = append(r.Elsewhere, 101) },
+		"an error beside containers":     func(r *tasks.InventoryResult) { r.Error = "pvesh failed" },
+		"an error of a megabyte": func(r *tasks.InventoryResult) {
+			r.Containers, r.Elsewhere, r.Error = nil, nil, strings.Repeat("x", 1<<20)
+		},
 		"a bad container":                 func(r *tasks.InventoryResult) { r.Containers[1].Hostname = "a b" },
 		"more containers than a host has": func(r *tasks.InventoryResult) { r.Elsewhere = make([]int, tasks.MaxInventoryContainers+1) },
 	} {
