@@ -41,6 +41,8 @@ type Config struct {
 	Seeds    SeedsConfig    `koanf:"seeds"`
 	Labsim   LabsimConfig   `koanf:"labsim"`
 	Checks   ChecksConfig   `koanf:"checks"`
+	// Inventory is fleet discovery.
+	Inventory InventoryConfig `koanf:"inventory"`
 	// Approvals holds the rules on who and what may approve a plan.
 	Approvals ApprovalsConfig `koanf:"approvals"`
 }
@@ -221,6 +223,13 @@ type ChecksConfig struct {
 	Enabled bool `koanf:"enabled"`
 }
 
+// InventoryConfig controls fleet discovery: the bot has the actuator list
+// each host's containers and keeps the fleet in step with what it finds.
+type InventoryConfig struct {
+	// Interval is how often each host is listed; 0 turns discovery off.
+	Interval time.Duration `koanf:"interval"`
+}
+
 // SeedsConfig chooses the seed files; empty means the embedded demo fleet.
 type SeedsConfig struct {
 	Dir string `koanf:"dir"`
@@ -249,6 +258,7 @@ var defaults = map[string]any{
 	"mcp.request_burst":         5,
 	"labsim.state_dir":          ".nomos-dev/labsim",
 	"checks.enabled":            true,
+	"inventory.interval":        "5m",
 
 	"approvals.require_verified_device": true,
 }
@@ -401,6 +411,7 @@ var roleNeeds = map[string]need{
 	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true, reportVerify: true},
 	"actuator": {redis: true, actuator: true, verify: true, reportSigning: true},
 	"mcp":      {mcpClient: true},
+	"discover": {database: true},
 }
 
 var (
@@ -497,6 +508,9 @@ func (c *Config) validate(role string) error {
 		if err := tasks.ValidateActuatorName(c.Actuator.Name); err != nil {
 			bad("actuator.name", "want one word of letters, digits, '.', '_' and '-', at most 64 characters, got %q", c.Actuator.Name)
 		}
+	}
+	if n.signing && c.Inventory.Interval != 0 && (c.Inventory.Interval < 10*time.Second || c.Inventory.Interval > 24*time.Hour) {
+		bad("inventory.interval", "want 0 (discovery off) or a duration between 10s and 24h, got %s", c.Inventory.Interval)
 	}
 	if n.web {
 		if _, _, err := net.SplitHostPort(c.Web.Listen); err != nil {

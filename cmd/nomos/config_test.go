@@ -119,6 +119,8 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"bad actuator name", "actuator", []string{"NOMOS_ACTUATOR__NAME=pve east"}, `actuator.name: want one word of letters, digits, '.', '_' and '-', at most 64 characters, got "pve east"`},
 		{"llm without model", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LLM__API_KEY=k"}, "llm.model: want a model name"},
 		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},
+		{"inventory too often", "bot", []string{"NOMOS_INVENTORY__INTERVAL=1s"}, "inventory.interval: want 0 (discovery off) or a duration between 10s and 24h, got 1s"},
+		{"discover without a database", "discover", nil, "database.url: is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

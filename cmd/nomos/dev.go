@@ -662,6 +662,8 @@ func writeDevConfig(dir string, s devState, k devKeys, webListen string) (string
 		"orders":  map[string]any{"signing_key_file": k.signingKey, "verify_key_file": k.verifyKey},
 		"reports": map[string]any{"signing_key_file": k.reportSigningKey, "verify_key_file": k.reportVerifyKey},
 		"web":     map[string]any{"listen": webListen},
+		// An admin's container made straight on labsim shows up quickly.
+		"inventory": map[string]any{"interval": "15s"},
 		"mcp": map[string]any{
 			"tokens":            []map[string]string{{"name": "dev", "token_file": mcpToken, "scope": "request"}},
 			"url":               "http://" + webListen + "/mcp",
