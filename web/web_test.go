@@ -192,12 +192,14 @@ func TestStaleShowsAsStale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := b.st.MarkStale(b.ctx, time.Now()); err != nil || n != 1 {
-		t.Fatalf("mark stale: %d, %v", n, err)
+	// The service goes stale, and its container with it: a container's
+	// health rolls up its services'.
+	if n, err := b.st.MarkStale(b.ctx, time.Now()); err != nil || n != 2 {
+		t.Fatalf("mark stale: %d, %v; want the service and its container", n, err)
 	}
 	body := b.get(t, "/", http.StatusOK)
 	containsAll(t, "overview", body,
-		`<span class="h-stale">stale</span><b>1</b>`,
+		`<span class="h-stale">stale</span><b>2</b>`,
 		`<a class="tile b-stale" href="/e/lxc:101" title="jellyfin: stale">101</a>`,
 		`<span class="badge b-stale">stale</span> <a href="/e/host:strong">strong</a>`,
 		`<a href="/e/service:jellyfin">jellyfin</a> <span class="h-stale">stale</span>`)
