@@ -25,6 +25,7 @@ require (
 	golang.org/x/time v0.14.0
 	gopkg.in/yaml.v3 v3.0.1
 	maunium.net/go/mautrix v0.32.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (
