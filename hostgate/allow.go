@@ -420,6 +420,9 @@ func healthURL(raw string) error {
 			return bad
 		}
 	}
+	if !strings.HasPrefix(raw, "http://") && !strings.HasPrefix(raw, "https://") {
+		return bad
+	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil, u.Scheme != "http" && u.Scheme != "https", u.User != nil, u.Opaque != "", host(u.Hostname()) != nil:
