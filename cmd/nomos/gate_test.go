@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nomoshq/nomos/hostgate"
 )
 
 // TestGateRole runs `nomos gate` in process where nothing would be
@@ -80,5 +82,53 @@ func TestGateBinary(t *testing.T) {
 		if code != 126 || out != "" || !strings.HasPrefix(errOut, "nomos gate: refused: ") || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 126 and one refusal line", command, code, out, errOut)
 		}
+	}
+}
+
+// TestInstallGuideInstallsTheGate keeps docs/install.md's gate section
+// true: every authorized_keys line it shows forces nomos gate, the refusal
+// it promises for `ssh host bash` is the one the gate prints, and the
+// rules line it shows turns the host shell on.
+func TestInstallGuideInstallsTheGate(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide := string(data)
+	keyLines := 0
+	for _, line := range strings.Split(guide, "\n") {
+		if !strings.Contains(line, "restrict,") || !strings.Contains(line, "authorized_keys") && !strings.Contains(line, "ssh-ed25519") {
+			continue
+		}
+		keyLines++
+		if l := strings.ReplaceAll(line, `\"`, `"`); !strings.Contains(l, `command="/usr/local/bin/nomos gate"`) {
+			t.Errorf("install.md authorizes the actuator's key without the gate: %s", line)
+		}
+	}
+	if keyLines < 2 {
+		t.Errorf("install.md shows %d authorized_keys lines, want the command and the line it writes", keyLines)
+	}
+
+	var stderr bytes.Buffer
+	if code := run([]string{"gate", "-rules", filepath.Join(t.TempDir(), "absent")}, []string{"SSH_ORIGINAL_COMMAND=bash"}, &bytes.Buffer{}, &stderr); code != 126 {
+		t.Fatalf("ssh host bash: exit %d, want 126", code)
+	}
+	promised := ""
+	for _, line := range strings.Split(guide, "\n") {
+		if cmd, comment, ok := strings.Cut(line, "#"); ok && strings.HasSuffix(strings.TrimSpace(cmd), " bash") && strings.HasPrefix(cmd, "ssh ") {
+			promised = strings.TrimSpace(comment)
+		}
+	}
+	if promised != strings.TrimSpace(stderr.String()) {
+		t.Errorf("install.md promises %q for ssh host bash; the gate prints %q", promised, stderr.String())
+	}
+
+	if !strings.Contains(guide, "```\nhost_shell: true\n```") {
+		t.Error("install.md does not show the host_shell: true line on its own")
+	}
+	rules, err := hostgate.ParseRules("host_shell: true\n")
+	if err != nil || !rules.HostShell {
+		t.Errorf("the guide's rules line: %+v, %v", rules, err)
 	}
 }
