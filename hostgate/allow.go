@@ -18,6 +18,12 @@ type Rules struct {
 	// run action sends. Off by default: with it on, the key is root on the
 	// host again for whoever can get a run plan approved.
 	HostShell bool
+	// PrivilegedContainers allows pct create of a privileged container
+	// (--unprivileged 0, or no --unprivileged at all, which Proxmox takes
+	// as privileged), what pct_create's privileged parameter sends. Off
+	// by default: root in a privileged container is close to root on the
+	// host, and pct exec reaches it.
+	PrivilegedContainers bool
 }
 
 // Check parses command and checks its argv against the allowlist. It
@@ -42,7 +48,7 @@ func Allowed(argv []string, r Rules) error {
 	name, args := argv[0], argv[1:]
 	switch name {
 	case "pct":
-		return allowPct(args)
+		return allowPct(args, r)
 	case "pvesh":
 		return allowPvesh(args)
 	case "pveam":
@@ -137,7 +143,7 @@ var pctForms = map[string]form{
 	}},
 }
 
-func allowPct(args []string) error {
+func allowPct(args []string, r Rules) error {
 	if len(args) == 0 {
 		return refusef("pct without a subcommand")
 	}
@@ -149,7 +155,22 @@ func allowPct(args []string) error {
 	if !ok {
 		return refusef("pct %s is not a pct subcommand nomos sends", q(sub))
 	}
-	return allowForm("pct "+sub, rest, f)
+	if err := allowForm("pct "+sub, rest, f); err != nil {
+		return err
+	}
+	if sub == "create" && !r.PrivilegedContainers && !slices.Contains(optionPairs(rest[len(f.args):]), "--unprivileged 1") {
+		return refusef("a privileged container (pct create without --unprivileged 1, which pct_create's privileged sends) is off; set privileged_containers: true in %s to allow it", DefaultRulesFile)
+	}
+	return nil
+}
+
+// optionPairs joins checked "--name value" pairs into single strings.
+func optionPairs(opts []string) []string {
+	var out []string
+	for i := 0; i+1 < len(opts); i += 2 {
+		out = append(out, opts[i]+" "+opts[i+1])
+	}
+	return out
 }
 
 // allowPctExec accepts pct exec VMID -- COMMAND for the commands the actions

@@ -67,9 +67,13 @@ func TestEveryRenderedStepPasses(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Render: %v", p.params.Action(), err)
 		}
+		rules := hostgate.Rules{}
+		if c, ok := p.params.(policy.PctCreateParams); ok && c.Privileged {
+			rules.PrivilegedContainers = true
+		}
 		for _, step := range steps {
 			step = fill(step)
-			if _, err := hostgate.Check(step, hostgate.Rules{}); err != nil {
+			if _, err := hostgate.Check(step, rules); err != nil {
 				t.Errorf("%s: the gate refuses %q: %v", p.params.Action(), step, err)
 			}
 		}
@@ -149,6 +153,34 @@ func TestHostShellIsOptIn(t *testing.T) {
 	for _, cmd := range []string{"bash -c id", "sh", "sh -i", "sh -c id x", "sh /tmp/x", "sh -s", "python3 -c 'import os'", "/bin/sh -c id"} {
 		if _, err := hostgate.Check(cmd, hostgate.Rules{HostShell: true}); !errors.Is(err, hostgate.ErrRefused) {
 			t.Errorf("with host_shell, %q passed; only sh -c SCRIPT may", cmd)
+		}
+	}
+}
+
+// TestPrivilegedContainersAreOptIn: pct create passes with --unprivileged 1
+// only, unless the rules allow privileged containers.
+func TestPrivilegedContainersAreOptIn(t *testing.T) {
+	t.Parallel()
+	create := "pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname web --net0 name=eth0,bridge=vmbr0,ip=dhcp"
+	for _, tt := range []struct {
+		opts       string
+		rules      hostgate.Rules
+		refusedFor string
+	}{
+		{" --unprivileged 1", hostgate.Rules{}, ""},
+		{" --unprivileged 1 --features nesting=1", hostgate.Rules{}, ""},
+		{" --unprivileged 0", hostgate.Rules{}, "privileged_containers: true"},
+		{"", hostgate.Rules{}, "privileged_containers: true"},
+		{" --features nesting=1", hostgate.Rules{HostShell: true}, "privileged_containers: true"},
+		{" --unprivileged 0", hostgate.Rules{PrivilegedContainers: true}, ""},
+		{"", hostgate.Rules{PrivilegedContainers: true}, ""},
+	} {
+		_, err := hostgate.Check(create+tt.opts, tt.rules)
+		switch {
+		case tt.refusedFor == "" && err != nil:
+			t.Errorf("%q with %+v: %v", tt.opts, tt.rules, err)
+		case tt.refusedFor != "" && (err == nil || !strings.Contains(err.Error(), tt.refusedFor)):
+			t.Errorf("%q with %+v: got %v, want a refusal naming %s", tt.opts, tt.rules, err, tt.refusedFor)
 		}
 	}
 }
@@ -276,6 +308,8 @@ var refusals = []struct{ cmd, why string }{
 	{"pct create 150 local:vztmpl/d.tar.zst --net0 name=eth0,bridge=vmbr0,ip=dhcp,firewall=0", "want name=eth0"},
 	{"pct create 150 local:vztmpl/d.tar.zst --net0 name=eth0,bridge=vmbr0,ip=127.0.0.1/8", "want name=eth0"},
 	{"pct create 150 local:vztmpl/d.tar.zst --hostname 'a b'", "not accepted by policy"},
+	{"pct create 150 local:vztmpl/d.tar.zst --hostname x", "privileged_containers: true"},
+	{"pct create 150 local:vztmpl/d.tar.zst --unprivileged 0", "privileged_containers: true"},
 	{"pct exec 101", "want pct exec VMID -- COMMAND"},
 	{"pct exec 101 sh -c id", "want pct exec VMID -- COMMAND"},
 	{"pct exec 101 --keep-env 1 -- sh -c id", "want pct exec VMID -- COMMAND"},

@@ -16,7 +16,8 @@
 // (pct exec VMID -- …) the guest commands the actions and probes run,
 // including sh -c with an approved script. A shell on the host itself, which
 // only the run action sends, is refused unless the rules file sets
-// host_shell: true ([LoadRules]).
+// host_shell: true, and a privileged container unless it sets
+// privileged_containers: true ([LoadRules]).
 //
 // The package reaches nothing on the network and reads no configuration
 // beyond that one optional file.

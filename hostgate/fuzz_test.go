@@ -37,11 +37,11 @@ func FuzzGate(f *testing.F) {
 		seeds = append(seeds, s, "pct exec 101 -- "+s, "sh -c "+policy.ShellQuote(s), "pct exec 101 -- sh -c "+policy.ShellQuote(s))
 	}
 	for _, s := range seeds {
-		f.Add(s, false)
-		f.Add(s, true)
+		f.Add(s, false, false)
+		f.Add(s, true, true)
 	}
-	f.Fuzz(func(t *testing.T, cmd string, hostShell bool) {
-		rules := hostgate.Rules{HostShell: hostShell}
+	f.Fuzz(func(t *testing.T, cmd string, hostShell, privileged bool) {
+		rules := hostgate.Rules{HostShell: hostShell, PrivilegedContainers: privileged}
 		argv, err := hostgate.Check(cmd, rules)
 		if err != nil {
 			if !errors.Is(err, hostgate.ErrRefused) || strings.ContainsAny(err.Error(), "\n\r") {
@@ -49,8 +49,8 @@ func FuzzGate(f *testing.F) {
 			}
 			return
 		}
-		if why := mayRun(argv, hostShell); why != "" {
-			t.Fatalf("%q (host shell %v) passed as %q, which must never run: %s", cmd, hostShell, argv, why)
+		if why := mayRun(argv, rules); why != "" {
+			t.Fatalf("%q (%+v) passed as %q, which must never run: %s", cmd, rules, argv, why)
 		}
 		if want := bashFields(t, cmd); !slices.Equal(want, argv) {
 			t.Fatalf("%q passed as %q, but a shell reads it as %q", cmd, argv, want)
@@ -93,7 +93,7 @@ var plainRE = regexp.MustCompile(`^[A-Za-z0-9@%+=:,./_\\-]+$`)
 // gate's own tables: which programs may run on the host, which in a
 // container, and that no word but an approved sh -c script carries shell
 // syntax. It returns why argv must not run, or "" if it may.
-func mayRun(argv []string, hostShell bool) string {
+func mayRun(argv []string, rules hostgate.Rules) string {
 	if len(argv) == 0 {
 		return "empty"
 	}
@@ -113,12 +113,15 @@ func mayRun(argv []string, hostShell bool) string {
 	why := ""
 	switch argv[0] {
 	case "sh":
-		if !hostShell {
+		if !rules.HostShell {
 			return "a shell on the host without host_shell"
 		}
 		why = shell(1)
 	case "pct":
 		why = mayRunPct(argv, shell)
+		if why == "" && argv[1] == "create" && !rules.PrivilegedContainers && !unprivileged(argv) {
+			why = "a privileged container without privileged_containers"
+		}
 	case "pvesh":
 		if len(argv) < 3 || argv[1] != "get" || !strings.HasPrefix(argv[2], "/") || strings.Contains(argv[2], "..") ||
 			!(strings.HasPrefix(argv[2], "/cluster/") || strings.HasPrefix(argv[2], "/nodes") || argv[2] == "/version") ||
@@ -160,6 +163,18 @@ func mayRun(argv []string, hostShell bool) string {
 		}
 	}
 	return ""
+}
+
+// unprivileged reports whether a pct create VMID TEMPLATE --name value …
+// asks for an unprivileged container: --unprivileged 1 as an option pair,
+// not as some option's value.
+func unprivileged(argv []string) bool {
+	for i := 4; i+1 < len(argv); i += 2 {
+		if argv[i] == "--unprivileged" && argv[i+1] == "1" {
+			return true
+		}
+	}
+	return false
 }
 
 // hostReaching are pct options that would reach past a container or its

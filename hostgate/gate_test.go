@@ -177,6 +177,8 @@ func TestRulesFile(t *testing.T) {
 		{"bad value", write("host_shell: yes\n", 0o644), "pct list", false, `must be true or false, got "yes"`},
 		{"twice", write("host_shell: false\nhost_shell: true\n", 0o644), "pct list", false, "given twice"},
 		{"not key: value", write("host_shell\n", 0o644), "pct list", false, "want key: value"},
+		{"privileged containers on", write("privileged_containers: true\n", 0o644), "pct create 150 local:vztmpl/d.tar.zst --unprivileged 0", true, ""},
+		{"privileged containers off", on, "pct create 150 local:vztmpl/d.tar.zst --unprivileged 0", false, "privileged_containers: true"},
 		{"a directory", t.TempDir(), "pct list", false, "not a regular file"},
 	}
 	for _, tt := range tests {

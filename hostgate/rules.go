@@ -14,9 +14,10 @@ import (
 const DefaultRulesFile = "/etc/nomos/gate.yaml"
 
 // LoadRules reads the gate's rules file. A missing file means the defaults
-// (no host shell). The file holds one directive per line, "key: value",
-// with blank lines and lines starting with # ignored; the only key today is
-// host_shell (true or false). It must be a regular file that only its owner,
+// (no host shell, no privileged containers). The file holds one directive
+// per line, "key: value", with blank lines and lines starting with #
+// ignored; the keys are host_shell and privileged_containers, each true or
+// false. It must be a regular file that only its owner,
 // root or the gate's own user, can write: otherwise whoever can write it
 // could turn the host shell on, so the file is refused and so is every
 // command.
@@ -76,21 +77,28 @@ func ParseRules(text string) (Rules, error) {
 		}
 		key, val, ok := strings.Cut(line, ":")
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		var field *bool
+		switch key {
+		case "host_shell":
+			field = &r.HostShell
+		case "privileged_containers":
+			field = &r.PrivilegedContainers
+		}
 		switch {
 		case !ok:
 			return Rules{}, fmt.Errorf("line %d: want key: value, got %s", i+1, q(line))
-		case key != "host_shell":
-			return Rules{}, fmt.Errorf("line %d: unknown key %s (the only key is host_shell)", i+1, q(key))
+		case field == nil:
+			return Rules{}, fmt.Errorf("line %d: unknown key %s (the keys are host_shell and privileged_containers)", i+1, q(key))
 		case seen[key]:
 			return Rules{}, fmt.Errorf("line %d: %s given twice", i+1, key)
 		}
 		seen[key] = true
 		switch val {
 		case "true":
-			r.HostShell = true
+			*field = true
 		case "false":
 		default:
-			return Rules{}, fmt.Errorf("line %d: host_shell must be true or false, got %s", i+1, q(val))
+			return Rules{}, fmt.Errorf("line %d: %s must be true or false, got %s", i+1, key, q(val))
 		}
 	}
 	return r, nil

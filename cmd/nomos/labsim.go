@@ -48,7 +48,7 @@ func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
 func startLabsim(ctx context.Context, seed *store.Seed, cfg LabsimConfig, logger *slog.Logger) (*labsim.Sim, error) {
 	lc := devstack.LabsimConfig(seed, cfg.StateDir, cfg.AuthorizedKeysFile, cfg.LogFile, logger)
 	if cfg.Gate {
-		lc.Gate = &hostgate.Rules{HostShell: cfg.GateHostShell}
+		lc.Gate = &hostgate.Rules{HostShell: cfg.GateHostShell, PrivilegedContainers: cfg.GatePrivilegedContainers}
 	}
 	sim, err := labsim.New(lc)
 	if err != nil {

@@ -36,16 +36,16 @@ type Fleet struct {
 // GateFromEnv is the gate every labsim in the tests enforces by default:
 // none, unless NOMOS_TEST_GATE is set, so that the whole suite can run as
 // against nodes that force nomos gate. Any value turns the gate on with
-// host_shell, which the tests of the run action need; "strict" turns it on
-// without.
+// host_shell and privileged_containers, which tests of the run action and
+// of privileged containers need; "strict" turns it on with neither.
 func GateFromEnv() *hostgate.Rules {
-	switch v := os.Getenv("NOMOS_TEST_GATE"); v {
+	switch os.Getenv("NOMOS_TEST_GATE") {
 	case "":
 		return nil
 	case "strict":
 		return &hostgate.Rules{}
 	}
-	return &hostgate.Rules{HostShell: true}
+	return &hostgate.Rules{HostShell: true, PrivilegedContainers: true}
 }
 
 // FleetOption changes how NewFleet runs labsim.
