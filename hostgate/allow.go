@@ -129,7 +129,7 @@ var pctForms = map[string]form{
 	"listsnapshot": {args: []value{vmid}},
 	"snapshot":     {args: []value{vmid, snapshot}},
 	"rollback":     {args: []value{vmid, snapshot}, opts: map[string]value{"--start": boolean}},
-	"delsnapshot":  {args: []value{vmid, snapshot}, opts: map[string]value{"--force": boolean}},
+	"delsnapshot":  {args: []value{vmid, snapshot}},
 	"destroy":      {args: []value{vmid}, opts: map[string]value{"--purge": boolean}},
 	"create": {args: []value{vmid, template}, opts: map[string]value{
 		"--hostname":     wrap(policy.ValidateHostname),
@@ -243,8 +243,8 @@ func allowEnv(args []string) error {
 		return refusef("pct exec: env apt-get: want install PACKAGE… or -o Dpkg::Options::=--force-confold upgrade")
 	}
 	for _, p := range rest[1:] {
-		if err := policy.ValidatePackage(p); err != nil {
-			return refusef("pct exec: env apt-get install: %v", err)
+		if policy.ValidatePackage(p) != nil {
+			return refusef("pct exec: env apt-get install: not accepted by policy: %s", q(p))
 		}
 	}
 	return nil
