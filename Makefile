@@ -4,6 +4,7 @@ GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # -count=1: the tests talk to real services, so a cached pass proves nothing.
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
+FUZZTIME ?= 10s
 # Pure-Go end-to-end encryption (goolm): no libolm, no cgo needed.
 export GOFLAGS := -buildvcs=false -tags=goolm
 export CGO_ENABLED ?= 0
@@ -24,7 +25,7 @@ demo: build ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo -n)
 
 .PHONY: prepare
-prepare: ## start or install Postgres and Redis, build Dendrite once into the cache, install systemd-analyze
+prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once into the cache, install systemd-analyze
 	$(GO) run ./cmd/nomos dev -prepare
 	@# systemd-analyze verifies deploy/systemd/; it works on unit files offline,
 	@# with no systemd running. Without it that one test skips.
@@ -37,6 +38,9 @@ prepare: ## start or install Postgres and Redis, build Dendrite once into the ca
 test: prepare ## vet, then run the whole test suite against real services
 	$(GO) vet ./...
 	$(GO) test $(GO_TEST_FLAGS) ./...
+	# A short run of the fuzz target that builds dangerous commands from a
+	# grammar and checks that none classifies read_only.
+	$(GO) test -run '^$$' -fuzz FuzzClassifyDangerous -fuzztime $(FUZZTIME) ./policy/
 
 .PHONY: test/race
 test/race: prepare ## the test suite with the race detector (needs cgo)
@@ -52,6 +56,11 @@ lint: ## gofmt, vet and staticcheck
 bench: prepare ## benchmarks (speed and memory are measured here, never in tests)
 	$(GO) test -run '^$$' -bench '^Benchmark([^E]|E[^2])' -benchmem -count 5 ./...
 	$(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 1 ./executions/ ./bot/
+
+.PHONY: screenshots
+screenshots: prepare ## write the status page's screenshots (1280 and 390 px) to docs/img
+	mkdir -p docs/img
+	NOMOS_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^TestScreenshots$$' ./web/
 
 .PHONY: generate
 generate: ## run go generate

@@ -395,10 +395,11 @@ type collector struct {
 }
 
 type message struct {
-	Type     string
-	Progress tasks.Progress
-	Result   tasks.Result
-	Check    tasks.CheckResult
+	Type      string
+	Progress  tasks.Progress
+	Result    tasks.Result
+	Check     tasks.CheckResult
+	Inventory tasks.InventoryResult
 }
 
 func (m message) executionID() string {
@@ -443,6 +444,8 @@ func (c *collector) handle(_ context.Context, task *asynq.Task) error {
 		m.Result, err = tasks.VerifyResult(c.pub, task.Payload())
 	case tasks.TypeCheckResult:
 		m.Check, err = tasks.VerifyCheckResult(c.pub, task.Payload())
+	case tasks.TypeInventoryResult:
+		m.Inventory, err = tasks.VerifyInventoryResult(c.pub, task.Payload())
 	default:
 		err = errors.New("unexpected task type " + task.Type())
 	}

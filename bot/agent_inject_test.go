@@ -61,6 +61,7 @@ func TestAgentIsNotSteeredByCommandOutput(t *testing.T) {
 	)
 	b := setup(t, withLLM(llm), withMCP(func(c *mcpserver.Config) {
 		c.AllowHTTPGetAddr = func(netip.Addr) bool { return true } // the test server is on loopback
+		c.HTTPAllow = []string{"127.0.0.1"}
 	}))
 	b.say(t, b.operator, "what does the app log on jellyfin say?", "")
 	card := b.waitFor(t, b.botSays("Why: read the app log", "awaiting approval"))

@@ -75,6 +75,8 @@ type bundle struct {
 	deadQueue bool
 	// mcpTune, when set, adjusts the MCP server's config.
 	mcpTune func(*mcpserver.Config)
+	// execTune, when set, adjusts the executions service's config.
+	execTune func(*executions.Config)
 	// fleetOpts adjust labsim, such as making it enforce nomos gate.
 	fleetOpts []testenv.FleetOption
 }
@@ -205,7 +207,11 @@ func (b *bundle) startBot(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.execs, err = executions.New(executions.Config{Store: b.store, Queue: client, SigningKey: b.priv, ReportVerifyKey: b.keys.ReportVerify, Rules: rules, Logger: testenv.Logger(t)})
+	ecfg := executions.Config{Store: b.store, Queue: client, SigningKey: b.priv, ReportVerifyKey: b.keys.ReportVerify, Rules: rules, Logger: testenv.Logger(t)}
+	if b.execTune != nil {
+		b.execTune(&ecfg)
+	}
+	b.execs, err = executions.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,13 @@ type Config struct {
 	// check's own interval (at least 5s) says how often it runs; this is
 	// only the granularity. Default 5s.
 	ProbeInterval time.Duration
+	// InventoryInterval is how often each host's inventory is taken for
+	// fleet discovery (RunDiscovery); a host's run states go stale after
+	// three of them without an answer. Default 5m.
+	InventoryInterval time.Duration
+	// InventoryTick is how often RunDiscovery looks for hosts due and
+	// runs asked for with `nomos discover`. Default 5s.
+	InventoryTick time.Duration
 	// Actor is the name the service records for its own decisions.
 	// Default "nomos".
 	Actor  string
@@ -112,6 +119,8 @@ func New(cfg Config) (*Service, error) {
 	cfg.HeartbeatTimeout = cmp.Or(cfg.HeartbeatTimeout, 2*time.Minute)
 	cfg.ProbeInterval = cmp.Or(cfg.ProbeInterval, 5*time.Second)
 	cfg.UnattendedLimit = cmp.Or(cfg.UnattendedLimit, 2)
+	cfg.InventoryInterval = cmp.Or(cfg.InventoryInterval, 5*time.Minute)
+	cfg.InventoryTick = cmp.Or(cfg.InventoryTick, 5*time.Second)
 	cfg.ReconcileInterval = cmp.Or(cfg.ReconcileInterval, time.Minute)
 	cfg.Actor = cmp.Or(cfg.Actor, "nomos")
 	if cfg.Logger == nil {

@@ -111,6 +111,7 @@ var actuatorCommands = []string{
 	"ping -c 3 -W 2 'nas.lan'",
 	// Fleet discovery and what an operator checks by hand.
 	"pvesh get /cluster/resources --type vm --output-format json",
+	"pvesh get /cluster/resources --output-format json", // the inventory, nodes included
 	"pvesh get /nodes/strong/lxc/101/config --output-format json",
 	"pvesh get /nodes/strong/lxc/101/status/current",
 	"pct config 101",

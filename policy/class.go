@@ -83,15 +83,29 @@ func (c *Class) UnmarshalText(b []byte) error {
 
 // Risk is a class with the reasons that led to it, most severe first, each a
 // short phrase fit for a plan card.
+//
+// Secrets lists what may print a secret (a key file, /etc/shadow, the
+// environment), each a short phrase such as "cat /etc/pve/priv/token.cfg";
+// a command that may reveal one is never read_only, whatever it does
+// otherwise, and its Reasons say so too.
 type Risk struct {
 	Class   Class
 	Reasons []string
+	Secrets []string
 }
 
 // riskBuilder accumulates a class and its reasons; the class only ever rises.
 type riskBuilder struct {
 	class   Class
 	reasons []reason
+	secrets []string
+}
+
+// secret records something that may reveal a secret.
+func (b *riskBuilder) secret(what string) {
+	if !slices.Contains(b.secrets, what) {
+		b.secrets = append(b.secrets, what)
+	}
 }
 
 type reason struct {
@@ -117,6 +131,9 @@ func (b *riskBuilder) merge(r Risk) {
 	for _, t := range r.Reasons {
 		b.raise(r.Class, t)
 	}
+	for _, s := range r.Secrets {
+		b.secret(s)
+	}
 }
 
 // maxReasons bounds Risk.Reasons so a pathological script cannot produce a
@@ -137,5 +154,9 @@ func (b *riskBuilder) risk() Risk {
 		}
 		out = append(out, r.text)
 	}
-	return Risk{Class: c, Reasons: out}
+	var secrets []string
+	if len(b.secrets) > 0 {
+		secrets = slices.Clone(b.secrets[:min(len(b.secrets), maxReasons)])
+	}
+	return Risk{Class: c, Reasons: out, Secrets: secrets}
 }

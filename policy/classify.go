@@ -5,20 +5,34 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // ClassifyCommand classifies a shell script that runs on a Proxmox host
 // (where is TargetHost) or inside a container (any other value). The rules
 // are in the package documentation; in short, read_only needs every command
-// on the read-only list and no way to write, destructive needs a command that
-// may lose data or take the host down, and anything in doubt is at least
-// config_mutation.
+// on the read-only list and no way to write, run another program or reveal a
+// secret; destructive needs a command that may lose data or take the host
+// down; anything in doubt is at least config_mutation.
 //
-// Host and container differ in one way: shutting down, rebooting or killing
-// every process is destructive on a host and config_mutation in a container.
+// Host and container differ in two ways: shutting down, rebooting or killing
+// every process is destructive on a host and config_mutation in a container,
+// and so is running a program the classifier cannot read (one with no rule,
+// an interpreter, a script file).
+//
+// Risk.Secrets lists what in the script may print a secret (a key file,
+// /etc/shadow, the environment); such a script is never read_only.
 func ClassifyCommand(command string, where TargetType) Risk {
-	a := &analyzer{onHost: where == TargetHost}
+	return classify(command, where, false)
+}
+
+// classify is ClassifyCommand; bashOnly skips the second, POSIX reading
+// (for tests of contexts only bash evaluates).
+func classify(command string, where TargetType, bashOnly bool) Risk {
+	a := &analyzer{onHost: where == TargetHost, cwds: []string{"/root", "/"}, bashOnly: bashOnly}
 	a.script(command, 0)
+	a.forkBombs()
 	if a.b.class == ReadOnly && len(a.b.reasons) == 0 {
 		a.b.raise(ReadOnly, "every command is on the read-only list")
 	}
@@ -28,11 +42,63 @@ func ClassifyCommand(command string, where TargetType) Risk {
 // maxDepth bounds nested shells (sh -c, eval, $(...)) the classifier follows.
 const maxDepth = 8
 
+// maxParses bounds the scripts parsed for one command, so nested shells that
+// each need a second reading cannot multiply the work.
+const maxParses = 64
+
 const reasonTooDeep = "nests shells too deeply to follow"
 
 type analyzer struct {
-	onHost bool
-	b      riskBuilder
+	onHost   bool
+	bashOnly bool // never read a script as POSIX sh too
+	b        riskBuilder
+	// cwds are the directories a relative path may be resolved against: the
+	// login directories and every directory the script changes into.
+	cwds []string
+	// cwdUnknown: the script changes into a directory only known at run
+	// time, so a relative path may be anywhere.
+	cwdUnknown bool
+	// funcs is the stack of shell functions whose bodies are being walked;
+	// calls records which commands each function's body runs.
+	funcs  []string
+	calls  map[string][]string
+	parses int
+	// assigned are variables the script sets itself; expanding them
+	// reveals nothing the script did not write.
+	assigned map[string]bool
+}
+
+// assign records that the script sets the variable name.
+func (a *analyzer) assign(name string) {
+	if a.assigned == nil {
+		a.assigned = map[string]bool{}
+	}
+	a.assigned[name] = true
+}
+
+// safeVars are variables a login shell sets that hold no secret.
+var safeVars = set(
+	"HOME", "PWD", "OLDPWD", "USER", "LOGNAME", "SHELL", "PATH", "HOSTNAME",
+	"HOSTTYPE", "OSTYPE", "MACHTYPE", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+	"LC_MESSAGES", "TERM", "UID", "EUID", "GROUPS", "PPID", "BASHPID", "RANDOM",
+	"SRANDOM", "SECONDS", "LINENO", "IFS", "PS1", "PS2", "PS3", "PS4", "BASH",
+	"BASH_VERSION", "BASH_VERSINFO", "BASH_SOURCE", "BASH_LINENO", "FUNCNAME",
+	"SHLVL", "COLUMNS", "LINES", "MAIL", "TMPDIR", "TZ", "EPOCHSECONDS",
+	"EPOCHREALTIME", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "OPTARG",
+	"OPTIND", "REPLY", "PIPESTATUS", "HISTCMD", "DIRSTACK", "COMP_WORDBREAKS",
+)
+
+// safeParam reports whether expanding the parameter name reveals nothing
+// secret: a special or positional parameter, a login shell's own variable,
+// or one the script set.
+func (a *analyzer) safeParam(name string) bool {
+	if name == "" || safeVars[name] || a.assigned[name] {
+		return true
+	}
+	if len(name) == 1 && strings.ContainsRune("@*#?-$!0123456789_", rune(name[0])) {
+		return true
+	}
+	return allBytes(name, isDigit)
 }
 
 func (a *analyzer) ro()               { a.b.raise(ReadOnly, "") }
@@ -40,6 +106,25 @@ func (a *analyzer) notRO(text string) { a.b.raise(ConfigMutation, text) }
 
 func (a *analyzer) destroy(format string, args ...any) {
 	a.b.raise(Destructive, fmt.Sprintf(format, args...))
+}
+
+// opaqueClass is the class of running code the classifier cannot read:
+// destructive on a host, where only the typed phrase may approve it, and
+// config_mutation inside a container.
+func (a *analyzer) opaqueClass(why string) (Class, string) {
+	if a.onHost {
+		return Destructive, why
+	}
+	return ConfigMutation, why
+}
+
+func (a *analyzer) opaque(why string) { a.b.raise(a.opaqueClass(why)) }
+
+// secret records that the script may print a secret; it is then never
+// read_only.
+func (a *analyzer) secret(what string) {
+	a.b.secret(what)
+	a.b.raise(ConfigMutation, "may reveal secrets: "+what)
 }
 
 // uncertain records that part of a script could not be followed: it is at
@@ -52,313 +137,547 @@ func (a *analyzer) uncertain(text, why string) {
 	}
 }
 
+// script classifies src, which runs depth shells deep. It reads src as bash;
+// when src uses syntax that dash (the sh of Debian and Proxmox) reads
+// differently, or bash cannot parse it, it reads it as POSIX sh too, so a
+// command either shell would run is seen.
 func (a *analyzer) script(src string, depth int) {
 	if depth > maxDepth {
 		a.uncertain(src, reasonTooDeep)
 		return
 	}
 	a.ro()
-	l := lex(src, 0)
-	for _, why := range l.uncertain {
-		a.uncertain(src, why)
+	src = wordChars(src)
+	bashOnly, err := a.parseAndWalk(src, depth, false)
+	if err != nil {
+		a.uncertain(src, parseError(err))
 	}
-	if l.heredocs > 0 {
-		a.notRO("uses a here-document")
+	if err == nil && !bashOnly || a.bashOnly {
+		return
 	}
-	for _, s := range l.substs {
-		a.notRO("runs a command substitution")
-		a.script(s, depth+1)
+	if _, perr := a.parseAndWalk(src, depth, true); perr != nil && err == nil {
+		a.uncertain(src, "as POSIX sh, "+parseError(perr))
 	}
-	cmds, funcs := split(l.toks)
-	names := make([]string, len(cmds))
-	for i, c := range cmds {
-		names[i] = a.command(c, depth)
+}
+
+// wordChars rewrites bytes the parser mishandles as U+FFFD, which is a
+// plain word character to it as they are to a shell: bytes that are not
+// UTF-8 (they stop the parser), NUL (it drops them) and CR (it drops one
+// before a newline). Validation refuses NUL and CR in commands; the
+// classifier is total all the same.
+func wordChars(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.ContainsAny(s, "\x00\r") {
+		s = strings.NewReplacer("\x00", "\uFFFD", "\r", "\uFFFD").Replace(s)
 	}
-	for _, f := range funcs {
+	return s
+}
+
+func (a *analyzer) parseAndWalk(src string, depth int, posix bool) (bashOnly bool, err error) {
+	if a.parses >= maxParses {
+		return false, fmt.Errorf("too many nested scripts to follow")
+	}
+	a.parses++
+	defer func() {
+		// The parser is not ours; if it ever fails, assume the worst rather
+		// than take the bot down.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the shell parser failed")
+		}
+	}()
+	f, err := parseScript(src, posix)
+	w := &walker{a: a, src: src, depth: depth}
+	if f != nil {
+		w.stmts(f.Stmts)
+	}
+	return w.bashOnly, err
+}
+
+// walker walks one parsed script.
+type walker struct {
+	a     *analyzer
+	src   string
+	depth int
+	// bashOnly is set by syntax dash reads differently: $'...' (whose \'
+	// does not end the string in bash), ((...)) (two subshells in dash) and
+	// extended globs such as !(...) (a negated subshell in dash).
+	bashOnly bool
+}
+
+func (w *walker) stmts(ss []*syntax.Stmt) {
+	for _, s := range ss {
+		w.stmt(s)
+	}
+}
+
+func (w *walker) stmt(s *syntax.Stmt) {
+	if s == nil {
+		return
+	}
+	if s.Background || s.Coprocess || s.Disown {
+		w.a.notRO("runs a command in the background")
+	}
+	for _, r := range s.Redirs {
+		w.redirect(r)
+	}
+	if s.Cmd != nil {
+		w.command(s.Cmd)
+	}
+}
+
+func (w *walker) command(cmd syntax.Command) {
+	a := w.a
+	switch c := cmd.(type) {
+	case *syntax.CallExpr:
+		w.call(c)
+	case *syntax.BinaryCmd:
+		w.stmt(c.X)
+		w.stmt(c.Y)
+	case *syntax.Block:
+		w.stmts(c.Stmts)
+	case *syntax.Subshell:
+		w.stmts(c.Stmts)
+	case *syntax.IfClause:
+		a.notRO("uses shell control flow")
+		for ic := c; ic != nil; ic = ic.Else {
+			w.stmts(ic.Cond)
+			w.stmts(ic.Then)
+		}
+	case *syntax.WhileClause:
+		a.notRO("uses shell control flow")
+		w.stmts(c.Cond)
+		w.stmts(c.Do)
+	case *syntax.ForClause:
+		a.notRO("uses shell control flow")
+		switch l := c.Loop.(type) {
+		case *syntax.WordIter:
+			if l.Name != nil {
+				a.assign(l.Name.Value)
+			}
+			for _, x := range l.Items {
+				w.expansions(x)
+			}
+		case *syntax.CStyleLoop:
+			w.arith(l.Init)
+			w.arith(l.Cond)
+			w.arith(l.Post)
+		}
+		w.stmts(c.Do)
+	case *syntax.CaseClause:
+		a.notRO("uses shell control flow")
+		w.expansions(c.Word)
+		for _, it := range c.Items {
+			for _, p := range it.Patterns {
+				w.expansions(p)
+			}
+			w.stmts(it.Stmts)
+		}
+	case *syntax.FuncDecl:
 		a.notRO("defines a shell function")
-		end := bodyEnd(l.toks, f.at)
-		for i, c := range cmds {
-			if c.first > f.at && c.last <= end && names[i] != "" && names[i] == f.name {
-				a.destroy("defines a shell function that calls itself (a fork bomb)")
+		name := ""
+		if c.Name != nil {
+			name = c.Name.Value
+		}
+		a.funcs = append(a.funcs, name)
+		if a.calls == nil {
+			a.calls = map[string][]string{}
+		}
+		if _, ok := a.calls[name]; !ok {
+			a.calls[name] = nil
+		}
+		w.stmt(c.Body)
+		a.funcs = a.funcs[:len(a.funcs)-1]
+	case *syntax.ArithmCmd:
+		a.notRO("evaluates arithmetic")
+		w.bashOnly = true
+		w.arith(c.X)
+	case *syntax.TestClause:
+		a.notRO("uses [[ ]], which evaluates arithmetic and array subscripts")
+		w.evaluated(c.X)
+	case *syntax.DeclClause:
+		w.decl(c)
+	case *syntax.LetClause:
+		a.notRO("let evaluates arithmetic")
+		for _, x := range c.Exprs {
+			w.arith(x)
+		}
+	case *syntax.TimeClause:
+		a.notRO("time runs another program")
+		w.stmt(c.Stmt)
+	case *syntax.CoprocClause:
+		a.notRO("starts a coprocess")
+		if c.Name != nil {
+			w.expansions(c.Name)
+		}
+		w.stmt(c.Stmt)
+	default:
+		a.uncertain(nodeText(cmd, w.src), "a shell construct the classifier does not know")
+	}
+}
+
+// call classifies a simple command.
+func (w *walker) call(c *syntax.CallExpr) {
+	for _, as := range c.Assigns {
+		w.assign(as)
+	}
+	if len(c.Args) == 0 {
+		return
+	}
+	words := make([]word, len(c.Args))
+	for i, x := range c.Args {
+		w.expansions(x)
+		words[i] = wordOf(x, w.src)
+	}
+	w.a.argv(words, w.depth)
+}
+
+// codeEnv are variables that make programs load or run other code, or that
+// change which program a name runs.
+var codeEnv = set(
+	"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+	"SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "GCONV_PATH",
+	"PYTHONPATH", "PYTHONSTARTUP", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT",
+	"NODE_OPTIONS", "PAGER", "EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE",
+	"MANPAGER", "SYSTEMD_PAGER", "SYSTEMD_EDITOR", "GIT_SSH_COMMAND",
+	"SSH_ASKPASS", "SUDO_ASKPASS", "APT_CONFIG", "TAR_OPTIONS", "CURL_HOME",
+	"WGETRC", "BROWSER", "HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL",
+)
+
+// assign classifies NAME=value, for the shell or for one command.
+func (w *walker) assign(as *syntax.Assign) {
+	a := w.a
+	name := ""
+	if as.Name != nil {
+		name = as.Name.Value
+	}
+	a.notRO("assigns a shell variable")
+	a.assign(name)
+	if codeEnv[name] {
+		a.opaque("sets " + name + ", which changes what programs run or load")
+	}
+	if as.Index != nil {
+		w.arith(as.Index)
+	}
+	if as.Value != nil {
+		w.expansions(as.Value)
+		if v := wordOf(as.Value, w.src); v.static() {
+			// An assigned string may be evaluated later: in arithmetic, as a
+			// subscript, or through ${x@P}.
+			w.hidden(v.val, "assigns a string bash may evaluate")
+		}
+	}
+	if as.Array != nil {
+		for _, e := range as.Array.Elems {
+			if e.Index != nil {
+				w.arith(e.Index)
+			}
+			if e.Value != nil {
+				w.expansions(e.Value)
 			}
 		}
 	}
 }
 
-type redir struct {
-	op     string
-	target word
-	ok     bool
-}
-
-type simpleCmd struct {
-	words       []word
-	redirs      []redir
-	first, last int // token indexes
-	bg          bool
-}
-
-type funcDef struct {
-	name string
-	at   int // token index where the body may start after
-}
-
-// split cuts tokens into simple commands at control operators, attaches
-// redirections to their command and finds function definitions.
-func split(toks []tok) ([]simpleCmd, []funcDef) {
-	var cmds []simpleCmd
-	var funcs []funcDef
-	cur := simpleCmd{first: -1}
-	flush := func(bg bool) {
-		if len(cur.words) > 0 || len(cur.redirs) > 0 {
-			cur.bg = bg
-			cmds = append(cmds, cur)
-		}
-		cur = simpleCmd{first: -1}
-	}
-	mark := func(i int) {
-		if cur.first < 0 {
-			cur.first = i
-		}
-		cur.last = i
-	}
-	for i := 0; i < len(toks); i++ {
-		t := toks[i]
-		if t.op == "" {
-			if len(cur.words) == 0 && len(cur.redirs) == 0 && !t.w.quoted && t.w.val == "function" && i+1 < len(toks) && toks[i+1].op == "" {
-				funcs = append(funcs, funcDef{name: toks[i+1].w.val, at: i + 1})
-				i++
-				if i+2 < len(toks) && toks[i+1].op == "(" && toks[i+2].op == ")" {
-					i += 2
-					funcs[len(funcs)-1].at = i
+// decl classifies declare, export, local, readonly and typeset.
+func (w *walker) decl(c *syntax.DeclClause) {
+	a := w.a
+	variant := c.Variant.Value
+	a.notRO(variant + " declares shell variables")
+	names, printing := 0, false
+	for _, as := range c.Args {
+		if as.Naked && as.Name == nil && as.Value != nil {
+			w.expansions(as.Value)
+			v := wordOf(as.Value, w.src)
+			if v.static() && len(v.val) > 1 && (v.val[0] == '-' || v.val[0] == '+') {
+				if strings.ContainsRune(v.val, 'p') {
+					printing = true
 				}
 				continue
 			}
-			mark(i)
-			cur.words = append(cur.words, t.w)
-			continue
-		}
-		if isRedirect(t.op) {
-			mark(i)
-			if n := len(cur.words); n > 0 && cur.words[n-1].ioNum {
-				cur.words = cur.words[:n-1]
-			}
-			r := redir{op: t.op}
-			if i+1 < len(toks) && toks[i+1].op == "" {
-				r.target, r.ok = toks[i+1].w, true
-				i++
-				mark(i)
-			}
-			cur.redirs = append(cur.redirs, r)
-			continue
-		}
-		switch t.op {
-		case "(":
-			if len(cur.words) == 1 && len(cur.redirs) == 0 && i+1 < len(toks) && toks[i+1].op == ")" {
-				funcs = append(funcs, funcDef{name: cur.words[0].val, at: i + 1})
-				cur = simpleCmd{first: -1}
-				i++
+			names++
+			if !v.static() {
 				continue
 			}
-			flush(false)
-		case "&":
-			flush(true)
-		default:
-			flush(false)
-		}
-	}
-	flush(false)
-	return cmds, funcs
-}
-
-// bodyEnd returns the token index where a function body that starts after
-// index at ends; when the body is not a { } or ( ) group it assumes the rest
-// of the script, which errs upward.
-func bodyEnd(toks []tok, at int) int {
-	j := at + 1
-	for j < len(toks) && toks[j].op == "\n" {
-		j++
-	}
-	if j >= len(toks) {
-		return len(toks) - 1
-	}
-	open, close := "", ""
-	switch {
-	case toks[j].op == "" && !toks[j].w.quoted && toks[j].w.val == "{":
-		open, close = "{", "}"
-	case toks[j].op == "(":
-		open, close = "(", ")"
-	default:
-		return len(toks) - 1
-	}
-	depth := 0
-	for k := j; k < len(toks); k++ {
-		v := toks[k].op
-		if v == "" && !toks[k].w.quoted {
-			v = toks[k].w.val
-		}
-		switch v {
-		case open:
-			depth++
-		case close:
-			depth--
-			if depth == 0 {
-				return k
+			w.hidden(v.val, variant+" evaluates its arguments")
+			n, _, _ := strings.Cut(v.val, "=")
+			a.assign(n)
+			if codeEnv[n] {
+				a.opaque("sets " + n + ", which changes what programs run or load")
 			}
-		}
-	}
-	return len(toks) - 1
-}
-
-var transparentWords = map[string]bool{"!": true, "{": true, "}": true}
-
-var controlWords = map[string]bool{
-	"if": true, "then": true, "else": true, "elif": true, "fi": true,
-	"while": true, "until": true, "for": true, "do": true, "done": true,
-	"case": true, "esac": true, "select": true, "in": true, "coproc": true,
-}
-
-// command classifies one simple command and returns the base name of the
-// program it runs, or "" if none or unknown.
-func (a *analyzer) command(c simpleCmd, depth int) string {
-	for _, w := range c.words {
-		a.substs(w, depth)
-	}
-	for _, r := range c.redirs {
-		a.substs(r.target, depth)
-		a.redirect(r)
-	}
-	if c.bg {
-		a.notRO("runs a command in the background")
-	}
-	ws := c.words
-	i := 0
-	for ; i < len(ws); i++ {
-		w := ws[i]
-		if isAssignment(w) {
-			a.notRO("assigns a shell variable")
 			continue
 		}
-		if !w.quoted && transparentWords[w.val] {
-			continue
-		}
-		if !w.quoted && controlWords[w.val] {
-			a.notRO("uses shell control flow")
-			continue
-		}
-		break
+		names++
+		w.assign(as)
 	}
-	if i == len(ws) {
-		return ""
+	if printing || names == 0 {
+		a.secret(variant + " prints variables")
 	}
-	return a.argv(ws[i:], depth)
-}
-
-func (a *analyzer) substs(w word, depth int) {
-	for _, s := range w.substs {
-		a.notRO("runs a command substitution")
-		a.script(s, depth+1)
-	}
-}
-
-// isAssignment reports whether w is NAME=value (or NAME[i]=, NAME+=) with an
-// unquoted name.
-func isAssignment(w word) bool {
-	r := w.raw
-	if r == "" || !(isAlnum(r[0]) && !isDigit(r[0]) || r[0] == '_') {
-		return false
-	}
-	i := 1
-	for i < len(r) && (isAlnum(r[i]) || r[i] == '_') {
-		i++
-	}
-	if i < len(r) && r[i] == '[' {
-		end := strings.IndexByte(r[i:], ']')
-		if end < 0 {
-			return false
-		}
-		i += end + 1
-	}
-	if i < len(r) && r[i] == '+' {
-		i++
-	}
-	return i < len(r) && r[i] == '='
 }
 
 // redirect classifies one redirection.
-func (a *analyzer) redirect(r redir) {
-	switch r.op {
-	case "<", "<<<":
-		return
-	case "<<", "<<-":
-		return // counted once per script
-	case "<&", ">&":
-		if r.ok && !r.target.dynamic && (r.target.val == "-" || allBytes(r.target.val, isDigit) && r.target.val != "") {
-			return
-		}
-		if r.op == "<&" {
-			return
-		}
+func (w *walker) redirect(r *syntax.Redirect) {
+	a := w.a
+	if r.N != nil && strings.HasPrefix(r.N.Value, "{") {
+		a.notRO("assigns a file descriptor to a variable")
 	}
-	if !r.ok {
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc:
+		a.notRO("uses a here-document")
+		if r.Hdoc != nil {
+			w.expansions(r.Hdoc)
+		}
+		return
+	}
+	if r.Word == nil {
 		a.notRO("has a redirection without a target")
 		return
 	}
-	t := r.target
-	if t.dynamic || t.glob {
-		if strings.Contains(t.raw, "/dev/") {
-			a.destroy("writes to a device named at run time (%s)", t.raw)
+	w.expansions(r.Word)
+	t := wordOf(r.Word, w.src)
+	switch r.Op {
+	case syntax.WordHdoc:
+		return
+	case syntax.RdrIn:
+		a.reads(t, "")
+		return
+	case syntax.DplIn:
+		return
+	case syntax.DplOut:
+		if t.static() && (t.val == "-" || t.val != "" && allBytes(t.val, isDigit)) {
+			return
 		}
-		a.notRO("writes to a file named at run time")
+	case syntax.RdrInOut:
+		a.reads(t, "")
+	}
+	a.writeTo(t, "")
+}
+
+// expansions classifies what running the shell's expansions on n does:
+// command and process substitutions run scripts, arithmetic and subscripts
+// are evaluated, ${x:=y} assigns.
+func (w *walker) expansions(n syntax.Node) {
+	if n == nil {
+		return
+	}
+	a := w.a
+	syntax.Walk(n, func(node syntax.Node) bool {
+		switch x := node.(type) {
+		case *syntax.CmdSubst:
+			a.notRO("runs a command substitution")
+			w.nested(x.Stmts, x)
+			return false
+		case *syntax.ProcSubst:
+			a.notRO("runs a process substitution")
+			w.nested(x.Stmts, x)
+			return false
+		case *syntax.ArithmExp:
+			a.notRO("evaluates arithmetic")
+			w.arith(x.X)
+			return false
+		case *syntax.ParamExp:
+			w.param(x)
+			return false
+		case *syntax.ExtGlob:
+			w.bashOnly = true
+		case *syntax.SglQuoted:
+			if x.Dollar {
+				w.bashOnly = true
+			}
+		}
+		return true
+	})
+}
+
+func (w *walker) nested(stmts []*syntax.Stmt, n syntax.Node) {
+	if w.depth+1 > maxDepth {
+		w.a.uncertain(nodeText(n, w.src), reasonTooDeep)
+		return
+	}
+	sub := &walker{a: w.a, src: w.src, depth: w.depth + 1}
+	sub.stmts(stmts)
+	w.bashOnly = w.bashOnly || sub.bashOnly
+}
+
+func (w *walker) param(p *syntax.ParamExp) {
+	a := w.a
+	if p.Excl {
+		a.notRO("expands a variable indirectly")
+		if p.Names == 0 {
+			a.secret("expands a variable named at run time")
+		}
+	}
+	if p.Param != nil && !p.Length && !p.Excl && !a.safeParam(p.Param.Value) {
+		// The environment may carry tokens and passwords (proxy
+		// credentials in /etc/environment, a container's secrets).
+		a.secret("expands $" + p.Param.Value)
+	}
+	if p.Index != nil {
+		a.notRO("evaluates an array subscript")
+		w.arith(p.Index)
+	}
+	if p.Slice != nil {
+		a.notRO("evaluates arithmetic")
+		w.arith(p.Slice.Offset)
+		w.arith(p.Slice.Length)
+	}
+	if p.Repl != nil {
+		w.expansions(p.Repl.Orig)
+		w.expansions(p.Repl.With)
+	}
+	if p.Exp != nil {
+		switch p.Exp.Op {
+		case syntax.AssignUnset, syntax.AssignUnsetOrNull:
+			a.notRO("assigns a shell variable")
+		case syntax.OtherParamOps:
+			a.notRO("transforms a variable, which can expand a prompt string")
+		}
+		w.expansions(p.Exp.Word)
+	}
+	if p.NestedParam != nil {
+		w.expansions(p.NestedParam)
+	}
+}
+
+// arith classifies an arithmetic expression: bash expands its words and
+// evaluates subscripts, so quoted text inside may run commands too.
+func (w *walker) arith(x syntax.ArithmExpr) {
+	if x == nil {
+		return
+	}
+	w.evaluated(x)
+}
+
+// evaluated walks a node whose words bash evaluates again: arithmetic, [[ ]]
+// operands and subscripts.
+func (w *walker) evaluated(n syntax.Node) {
+	if n == nil {
+		return
+	}
+	syntax.Walk(n, func(node syntax.Node) bool {
+		if x, ok := node.(*syntax.Word); ok {
+			w.expansions(x)
+			if v := wordOf(x, w.src); v.static() {
+				w.hidden(v.val, "evaluates a string as arithmetic or a subscript")
+			}
+			return false
+		}
+		return true
+	})
+}
+
+// hidden classifies text that bash may expand again at run time, such as
+// the subscript in test -v 'a[$(reboot)]': read as a here-document body, its
+// command substitutions are found and classified.
+func (w *walker) hidden(text, why string) {
+	if !strings.ContainsAny(text, "$`") {
+		return
+	}
+	a := w.a
+	a.notRO(why)
+	if w.depth+1 > maxDepth {
+		a.uncertain(text, reasonTooDeep)
+		return
+	}
+	text = wordChars(text)
+	doc, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Document(strings.NewReader(text))
+	if err != nil {
+		a.uncertain(text, parseError(err))
+		return
+	}
+	sub := &walker{a: a, src: text, depth: w.depth + 1}
+	sub.expansions(doc)
+}
+
+// hiddenArgs applies hidden to every static word, for builtins that
+// evaluate their arguments (test -v, printf -v, read, unset).
+func (a *analyzer) hiddenArgs(args []word, depth int, why string) {
+	w := &walker{a: a, depth: depth}
+	for _, x := range args {
+		if x.static() {
+			w.hidden(x.val, why)
+		}
+	}
+}
+
+// called records that the current function body (if any) runs name.
+func (a *analyzer) called(name string) {
+	if len(a.funcs) == 0 {
+		return
+	}
+	f := a.funcs[len(a.funcs)-1]
+	if !slices.Contains(a.calls[f], name) {
+		a.calls[f] = append(a.calls[f], name)
+	}
+}
+
+// forkBombs finds shell functions that call themselves, directly or through
+// one another: without a base case they multiply until the machine stalls.
+func (a *analyzer) forkBombs() {
+	for f := range a.calls {
+		seen := map[string]bool{}
+		stack := slices.Clone(a.calls[f])
+		for len(stack) > 0 {
+			g := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if g == f {
+				a.destroy("defines a shell function that calls itself (a fork bomb)")
+				return
+			}
+			if seen[g] {
+				continue
+			}
+			seen[g] = true
+			stack = append(stack, a.calls[g]...)
+		}
+	}
+}
+
+// reads classifies reading the file w; who names the reader for the reason.
+func (a *analyzer) reads(w word, who string) {
+	if what, ok := a.secretWord(w); ok {
+		if who != "" {
+			what = who + " " + what
+		}
+		a.secret(what)
+	}
+}
+
+// writeTo classifies writing to the file w: destructive onto a device or a
+// critical path, config_mutation elsewhere, nothing for /dev/null and kin.
+func (a *analyzer) writeTo(t word, who string) {
+	prefix := ""
+	if who != "" {
+		prefix = who + " "
+	}
+	if !t.static() {
+		if p, why, ok := a.criticalWord(t); ok {
+			a.destroy("%swrites to %s, %s", prefix, p, why)
+			return
+		}
+		if strings.Contains(t.raw, "/dev/") {
+			a.destroy("%swrites to a device named at run time (%s)", prefix, t.raw)
+			return
+		}
+		a.notRO(prefix + "writes to a file named at run time")
 		return
 	}
 	p := cleanPath(t.val)
-	switch {
-	case safeOutput(p):
-	case isDevicePath(p):
-		a.destroy("writes to device %s", p)
-	case (p == "/proc/sysrq-trigger" || path.Base(p) == "sysrq-trigger") && a.onHost:
-		a.destroy("writes to /proc/sysrq-trigger, which can reboot or crash the host")
-	default:
-		a.notRO("writes to " + p)
+	if safeOutput(p) {
+		return
 	}
-}
-
-func cleanPath(p string) string {
-	if strings.HasPrefix(p, "/") {
-		return path.Clean(p)
+	if a.cwdUnknown && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~") {
+		a.destroy("%swrites to %s in a directory only known at run time", prefix, p)
+		return
 	}
-	return p
-}
-
-func safeOutput(p string) bool {
-	switch p {
-	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero":
-		return true
-	}
-	rest, ok := strings.CutPrefix(p, "/dev/fd/")
-	return ok && rest != "" && allBytes(rest, isDigit)
-}
-
-// isDevicePath reports whether p names something under /dev that may be a
-// disk: everything there except a short list of harmless character devices.
-func isDevicePath(p string) bool {
-	p = cleanPath(p)
-	rest, ok := strings.CutPrefix(p, "/dev/")
-	if !ok || rest == "" {
-		return false
-	}
-	switch rest {
-	case "null", "zero", "full", "random", "urandom", "stdin", "stdout", "stderr",
-		"tty", "console", "kmsg", "ptmx", "log":
-		return false
-	}
-	for _, dir := range []string{"fd/", "pts/", "shm/", "mqueue/", "tcp/", "udp/", "net/"} {
-		if strings.HasPrefix(rest, dir) {
-			return false
+	if _, why, ok := a.criticalWord(t); ok {
+		if isDevicePath(p) {
+			a.destroy("%swrites to device %s", prefix, p)
+			return
 		}
+		a.destroy("%swrites to %s, %s", prefix, p, why)
+		return
 	}
-	return true
+	a.notRO(prefix + "writes to " + p)
 }
 
 // trustedDirs are where a read-only command may be named by path; anything
@@ -383,8 +702,8 @@ func (a *analyzer) argv(ws []word, depth int) string {
 		return ""
 	}
 	name := ws[0]
-	if name.dynamic || (name.glob && name.val != "[" && name.val != "[[") || name.val == "" {
-		a.notRO("runs a command whose name is only known at run time")
+	if !name.static() || name.val == "" {
+		a.opaque("runs a command whose name is only known at run time")
 		a.dangerous(ws)
 		return ""
 	}
@@ -393,35 +712,65 @@ func (a *analyzer) argv(ws []word, depth int) string {
 		a.dangerous(ws)
 	}
 	base, trusted := commandBase(name.val)
+	a.called(base)
 	args := ws[1:]
 	var c Class
 	var why string
-	switch r, ok := rules[base]; {
-	case ok:
+	r, known := rules[base]
+	switch {
+	case known:
 		c, why = r(a, args, depth)
 	case strings.HasPrefix(base, "mkfs"):
 		c, why = Destructive, base+" formats a filesystem"
 	case interpreters[base]:
-		c, why = ConfigMutation, base+" runs a program the classifier cannot read"
+		c, why = a.opaqueClass(base + " runs a program the classifier cannot read")
 		if cc, r := crudeClass(joinRaw(args), a.onHost); cc == Destructive {
 			c, why = cc, r
 		}
 	default:
-		c, why = ConfigMutation, base+" is not on the read-only list"
+		c, why = a.opaqueClass(base + " is not on the read-only list")
 	}
-	if c == ReadOnly && !trusted {
-		c, why = ConfigMutation, "runs "+name.val+" from outside the system directories"
+	if !trusted {
+		a.opaque("runs " + name.val + " from outside the system directories")
+		if c == ReadOnly {
+			c = ConfigMutation
+		}
 	}
-	if c > ReadOnly && c < Destructive && !deviceTools[base] {
+	if c > ReadOnly && c < Destructive && !deviceTools[base] && !modelsPaths[base] {
+		c, why = a.pathArgs(base, args, known, c, why)
+	}
+	if !known || interpreters[base] {
 		for _, w := range args {
-			if v := strings.TrimPrefix(w.val, "of="); isDevicePath(v) {
-				c, why = Destructive, fmt.Sprintf("%s writes to device %s", base, cleanPath(v))
-				break
-			}
+			a.reads(w, "")
+		}
+		if what, ok := mentionsSecret(joinVals(args)); ok {
+			a.secret(base + " mentions " + what)
 		}
 	}
 	a.b.raise(c, why)
 	return base
+}
+
+// pathArgs raises a command that is not read-only and does not model its
+// own arguments: one that names a device is destructive, and so is one
+// without a rule that names a critical path.
+func (a *analyzer) pathArgs(base string, args []word, known bool, c Class, why string) (Class, string) {
+	for _, w := range args {
+		v := w.val
+		if _, after, ok := strings.Cut(v, "="); ok && strings.HasPrefix(after, "/") {
+			v = after
+		}
+		if isDevicePath(v) {
+			return Destructive, fmt.Sprintf("%s writes to device %s", base, cleanPath(v))
+		}
+		if known || !looksLikePath(v) {
+			continue
+		}
+		if p, crit, ok := a.criticalWord(word{val: v, dynamic: w.dynamic}); ok {
+			return Destructive, fmt.Sprintf("%s may write to %s, %s", base, p, crit)
+		}
+	}
+	return c, why
 }
 
 // dangerous is the safety net for a command the classifier cannot name or
@@ -429,9 +778,12 @@ func (a *analyzer) argv(ws []word, depth int) string {
 // destructive command, or pairs a recursive flag with a system directory,
 // or names a device.
 func (a *analyzer) dangerous(ws []word) {
-	if c, r := crudeClass(joinRaw(ws), a.onHost); c == Destructive {
-		a.b.raise(c, r)
-		return
+	// Read the words as written and after quote removal: r''m is rm.
+	for _, text := range []string{joinRaw(ws), joinVals(ws)} {
+		if c, r := crudeClass(text, a.onHost); c == Destructive {
+			a.b.raise(c, r)
+			return
+		}
 	}
 	recursive, critical := false, false
 	for _, w := range ws {
@@ -468,7 +820,7 @@ func anyDynamic(ws []word) bool {
 	return slices.ContainsFunc(ws, func(w word) bool { return w.dynamic })
 }
 
-// crudeClass is the safety net for text the tokenizer could not follow: it
+// crudeClass is the safety net for text the parser could not follow: it
 // looks for the names of destructive commands among the words.
 func crudeClass(text string, onHost bool) (Class, string) {
 	fields := strings.FieldsFunc(text, func(r rune) bool {
@@ -512,6 +864,7 @@ var crudeDestructive = set(
 	"lvremove", "vgremove", "pvremove", "lvreduce", "killall5", "qmrestore",
 	"sgdisk", "sfdisk", "fdisk", "gdisk", "cfdisk", "parted", "mke2fs",
 	"mkswap", "mkdosfs", "mkntfs", "pvcreate", "prune", "luksFormat",
+	"-delete", "truncate",
 )
 
 var hostPower = set("shutdown", "poweroff", "halt", "reboot", "kexec")
@@ -519,7 +872,8 @@ var hostPower = set("shutdown", "poweroff", "halt", "reboot", "kexec")
 // interpreters run code given as arguments; only the safety net reads it.
 var interpreters = set(
 	"python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php",
-	"lua", "awk", "gawk", "mawk", "nawk", "tclsh", "sed",
+	"lua", "tclsh", "wish", "guile", "Rscript", "julia", "deno", "bun",
+	"osascript", "pwsh", "gdb", "rlwrap",
 )
 
 // deviceTools take device paths as arguments without writing to them as

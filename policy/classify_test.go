@@ -63,16 +63,16 @@ var classifyTests = []classifyTest{
 	{cmd: "parted /dev/sda print", where: TargetHost, want: ReadOnly},
 	{cmd: "smartctl -a /dev/sda", where: TargetHost, want: ReadOnly},
 	{cmd: "lsblk -f /dev/sda", where: TargetHost, want: ReadOnly},
-	{cmd: "cat /dev/sda | head -c 512 | od -c", where: TargetHost, want: ReadOnly},
+	{cmd: "cat /dev/sda | head -c 512 | od -c", where: TargetHost, want: ConfigMutation}, // issue 9: reading a raw disk may reveal secrets
 	{cmd: "iptables -nvL", where: TargetHost, want: ReadOnly},
 	{cmd: "nft list ruleset", where: TargetHost, want: ReadOnly},
 	{cmd: "find /var/log -name '*.gz' -mtime +7", want: ReadOnly},
-	{cmd: "find /etc -name '*.conf' -exec grep -l nameserver {} \\;", want: ReadOnly},
+	{cmd: "find /etc -name '*.conf' -exec grep -l nameserver {} \\;", want: ConfigMutation}, // issue 9: find -exec is never read-only
 	{cmd: "du -sh /var/lib/* 2>/dev/null | sort -h | tail", want: ReadOnly},
 	{cmd: "sort -k2 -t, data.csv", want: ReadOnly},
 	{cmd: "date +%s", want: ReadOnly},
-	{cmd: "timeout 5 curl -s http://10.0.0.5/", want: ReadOnly},
-	{cmd: "sudo -u postgres cat /var/lib/postgresql/15/main/PG_VERSION", want: ReadOnly},
+	{cmd: "timeout 5 curl -s http://10.0.0.5/", want: ConfigMutation},                          // issue 9: wrappers are never read-only
+	{cmd: "sudo -u postgres cat /var/lib/postgresql/15/main/PG_VERSION", want: ConfigMutation}, // issue 9: wrappers are never read-only
 	{cmd: "sh -c 'uptime'", want: ReadOnly},
 	{cmd: "bash -lc \"systemctl status caddy\"", want: ReadOnly},
 	{cmd: "/usr/bin/df -h", want: ReadOnly},
@@ -121,8 +121,8 @@ var classifyTests = []classifyTest{
 	{cmd: "hostname evil", want: ConfigMutation},
 	{cmd: "date -s '2020-01-01'", want: ConfigMutation},
 	{cmd: "date 010100002020", want: ConfigMutation},
-	{cmd: "sort -o /etc/passwd x", want: ConfigMutation},
-	{cmd: "sort --out=/etc/passwd x", want: ConfigMutation},
+	{cmd: "sort -o /etc/passwd x", want: Destructive},    // issue 9: a write onto a critical path
+	{cmd: "sort --out=/etc/passwd x", want: Destructive}, // issue 9: a write onto a critical path
 	{cmd: "uniq a b", want: ConfigMutation},
 	{cmd: "top", want: ConfigMutation},
 	{cmd: "ss -K dst 10.0.0.1", want: ConfigMutation},
@@ -328,6 +328,9 @@ func TestClassifyCommandReasons(t *testing.T) {
 
 func FuzzClassifyCommand(f *testing.F) {
 	for _, tt := range classifyTests {
+		f.Add(tt.cmd, tt.where == TargetHost)
+	}
+	for _, tt := range issueTests {
 		f.Add(tt.cmd, tt.where == TargetHost)
 	}
 	f.Fuzz(func(t *testing.T, cmd string, onHost bool) {

@@ -256,7 +256,7 @@ func FuzzParseParams(f *testing.F) {
 	})
 }
 
-// checkSteps lexes each rendered step and checks it is one simple command
+// checkSteps parses each rendered step and checks it is one simple command
 // of literal words, with free-form shell as exactly one word.
 func checkSteps(t *testing.T, p Params, steps []string) {
 	t.Helper()
@@ -273,22 +273,16 @@ func checkSteps(t *testing.T, p Params, steps []string) {
 	}
 	for _, step := range steps {
 		step = strings.NewReplacer(VMIDPlaceholder, "123", TemplatePlaceholder, "local:vztmpl/t.tar.zst").Replace(step)
-		l := lex(step, 0)
-		if len(l.uncertain) > 0 || len(l.substs) > 0 {
-			t.Fatalf("step %q: uncertain %v, substitutions %v", step, l.uncertain, l.substs)
+		ws, err := oneCommand(step)
+		if err != nil {
+			t.Fatalf("step %q is not one simple command of literal words: %v", step, err)
 		}
 		var words []string
-		for _, tk := range l.toks {
-			if tk.op != "" {
-				t.Fatalf("step %q has operator %q outside any word", step, tk.op)
+		for _, w := range ws {
+			if w.glob && !w.quoted {
+				t.Fatalf("step %q has an unquoted glob in %q", step, w.raw)
 			}
-			if tk.w.dynamic || len(tk.w.substs) > 0 {
-				t.Fatalf("step %q has an expansion in %q", step, tk.w.raw)
-			}
-			if tk.w.glob && !tk.w.quoted {
-				t.Fatalf("step %q has an unquoted glob in %q", step, tk.w.raw)
-			}
-			words = append(words, tk.w.val)
+			words = append(words, w.val)
 		}
 		if n := len(words); n >= 2 && words[n-2] == "-c" {
 			if len(shells) == 0 || words[n-1] != shells[0] {

@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 var quoteTests = []struct {
@@ -68,14 +71,45 @@ func TestShellQuoteOneWord(t *testing.T) {
 
 func checkOneWord(t *testing.T, s string) {
 	t.Helper()
-	l := lex(ShellQuote(s), 0)
-	if len(l.uncertain) > 0 || len(l.toks) != 1 || l.toks[0].op != "" {
-		t.Fatalf("lex(ShellQuote(%q)) = %+v, uncertain %v; want one word", s, l.toks, l.uncertain)
+	// The classifier reads NUL and bytes that are not UTF-8 as U+FFFD (all
+	// plain word characters), as here.
+	words, err := oneCommand(wordChars("echo " + ShellQuote(s)))
+	if err != nil {
+		t.Fatalf("echo ShellQuote(%q): %v", s, err)
 	}
-	w := l.toks[0].w
-	if w.val != s || w.dynamic || w.glob || len(w.substs) > 0 {
-		t.Fatalf("lex(ShellQuote(%q)) word = %+v; want the literal input", s, w)
+	if len(words) != 2 {
+		t.Fatalf("echo ShellQuote(%q) = %d words; want 2", s, len(words))
 	}
+	w := words[1]
+	if w.val != wordChars(s) || !w.static() || w.glob {
+		t.Fatalf("ShellQuote(%q) reads back as %+v; want the literal input", s, w)
+	}
+}
+
+// oneCommand parses src as bash and returns its words when it is exactly
+// one simple command with no assignment, redirection or expansion.
+func oneCommand(src string) ([]word, error) {
+	f, err := parseScript(src, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Stmts) != 1 {
+		return nil, fmt.Errorf("%d statements", len(f.Stmts))
+	}
+	st := f.Stmts[0]
+	call, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || st.Background || st.Negated || len(st.Redirs) > 0 || len(call.Assigns) > 0 {
+		return nil, fmt.Errorf("not one plain simple command")
+	}
+	var out []word
+	for _, x := range call.Args {
+		w := wordOf(x, src)
+		if w.expands {
+			return nil, fmt.Errorf("word %s has an expansion", w.raw)
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 func FuzzShellQuote(f *testing.F) {
@@ -108,53 +142,43 @@ func TestShellWord(t *testing.T) {
 	}
 }
 
-func TestLexer(t *testing.T) {
+func TestWordOf(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		src       string
-		want      []string // words as val, operators as [op]
-		substs    []string
-		uncertain bool
+		src  string
+		want []word // only val and the flags are compared
 	}{
-		{src: "ls -la /tmp", want: []string{"ls", "-la", "/tmp"}},
-		{src: "a;b&&c||d|e&", want: []string{"a", "[;]", "b", "[&&]", "c", "[||]", "d", "[|]", "e", "[&]"}},
-		{src: "echo 'a b' \"c d\" e\\ f", want: []string{"echo", "a b", "c d", "e f"}},
-		{src: "df 2>/dev/null", want: []string{"df", "2", "[>]", "/dev/null"}},
-		{src: "echo $(id -u) `whoami`", want: []string{"echo", "$(id -u)", "`whoami`"}, substs: []string{"id -u", "whoami"}},
-		{src: `echo "$(cat "/x y")"`, want: []string{"echo", `$(cat "/x y")`}, substs: []string{`cat "/x y"`}},
-		{src: "echo $(echo $(id))", want: []string{"echo", "$(echo $(id))"}, substs: []string{"echo $(id)"}},
-		{src: "ls # rm -rf /\ndf", want: []string{"ls", "[\n]", "df"}},
-		{src: "cat <<EOF\nrm -rf /\nEOF\nls", want: []string{"cat", "[<<]", "EOF", "[\n]", "ls"}},
-		{src: "cat <<EOF\n$(id)\nEOF", want: []string{"cat", "[<<]", "EOF", "[\n]"}, substs: []string{"id"}},
-		{src: "cat <<'EOF'\n$(id)\nEOF", want: []string{"cat", "[<<]", "EOF", "[\n]"}},
-		{src: "diff <(ls a) <(ls b)", want: []string{"diff", "<(ls a)", "<(ls b)"}, substs: []string{"ls a", "ls b"}},
-		{src: "echo ${X:-$(id)}", want: []string{"echo", "${X:-$(id)}"}, substs: []string{"id"}},
-		{src: "echo 'open", want: []string{"echo", "open"}, uncertain: true},
-		{src: "echo $(ls", want: []string{"echo", "$(ls"}, substs: []string{"ls"}, uncertain: true},
-		{src: "ls )", want: []string{"ls", "[)]"}, uncertain: true},
-		{src: ":(){ :|:& };:", want: []string{":", "[(]", "[)]", "{", ":", "[|]", ":", "[&]", "}", "[;]", ":"}},
-		{src: "a\\\nb", want: []string{"ab"}},
+		{"ls -la /tmp", []word{{val: "ls"}, {val: "-la"}, {val: "/tmp"}}},
+		{`echo 'a b' "c d" e\ f`, []word{{val: "echo"}, {val: "a b", quoted: true}, {val: "c d", quoted: true}, {val: "e f", quoted: true}}},
+		{`\rm -rf /x`, []word{{val: "rm", quoted: true}, {val: "-rf"}, {val: "/x"}}},
+		{"$'\\x72m' x", []word{{val: "rm", quoted: true}, {val: "x"}}},
+		{`echo "a\$b\q"`, []word{{val: "echo"}, {val: `a$b\q`, quoted: true}}},
+		{"a\\\nb", []word{{val: "ab"}}},
+		{"echo $HOME ${X:-y} $(id) $((1+2)) <(ls)", []word{{val: "echo"},
+			{val: "$HOME", dynamic: true, expands: true}, {val: "${X:-y}", dynamic: true, expands: true},
+			{val: "$(id)", dynamic: true, expands: true}, {val: "$((1+2))", dynamic: true, expands: true},
+			{val: "<(ls)", dynamic: true, expands: true}}},
+		{"ls *.log a? x[ab] [ '*'", []word{{val: "ls"}, {val: "*.log", dynamic: true, glob: true},
+			{val: "a?", dynamic: true, glob: true}, {val: "x[ab]", dynamic: true, glob: true}, {val: "["}, {val: "*", quoted: true}}},
+		{"echo {a,b} {1..3} {a} @(x|y)", []word{{val: "echo"}, {val: "{a,b}", dynamic: true, brace: true},
+			{val: "{1..3}", dynamic: true, brace: true}, {val: "{a}"}, {val: "@(x|y)", dynamic: true, glob: true}}},
+		{"cat ~/x", []word{{val: "cat"}, {val: "~/x"}}},
 	}
 	for _, tt := range tests {
-		l := lex(tt.src, 0)
-		var got, substs []string
-		for _, tk := range l.toks {
-			if tk.op != "" {
-				got = append(got, "["+tk.op+"]")
-				continue
-			}
-			got = append(got, tk.w.val)
-			substs = append(substs, tk.w.substs...)
+		f, err := parseScript(tt.src, false)
+		if err != nil {
+			t.Errorf("parse %q: %v", tt.src, err)
+			continue
 		}
-		substs = append(substs, l.substs...)
+		call := f.Stmts[0].Cmd.(*syntax.CallExpr)
+		var got []word
+		for _, x := range call.Args {
+			w := wordOf(x, tt.src)
+			w.raw = ""
+			got = append(got, w)
+		}
 		if d := diff(tt.want, got); d != "" {
-			t.Errorf("lex(%q) tokens %s", tt.src, d)
-		}
-		if d := diff(tt.substs, substs); d != "" {
-			t.Errorf("lex(%q) substitutions %s", tt.src, d)
-		}
-		if (len(l.uncertain) > 0) != tt.uncertain {
-			t.Errorf("lex(%q) uncertain = %v, want %v", tt.src, l.uncertain, tt.uncertain)
+			t.Errorf("words of %q %s", tt.src, d)
 		}
 	}
 }

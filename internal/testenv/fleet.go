@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/devstack"
@@ -136,6 +138,34 @@ func (f *Fleet) Commands(t testing.TB) []string {
 		out[i] = e.Command
 	}
 	return out
+}
+
+// Admin runs command on a host of the fleet over SSH, as an admin at the
+// node's console or in the Proxmox UI would, outside Nomos, and returns
+// its output. The test fails if it does not exit 0.
+func (f *Fleet) Admin(t testing.TB, host, command string) string {
+	t.Helper()
+	hostKeys, err := knownhosts.New(f.KnownHostsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ssh.Dial("tcp", f.Sim.Addr(host), &ssh.ClientConfig{
+		User: labsim.AdminUser, Auth: []ssh.AuthMethod{ssh.PublicKeys(f.SSHSigner)}, HostKeyCallback: hostKeys, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("admin ssh %s: %v", host, err)
+	}
+	defer client.Close()
+	sess, err := client.NewSession()
+	if err != nil {
+		t.Fatalf("admin ssh %s: %v", host, err)
+	}
+	defer sess.Close()
+	out, err := sess.CombinedOutput(command)
+	if err != nil {
+		t.Fatalf("admin on %s: %s: %v\n%s", host, command, err, out)
+	}
+	return string(out)
 }
 
 // FreePort returns a loopback port that was free a moment ago.
