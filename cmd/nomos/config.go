@@ -240,6 +240,11 @@ type LabsimConfig struct {
 	StateDir           string `koanf:"state_dir"`
 	AuthorizedKeysFile string `koanf:"authorized_keys_file"`
 	LogFile            string `koanf:"log_file"`
+	// Gate makes every simulated host enforce nomos gate, as a node whose
+	// authorized_keys forces it, with the rules below.
+	Gate                     bool `koanf:"gate"`
+	GateHostShell            bool `koanf:"gate_host_shell"`
+	GatePrivilegedContainers bool `koanf:"gate_privileged_containers"`
 }
 
 // defaults are applied before the file and the environment.
