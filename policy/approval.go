@@ -125,20 +125,20 @@ func (r *Rules) Operators() []string { return slices.Clone(r.operators) }
 func (r *Rules) IsOperator(userID string) bool { return slices.Contains(r.operators, userID) }
 
 // Authorize checks that userID may make decision d on a plan of class c by
-// method m. Anyone listed may deny by reaction, reply or phrase; approval
-// also needs a method that counts for the class (see MethodAllowed).
-// MethodAuto needs no user and is allowed only for read_only; for a
-// validated reversible_low pattern use AutoApproves. Authorize does not
-// check the phrase itself: match it with MatchPhrase first.
+// method m: a person's decision. Anyone listed may deny by reaction, reply
+// or phrase; approval also needs a method that counts for the class (see
+// MethodAllowed). MethodAuto is never a person's decision and is always
+// refused here: only AutoApproves, asked when a plan is made, lets a plan
+// approve itself, so a plan that waits for a person (free-form shell, the
+// agent's, one held back by a limit) cannot be approved "automatically"
+// later. Authorize does not check the phrase itself: match it with
+// MatchPhrase first.
 func (r *Rules) Authorize(d Decision, c Class, userID string, m Method) error {
 	if !c.Valid() {
 		return configErr("class %s is not a class", c)
 	}
 	if m == MethodAuto {
-		if d == Approve && c == ReadOnly {
-			return nil
-		}
-		return fmt.Errorf("%w: %s plans are not approved automatically", ErrMethodNotAllowed, c)
+		return fmt.Errorf("%w: an automatic approval is given only when a plan is made, never afterwards", ErrMethodNotAllowed)
 	}
 	if _, err := ParseMethod(string(m)); err != nil {
 		return fmt.Errorf("%w: %s", ErrMethodNotAllowed, quoted(string(m)))
