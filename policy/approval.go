@@ -38,7 +38,8 @@ func ParseMethod(s string) (Method, error) {
 }
 
 // MethodAllowed reports whether method m counts as approval for class c:
-// read_only approves itself (and any operator's approval counts);
+// read_only may approve itself (see Rules.AutoApproves) and any
+// operator's approval counts;
 // reversible_low and config_mutation need a reaction, reply or phrase;
 // destructive needs the phrase.
 func MethodAllowed(c Class, m Method) bool {
@@ -62,8 +63,10 @@ const (
 // TTLConfig sets how long a plan of each class waits for approval before it
 // expires. Zero means the default.
 type TTLConfig struct {
-	// ReadOnly defaults to DefaultTTL; such plans approve themselves, so it
-	// only bounds how long one may wait to be dispatched.
+	// ReadOnly defaults to DefaultTTL. Named read-only actions approve
+	// themselves when made; it bounds how long any other read_only plan
+	// (free-form shell, the agent's, one past the unattended limit) waits
+	// for a person.
 	ReadOnly time.Duration `json:"read_only" yaml:"read_only"`
 	// ReversibleLow defaults to DefaultTTL.
 	ReversibleLow time.Duration `json:"reversible_low" yaml:"reversible_low"`
