@@ -41,6 +41,12 @@ var paramsTests = []paramsTest{
 	{action: ActionPctExec, raw: `{"command":"x=1\u3000#; reboot"}`, errs: []string{"params.command: must not contain U+3000, which looks like a space"}},
 	{action: ActionPctExec, raw: `{"command":"x=1\u2028#; reboot"}`, errs: []string{"params.command: must not contain U+2028, which looks like a space"}},
 	{action: ActionPctExec, raw: `{"command":"ls /srv\udb40\udc20"}`, errs: []string{"params.command: must not contain invisible or bidirectional formatting character U+E0020"}},
+	// Quotes and comment signs drawn like the ASCII ones are letters to
+	// the shell: the card would show a quoted string, and sh runs reboot.
+	{action: ActionPctExec, raw: `{"command":"echo “x ; reboot ; y”"}`, errs: []string{`params.command: must not contain U+201C, which looks like '"' to a reader and is not one to the shell (at byte 5): the plan card must show what runs; type '"'`}},
+	{action: ActionPctExec, raw: `{"command":"echo ‘x ; reboot ; y’"}`, errs: []string{`params.command: must not contain U+2018, which looks like '\''`}},
+	{action: ActionPctExec, raw: `{"command":"echo hi ＃; reboot"}`, errs: []string{`params.command: must not contain U+FF03, which looks like '#'`}},
+	{action: ActionPctExec, raw: `{"command":"echo hi ♯; reboot"}`, errs: []string{`params.command: must not contain U+266F, which looks like '#'`}},
 	{action: ActionPctExec, raw: `{"command":"echo héllo 日本 ✅️"}`, want: PctExecParams{Command: "echo héllo 日本 ✅️"}},
 	{action: ActionPctExec, raw: `{"command":"-c id"}`, errs: []string{`params.command: must not start with "-"`}},
 	{action: ActionPctExec, raw: `{"command":"` + strings.Repeat("x", MaxCommandLen+1) + `"}`, errs: []string{"params.command: must be at most 16384 bytes"}},
