@@ -27,7 +27,9 @@ type Decision struct {
 // Approve records an approval and dispatches the plan. The approval binds
 // to the plan hash persisted with the request. It is refused, with an audit
 // row, when the approver is not an operator, the method is not enough for
-// the plan's class, or a destructive plan's phrase does not match; an
+// the plan's class or is policy.MethodAuto (only Request approves a plan
+// automatically, when it is made), or a destructive plan's phrase does not
+// match; an
 // expired plan is moved to expired; a plan already decided returns
 // *AlreadyDecidedError naming who decided and when.
 func (s *Service) Approve(ctx context.Context, d Decision) (store.Execution, error) {

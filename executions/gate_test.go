@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nomoshq/nomos/executions"
@@ -100,6 +101,49 @@ func TestHostileCommandsWaitForAPerson(t *testing.T) {
 					t.Errorf("%s %s via %s %q: an order was queued with nobody approving", action, target, via, cmd)
 				}
 			}
+		}
+	}
+}
+
+// TestApproveTakesOnlyAPersonsDecision: the automatic approval is the
+// gate's own, given inside Request; Approve records a person's decision.
+// Handed MethodAuto, by anyone or nobody, it refuses and audits: neither a
+// free-form plan that classified read_only nor a named read-only plan that
+// the unattended limit held back may be approved that way.
+func TestApproveTakesOnlyAPersonsDecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // no actuator: automatic approvals stay in flight
+	free, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"df -h /"}`),
+		RequestedBy: "mcp:claude", Via: executions.ViaMCP, RoomID: "!ops:localhost", Reason: "look"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held store.Execution
+	for range 3 { // the default unattended limit is 2
+		held = b.request(t, "apt_upgrade", "101", "").Execution
+	}
+	for _, x := range []store.Execution{free.Execution, held} {
+		if x.RiskClass != "read_only" || x.State != store.StateAwaitingApproval {
+			t.Fatalf("%s: %s %s, want a read_only plan awaiting approval", x.Action, x.RiskClass, x.State)
+		}
+		for _, by := range []string{"", "nomos", "mcp:claude", operator} {
+			_, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: by, Method: policy.MethodAuto})
+			if !errors.Is(err, policy.ErrMethodNotAllowed) {
+				t.Errorf("%s approved by %q with method auto: %v, want ErrMethodNotAllowed", x.Action, by, err)
+			}
+		}
+		got, err := b.store.GetExecution(b.ctx, x.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.StateAwaitingApproval || got.Approval != nil {
+			t.Errorf("%s: state %s approval %+v after automatic approvals were handed in, want still awaiting a person", x.Action, got.State, got.Approval)
+		}
+		if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+			t.Errorf("%s: an order was queued with nobody approving", x.Action)
+		}
+		if audit := strings.Join(auditActions(t, b, x.ID), " "); strings.Count(audit, "execution.decision_refused") != 4 {
+			t.Errorf("%s: audit %q, want each refused automatic approval on record", x.Action, audit)
 		}
 	}
 }

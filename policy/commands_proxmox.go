@@ -8,7 +8,7 @@ import (
 
 func init() {
 	rules["pct"] = rulePct
-	rules["qm"] = subRule("qm", set("list", "status", "config", "listsnapshot", "pending", "showcmd", "help"), set("destroy", "rollback", "delsnapshot"))
+	rules["qm"] = ruleQm
 	rules["pvesm"] = subRule("pvesm", set("status", "list", "path", "scan", "help", "apiinfo"), set("free"))
 	rules["pvecm"] = subRule("pvecm", set("status", "nodes", "help"), set("delnode"))
 	rules["pvesh"] = rulePvesh
@@ -124,6 +124,32 @@ func rulePct(a *analyzer, args []word, depth int) (Class, string) {
 		return ReadOnly, ""
 	}
 	return cfgf("pct %s changes state", sub)
+}
+
+var qmSub = subRule("qm", set("list", "status", "config", "listsnapshot", "pending", "showcmd", "help"), set("destroy", "rollback", "delsnapshot"))
+
+// ruleQm: qm guest exec runs a program inside a VM through its guest
+// agent, so, as for pct exec, the class is that of the program it runs
+// there, as in a container. A guest subcommand only known at run time may
+// be exec, so what follows the vmid is read that way too.
+func ruleQm(a *analyzer, args []word, depth int) (Class, string) {
+	if len(args) < 2 || !args[0].static() || args[0].val != "guest" || (args[1].static() && args[1].val != "exec") {
+		return qmSub(a, args, depth)
+	}
+	rest := args[2:]
+	for i, w := range rest {
+		if w.val == "--" && i+1 < len(rest) {
+			a.inContainer(rest[i+1:], depth)
+			if !args[1].static() {
+				return notLiteral("qm")
+			}
+			return ReadOnly, ""
+		}
+	}
+	if len(rest) > 1 {
+		a.inContainer(rest[1:], depth)
+	}
+	return cfgf("qm guest exec without -- before the command")
 }
 
 func ruleLxcAttach(a *analyzer, args []word, depth int) (Class, string) {
