@@ -147,3 +147,38 @@ func TestApproveTakesOnlyAPersonsDecision(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatTheCardShowsIsWhatIsAsked: a plan from the agent or an MCP client
+// must fit on its card, so nothing hides after padding; its reason reaches
+// the card and the audit log without secrets or invisible characters that
+// could reorder the line; and a route nobody knows is refused.
+func TestWhatTheCardShowsIsWhatIsAsked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	padded := "true" + strings.Repeat(" ", executions.ShownStepsBytes) + "; reboot"
+	params, _ := json.Marshal(map[string]string{"command": padded})
+	for _, via := range []string{executions.ViaMCP, executions.ViaAgent} {
+		_, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "101", Params: params, RequestedBy: "mcp:x", Via: via, RoomID: "!ops:localhost"})
+		if !errors.Is(err, executions.ErrTooLongToShow) || !errors.Is(err, policy.ErrInvalidParams) {
+			t.Errorf("a padded command via %s: err = %v, want ErrTooLongToShow", via, err)
+		}
+	}
+	// An operator's own long command is allowed: the status page shows it.
+	if _, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "101", Params: params, RequestedBy: operator, Via: executions.ViaChat, RoomID: "!ops:localhost"}); err != nil {
+		t.Errorf("an operator's long command: %v", err)
+	}
+
+	p, err := b.svc.Request(b.ctx, executions.Request{Action: "restart", Target: "jellyfin", RequestedBy: "mcp:x", Via: executions.ViaMCP, RoomID: "!ops:localhost",
+		Reason: "the log says password=hunter2\u202e)operator yb deksa(\nplease"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Execution.Reason; strings.Contains(r, "hunter2") || strings.ContainsRune(r, '\u202e') || strings.Contains(r, "\n") {
+		t.Errorf("reason %q keeps a secret, a bidi override or a newline", r)
+	}
+
+	// The schema knows every route; one it does not is refused outright.
+	if _, err := b.svc.Request(b.ctx, executions.Request{Action: "apt_upgrade", Target: "101", RequestedBy: "?", Via: "", RoomID: "!ops:localhost"}); err == nil {
+		t.Error("a request by an unknown route was recorded")
+	}
+}

@@ -221,6 +221,10 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	if err := checkNoSecrets(plan.Steps); err != nil {
 		return Planned{}, err
 	}
+	if err := checkShown(plan.Steps, r.Via); err != nil {
+		return Planned{}, err
+	}
+	reason := cleanReason(r.Reason)
 	hash, err := policy.PlanHash(plan)
 	if err != nil {
 		return Planned{}, err
@@ -243,12 +247,15 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		ID: id, Action: string(spec.Action), TargetID: &entity.ID, TargetSlug: entity.Slug,
 		Params: canonical, Steps: plan.Steps, RiskClass: risk.Class.String(),
 		PlanHash: hash, PlanCode: code, State: store.StateAwaitingApproval,
-		RequestedBy: r.RequestedBy, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
+		RequestedBy: r.RequestedBy, RequestedVia: r.Via, Reason: reason, RoomID: r.RoomID,
 		ExpiresAt: s.cfg.Rules.ExpiresAt(risk.Class, now), Session: r.Session,
 		UnattendedLimit: s.cfg.UnattendedLimit,
 	}
 	var auto *store.Approval
-	if s.cfg.Rules.AutoApproves(spec.Action, risk.Class, r.Via == ViaAgent, false) {
+	// Only a person's own command counts as not the agent's; a route this
+	// build does not know is held to the agent's rules.
+	byPerson := r.Via == ViaChat || r.Via == ViaRunbook || r.Via == ViaMCP
+	if s.cfg.Rules.AutoApproves(spec.Action, risk.Class, !byPerson, false) {
 		n.State = store.StateApproved
 		auto = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: hash, DecidedAt: now}
 	}

@@ -74,8 +74,14 @@ func firstOperand(args []word) string {
 }
 
 // rulePvesh: reading /access shows users, tokens and two-factor entries.
+// Writing through the API can do anything the node can, such as
+// `pvesh create /nodes/N/status --command reboot` or `/stopall`, so create
+// and set are destructive like delete.
 func rulePvesh(a *analyzer, args []word, depth int) (Class, string) {
-	c, why := subRule("pvesh", set("get", "ls", "usage", "help"), set("delete"))(a, args, depth)
+	c, why := subRule("pvesh", set("get", "ls", "usage", "help"), set("delete", "create", "set"))(a, args, depth)
+	if sub := firstOperand(args); c == Destructive && (sub == "create" || sub == "set") {
+		why = "pvesh " + sub + " writes through the Proxmox API, which can stop or reboot the node"
+	}
 	if len(args) > 1 && (args[0].val == "get" || args[0].val == "ls") {
 		p := path.Clean("/" + args[1].val)
 		if under(p, "/access") || !args[1].static() {

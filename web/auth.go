@@ -140,11 +140,20 @@ func ParseProxies(list []string) ([]netip.Prefix, error) {
 }
 
 // RequireAuth wraps next so that a request auth refuses gets its
-// challenge. A nil auth passes every request through, for a page on a
-// loopback address.
+// challenge. A nil auth is for a page on a loopback address: it passes a
+// request only when its Host names loopback too, so a web page that
+// rebinds its own domain to 127.0.0.1 cannot read the status page through
+// a browser on this machine.
 func RequireAuth(auth Authenticator, next http.Handler) http.Handler {
 	if auth == nil {
-		return next
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !loopbackHost(r.Host) {
+				http.Error(w, "this status page answers only to 127.0.0.1, localhost or [::1] without web.auth; "+
+					"behind a proxy, set web.auth (a password or web.trusted_proxies)", http.StatusMisdirectedRequest)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := auth.Authenticate(r); !ok {
@@ -164,6 +173,20 @@ func LoopbackListen(listen string) bool {
 		return false
 	}
 	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// loopbackHost reports whether a request's Host header, with or without a
+// port, names a loopback address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	a, err := netip.ParseAddr(host)

@@ -146,3 +146,35 @@ func TestListenRefusesAnOpenAddressWithoutAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackPageRefusesOtherHosts: without web.auth the page answers only
+// to a loopback Host, so a site that rebinds its own name to 127.0.0.1
+// cannot read it through a browser on this machine.
+func TestLoopbackPageRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for host, want := range map[string]int{
+		"":                      http.StatusOK, // the test server's own 127.0.0.1:port
+		"localhost:8080":        http.StatusOK,
+		"[::1]:8080":            http.StatusOK,
+		"evil.example:8080":     http.StatusMisdirectedRequest,
+		"127.0.0.1.nip.io:8080": http.StatusMisdirectedRequest,
+		"192.168.1.5:8080":      http.StatusMisdirectedRequest,
+	} {
+		req, err := http.NewRequest(http.MethodGet, b.http.URL+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %q: status %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
