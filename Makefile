@@ -25,7 +25,7 @@ demo: build ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo -n)
 
 .PHONY: prepare
-prepare: ## start or install Postgres and Redis, build Dendrite once into the cache, install systemd-analyze
+prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once into the cache, install systemd-analyze
 	$(GO) run ./cmd/nomos dev -prepare
 	@# systemd-analyze verifies deploy/systemd/; it works on unit files offline,
 	@# with no systemd running. Without it that one test skips.
@@ -56,6 +56,11 @@ lint: ## gofmt, vet and staticcheck
 bench: prepare ## benchmarks (speed and memory are measured here, never in tests)
 	$(GO) test -run '^$$' -bench '^Benchmark([^E]|E[^2])' -benchmem -count 5 ./...
 	$(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 1 ./executions/ ./bot/
+
+.PHONY: screenshots
+screenshots: prepare ## write the status page's screenshots (1280 and 390 px) to docs/img
+	mkdir -p docs/img
+	NOMOS_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^TestScreenshots$$' ./web/
 
 .PHONY: generate
 generate: ## run go generate

@@ -225,6 +225,7 @@ func (a *Actuator) Run(ctx context.Context) error {
 	probes := newServer(tasks.QueueProbes, a.cfg.ProbeConcurrency)
 	probeMux := asynq.NewServeMux()
 	probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
+	probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
 	if err := probes.Start(probeMux); err != nil {
 		orders.Shutdown()
 		return fmt.Errorf("start actuator probes: %w", err)

@@ -20,6 +20,18 @@
 // addressed to this actuator and has not expired; anything else is logged
 // and dropped, unanswered.
 //
+// # Inventory
+//
+// An inventory request (fleet discovery) is held to the same rules and
+// served by the probe workers. It runs fixed, read-only commands on the
+// host: `pvesh get /cluster/resources --output-format json`, then
+// `pct config <vmid>` for each container the cluster places on the
+// requested node, with vmids the host listed and the actuator checked.
+// Output is bounded, and only values Proxmox allows (numbers, a status
+// word, host names, addresses) are reported; a node the cluster does not
+// list, or a host that does not answer, is reported as an error with no
+// containers, so nothing is taken for gone.
+//
 // # Reports
 //
 // Every progress report, result and probe result is signed with the

@@ -19,6 +19,7 @@ import (
 	"github.com/hibiken/asynq"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
@@ -49,6 +50,7 @@ func fleet() []labsim.Host {
 // collector of everything on the results queue.
 type bundle struct {
 	dir        string
+	simCfg     labsim.Config
 	sim        *labsim.Sim
 	simLog     string
 	addr       string
@@ -70,6 +72,18 @@ type option func(t *testing.T, b *bundle)
 
 func withConfig(f func(*Config)) option {
 	return func(_ *testing.T, b *bundle) { f(&b.cfg) }
+}
+
+// withGate restarts labsim with its node enforcing nomos gate with these
+// rules. Put it before options that depend on labsim's address.
+func withGate(rules hostgate.Rules) option {
+	return func(t *testing.T, b *bundle) {
+		if err := b.sim.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b.simCfg.Gate = &rules
+		b.startSim(t)
+	}
 }
 
 func setup(t *testing.T, opts ...option) *bundle {
@@ -94,28 +108,15 @@ func setup(t *testing.T, opts ...option) *bundle {
 	if err := os.WriteFile(authorized, ssh.MarshalAuthorizedKey(b.clientKey.PublicKey()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b.sim, err = labsim.New(labsim.Config{
+	b.simCfg = labsim.Config{
 		Hosts:              fleet(),
 		StateDir:           filepath.Join(dir, "labsim"),
 		AuthorizedKeysFile: authorized,
 		LogPath:            b.simLog,
 		Logger:             testenv.Logger(t).With("side", "labsim"),
-	})
-	if err != nil {
-		t.Fatal(err)
+		Gate:               testenv.GateFromEnv(),
 	}
-	if err := b.sim.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.sim.Close(); err != nil {
-			t.Errorf("close labsim: %v", err)
-		}
-	})
-	b.addr = b.sim.Addr("pve1")
-	if err := labsim.WriteKnownHosts(b.knownHosts, b.sim.KnownHostsLines()); err != nil {
-		t.Fatal(err)
-	}
+	b.startSim(t)
 
 	pub, signKey, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -155,6 +156,28 @@ func setup(t *testing.T, opts ...option) *bundle {
 	}
 	b.start(t)
 	return b
+}
+
+// startSim runs labsim on b's config until the test ends.
+func (b *bundle) startSim(t *testing.T) {
+	t.Helper()
+	sim, err := labsim.New(b.simCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sim.Close(); err != nil {
+			t.Errorf("close labsim: %v", err)
+		}
+	})
+	b.sim = sim
+	b.addr = b.sim.Addr("pve1")
+	if err := labsim.WriteKnownHosts(b.knownHosts, b.sim.KnownHostsLines()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // start runs an actuator on b's config until the test ends or stop.
@@ -372,10 +395,11 @@ type collector struct {
 }
 
 type message struct {
-	Type     string
-	Progress tasks.Progress
-	Result   tasks.Result
-	Check    tasks.CheckResult
+	Type      string
+	Progress  tasks.Progress
+	Result    tasks.Result
+	Check     tasks.CheckResult
+	Inventory tasks.InventoryResult
 }
 
 func (m message) executionID() string {
@@ -420,6 +444,8 @@ func (c *collector) handle(_ context.Context, task *asynq.Task) error {
 		m.Result, err = tasks.VerifyResult(c.pub, task.Payload())
 	case tasks.TypeCheckResult:
 		m.Check, err = tasks.VerifyCheckResult(c.pub, task.Payload())
+	case tasks.TypeInventoryResult:
+		m.Inventory, err = tasks.VerifyInventoryResult(c.pub, task.Payload())
 	default:
 		err = errors.New("unexpected task type " + task.Type())
 	}

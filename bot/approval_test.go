@@ -2,10 +2,12 @@ package bot_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/executions"
@@ -180,4 +182,52 @@ func TestHistoryAndShowAreForOperatorsAndReaders(t *testing.T) {
 	})
 	b.say(t, b.guest, "show service:jellyfin", "")
 	b.waitFor(t, b.botSays("jellyfin (service:jellyfin), "))
+}
+
+// TestADecisionWordIsNeverAPlanCode: a message that is only a plan's code
+// approves that plan, but a code can spell a word of the decision grammar
+// (the code alphabet holds "deny", "sure", "yeah", "sgtm"). Such a message
+// is read as the word: "deny" refuses the one plan waiting, even when its
+// code is deny, and a bare "sure" approves only the sender's own plan.
+func TestADecisionWordIsNeverAPlanCode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var cards []id.EventID
+	codeAs := func(code string) *event.Event {
+		t.Helper()
+		p, err := b.execs.Request(b.ctx, executions.Request{Action: "restart", Target: "jellyfin", RequestedBy: "mcp:claude",
+			Via: executions.ViaMCP, Reason: "external check", RoomID: b.room.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Codes derive from a random execution id; set the one under test.
+		var id string
+		if err := b.storeQuery(t, fmt.Sprintf(`UPDATE executions SET plan_code = '%s' WHERE id = '%s' RETURNING id`, code, p.Execution.ID), &id); err != nil {
+			t.Fatal(err)
+		}
+		card := b.waitFor(t, func(e *event.Event) bool {
+			return b.botSays("restart jellyfin", "awaiting approval")(e) && !slices.Contains(cards, e.ID)
+		})
+		cards = append(cards, card.ID)
+		return card
+	}
+
+	card := codeAs("deny")
+	b.say(t, b.operator, "deny", "")
+	b.waitFor(t, func(e *event.Event) bool {
+		return b.cardEdited(card.ID, "denied")(e) || b.cardEdited(card.ID, "Approved by")(e)
+	})
+	if x := b.execFor(t, card.ID); x.State != store.StateDenied {
+		t.Fatalf(`"deny" moved the plan coded deny to %s, want denied`, x.State)
+	}
+
+	card = codeAs("sure")
+	b.say(t, b.operator, "sure", "")
+	b.waitFor(t, b.botSays("Nothing was approved"))
+	if x := b.execFor(t, card.ID); x.State != store.StateAwaitingApproval {
+		t.Fatalf(`a bare "sure" moved the MCP client's plan coded sure to %s, want it waiting`, x.State)
+	}
+	if n := b.count(t, "pct exec 101 -- systemctl restart jellyfin.service"); n != 0 {
+		t.Errorf("labsim ran the restart %d times", n)
+	}
 }

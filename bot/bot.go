@@ -75,8 +75,12 @@ type Config struct {
 	// RunChecks runs the prober: each check definition is sent to the
 	// actuator as a read-only probe when it is due.
 	RunChecks bool
-	// AlertRoom is where failing checks are announced (the ops room);
-	// empty means they are not announced.
+	// RunDiscovery runs fleet discovery: each host's inventory is taken
+	// through the actuator every inventory interval and on `nomos
+	// discover`, and applied to the fleet.
+	RunDiscovery bool
+	// AlertRoom is where failing checks and what discovery finds are
+	// announced (the ops room); empty means they are not announced.
 	AlertRoom string
 	// SignalCheckInterval is how often signals are looked at for
 	// announcing. Default 5s.
@@ -203,9 +207,16 @@ func (b *Bot) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.exec.RunProber(ctx) }()
 	}
+	if b.cfg.RunDiscovery {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.exec.RunDiscovery(ctx) }()
+	}
 	if b.cfg.AlertRoom != "" {
 		wg.Add(1)
-		go func() { defer wg.Done(); every(ctx, b.cfg.SignalCheckInterval, b.announceSignals) }()
+		go func() {
+			defer wg.Done()
+			every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
+		}()
 	}
 	go func() { defer wg.Done(); every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring) }()
 	go func() {

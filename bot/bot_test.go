@@ -75,8 +75,15 @@ type bundle struct {
 	deadQueue bool
 	// mcpTune, when set, adjusts the MCP server's config.
 	mcpTune func(*mcpserver.Config)
-	// execTune, when set, adjusts the gate's config.
+	// execTune, when set, adjusts the executions service's config.
 	execTune func(*executions.Config)
+	// fleetOpts adjust labsim, such as making it enforce nomos gate.
+	fleetOpts []testenv.FleetOption
+}
+
+// withFleet adjusts labsim in setup.
+func withFleet(opts ...testenv.FleetOption) func(*bundle) {
+	return func(b *bundle) { b.fleetOpts = opts }
 }
 
 // withTwoOperators adds a second operator to the room.
@@ -126,7 +133,7 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	}
 	t.Cleanup(st.Close)
 	b.store = st
-	b.fleet = testenv.NewFleet(t)
+	b.fleet = testenv.NewFleet(t, b.fleetOpts...)
 	if _, err := st.ApplySeed(b.ctx, b.fleet.Seed); err != nil {
 		t.Fatal(err)
 	}

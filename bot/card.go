@@ -55,7 +55,7 @@ type CardView struct {
 const (
 	tailLines     = 15
 	tailBytes     = 1500
-	stepsBytes    = 8000
+	stepsBytes    = executions.ShownStepsBytes
 	errorBytes    = 600
 	noteBytes     = 300
 	maxNotes      = 8

@@ -46,12 +46,19 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 	}
 }
 
-// executionForCard finds the execution a card shows: by the recorded card
-// event, or, for a card whose event id is not recorded yet, by the
-// execution id the bot put in the card itself.
+// executionForCard finds the execution a card in room shows: by the
+// recorded card event, or, for a card whose event id is not recorded yet,
+// by the execution id the bot put in the card itself. A reply or reaction
+// names its card by event id alone, so a plan whose room is not room is
+// never found here: answering a card from another room (one in the clear,
+// where the verified-device rule of an encrypted ops room does not apply)
+// decides nothing.
 func (b *Bot) executionForCard(ctx context.Context, room id.RoomID, card id.EventID) (store.Execution, error) {
 	x, err := b.store.ExecutionByCard(ctx, card.String())
 	if err == nil {
+		if x.RoomID != room.String() {
+			return store.Execution{}, fmt.Errorf("execution for card %s: %w: the card is in another room", card, store.ErrNotFound)
+		}
 		return x, nil
 	}
 	evt, gerr := b.cli.GetEvent(ctx, room, card)
@@ -67,6 +74,9 @@ func (b *Bot) executionForCard(ctx context.Context, room id.RoomID, card id.Even
 	raw, _ := evt.Content.Raw[cardKey].(string)
 	execID, perr := uuid.Parse(raw)
 	if perr != nil {
+		return store.Execution{}, err
+	}
+	if x, gerr := b.store.GetExecution(ctx, execID); gerr != nil || x.RoomID != room.String() {
 		return store.Execution{}, err
 	}
 	if serr := b.store.SetCardEvent(ctx, execID, room.String(), card.String()); serr != nil {

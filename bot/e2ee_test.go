@@ -250,3 +250,45 @@ func TestUndecryptableMessageIsNoticedOncePerSession(t *testing.T) {
 		t.Errorf("%d undecryptable-message notices, want 1 for one session", n)
 	}
 }
+
+// TestApprovalCountsOnlyInTheCardsRoom: a reaction or reply decides a
+// plan only in the room its card is in. An operator session that the
+// encrypted ops room does not trust (here: never cross-signed, as a stolen
+// access token would be) cannot get round the rule by inviting the bot to
+// a room in the clear and answering the card's event id from there.
+func TestApprovalCountsOnlyInTheCardsRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	encryptedRoom(t, b)
+	ops := b.room
+	b.say(t, b.operator, "restart jellyfin", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval", "from a verified session"))
+	b.execFor(t, card.ID)
+
+	resp, err := b.operator.Client.CreateRoom(b.ctx, &mautrix.ReqCreateRoom{
+		Preset: "private_chat", Name: "side room", Invite: []id.UserID{b.botUser.UserID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.room = resp.RoomID
+	b.waitFor(t, func(e *event.Event) bool {
+		return e.Type == event.StateMember && e.GetStateKey() == b.botUser.UserID.String() && e.Content.AsMember().Membership == event.MembershipJoin
+	})
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	// The reply names a card that is not in this room, so it is a bare
+	// "yes" here, where nothing waits.
+	b.say(t, b.operator, "yes", card.ID)
+	b.waitFor(t, b.botSays("No plan is waiting for a decision here."))
+
+	b.room = ops
+	x := b.execFor(t, card.ID)
+	if x.State != store.StateAwaitingApproval || x.Approval != nil {
+		t.Fatalf("answers from another room moved the plan to %s, approval %+v; want it still awaiting a decision in its own room", x.State, x.Approval)
+	}
+	if n := b.count(t, "pct exec 101 -- systemctl restart jellyfin.service"); n != 0 {
+		t.Errorf("labsim ran the restart %d times", n)
+	}
+}

@@ -253,10 +253,15 @@ func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool
 
 // tryPlanCode approves the plan waiting in this room whose code is the
 // whole message ("k7q2"): naming the code binds the approval to that plan,
-// whoever asked for it. Any other message goes on to the grammar.
+// whoever asked for it. Any other message goes on to the grammar, and so
+// does a code that spells a decision word (the code alphabet holds "deny",
+// "sure", "yeah"): "deny" must refuse, never approve the plan coded deny.
 func (b *Bot) tryPlanCode(ctx context.Context, evt *event.Event, body string) bool {
 	code := strings.Trim(stripMention(body), " .!")
 	if !isPlanCode(code) {
+		return false
+	}
+	if _, isDecision := policy.ParseDecision(code); isDecision {
 		return false
 	}
 	pending, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, RoomID: evt.RoomID.String()})

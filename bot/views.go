@@ -1,9 +1,12 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"html"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,15 +36,22 @@ func (b *Bot) replyStatus(ctx context.Context, evt *event.Event) {
 			b.sendNotice(ctx, evt.RoomID, "I could not read the fleet state just now.", "", evt)
 			return
 		}
-		counts := map[string]int{}
+		es = slices.DeleteFunc(es, func(e store.Entity) bool { return e.Lifecycle == "destroyed" })
+		counts, states := map[string]int{}, map[string]int{}
 		var bad []string
 		for _, e := range es {
 			counts[e.Health]++
+			if e.RunState != "" {
+				states[e.RunState]++
+			}
 			if e.Health == "unhealthy" || e.Health == "degraded" {
 				bad = append(bad, e.Name)
 			}
 		}
 		line := fmt.Sprintf("%ss: %d (%s)", typ, len(es), healthSummary(counts))
+		if len(states) > 0 {
+			line += "; " + stateSummary(states)
+		}
 		if len(bad) > 0 {
 			line += "; attention: " + strings.Join(bad, ", ")
 		}
@@ -85,6 +95,17 @@ func signalIcon(severity string) string {
 	return "ℹ️"
 }
 
+// stateSummary says how many containers are in each run state: "12
+// running, 1 stopped".
+func stateSummary(states map[string]int) string {
+	keys := slices.Sorted(maps.Keys(states))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", states[k], k)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func healthSummary(counts map[string]int) string {
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
@@ -98,25 +119,48 @@ func healthSummary(counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// replyContainers answers "list containers" in one message.
+// replyContainers answers "list containers" in one message: the live
+// containers with their run state and health, then the ones that are gone.
 func (b *Bot) replyContainers(ctx context.Context, evt *event.Event) {
 	es, err := b.store.ListEntities(ctx, "lxc")
 	if err != nil {
 		b.sendNotice(ctx, evt.RoomID, "I could not read the containers just now.", "", evt)
 		return
 	}
+	live := slices.DeleteFunc(slices.Clone(es), func(e store.Entity) bool { return e.Lifecycle == "destroyed" })
 	var plain, htm strings.Builder
-	fmt.Fprintf(&plain, "%d containers\n", len(es))
-	htm.WriteString("<table><tr><th>vmid</th><th>name</th><th>host</th><th>ip</th><th>health</th></tr>")
-	for _, e := range es {
+	fmt.Fprintf(&plain, "%d containers\n", len(live))
+	htm.WriteString("<table><tr><th>vmid</th><th>name</th><th>host</th><th>ip</th><th>state</th><th>health</th></tr>")
+	for _, e := range live {
 		vmid, _ := e.Attrs["vmid"].(float64)
 		host, _ := e.Attrs["host"].(string)
 		ip, _ := e.Attrs["ip"].(string)
-		fmt.Fprintf(&plain, "%s %d %s on %s, %s, %s\n", icon(e.Health), int(vmid), e.Name, host, ip, e.Health)
-		fmt.Fprintf(&htm, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s %s</td></tr>", int(vmid),
-			html.EscapeString(e.Name), html.EscapeString(host), html.EscapeString(ip), icon(e.Health), html.EscapeString(e.Health))
+		state := cmp.Or(e.RunState, "state unknown")
+		if d, _ := e.Attrs["discovered"].(bool); d {
+			state += ", discovered"
+		}
+		if e.Lifecycle != "active" {
+			state += ", " + e.Lifecycle
+		}
+		fmt.Fprintf(&plain, "%s %d %s on %s, %s, %s, %s\n", icon(e.Health), int(vmid), e.Name, host, ip, state, e.Health)
+		fmt.Fprintf(&htm, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s %s</td></tr>", int(vmid),
+			html.EscapeString(e.Name), html.EscapeString(host), html.EscapeString(ip), html.EscapeString(state), icon(e.Health), html.EscapeString(e.Health))
 	}
 	htm.WriteString("</table>")
+	var gone []string
+	for _, e := range es {
+		if e.Lifecycle == "destroyed" {
+			gone = append(gone, e.Slug+" "+e.Name)
+		}
+	}
+	if len(gone) > 0 {
+		if len(gone) > maxNoticeNames {
+			gone = append(gone[:maxNoticeNames], fmt.Sprintf("and %d more", len(gone)-maxNoticeNames))
+		}
+		line := "Gone: " + strings.Join(gone, ", ")
+		plain.WriteString(line + "\n")
+		htm.WriteString("<p>" + html.EscapeString(line) + "</p>")
+	}
 	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
 }
 

@@ -30,11 +30,13 @@ type Decision struct {
 // persisted with the request: for several steps, the hash over all of
 // them. It is refused, with an audit row, when the approver is not an
 // operator, asked for the plan themselves while self-approval is off, the
-// method is not enough for the plan's class, or a destructive plan's
-// phrase does not match; an expired plan is moved to expired; a plan
-// already decided returns *AlreadyDecidedError naming who decided and
-// when. A destructive plan that needs the phrase from more operators than
-// have given it records this one and returns *QuorumPendingError.
+// method is not enough for the plan's class or is policy.MethodAuto (only
+// Request approves a plan automatically, when it is made), or a
+// destructive plan's phrase does not match; an expired plan is moved to
+// expired; a plan already decided returns *AlreadyDecidedError naming who
+// decided and when. A destructive plan that needs the phrase from more
+// operators than have given it records this one and returns
+// *QuorumPendingError.
 func (s *Service) Approve(ctx context.Context, d Decision) (store.Execution, error) {
 	x, err := s.checkDecision(ctx, d, policy.Approve)
 	if err != nil {

@@ -251,6 +251,8 @@ func TestRequestRefusesBadInput(t *testing.T) {
 		{"malformed params", "systemctl", "service:jellyfin", `{"verb":"restart; reboot"}`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, "params.verb"},
 		{"unknown param", "restart", "jellyfin", `{"force":true}`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, "force"},
 		{"not json", "restart", "jellyfin", `{`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, ""},
+		// The card would show a comment; sh and bash would reboot.
+		{"a space that is not one", "run", "host:strong", `{"command":"x=1\u00a0#; reboot"}`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, "U+00A0"},
 	}
 	for _, tt := range tests {
 		_, err := b.svc.Request(b.ctx, executions.Request{Action: tt.action, Target: tt.target, Params: json.RawMessage(tt.params), RequestedBy: operator, Via: "chat"})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nomoshq/nomos/executions"
@@ -101,5 +102,83 @@ func TestHostileCommandsWaitForAPerson(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestApproveTakesOnlyAPersonsDecision: the automatic approval is the
+// gate's own, given inside Request; Approve records a person's decision.
+// Handed MethodAuto, by anyone or nobody, it refuses and audits: neither a
+// free-form plan that classified read_only nor a named read-only plan that
+// the unattended limit held back may be approved that way.
+func TestApproveTakesOnlyAPersonsDecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // no actuator: automatic approvals stay in flight
+	free, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"df -h /"}`),
+		RequestedBy: "mcp:claude", Via: executions.ViaMCP, RoomID: "!ops:localhost", Reason: "look"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held store.Execution
+	for range 3 { // the default unattended limit is 2
+		held = b.request(t, "apt_upgrade", "101", "").Execution
+	}
+	for _, x := range []store.Execution{free.Execution, held} {
+		if x.RiskClass != "read_only" || x.State != store.StateAwaitingApproval {
+			t.Fatalf("%s: %s %s, want a read_only plan awaiting approval", x.Action, x.RiskClass, x.State)
+		}
+		for _, by := range []string{"", "nomos", "mcp:claude", operator} {
+			_, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: by, Method: policy.MethodAuto})
+			if !errors.Is(err, policy.ErrMethodNotAllowed) {
+				t.Errorf("%s approved by %q with method auto: %v, want ErrMethodNotAllowed", x.Action, by, err)
+			}
+		}
+		got, err := b.store.GetExecution(b.ctx, x.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.StateAwaitingApproval || got.Approval != nil {
+			t.Errorf("%s: state %s approval %+v after automatic approvals were handed in, want still awaiting a person", x.Action, got.State, got.Approval)
+		}
+		if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+			t.Errorf("%s: an order was queued with nobody approving", x.Action)
+		}
+		if audit := strings.Join(auditActions(t, b, x.ID), " "); strings.Count(audit, "execution.decision_refused") != 4 {
+			t.Errorf("%s: audit %q, want each refused automatic approval on record", x.Action, audit)
+		}
+	}
+}
+
+// TestWhatTheCardShowsIsWhatIsAsked: a plan from the agent or an MCP client
+// must fit on its card, so nothing hides after padding; its reason reaches
+// the card and the audit log without secrets or invisible characters that
+// could reorder the line; and a route nobody knows is refused.
+func TestWhatTheCardShowsIsWhatIsAsked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	padded := "true" + strings.Repeat(" ", executions.ShownStepsBytes) + "; reboot"
+	params, _ := json.Marshal(map[string]string{"command": padded})
+	for _, via := range []string{executions.ViaMCP, executions.ViaAgent} {
+		_, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "101", Params: params, RequestedBy: "mcp:x", Via: via, RoomID: "!ops:localhost"})
+		if !errors.Is(err, executions.ErrTooLongToShow) || !errors.Is(err, policy.ErrInvalidParams) {
+			t.Errorf("a padded command via %s: err = %v, want ErrTooLongToShow", via, err)
+		}
+	}
+	// An operator's own long command is allowed: the status page shows it.
+	if _, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "101", Params: params, RequestedBy: operator, Via: executions.ViaChat, RoomID: "!ops:localhost"}); err != nil {
+		t.Errorf("an operator's long command: %v", err)
+	}
+
+	p, err := b.svc.Request(b.ctx, executions.Request{Action: "restart", Target: "jellyfin", RequestedBy: "mcp:x", Via: executions.ViaMCP, RoomID: "!ops:localhost",
+		Reason: "the log says password=hunter2\u202e)operator yb deksa(\nplease"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Execution.Reason; strings.Contains(r, "hunter2") || strings.ContainsRune(r, '\u202e') || strings.Contains(r, "\n") {
+		t.Errorf("reason %q keeps a secret, a bidi override or a newline", r)
+	}
+
+	// The schema knows every route; one it does not is refused outright.
+	if _, err := b.svc.Request(b.ctx, executions.Request{Action: "apt_upgrade", Target: "101", RequestedBy: "?", Via: "", RoomID: "!ops:localhost"}); err == nil {
+		t.Error("a request by an unknown route was recorded")
 	}
 }

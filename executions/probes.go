@@ -65,7 +65,7 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 		}
 		task, err := tasks.NewCheckRunTask(s.cfg.SigningKey, tasks.CheckRun{
 			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Actuator: s.cfg.Actuator, Kind: c.Kind, Target: target, Spec: c.Spec,
-			IssuedAt: now, ExpiresAt: now.Add(c.Interval),
+			IssuedAt: now, ExpiresAt: now.Add(min(c.Interval, tasks.MaxOrderTTL)),
 		})
 		if err != nil {
 			errs = append(errs, err)

@@ -65,11 +65,12 @@ const (
 	// RefusedWrongActuator: signed, but by an actuator of another name.
 	RefusedWrongActuator ReportRefusal = "wrong_actuator"
 	// RefusedNotDispatched: about an execution the bot never dispatched,
-	// or a check it never sent.
+	// a check or an inventory it never sent.
 	RefusedNotDispatched ReportRefusal = "not_dispatched"
 	// RefusedReplayed: a copy of a report already applied: a progress
 	// report whose number is not above the last one, a second result for
-	// one execution, or a probe result no newer than the one on record.
+	// one execution, a probe result no newer than the one on record, or a
+	// second inventory for one run.
 	RefusedReplayed ReportRefusal = "replayed"
 	// RefusedWrongOrder: a result for another plan than the approved one.
 	RefusedWrongOrder ReportRefusal = "wrong_order"
@@ -92,10 +93,12 @@ type RefusedReport struct {
 	// Type is the task type the message came as.
 	Type   string
 	Reason ReportRefusal
-	// ExecutionID, CheckID, TargetID and Actuator are what the message
-	// claims, cut short; they are verified only when the signature is.
+	// ExecutionID, CheckID, RunID (an inventory's), TargetID (an
+	// inventory's host) and Actuator are what the message claims, cut
+	// short; they are verified only when the signature is.
 	ExecutionID string
 	CheckID     string
+	RunID       string
 	TargetID    string
 	Actuator    string
 	// RoomID is the room of the execution the message names, when there
@@ -109,7 +112,7 @@ type RefusedReport struct {
 }
 
 func (r RefusedReport) Error() string {
-	return fmt.Sprintf("refused %s for %s: %s: %s", r.Type, cmp.Or(r.ExecutionID, r.CheckID, "nothing named"), r.Reason, r.Detail)
+	return fmt.Sprintf("refused %s for %s: %s: %s", r.Type, cmp.Or(r.ExecutionID, r.CheckID, r.RunID, "nothing named"), r.Reason, r.Detail)
 }
 
 func (r RefusedReport) Unwrap() error { return ErrReportRefused }
@@ -172,6 +175,15 @@ func (s *Service) ApplyReport(ctx context.Context, typ string, payload []byte) (
 			return Applied{}, err
 		}
 		return Applied{}, s.applyCheckResult(ctx, c)
+	case tasks.TypeInventoryResult:
+		r, err := tasks.VerifyInventoryResult(key, payload)
+		if err != nil {
+			return Applied{}, s.refuseUnverified(ctx, typ, payload, err)
+		}
+		if err := s.checkActuator(ctx, typ, tasks.Claims{RunID: r.RunID, HostID: r.HostID, Actuator: r.Actuator}); err != nil {
+			return Applied{}, err
+		}
+		return Applied{}, s.applyInventory(ctx, r)
 	}
 	return Applied{}, s.refuse(ctx, claimed(typ, payload, RefusedMalformed, "not a task type of the results queue"))
 }
@@ -193,14 +205,16 @@ func (s *Service) checkActuator(ctx context.Context, typ string, c tasks.Claims)
 	if c.Actuator == s.cfg.Actuator {
 		return nil
 	}
-	r := RefusedReport{Type: typ, Reason: RefusedWrongActuator, ExecutionID: c.ExecutionID, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator,
+	r := RefusedReport{Type: typ, Reason: RefusedWrongActuator, ExecutionID: c.ExecutionID, CheckID: c.CheckID, RunID: c.RunID,
+		TargetID: cmp.Or(c.TargetID, c.HostID), Actuator: c.Actuator,
 		Detail: fmt.Sprintf("signed by actuator %q; this bot takes reports from %q", c.Actuator, s.cfg.Actuator)}
 	return s.refuse(ctx, r)
 }
 
 func claimed(typ string, payload []byte, why ReportRefusal, detail string) RefusedReport {
 	c := tasks.Claimed(payload)
-	return RefusedReport{Type: typ, Reason: why, ExecutionID: c.ExecutionID, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator, Detail: detail}
+	return RefusedReport{Type: typ, Reason: why, ExecutionID: c.ExecutionID, CheckID: c.CheckID, RunID: c.RunID,
+		TargetID: cmp.Or(c.TargetID, c.HostID), Actuator: c.Actuator, Detail: detail}
 }
 
 // Claimed values are cut to this many bytes before they are logged or
@@ -216,12 +230,13 @@ const (
 func (s *Service) refuse(ctx context.Context, r RefusedReport) error {
 	r.Type, r.Actuator = clip(r.Type, maxClaimBytes), clip(r.Actuator, maxClaimBytes)
 	r.ExecutionID, r.CheckID, r.TargetID = clip(r.ExecutionID, maxClaimBytes), clip(r.CheckID, maxClaimBytes), clip(r.TargetID, maxClaimBytes)
+	r.RunID = clip(r.RunID, maxClaimBytes)
 	r.Detail = clip(r.Detail, maxDetailBytes)
 	r.TaskID, _ = asynq.GetTaskID(ctx)
 	r.TaskID = clip(r.TaskID, maxClaimBytes)
 	entry := store.AuditEntry{Actor: s.cfg.Actor, Action: "report.refused", Detail: map[string]any{
 		"type": r.Type, "reason": r.Reason, "detail": r.Detail, "actuator": r.Actuator, "task_id": r.TaskID,
-		"execution_id": r.ExecutionID, "check_id": r.CheckID, "target_id": r.TargetID,
+		"execution_id": r.ExecutionID, "check_id": r.CheckID, "target_id": r.TargetID, "run_id": r.RunID,
 	}}
 	if id, err := uuid.Parse(r.ExecutionID); err == nil {
 		entry.ExecutionID = &id
@@ -236,7 +251,7 @@ func (s *Service) refuse(ctx context.Context, r RefusedReport) error {
 		return fmt.Errorf("audit a refused %s: %w", r.Type, err)
 	}
 	s.logger.Warn("refused a message on the results queue", "type", r.Type, "reason", r.Reason, "execution_id", r.ExecutionID,
-		"check_id", r.CheckID, "actuator", r.Actuator, "task_id", r.TaskID, "detail", r.Detail)
+		"check_id", r.CheckID, "run_id", r.RunID, "actuator", r.Actuator, "task_id", r.TaskID, "detail", r.Detail)
 	return &r
 }
 

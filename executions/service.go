@@ -84,6 +84,13 @@ type Config struct {
 	// ProbeWait bounds how long ContainerState waits for the host's
 	// answer. Default 20s.
 	ProbeWait time.Duration
+	// InventoryInterval is how often each host's inventory is taken for
+	// fleet discovery (RunDiscovery); a host's run states go stale after
+	// three of them without an answer. Default 5m.
+	InventoryInterval time.Duration
+	// InventoryTick is how often RunDiscovery looks for hosts due and
+	// runs asked for with `nomos discover`. Default 5s.
+	InventoryTick time.Duration
 	// Actor is the name the service records for its own decisions.
 	// Default "nomos".
 	Actor  string
@@ -131,6 +138,8 @@ func New(cfg Config) (*Service, error) {
 	cfg.HeartbeatTimeout = cmp.Or(cfg.HeartbeatTimeout, 2*time.Minute)
 	cfg.ProbeInterval = cmp.Or(cfg.ProbeInterval, 5*time.Second)
 	cfg.UnattendedLimit = cmp.Or(cfg.UnattendedLimit, 2)
+	cfg.InventoryInterval = cmp.Or(cfg.InventoryInterval, 5*time.Minute)
+	cfg.InventoryTick = cmp.Or(cfg.InventoryTick, 5*time.Second)
 	cfg.ReconcileInterval = cmp.Or(cfg.ReconcileInterval, time.Minute)
 	cfg.Actor = cmp.Or(cfg.Actor, "nomos")
 	if cfg.Logger == nil {
@@ -268,8 +277,19 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		}
 		built[i] = b
 	}
+	var all []string
+	for _, b := range built {
+		all = append(all, b.plan.Steps...)
+	}
+	if err := checkShown(all, r.Via); err != nil {
+		return Planned{}, err
+	}
+	r.Reason = cleanReason(r.Reason)
+	// Only a person's own command counts as not the agent's; a route this
+	// build does not know is held to the agent's rules.
+	byAgent := !(r.Via == ViaChat || r.Via == ViaRunbook || r.Via == ViaMCP)
 	if len(built) > 1 {
-		return s.requestPlan(ctx, r, g, built, now)
+		return s.requestPlan(ctx, r, g, built, now, byAgent)
 	}
 	b := built[0]
 	id := uuid.Must(uuid.NewV7())
@@ -286,7 +306,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		UnattendedLimit: s.cfg.UnattendedLimit,
 	}
 	var auto *store.Approval
-	if s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, r.Via == ViaAgent, false) {
+	if s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, byAgent, false) {
 		n.State = store.StateApproved
 		auto = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: b.hash, DecidedAt: now}
 	}
@@ -394,7 +414,7 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time) (
 // the first awaiting the plan's one decision, the others waiting for the
 // step before them. The decision is taken on the plan's class, its
 // highest step's, and bound to the hash over every step.
-func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []builtStep, now time.Time) (Planned, error) {
+func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []builtStep, now time.Time, byAgent bool) (Planned, error) {
 	hashes := make([]string, len(built))
 	refs := make([]stepRef, len(built))
 	class := policy.ReadOnly
@@ -403,7 +423,7 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 		hashes[i] = b.hash
 		refs[i] = stepRef{action: b.spec.Action, slug: b.entity.Slug, class: b.risk.Class}
 		class = max(class, b.risk.Class)
-		auto = auto && s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, r.Via == ViaAgent, false)
+		auto = auto && s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, byAgent, false)
 	}
 	planHash, err := policy.StepsHash(hashes)
 	if err != nil {

@@ -20,6 +20,9 @@ type LogEntry struct {
 	VMID       int       `json:"vmid,omitempty"`
 	Exit       int       `json:"exit"`
 	DurationMS int64     `json:"duration_ms"`
+	// Refused is why the gate refused the command, in gate mode; such a
+	// command never reached the host and exited 126.
+	Refused string `json:"refused,omitempty"`
 }
 
 // ReadLog reads a command log written by labsim.

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/nomoshq/nomos/hostgate"
 )
 
 // Config describes the simulated fleet and where labsim keeps its files.
@@ -31,6 +33,13 @@ type Config struct {
 	// Clock stamps log entries, uptimes, service start times and snapshots.
 	// Default time.Now.
 	Clock func() time.Time
+	// Gate, when set, makes every host enforce nomos gate with these
+	// rules, as a real node whose authorized_keys forces it: a command
+	// the gate refuses gets its one-line refusal and exit 126 and is
+	// logged as refused, and an allowed one reaches the simulated host
+	// as the argv the gate parsed, never as the raw string. labsim's own
+	// control commands (labsim fault …) are not host commands and pass.
+	Gate *hostgate.Rules
 }
 
 // Host is one simulated Proxmox node.

@@ -1,6 +1,7 @@
 package labsim
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -159,4 +160,55 @@ func TestPctSet(t *testing.T) {
 	diff(t, "set with a bad value", result{Stderr: "400 Parameter verification failed.\ncores: type check ('integer') failed - got 'many'\npct set <vmid> [OPTIONS]\n", Exit: 255},
 		b.run(t, "pve1", "pct set 101 --cores many"))
 	contains(t, "config unchanged by a failed set", b.must(t, "pve1", "pct config 101"), "cores: 8\n")
+}
+
+// TestPveshClusterResources: the cluster's resources answer from labsim's
+// state on every node, so a container created or destroyed straight on a
+// node is listed, or not, at once.
+func TestPveshClusterResources(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	list := func(host, cmd string) []resource {
+		t.Helper()
+		var out []resource
+		if err := json.Unmarshal([]byte(b.must(t, host, cmd)), &out); err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return out
+	}
+	type entry struct {
+		ID, Node, Status, Name string
+	}
+	brief := func(rs []resource) []entry {
+		var out []entry
+		for _, r := range rs {
+			out = append(out, entry{r.ID, r.Node, r.Status, r.Name})
+		}
+		return out
+	}
+	vms := []entry{{"lxc/101", "pve1", "running", "jellyfin"}, {"lxc/102", "pve1", "stopped", "pihole"}, {"lxc/201", "pve2", "running", "web"}}
+	diff(t, "vms seen from pve1", vms, brief(list("pve1", "pvesh get /cluster/resources --type vm --output-format json")))
+	diff(t, "vms seen from pve2", vms, brief(list("pve2", "pvesh get /cluster/resources --type=vm --output-format=json")))
+	all := list("pve1", "pvesh get /cluster/resources --output-format json")
+	var nodes []string
+	for _, r := range all {
+		if r.Type == "node" {
+			nodes = append(nodes, r.Node+" "+r.Status)
+		}
+	}
+	diff(t, "nodes", []string{"pve1 online", "pve2 online"}, nodes)
+	jf := list("pve1", "pvesh get /cluster/resources --type vm --output-format json")[0]
+	if jf.VMID != 101 || jf.MaxCPU != 4 || jf.MaxMem != 4096<<20 || jf.MaxDisk != 32<<30 || jf.Template == nil || *jf.Template != 0 {
+		t.Errorf("jellyfin's resource = %+v", jf)
+	}
+
+	b.must(t, "pve2", "pct create 150 "+debian+" --hostname newbox --start 1")
+	b.must(t, "pve1", "pct stop 101")
+	b.must(t, "pve1", "pct destroy 102")
+	diff(t, "after an admin's changes", []entry{{"lxc/101", "pve1", "stopped", "jellyfin"}, {"lxc/150", "pve2", "running", "newbox"}, {"lxc/201", "pve2", "running", "web"}},
+		brief(list("pve1", "pvesh get /cluster/resources --type vm --output-format json")))
+
+	contains(t, "text table", b.must(t, "pve1", "pvesh get /cluster/resources --type vm"), "lxc/150", "newbox")
+	diff(t, "an unknown type", result{Stderr: "400 Parameter verification failed.\ntype: value 'lxc' does not have a value in the enumeration 'vm, storage, node, sdn'\n", Exit: 255},
+		b.run(t, "pve1", "pvesh get /cluster/resources --type lxc"))
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/nomoshq/nomos/hostgate"
 )
 
 // exitKilled is the exit code logged for a command whose session ended
@@ -95,12 +97,13 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 		<-watchDone
 	}
 
+	script, refused := raw, error(nil)
+	if sess.User() != AdminUser {
+		script, refused = s.gateCommand(raw)
+	}
 	faults := s.currentFaults()
 	var code int
 	switch {
-	case strings.TrimSpace(raw) == "":
-		fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
-		code = 1
 	case faults.drops(h.name) && !isControlCommand(raw):
 		stopWatch()
 		entry.Exit = exitKilled
@@ -109,13 +112,21 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 		log.Info("drop fault: closing connection without exit status")
 		as.conn.Close()
 		return
+	case refused != nil:
+		fmt.Fprintln(sess.Stderr(), "nomos gate: "+refused.Error())
+		entry.Refused = strings.TrimPrefix(refused.Error(), hostgate.ErrRefused.Error()+": ")
+		code = hostgate.ExitRefused
+		log.Info("the gate refused a command", "reason", entry.Refused)
+	case strings.TrimSpace(raw) == "":
+		fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
+		code = 1
 	case faults.hangs(raw, entry.VMID) && !isControlCommand(raw):
 		log.Info("hang fault: command will not finish")
 		<-ctx.Done()
 		code = exitKilled
 	default:
 		env := &shellEnv{sim: s, host: h.name, faults: faults, session: as}
-		code = s.runGuarded(ctx, env, raw, sess, log)
+		code = s.runGuarded(ctx, env, script, sess, log)
 	}
 	cause := context.Cause(ctx)
 	stopWatch()
@@ -140,6 +151,30 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 		return
 	}
 	sess.Exit(code & 0xff)
+}
+
+// AdminUser is the node's administrator, as someone at the Proxmox UI or
+// console would be: gate mode does not apply to a session as this user,
+// as a real node's gate applies only to the key whose authorized_keys line
+// forces it. Tests act as the admin to change a host behind Nomos's back.
+const AdminUser = "admin"
+
+// gateCommand is what the simulated host runs for raw: raw itself, or in
+// gate mode the argv nomos gate would exec, quoted back into one line, or
+// the gate's refusal. labsim's own control commands pass the gate when
+// they are one plain command.
+func (s *Sim) gateCommand(raw string) (string, error) {
+	if s.gate == nil {
+		return raw, nil
+	}
+	if argv, err := hostgate.Parse(raw); err == nil && argv[0] == "labsim" {
+		return hostgate.Quote(argv), nil
+	}
+	argv, err := hostgate.Check(raw, *s.gate)
+	if err != nil {
+		return "", err
+	}
+	return hostgate.Quote(argv), nil
 }
 
 // runGuarded runs the command and turns a bug in the simulator into exit

@@ -21,6 +21,8 @@ import (
 	"github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/nomoshq/nomos/hostgate"
 )
 
 // Sim is a set of simulated Proxmox nodes sharing one state, one fault
@@ -29,6 +31,7 @@ type Sim struct {
 	log         *slog.Logger
 	clock       func() time.Time
 	authKeys    string
+	gate        *hostgate.Rules
 	statePath   string
 	faultsPath  string
 	logPath     string
@@ -99,6 +102,10 @@ func New(cfg Config) (*Sim, error) {
 		s.clock = time.Now
 	}
 	s.log = s.log.With("component", "labsim")
+	if cfg.Gate != nil {
+		rules := *cfg.Gate
+		s.gate = &rules
+	}
 	if _, err := s.authorizedKeys(); err != nil {
 		return nil, err
 	}

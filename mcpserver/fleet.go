@@ -35,7 +35,7 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	now := s.now()
 	var cs []store.Container
 	hosts := map[string]int{}
-	counts := map[string]int{}
+	counts, states := map[string]int{}, map[string]int{}
 	for _, c := range all {
 		h := attrString(c.Entity, "host")
 		if (host != "" && !strings.EqualFold(h, host)) || !healthFilter(health, c.Health) {
@@ -44,6 +44,9 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		cs = append(cs, c)
 		hosts[h]++
 		counts[c.Health]++
+		if c.RunState != "" {
+			states[c.RunState]++
+		}
 	}
 	var b strings.Builder
 	hostNames := make([]string, 0, len(hosts))
@@ -70,8 +73,12 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		fmt.Fprintf(&b, "no containers%s (of %d in the fleet)", filter, len(all))
 		return mcp.NewToolResultText(b.String()), nil
 	}
-	fmt.Fprintf(&b, "%s%s on %s (%s): %s. Health is from the latest checks.\n",
-		plural(len(cs), "container"), filter, plural(len(hosts), "host"), strings.Join(perHost, ", "), countLine(counts))
+	running := ""
+	if len(states) > 0 {
+		running = "; " + countLine(states)
+	}
+	fmt.Fprintf(&b, "%s%s on %s (%s): %s%s. Health is the worst of each container's run state, its checks and its services'.\n",
+		plural(len(cs), "container"), filter, plural(len(hosts), "host"), strings.Join(perHost, ", "), countLine(counts), running)
 	b.WriteString("vmid name host ip health services\n")
 	// folded[health][host] lists the vmids shown only as ranges.
 	folded := map[string]map[string][]int{}
@@ -127,6 +134,9 @@ func containerRow(c store.Container, now time.Time) string {
 		cmp.Or(attrString(c.Entity, "host"), "?"), cmp.Or(attrString(c.Entity, "ip"), "?"), c.Health, services)
 	if c.Lifecycle != "active" {
 		row += " [" + c.Lifecycle + "]"
+	}
+	if c.RunState != "" && c.RunState != "running" {
+		row += " [" + c.RunState + "]"
 	}
 	if c.Health != "healthy" && (c.Health != "unknown" || c.LastCheckAt != nil) {
 		row += " — " + statusNote(c.Entity, now)

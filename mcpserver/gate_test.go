@@ -3,6 +3,8 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -268,5 +270,68 @@ func TestHTTPTokenMustMatchExactly(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("token %q: status %d, want 401", bad, resp.StatusCode)
 		}
+	}
+}
+
+// rawCall posts one JSON-RPC body to url as a client that speaks the
+// protocol by hand: no client library, no initialize, the stateless
+// protocol version named in the header and the body.
+func rawCall(t *testing.T, url, bearer, tool, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set(mcp.HeaderProtocolVersion, mcp.LATEST_PROTOCOL_VERSION)
+	req.Header.Set(mcp.HeaderMethod, "tools/call")
+	req.Header.Set(mcp.HeaderName, tool)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(raw)
+}
+
+// TestReadTokenCannotRequestByRawJSONRPC: the read scope is enforced on
+// the call, not by the tool list a client library fetched. A read-token
+// holder who writes JSON-RPC by hand (a stateless call with no initialize,
+// the same call batched, a call carrying its own _meta) requests nothing.
+func TestReadTokenCannotRequestByRawJSONRPC(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := serveHTTP(t, b.srv.HTTPHandler())
+	meta := `"_meta":{"` + mcp.MetaKeyProtocolVersion + `":"` + mcp.LATEST_PROTOCOL_VERSION + `","` + mcp.MetaKeyClientCapabilities + `":{}}`
+	call := func(id int, tool, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,"name":%q,"arguments":%s}}`, id, meta, tool, args)
+	}
+	run := `{"action":"run","target":"host:strong","params":{"command":"uptime"},"reason":"look"}`
+	for _, c := range []struct {
+		tool, body string
+		want       string // in the answer: the scope's refusal, or the transport's for a batch
+	}{
+		{"request_execution", call(1, "request_execution", run), "the token of mcp:dashboard may only read"},
+		{"get_lxc_state", call(2, "get_lxc_state", `{"container":"101"}`), "the token of mcp:dashboard may only read"},
+		{"request_execution", "[" + call(3, "request_execution", run) + "," + call(4, "request_execution", run) + "]", `"error"`},
+	} {
+		if status, text := rawCall(t, url, readToken, c.tool, c.body); !strings.Contains(text, c.want) {
+			t.Errorf("%s by hand with a read token = %d %s; want it refused (%s)", c.tool, status, text, c.want)
+		}
+	}
+	if n := executionCount(t, b); n != 0 {
+		t.Errorf("a read-scope token left %d executions by raw JSON-RPC", n)
+	}
+	// The same stateless call with a request-scope token does request: the
+	// refusal above is the scope's, not a malformed call's.
+	status, text := rawCall(t, url, token, "request_execution", call(5, "request_execution", `{"action":"restart","target":"service:gitea","reason":"gitea returns 502"}`))
+	if n := executionCount(t, b); n != 1 || !strings.Contains(text, "queued for approval") {
+		t.Errorf("the request-scope token's stateless call = %d %s and %d executions, want one queued for approval", status, text, n)
 	}
 }

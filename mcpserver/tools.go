@@ -36,7 +36,7 @@ const (
 func (s *Server) tools() []server.ServerTool {
 	return []server.ServerTool{
 		{Tool: tool("list_lxcs", "List containers",
-			"Every LXC container with its vmid, name, host, IP, health and services, in ONE call. "+
+			"Every LXC container with its vmid, name, host, IP, health, services and run state (when not running), in ONE call. "+
 				"Use it for any fleet-wide question about containers (which are unhealthy, what runs where, which IP). "+
 				"Never call get_lxc_state once per container to answer such a question.", false,
 			mcp.WithString("host", mcp.Description("only the containers on this Proxmox host, such as strong")),

@@ -38,7 +38,8 @@ func ParseMethod(s string) (Method, error) {
 }
 
 // MethodAllowed reports whether method m counts as approval for class c:
-// read_only approves itself (and any operator's approval counts);
+// read_only may approve itself (see Rules.AutoApproves) and any
+// operator's approval counts;
 // reversible_low and config_mutation need a reaction, reply or phrase;
 // destructive needs the phrase.
 func MethodAllowed(c Class, m Method) bool {
@@ -62,8 +63,10 @@ const (
 // TTLConfig sets how long a plan of each class waits for approval before it
 // expires. Zero means the default.
 type TTLConfig struct {
-	// ReadOnly defaults to DefaultTTL; such plans approve themselves, so it
-	// only bounds how long one may wait to be dispatched.
+	// ReadOnly defaults to DefaultTTL. Named read-only actions approve
+	// themselves when made; it bounds how long any other read_only plan
+	// (free-form shell, the agent's, one past the unattended limit) waits
+	// for a person.
 	ReadOnly time.Duration `json:"read_only" yaml:"read_only"`
 	// ReversibleLow defaults to DefaultTTL.
 	ReversibleLow time.Duration `json:"reversible_low" yaml:"reversible_low"`
@@ -125,20 +128,20 @@ func (r *Rules) Operators() []string { return slices.Clone(r.operators) }
 func (r *Rules) IsOperator(userID string) bool { return slices.Contains(r.operators, userID) }
 
 // Authorize checks that userID may make decision d on a plan of class c by
-// method m. Anyone listed may deny by reaction, reply or phrase; approval
-// also needs a method that counts for the class (see MethodAllowed).
-// MethodAuto needs no user and is allowed only for read_only; for a
-// validated reversible_low pattern use AutoApproves. Authorize does not
-// check the phrase itself: match it with MatchPhrase first.
+// method m: a person's decision. Anyone listed may deny by reaction, reply
+// or phrase; approval also needs a method that counts for the class (see
+// MethodAllowed). MethodAuto is never a person's decision and is always
+// refused here: only AutoApproves, asked when a plan is made, lets a plan
+// approve itself, so a plan that waits for a person (free-form shell, the
+// agent's, one held back by a limit) cannot be approved "automatically"
+// later. Authorize does not check the phrase itself: match it with
+// MatchPhrase first.
 func (r *Rules) Authorize(d Decision, c Class, userID string, m Method) error {
 	if !c.Valid() {
 		return configErr("class %s is not a class", c)
 	}
 	if m == MethodAuto {
-		if d == Approve && c == ReadOnly {
-			return nil
-		}
-		return fmt.Errorf("%w: %s plans are not approved automatically", ErrMethodNotAllowed, c)
+		return fmt.Errorf("%w: an automatic approval is given only when a plan is made, never afterwards", ErrMethodNotAllowed)
 	}
 	if _, err := ParseMethod(string(m)); err != nil {
 		return fmt.Errorf("%w: %s", ErrMethodNotAllowed, quoted(string(m)))

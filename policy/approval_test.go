@@ -94,7 +94,10 @@ func TestAuthorize(t *testing.T) {
 		m      Method
 		wantIs error
 	}{
-		{Approve, ReadOnly, "", MethodAuto, nil},
+		// Automatic approval is AutoApproves's, when a plan is made; never
+		// a decision handed in later, by nobody or by an operator.
+		{Approve, ReadOnly, "", MethodAuto, ErrMethodNotAllowed},
+		{Approve, ReadOnly, op, MethodAuto, ErrMethodNotAllowed},
 		{Approve, ReversibleLow, "", MethodAuto, ErrMethodNotAllowed},
 		{Approve, ReversibleLow, op, MethodReaction, nil},
 		{Approve, ConfigMutation, op, MethodReply, nil},

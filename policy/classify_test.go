@@ -252,6 +252,29 @@ var classifyTests = []classifyTest{
 	{cmd: "cryptsetup luksFormat /dev/sdb", where: TargetHost, want: Destructive},
 	{cmd: "> /dev/sda", where: TargetHost, want: Destructive},
 	{cmd: "pct exec 101 -- sh -c 'mkfs.ext4 /dev/sdb'", where: TargetHost, want: Destructive},
+	// qm guest exec runs a program inside a VM, as pct exec does in a
+	// container: what it runs is what counts.
+	{cmd: "qm guest exec 100 -- rm -rf /srv", where: TargetHost, want: Destructive},
+	{cmd: "qm guest exec 100 rm -rf /srv", where: TargetHost, want: Destructive},
+	{cmd: "qm guest exec 100 --timeout 5 -- dd if=/dev/zero of=/dev/vda", where: TargetHost, want: Destructive},
+	{cmd: "qm guest $OP 100 rm -rf /srv", where: TargetHost, want: Destructive},
+	{cmd: "qm guest exec 100 -- reboot", where: TargetHost, want: ConfigMutation},
+	{cmd: "qm guest exec 100 -- df -h", where: TargetHost, want: ReadOnly},
+	// Copying into a directory writes <dir>/<name of the source>; copying
+	// a tree into a directory that holds the system's files may replace
+	// any of them.
+	{cmd: "cp /tmp/passwd /etc/", where: TargetHost, want: Destructive},
+	{cmd: "cp -t /etc /tmp/shadow", where: TargetHost, want: Destructive},
+	{cmd: "ln -sf /tmp/passwd /etc", where: TargetHost, want: Destructive},
+	{cmd: "install -m 644 /tmp/interfaces /etc/network/", where: TargetHost, want: Destructive},
+	{cmd: "rsync /tmp/passwd /etc/", where: TargetHost, want: Destructive},
+	{cmd: "cp -r /tmp/x/. /etc/", where: TargetHost, want: Destructive},
+	{cmd: "cp -a /tmp/root/ /", where: TargetHost, want: Destructive},
+	{cmd: "rsync -a /tmp/x/ /", where: TargetHost, want: Destructive},
+	{cmd: "cp -r /tmp/etc /", want: Destructive},
+	{cmd: "cp /tmp/hosts /etc/", where: TargetHost, want: ConfigMutation},
+	{cmd: "cp -r /srv/site /var/www/", want: ConfigMutation},
+	{cmd: "cp app.conf /etc/nginx/conf.d/", want: ConfigMutation},
 
 	// Tricks that hide a command from a naive reader.
 	{cmd: "$'\\x72m' -rf /srv", want: Destructive},

@@ -156,11 +156,44 @@ func criticalWrite(p string, onHost bool) (string, bool) {
 
 var criticalExamples = []string{
 	"/etc/pve/lxc/100.conf", "/etc/pve/qemu-server/100.conf", "/etc/shadow",
-	"/etc/passwd", "/var/lib/vz/images/100/vm-100-disk-0.raw",
+	"/etc/passwd", "/etc/fstab", "/etc/network/interfaces", "/var/lib/vz/images/100/vm-100-disk-0.raw",
 	"/var/lib/vz/dump/vzdump-lxc-100.tar.zst", "/rpool/data/subvol-100-disk-0",
 	"/dev/sda", "/dev/nvme0n1", "/dev/zvol/rpool/data/vm-100-disk-0",
 	"/dev/pve/vm-100-disk-0", "/boot/vmlinuz", "/root/.ssh/authorized_keys",
 	"/usr/bin/bash", "/bin/sh",
+}
+
+// intoDir classifies copying sources into dir, when dir is a directory:
+// each source lands on dir/<its name> (its contents on dir itself for
+// "src/." and, with rsync, "src/"), and a tree copied there may replace
+// any file below that, so a tree landing on a directory that holds a
+// critical file is destructive. writeTo has already judged dir itself.
+func (a *analyzer) intoDir(dir word, sources []word, tree, rsync bool, who string) {
+	if !dir.static() {
+		return
+	}
+	for _, d := range a.resolve(dir.val) {
+		for _, src := range sources {
+			name := path.Base(src.val)
+			target := path.Join(d, name)
+			if !src.static() || src.glob || name == "." || name == "/" || (rsync && strings.HasSuffix(src.val, "/")) {
+				target = d
+			}
+			if _, why, ok := a.criticalWord(word{val: target, raw: target}); ok {
+				a.destroy("%s writes to %s, %s", who, target, why)
+				return
+			}
+			if !tree {
+				continue
+			}
+			for _, e := range criticalExamples {
+				if target == "/" || under(e, target) {
+					a.destroy("%s copies a tree onto %s, which holds %s", who, target, e)
+					return
+				}
+			}
+		}
+	}
 }
 
 // guestDisk reports whether a component of p names a guest disk, a disk
@@ -797,11 +830,12 @@ func ruleCopy(name, shortVal string, longVal []string) rule {
 				dests = append(dests, opt{word: s})
 			}
 		}
+		recursive := name != "ln" && (hasShort(args, "rRa") || hasLong(args, "recursive", "archive"))
 		for _, d := range dests {
 			a.writeTo(d.word, name)
+			a.intoDir(d.word, sources, recursive, false, name)
 		}
 		if name != "ln" {
-			recursive := hasShort(args, "rRa") || hasLong(args, "recursive", "archive")
 			for _, s := range sources {
 				a.reads(s, name)
 				if what, ok := a.secretTree(s); ok && recursive {
@@ -930,6 +964,7 @@ func ruleRsync(a *analyzer, args []word, depth int) (Class, string) {
 	}
 	if n := len(p.operands); n > 1 {
 		a.writeTo(p.operands[n-1], "rsync")
+		a.intoDir(p.operands[n-1], p.operands[:n-1], hasShort(args, "ra") || hasLong(args, "recursive", "archive"), true, "rsync")
 		for _, s := range p.operands[:n-1] {
 			if what, ok := a.secretTree(s); ok && (hasShort(args, "ra") || hasLong(args, "recursive", "archive")) {
 				a.secret("rsync " + what)

@@ -8,7 +8,7 @@ import (
 
 func init() {
 	rules["pct"] = rulePct
-	rules["qm"] = subRule("qm", set("list", "status", "config", "listsnapshot", "pending", "showcmd", "help"), set("destroy", "rollback", "delsnapshot"))
+	rules["qm"] = ruleQm
 	rules["pvesm"] = subRule("pvesm", set("status", "list", "path", "scan", "help", "apiinfo"), set("free"))
 	rules["pvecm"] = subRule("pvecm", set("status", "nodes", "help"), set("delnode"))
 	rules["pvesh"] = rulePvesh
@@ -74,8 +74,14 @@ func firstOperand(args []word) string {
 }
 
 // rulePvesh: reading /access shows users, tokens and two-factor entries.
+// Writing through the API can do anything the node can, such as
+// `pvesh create /nodes/N/status --command reboot` or `/stopall`, so create
+// and set are destructive like delete.
 func rulePvesh(a *analyzer, args []word, depth int) (Class, string) {
-	c, why := subRule("pvesh", set("get", "ls", "usage", "help"), set("delete"))(a, args, depth)
+	c, why := subRule("pvesh", set("get", "ls", "usage", "help"), set("delete", "create", "set"))(a, args, depth)
+	if sub := firstOperand(args); c == Destructive && (sub == "create" || sub == "set") {
+		why = "pvesh " + sub + " writes through the Proxmox API, which can stop or reboot the node"
+	}
 	if len(args) > 1 && (args[0].val == "get" || args[0].val == "ls") {
 		p := path.Clean("/" + args[1].val)
 		if under(p, "/access") || !args[1].static() {
@@ -124,6 +130,32 @@ func rulePct(a *analyzer, args []word, depth int) (Class, string) {
 		return ReadOnly, ""
 	}
 	return cfgf("pct %s changes state", sub)
+}
+
+var qmSub = subRule("qm", set("list", "status", "config", "listsnapshot", "pending", "showcmd", "help"), set("destroy", "rollback", "delsnapshot"))
+
+// ruleQm: qm guest exec runs a program inside a VM through its guest
+// agent, so, as for pct exec, the class is that of the program it runs
+// there, as in a container. A guest subcommand only known at run time may
+// be exec, so what follows the vmid is read that way too.
+func ruleQm(a *analyzer, args []word, depth int) (Class, string) {
+	if len(args) < 2 || !args[0].static() || args[0].val != "guest" || (args[1].static() && args[1].val != "exec") {
+		return qmSub(a, args, depth)
+	}
+	rest := args[2:]
+	for i, w := range rest {
+		if w.val == "--" && i+1 < len(rest) {
+			a.inContainer(rest[i+1:], depth)
+			if !args[1].static() {
+				return notLiteral("qm")
+			}
+			return ReadOnly, ""
+		}
+	}
+	if len(rest) > 1 {
+		a.inContainer(rest[1:], depth)
+	}
+	return cfgf("qm guest exec without -- before the command")
 }
 
 func ruleLxcAttach(a *analyzer, args []word, depth int) (Class, string) {

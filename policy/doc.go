@@ -27,7 +27,8 @@
 // run classify their command with [ClassifyCommand], which parses it as
 // bash (and again as POSIX sh where dash, Debian's sh, reads it
 // differently) and walks every command, substitution, here-document,
-// function body and nested shell:
+// function body and nested shell, including what pct exec, lxc-attach and
+// qm guest exec run inside a guest:
 //
 //   - read_only only when every command of every pipeline and sequence is on
 //     the read-only list (with its arguments checked where they matter, as
@@ -60,7 +61,9 @@
 //     critical path (/etc/pve, /var/lib/vz, /var/lib/pve-cluster, /boot,
 //     guest disk images, /etc/shadow and the files a host needs to boot or
 //     log in, system programs) by any means (a redirection, tee, truncate,
-//     cp, mv, install, ln, dd, sed -i, sort -o, apt -o), powers off or
+//     cp, mv, install, ln, dd, sed -i, sort -o, apt -o; a copy into a
+//     directory counts as writing <dir>/<name>, and a tree copied onto a
+//     directory that holds such a file as writing all of it), powers off or
 //     reboots a host (shutdown, poweroff, reboot, halt, systemctl poweroff,
 //     init 0, sysrq, ipmitool power off), kills init or every process, or
 //     defines shell functions that call themselves (a fork bomb); when such

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -385,6 +386,13 @@ func checkShell(field, s string, maxLen int, required bool) *ParamError {
 			return paramErr(field, "must not contain control character %U (at byte %d)", r, i)
 		case invisible(r):
 			return paramErr(field, "must not contain invisible or bidirectional formatting character %U (at byte %d): the plan card must show what runs", r, i)
+		case blank(r):
+			return paramErr(field, "must not contain %U, which looks like a space or a line break to a reader and is not one to the shell (at byte %d): "+
+				"the plan card must show what runs; use a plain space", r, i)
+		}
+		if ascii, ok := lookalike(r); ok {
+			return paramErr(field, "must not contain %U, which looks like %q to a reader and is not one to the shell (at byte %d): "+
+				"the plan card must show what runs; type %q", r, ascii, i, ascii)
 		}
 	}
 	return nil
@@ -399,7 +407,44 @@ func invisible(r rune) bool {
 		r >= 0x2066 && r <= 0x2069: // bidi isolates
 		return true
 	}
-	return false
+	// Every other format character renders as nothing too, as the tag
+	// characters (U+E0000 block) that can spell hidden text.
+	return unicode.Is(unicode.Cf, r)
+}
+
+// lookalike returns the ASCII quote, comment sign or other punctuation that
+// r is drawn like, when r is one the shell reads as a plain letter: with
+// `echo “x ; reboot ; y”` the card seems to show a quoted string, and sh
+// runs reboot. Typographic quotes, primes, fullwidth and small forms.
+func lookalike(r rune) (rune, bool) {
+	switch r {
+	case 0x2018, 0x2019, 0x201a, 0x201b, 0x2032, 0x2035, 0x02b9, 0x02bc:
+		return '\'', true
+	case 0x201c, 0x201d, 0x201e, 0x201f, 0x2033, 0x2036, 0x02ba:
+		return '"', true
+	case 0x266f, 0xfe5f:
+		return '#', true
+	case 0x037e, 0xfe54:
+		return ';', true
+	}
+	if r >= 0xff01 && r <= 0xff5e { // fullwidth ASCII
+		return r - 0xfee0, true
+	}
+	return 0, false
+}
+
+// blank reports whether r renders as white space but is a word character
+// to sh and bash, which split words only on ASCII blanks: with "x=1<NBSP>#;
+// reboot" the card seems to show a comment, and the shell reboots. That
+// is every Unicode space but the ASCII one, the line and paragraph
+// separators, and the letters that render blank.
+func blank(r rune) bool {
+	switch r {
+	case 0x115f, 0x1160, 0x3164, 0xffa0, // Hangul fillers
+		0x2800: // Braille pattern blank
+		return true
+	}
+	return r != ' ' && unicode.In(r, unicode.Zs, unicode.Zl, unicode.Zp)
 }
 
 // ValidateParams checks p and returns its normalised form: defaults filled

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // DueCheck is a check definition whose time to run has come.
@@ -59,19 +60,88 @@ const StaleAfter = 3
 
 // MarkStale marks stale every checked target whose last result is older
 // than StaleAfter times its shortest enabled check interval: a probe that
-// stopped answering must not leave an old "healthy" on show. It returns
-// how many targets it marked.
+// stopped answering must not leave an old "healthy" on show. A container
+// is not marked directly: its health rolls up again, with each of its
+// own checks that went quiet counting as stale, and so does that of each
+// container whose service was just marked. It returns how many targets
+// went stale.
 func (s *Store) MarkStale(ctx context.Context, now time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE entity_status st
-		SET health = 'stale', updated_at = $1,
-		    detail = 'no check result since ' || to_char(st.last_check_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen: ' || st.health
-		FROM (SELECT target_id, min(interval_seconds) AS secs FROM check_defs WHERE enabled GROUP BY target_id) c
-		WHERE st.entity_id = c.target_id AND st.health <> 'stale'
-		  AND st.last_check_at < $1::timestamptz - make_interval(secs => $2 * c.secs)`, now, StaleAfter)
+	n := 0
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE entity_status st
+			SET health = 'stale', updated_at = $1,
+			    detail = 'no check result since ' || to_char(st.last_check_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen: ' || st.health
+			FROM (SELECT target_id, min(interval_seconds) AS secs FROM check_defs WHERE enabled GROUP BY target_id) c,
+			     entities e
+			WHERE st.entity_id = c.target_id AND e.id = st.entity_id AND e.type <> 'lxc' AND st.health <> 'stale'
+			  AND st.last_check_at < $1::timestamptz - make_interval(secs => $2 * c.secs)
+			RETURNING st.entity_id`, now, StaleAfter)
+		if err != nil {
+			return err
+		}
+		marked, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return err
+		}
+		n = len(marked)
+		rows, err = tx.Query(ctx, `SELECT r.from_id FROM relationships r
+			WHERE r.type = 'runs' AND r.to_id = ANY($1)
+			UNION
+			SELECT cd.target_id FROM check_defs cd
+			JOIN entities e ON e.id = cd.target_id AND e.type = 'lxc'
+			JOIN entity_status st ON st.entity_id = cd.target_id AND st.health <> 'stale'
+			WHERE cd.enabled AND cd.last_result_at < $2::timestamptz - make_interval(secs => $3 * cd.interval_seconds)`,
+			marked, now, StaleAfter)
+		if err != nil {
+			return err
+		}
+		containers, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return err
+		}
+		changed, err := rollUp(ctx, tx, containers, now)
+		for _, h := range changed {
+			if h == "stale" {
+				n++
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("mark stale: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
+}
+
+// ExpireRunStates rolls up the health of every live container whose run
+// state is past its run_state_until, so one whose inventory stopped
+// answering shows stale rather than its last run state. It returns how
+// many containers went stale.
+func (s *Store) ExpireRunStates(ctx context.Context, now time.Time) (int, error) {
+	n := 0
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT st.entity_id FROM entity_status st
+			JOIN entities e ON e.id = st.entity_id AND e.type = 'lxc' AND e.lifecycle <> 'destroyed'
+			WHERE st.run_state_until < $1 AND st.health <> 'stale'`, now)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return err
+		}
+		changed, err := rollUp(ctx, tx, ids, now)
+		for _, h := range changed {
+			if h == "stale" {
+				n++
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire run states: %w", err)
+	}
+	return n, nil
 }
 
 // CheckRecord is what the store knows of a check definition's results.

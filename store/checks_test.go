@@ -166,12 +166,19 @@ func TestMarkStale(t *testing.T) {
 	if n, err := s.MarkStale(ctx, now.Add(89*time.Second)); err != nil || n != 0 {
 		t.Fatalf("MarkStale before three intervals = %d, %v; want 0", n, err)
 	}
-	if n, err := s.MarkStale(ctx, now.Add(91*time.Second)); err != nil || n != 1 {
-		t.Fatalf("MarkStale after three intervals = %d, %v; want 1", n, err)
+	if ct := entityID(t, s, "lxc:104"); ct.Health != "healthy" || ct.Detail != "caddy: caddy-http: GET answered 200" {
+		t.Errorf("caddy's container is %s (%q), want healthy from its service", ct.Health, ct.Detail)
+	}
+	// The service and the container it runs in go stale together.
+	if n, err := s.MarkStale(ctx, now.Add(91*time.Second)); err != nil || n != 2 {
+		t.Fatalf("MarkStale after three intervals = %d, %v; want 2", n, err)
 	}
 	e := entityID(t, s, "service:caddy")
 	if e.Health != "stale" || !strings.Contains(e.Detail, "last seen: healthy") {
 		t.Errorf("caddy is %s (%q), want stale saying what was last seen", e.Health, e.Detail)
+	}
+	if ct := entityID(t, s, "lxc:104"); ct.Health != "stale" || !strings.Contains(ct.Detail, "caddy: no check result since") {
+		t.Errorf("caddy's container is %s (%q), want stale from its service", ct.Health, ct.Detail)
 	}
 	if n, _ := s.MarkStale(ctx, now.Add(200*time.Second)); n != 0 {
 		t.Errorf("a stale target was marked again")
@@ -182,5 +189,8 @@ func TestMarkStale(t *testing.T) {
 	}
 	if e := entityID(t, s, "service:caddy"); e.Health != "healthy" {
 		t.Errorf("caddy is %s after a fresh result, want healthy", e.Health)
+	}
+	if e := entityID(t, s, "lxc:104"); e.Health != "healthy" {
+		t.Errorf("caddy's container is %s after a fresh result, want healthy", e.Health)
 	}
 }

@@ -21,6 +21,11 @@ type Entity struct {
 	Health      string
 	Detail      string
 	LastCheckAt *time.Time
+	// RunState is a container's run state (running, stopped) as the last
+	// inventory saw it, and RunStateAt when; empty and nil when no
+	// inventory has seen it.
+	RunState   string
+	RunStateAt *time.Time
 }
 
 // Relationship is a typed edge of the fleet graph, named by slugs.
@@ -31,14 +36,15 @@ type Relationship struct {
 }
 
 const entityColumns = `e.id, e.slug, e.type, e.name, e.attrs, e.lifecycle,
-	coalesce(s.health, 'unknown'), coalesce(s.detail, ''), s.last_check_at`
+	coalesce(s.health, 'unknown'), coalesce(s.detail, ''), s.last_check_at,
+	coalesce(s.run_state, ''), s.run_state_at`
 
 const entityFrom = `entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
 
 func scanEntity(row pgx.Row) (Entity, error) {
 	var e Entity
 	var attrs []byte
-	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &attrs, &e.Lifecycle, &e.Health, &e.Detail, &e.LastCheckAt)
+	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &attrs, &e.Lifecycle, &e.Health, &e.Detail, &e.LastCheckAt, &e.RunState, &e.RunStateAt)
 	if err != nil {
 		return Entity{}, interpretError(err)
 	}

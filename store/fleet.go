@@ -70,7 +70,8 @@ func (s *Store) ListContainers(ctx context.Context) ([]Container, error) {
 	for rows.Next() {
 		var c Container
 		var attrs, services []byte
-		err := rows.Scan(&c.ID, &c.Slug, &c.Type, &c.Name, &attrs, &c.Lifecycle, &c.Health, &c.Detail, &c.LastCheckAt, &services)
+		err := rows.Scan(&c.ID, &c.Slug, &c.Type, &c.Name, &attrs, &c.Lifecycle, &c.Health, &c.Detail, &c.LastCheckAt,
+			&c.RunState, &c.RunStateAt, &services)
 		if err != nil {
 			return nil, fmt.Errorf("list containers: %w", err)
 		}

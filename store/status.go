@@ -66,6 +66,17 @@ func (s *Store) RecordCheck(ctx context.Context, o CheckObservation) error {
 		if err != nil {
 			return fmt.Errorf("record check for %s: %w", id, err)
 		}
+		if checkID != nil {
+			// A container's health rolls up its own checks and those of
+			// the services inside it.
+			ids, err := containersOf(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if _, err := rollUp(ctx, tx, ids, s.now()); err != nil {
+				return err
+			}
+		}
 		for metric, v := range o.Metrics {
 			_, err := tx.Exec(ctx, `INSERT INTO metric_samples (entity_id, metric, value, at) VALUES ($1, $2, $3, $4)
 				ON CONFLICT DO NOTHING`, id, metric, v, at)
@@ -137,4 +148,101 @@ func checkSignal(ctx context.Context, tx pgx.Tx, checkID, targetID uuid.UUID, sl
 		return fmt.Errorf("raise signal %s: %w", kind, err)
 	}
 	return nil
+}
+
+// containersOf returns the container id itself, or the containers that run
+// the service id.
+func containersOf(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM entities WHERE id = $1 AND type = 'lxc'
+		UNION SELECT from_id FROM relationships WHERE to_id = $1 AND type = 'runs'`, id)
+	if err != nil {
+		return nil, fmt.Errorf("containers of %s: %w", id, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("containers of %s: %w", id, err)
+	}
+	return ids, nil
+}
+
+// rollUpSQL sets each container's health ($1, at $2) to the worst of:
+//
+//   - its run state, as the last inventory saw it: running is healthy,
+//     stopped unhealthy, anything else (paused, ...) degraded, and stale
+//     once run_state_until has passed;
+//   - the latest result of each of its own enabled checks, stale once
+//     it is older than $3 of the check's intervals;
+//   - the health of each service it runs, where that is known.
+//
+// Worst is unhealthy, then degraded, stale, healthy; among equals the
+// run state speaks first, then the container's checks, then the newest
+// service. A container with none of these is unknown. last_check_at is
+// the newest of them. Only rows whose health, detail or time change are
+// written; the ones that are come back with their new health.
+const rollUpSQL = `WITH ids AS (SELECT DISTINCT unnest($1::uuid[]) AS id),
+parts AS (
+	SELECT st.entity_id AS id, 0 AS prio,
+		CASE WHEN st.run_state_until < $2 THEN 'stale'
+		     WHEN st.run_state = 'running' THEN 'healthy'
+		     WHEN st.run_state = 'stopped' THEN 'unhealthy'
+		     ELSE 'degraded' END AS health,
+		CASE WHEN st.run_state_until < $2
+		     THEN 'no inventory since ' || to_char(st.run_state_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen ' || st.run_state
+		     ELSE 'container ' || coalesce(e.attrs->>'vmid', '?') || ' is ' || st.run_state END AS detail,
+		st.run_state_at AS at
+	FROM entity_status st JOIN ids ON ids.id = st.entity_id JOIN entities e ON e.id = st.entity_id
+	WHERE st.run_state IS NOT NULL
+	UNION ALL
+	SELECT cd.target_id, 1,
+		CASE WHEN cd.last_result_at < $2::timestamptz - make_interval(secs => $3 * cd.interval_seconds) THEN 'stale' ELSE cd.last_health END,
+		CASE WHEN cd.last_result_at < $2::timestamptz - make_interval(secs => $3 * cd.interval_seconds)
+		     THEN cd.slug || ': no result since ' || to_char(cd.last_result_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen: ' || cd.last_health
+		     ELSE cd.slug || ': ' || cd.last_detail END,
+		cd.last_result_at
+	FROM check_defs cd JOIN ids ON ids.id = cd.target_id
+	WHERE cd.enabled AND cd.last_health IS NOT NULL
+	UNION ALL
+	SELECT r.from_id, 2, ss.health, sv.name || ': ' || ss.detail, ss.last_check_at
+	FROM relationships r JOIN ids ON ids.id = r.from_id
+	JOIN entities sv ON sv.id = r.to_id AND sv.lifecycle <> 'destroyed'
+	JOIN entity_status ss ON ss.entity_id = sv.id
+	WHERE r.type = 'runs' AND ss.health <> 'unknown'
+),
+worst AS (
+	SELECT DISTINCT ON (id) id, health, detail FROM parts
+	ORDER BY id, array_position(ARRAY['unhealthy', 'degraded', 'stale', 'healthy'], health), prio, at DESC NULLS LAST
+),
+newest AS (SELECT id, max(at) AS at FROM parts GROUP BY id)
+INSERT INTO entity_status (entity_id, health, detail, last_check_at, updated_at)
+SELECT e.id, coalesce(w.health, 'unknown'), coalesce(w.detail, ''), n.at, $2
+FROM entities e JOIN ids ON ids.id = e.id
+LEFT JOIN worst w ON w.id = e.id LEFT JOIN newest n ON n.id = e.id
+WHERE e.type = 'lxc'
+ON CONFLICT (entity_id) DO UPDATE SET health = excluded.health, detail = excluded.detail,
+	last_check_at = excluded.last_check_at, updated_at = excluded.updated_at
+WHERE (entity_status.health, entity_status.detail, entity_status.last_check_at)
+	IS DISTINCT FROM (excluded.health, excluded.detail, excluded.last_check_at)
+RETURNING entity_id, health`
+
+// rollUp recomputes the health of the containers among ids at now and
+// returns the new health of each one that changed.
+func rollUp(ctx context.Context, q pgx.Tx, ids []uuid.UUID, now time.Time) (map[uuid.UUID]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, rollUpSQL, ids, now, StaleAfter)
+	if err != nil {
+		return nil, fmt.Errorf("roll up container health: %w", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]string{}
+	for rows.Next() {
+		var id uuid.UUID
+		var health string
+		if err := rows.Scan(&id, &health); err != nil {
+			return nil, fmt.Errorf("roll up container health: %w", err)
+		}
+		out[id] = health
+	}
+	return out, rows.Err()
 }

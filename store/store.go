@@ -26,6 +26,9 @@ type Config struct {
 	// Clock is the source of "now" for rows the application timestamps.
 	// nil means time.Now.
 	Clock func() time.Time
+	// Tracer, when set, sees every query on the pool; tests count a
+	// page's queries with it.
+	Tracer pgx.QueryTracer
 }
 
 // Store wraps a pgx pool with Nomos's queries.
@@ -46,6 +49,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
+	}
+	if cfg.Tracer != nil {
+		pcfg.ConnConfig.Tracer = cfg.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

@@ -135,8 +135,14 @@ func VerifyCheckRun(pub ed25519.PublicKey, payload []byte, now time.Time) (Check
 	if err != nil {
 		return CheckRun{}, err
 	}
-	if c.CheckID == "" || c.TargetID == "" || c.Actuator == "" || c.ExpiresAt.IsZero() {
-		return CheckRun{}, fmt.Errorf("%w: missing check id, target id, actuator or expiry", ErrMalformed)
+	if c.CheckID == "" || c.TargetID == "" || c.Actuator == "" || c.IssuedAt.IsZero() || c.ExpiresAt.IsZero() {
+		return CheckRun{}, fmt.Errorf("%w: missing check id, target id, actuator, issue time or expiry", ErrMalformed)
+	}
+	// A copied request can be replayed until it expires; like an order's,
+	// that window is at most MaxOrderTTL.
+	if c.ExpiresAt.Sub(c.IssuedAt) > MaxOrderTTL {
+		return CheckRun{}, fmt.Errorf("%w: the probe request is valid from %s to %s, longer than %s", ErrMalformed,
+			c.IssuedAt.UTC().Format(time.RFC3339), c.ExpiresAt.UTC().Format(time.RFC3339), MaxOrderTTL)
 	}
 	if !now.Before(c.ExpiresAt) {
 		return c, fmt.Errorf("the probe request %w at %s", ErrExpired, c.ExpiresAt.UTC().Format(time.RFC3339))

@@ -196,6 +196,17 @@ func TestVerifyCheckRun(t *testing.T) {
 	if _, err := tasks.SignCheckRun(priv, noExpiry); !errors.Is(err, tasks.ErrMalformed) {
 		t.Errorf("sign a probe without an expiry = %v, want ErrMalformed", err)
 	}
+	// Signed by the bot but valid for a day: a copy could be replayed all
+	// day, so it is refused like an order valid for over an hour.
+	long := testCheckRun()
+	long.ExpiresAt = long.IssuedAt.Add(24 * time.Hour)
+	longEnv, err := tasks.SignCheckRun(priv, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tasks.VerifyCheckRun(pub, longEnv, long.IssuedAt); !errors.Is(err, tasks.ErrMalformed) {
+		t.Errorf("a probe request valid for a day: VerifyCheckRun = %v, want ErrMalformed", err)
+	}
 }
 
 func TestSignRequiresFields(t *testing.T) {

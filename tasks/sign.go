@@ -100,6 +100,9 @@ type Claims struct {
 	CheckID     string `json:"check_id"`
 	TargetID    string `json:"target_id"`
 	Actuator    string `json:"actuator"`
+	// RunID and HostID are an inventory's.
+	RunID  string `json:"run_id"`
+	HostID string `json:"host_id"`
 }
 
 // Claimed reads the claims of a payload without trusting it: from the

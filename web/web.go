@@ -1,139 +1,227 @@
-// Package web serves Nomos's read-only status page: open signals, fleet
-// health and the latest executions with their output. It only reads the
-// store; nothing on it can change the fleet. Off a loopback address it
-// asks for a user and password (RequireAuth, Listen).
+// Package web serves Nomos's read-only control room: the fleet's health,
+// signals, executions and their audit trail, the agent's activity and the
+// knowledge base, updated live over Server-Sent Events, with /healthz,
+// /readyz and /metrics beside them. It only reads the store: the router
+// registers GET and HEAD alone, so nothing on it can change the fleet.
+// Off a loopback address it asks who is looking (Auth, Listen).
 package web
 
 import (
+	"bytes"
+	"cmp"
 	"context"
-	"html/template"
+	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
+	"sync"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/store"
 )
 
-// Handler serves the page at / and one execution at /executions/<id>.
-type Handler struct {
-	Store  *store.Store
+// Config configures the status page.
+type Config struct {
+	// Store is read, never written. Required.
+	Store *store.Store
+	// Logger receives errors behind the fixed sentences the page shows;
+	// nil means slog.Default().
 	Logger *slog.Logger
+	// Clock is the source of "now" for ages and countdowns; nil means
+	// time.Now.
+	Clock func() time.Time
+	// Auth guards every page, /events and /metrics; /healthz and /readyz
+	// stay open for probes, since they show nothing about the fleet. nil
+	// lets every request in, for a loopback address.
+	Auth Authenticator
+	// Operators are the Matrix users who may approve, shown beside each
+	// pending approval.
+	Operators []string
+	// Ready are the dependencies /readyz reports, in order.
+	Ready []ReadyCheck
+	// Queues, when set, gives /metrics the depth and age of each asynq
+	// queue. *asynq.Inspector satisfies it.
+	Queues QueueInspector
+	// QueueNames are reported by /metrics even while Redis has not seen
+	// them yet.
+	QueueNames []string
+	// Registry collects /metrics. nil means a new registry; pass one to
+	// add the process's own collectors beside the page's.
+	Registry *prometheus.Registry
+	// FleetPoll is how often the live feed looks for changes in health
+	// and signals, which have no notification of their own; 0 means 2 s.
+	FleetPoll time.Duration
+	// ClientBuffer is how many events a live client may fall behind
+	// before it is dropped; 0 means 32.
+	ClientBuffer int
+	// MaxClients bounds the live clients at once; 0 means 256.
+	MaxClients int
 }
 
-var _ http.Handler = (*Handler)(nil)
+// ReadyCheck is one dependency /readyz names. A nil Check reports
+// "unknown" without failing readiness.
+type ReadyCheck struct {
+	Name  string
+	Check func(context.Context) error
+}
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		http.Error(w, "read-only", http.StatusMethodNotAllowed)
-		return
+// Server is the status page. It is an http.Handler; Run feeds its live
+// updates.
+type Server struct {
+	cfg    Config
+	store  *store.Store
+	logger *slog.Logger
+	now    func() time.Time
+	mux    *http.ServeMux
+	hub    *hub
+	reg    *prometheus.Registry
+	bufs   sync.Pool
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New validates cfg and builds the status page.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("web: Store is required")
 	}
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	switch {
-	case r.URL.Path == "/":
-		h.index(ctx, w)
-	case strings.HasPrefix(r.URL.Path, "/executions/"):
-		id, err := uuid.Parse(strings.TrimPrefix(r.URL.Path, "/executions/"))
-		if err != nil {
-			http.NotFound(w, r)
+	cfg.FleetPoll = cmp.Or(cfg.FleetPoll, 2*time.Second)
+	cfg.ClientBuffer = cmp.Or(cfg.ClientBuffer, 32)
+	cfg.MaxClients = cmp.Or(cfg.MaxClients, 256)
+	s := &Server{cfg: cfg, store: cfg.Store, logger: cfg.Logger, now: cfg.Clock, reg: cfg.Registry}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+	}
+	s.bufs.New = func() any { return new(bytes.Buffer) }
+	s.hub = newHub(cfg.ClientBuffer, cfg.MaxClients)
+	if err := s.registerMetrics(); err != nil {
+		return nil, err
+	}
+	s.mux = s.routes()
+	return s, nil
+}
+
+// route is one registered path. Every route is GET (which also answers
+// HEAD); ServeMux answers any other method with 405.
+type route struct {
+	pattern string
+	// example is a concrete path for tests that walk every route.
+	example string
+	handler http.HandlerFunc
+	// open routes skip Auth: probes must reach them.
+	open bool
+}
+
+func (s *Server) routeTable() []route {
+	return []route{
+		{"/{$}", "/", s.overview, false},
+		{"/e/{slug}", "/e/host:strong", s.entity, false},
+		{"/executions", "/executions", s.executions, false},
+		{"/executions/{id}", "/executions/00000000-0000-0000-0000-000000000000", s.execution, false},
+		{"/signals", "/signals", s.signals, false},
+		{"/agent", "/agent", s.agent, false},
+		{"/agent/{id}", "/agent/00000000-0000-0000-0000-000000000000", s.session, false},
+		{"/audit", "/audit", s.audit, false},
+		{"/knowledge", "/knowledge", s.knowledge, false},
+		{"/events", "/events", s.events, false},
+		{"/static/{file}", "/static/app.css", s.static, false},
+		{"/metrics", "/metrics", s.metrics, false},
+		{"/healthz", "/healthz", s.healthz, true},
+		{"/readyz", "/readyz", s.readyz, true},
+	}
+}
+
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, r := range s.routeTable() {
+		var h http.Handler = r.handler
+		if !r.open {
+			h = RequireAuth(s.cfg.Auth, h)
+		}
+		mux.Handle("GET "+r.pattern, h)
+	}
+	return mux
+}
+
+// ServeHTTP sets the security headers every answer carries and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	// No inline script or style anywhere: what the page shows can never
+	// run, even if escaping failed somewhere.
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+	s.mux.ServeHTTP(w, r)
+}
+
+// Run feeds the live updates: one LISTEN connection for executions and a
+// poll of the fleet's health and signals, fanned out to every open page.
+// It returns when ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.pollFleet(ctx)
+	}()
+	err := s.store.ListenExecutions(ctx, func(ev store.ExecutionEvent) {
+		s.hub.publish(liveEvent{Kind: "execution", ID: ev.ID.String(), State: string(ev.State)})
+	}, func() {
+		// Events were missed while reconnecting: every page re-reads.
+		s.hub.publish(liveEvent{Kind: "resync"})
+	})
+	wg.Wait()
+	s.hub.closeAll()
+	return err
+}
+
+func (s *Server) pollFleet(ctx context.Context) {
+	t := time.NewTicker(s.cfg.FleetPoll)
+	defer t.Stop()
+	last := ""
+	for {
+		mark, err := s.store.FleetMark(ctx)
+		switch {
+		case ctx.Err() != nil:
 			return
+		case err != nil:
+			s.logger.Warn("live feed: read fleet mark", "err", err)
+		case last != "" && mark != last:
+			s.hub.publish(liveEvent{Kind: "fleet"})
 		}
-		h.execution(ctx, w, id)
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-type entityRow struct {
-	Slug, Name, Health, Detail string
-}
-
-func (h *Handler) index(ctx context.Context, w http.ResponseWriter) {
-	data := struct {
-		Now        string
-		Signals    []store.Signal
-		Entities   []entityRow
-		Executions []store.Execution
-	}{Now: time.Now().UTC().Format("2006-01-02 15:04:05 MST")}
-	sigs, err := h.Store.ListSignals(ctx, store.SignalFilter{Limit: 200})
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	for i := range sigs {
-		sigs[i].Summary = redact.String(sigs[i].Summary)
-	}
-	data.Signals = sigs
-	for _, typ := range []string{"host", "lxc", "service"} {
-		es, err := h.Store.ListEntities(ctx, typ)
-		if err != nil {
-			h.fail(w, err)
+		if err == nil {
+			last = mark
+		}
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
 		}
-		for _, e := range es {
-			data.Entities = append(data.Entities, entityRow{e.Slug, e.Name, e.Health, redact.String(e.Detail)})
-		}
-	}
-	xs, err := h.Store.ListExecutions(ctx, store.ExecutionFilter{Limit: 50})
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	data.Executions = xs
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := indexPage.Execute(w, data); err != nil {
-		h.Logger.Warn("render status page", "err", err)
-	}
-}
-
-func (h *Handler) execution(ctx context.Context, w http.ResponseWriter, id uuid.UUID) {
-	x, err := h.Store.GetExecution(ctx, id)
-	if err != nil {
-		http.Error(w, "no such execution", http.StatusNotFound)
-		return
-	}
-	// Steps are shown exactly as they run; what came back, and why it was
-	// asked, pass through redaction.
-	x.Reason = redact.String(x.Reason)
-	x.Error = redact.String(x.Error)
-	x.ProgressTail = redact.String(x.ProgressTail)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := executionPage.Execute(w, x); err != nil {
-		h.Logger.Warn("render execution page", "err", err)
 	}
 }
 
 // fail shows a fixed sentence; the log keeps the cause.
-func (h *Handler) fail(w http.ResponseWriter, err error) {
-	h.Logger.Error("status page", "err", err)
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		s.notFound(w, r)
+		return
+	}
+	s.logger.Error("status page", "path", r.URL.Path, "err", err)
 	http.Error(w, "The status page cannot read the database right now.", http.StatusServiceUnavailable)
 }
 
-const style = `<style>body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}td,th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:left}pre{background:#f5f5f5;padding:.6em;overflow:auto}.healthy{color:#080}.unhealthy,.critical{color:#b00}.degraded,.warning{color:#b60}.stale{color:#888}</style>`
-
-var indexPage = template.Must(template.New("index").Parse(`<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="10"><title>Nomos status</title>` + style + `</head><body>
-<h1>Nomos status</h1><p>Read-only. Updated {{.Now}}; refreshes every 10 s.</p>
-<h2>Open signals</h2><table><tr><th>raised</th><th>severity</th><th>entity</th><th>signal</th><th>summary</th></tr>
-{{range .Signals}}<tr><td>{{.RaisedAt.UTC.Format "Jan 02 15:04"}}</td><td class="{{.Severity}}">{{.Severity}}</td><td>{{.EntitySlug}}</td><td>{{.Kind}}</td><td>{{.Summary}}</td></tr>{{else}}<tr><td colspan="5">none</td></tr>{{end}}</table>
-<h2>Latest executions</h2><table><tr><th>created</th><th>action</th><th>target</th><th>risk</th><th>state</th><th>requested by</th></tr>
-{{range .Executions}}<tr><td>{{.CreatedAt.UTC.Format "Jan 02 15:04"}}</td><td><a href="/executions/{{.ID}}">{{.Action}}</a></td><td>{{.TargetSlug}}</td><td>{{.RiskClass}}</td><td>{{.State}}</td><td>{{.RequestedBy}}</td></tr>{{else}}<tr><td colspan="6">none yet</td></tr>{{end}}</table>
-<h2>Fleet</h2><table><tr><th>entity</th><th>name</th><th>health</th><th>detail</th></tr>
-{{range .Entities}}<tr><td>{{.Slug}}</td><td>{{.Name}}</td><td class="{{.Health}}">{{.Health}}</td><td>{{.Detail}}</td></tr>{{end}}</table>
-</body></html>`))
-
-var executionPage = template.Must(template.New("execution").Parse(`<!doctype html><html><head><meta charset="utf-8"><title>Execution {{.ID}}</title>` + style + `</head><body>
-<p><a href="/">← status</a></p><h1>{{.Action}} on {{.TargetSlug}}</h1>
-<p>State <b>{{.State}}</b>, risk {{.RiskClass}}, plan {{.PlanCode}}, requested by {{.RequestedBy}} via {{.RequestedVia}}.</p>
-{{if .Reason}}<p>Why: {{.Reason}}</p>{{end}}
-{{if .Approval}}<p>{{.Approval.Decision}} by {{.Approval.DecidedBy}} ({{.Approval.Method}}) at {{.Approval.DecidedAt.UTC.Format "15:04:05 MST"}}</p>{{end}}
-<h2>Steps</h2><pre>{{range .Steps}}{{.}}
-{{end}}</pre>
-{{if .Error}}<h2>Error</h2><pre>{{.Error}}</pre>{{end}}
-<h2>Output</h2><pre>{{.ProgressTail}}</pre>
-</body></html>`))
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, "Nothing here: it may have been removed, or the link is wrong.", http.StatusNotFound)
+}

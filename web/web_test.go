@@ -1,121 +1,207 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
-	"io"
+	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/seeds"
+
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/web"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 func TestStatusPage(t *testing.T) {
 	t.Parallel()
-	st := testenv.Store(t)
-	ctx := testenv.Context(t)
-	seed, err := store.LoadSeed(seeds.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ApplySeed(ctx, seed); err != nil {
-		t.Fatal(err)
-	}
-	id := uuid.Must(uuid.NewV7())
-	_, err = st.CreateExecution(ctx, store.NewExecution{
-		ID: id, Action: "restart", TargetSlug: "service:jellyfin", Params: json.RawMessage(`{}`),
-		Steps: []string{"pct exec 101 -- systemctl restart jellyfin.service"}, RiskClass: "reversible_low",
-		PlanHash: strings.Repeat("a", 64), PlanCode: "abcd", State: store.StateAwaitingApproval,
-		RequestedBy: "agent", RequestedVia: "agent", Reason: "jellyfin hangs; api_key=hunter2 in its log", ExpiresAt: time.Now().Add(time.Hour),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := setup(t)
+	waiting := b.plan(t, "service:jellyfin", "jellyfin hangs; api_key=hunter2 in its log", store.StateAwaitingApproval)
 	// A finished run whose command carries a password-looking word, and
 	// whose output and error carry secrets.
-	ran := uuid.Must(uuid.NewV7())
 	step := "echo password=shown-as-run >/dev/null; mysql -e 'select 1'"
-	_, err = st.CreateExecution(ctx, store.NewExecution{
-		ID: ran, Action: "run", TargetSlug: "host:strong", Params: json.RawMessage(`{}`),
-		Steps: []string{step}, RiskClass: "config_mutation",
-		PlanHash: strings.Repeat("c", 64), PlanCode: "wxyz", State: store.StateRunning,
-		RequestedBy: "mcp:claude", RequestedVia: "mcp", ExpiresAt: time.Now().Add(time.Hour),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ran := b.plan(t, "host:strong", "", store.StateRunning, step)
 	errText := "exit 1: token=error-secret"
 	tail := "connecting\nAuthorization: Bearer bearer-secret-0123456789\nok"
-	if _, err := st.Transition(ctx, store.Transition{ID: ran, From: []store.ExecutionState{store.StateRunning}, To: store.StateFailed,
-		Audit: store.AuditEntry{Actor: "actuator", Action: "execution.failed"}, Error: &errText, ProgressTail: &tail}); err != nil {
-		t.Fatal(err)
-	}
-	jf, err := st.EntityBySlug(ctx, "service:jellyfin")
+	b.move(t, ran.ID, store.StateRunning, store.StateFailed, func(tr *store.Transition) {
+		tr.Error, tr.ProgressTail = &errText, &tail
+		tr.Result = json.RawMessage(`{"exit_code":1,"stderr":"password=result-secret"}`)
+	})
+	jf, err := b.st.EntityBySlug(b.ctx, "service:jellyfin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.RaiseSignal(ctx, store.NewSignal{EntityID: jf.ID, Kind: "check:jellyfin-http", Severity: "critical", Summary: "jellyfin-http: GET failed"}); err != nil {
+	if _, _, err := b.st.RaiseSignal(b.ctx, store.NewSignal{EntityID: jf.ID, Kind: "check:jellyfin-http", Severity: "critical", Summary: "jellyfin-http: GET failed, secret=sig-secret"}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(&web.Handler{Store: st, Logger: testenv.Logger(t)})
-	defer srv.Close()
 
-	body := get(t, srv.URL+"/", http.StatusOK)
-	for _, want := range []string{"service:jellyfin", "lxc:131", "awaiting_approval", "/executions/" + id.String(),
-		"Open signals", "check:jellyfin-http", "jellyfin-http: GET failed"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("status page lacks %q", want)
+	body := b.get(t, "/", http.StatusOK)
+	containsAll(t, "overview", body, "lxc:101", "awaiting_approval", "/executions/"+waiting.ID.String(),
+		"Open signals", "jellyfin-http: GET failed, secret=[REDACTED]", "@operator:nomos.test", "Pending approvals")
+	containsNone(t, "overview", body, "sig-secret")
+
+	page := b.get(t, "/executions/"+waiting.ID.String(), http.StatusOK)
+	containsAll(t, "pending execution", page, "systemctl restart jellyfin.service", "jellyfin hangs; api_key=[REDACTED] in its log",
+		"execution.requested", strings.Repeat("a", 64))
+	containsNone(t, "pending execution", page, "hunter2")
+
+	out := b.get(t, "/executions/"+ran.ID.String(), http.StatusOK)
+	containsAll(t, "failed execution", out, "echo password=shown-as-run &gt;/dev/null; mysql -e &#39;select 1&#39;",
+		"token=[REDACTED]", "Authorization: Bearer [REDACTED]", "execution.failed", "password=[REDACTED]")
+	containsNone(t, "failed execution", out, "error-secret", "bearer-secret", "result-secret")
+
+	b.get(t, "/executions/not-a-uuid", http.StatusNotFound)
+	b.get(t, "/executions/"+uuid.NewString(), http.StatusNotFound)
+	b.get(t, "/e/service:nope", http.StatusNotFound)
+	b.get(t, "/no-such-page", http.StatusNotFound)
+}
+
+// TestRoutesAreReadOnly walks every route with every method that could
+// change something: the router knows GET and HEAD alone.
+func TestRoutesAreReadOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	paths := b.srv.RouteExamples()
+	if len(paths) < 12 {
+		t.Fatalf("only %d routes: %v", len(paths), paths)
+	}
+	for _, p := range paths {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+			req, _ := http.NewRequest(m, b.http.URL+p, strings.NewReader("state=approved"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed {
+				t.Errorf("%s %s = %d, want 405", m, p, resp.StatusCode)
+			}
 		}
-	}
-	page := get(t, srv.URL+"/executions/"+id.String(), http.StatusOK)
-	if !strings.Contains(page, "systemctl restart jellyfin.service") {
-		t.Error("execution page lacks its steps")
-	}
-	if !strings.Contains(page, "Why: jellyfin hangs; api_key=[REDACTED] in its log") || strings.Contains(page, "hunter2") {
-		t.Errorf("execution page does not show the redacted reason:\n%s", page)
-	}
-	out := get(t, srv.URL+"/executions/"+ran.String(), http.StatusOK)
-	for _, want := range []string{"echo password=shown-as-run &gt;/dev/null; mysql -e &#39;select 1&#39;", "token=[REDACTED]",
-		"Authorization: Bearer [REDACTED]", "requested by mcp:claude via mcp"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("execution page lacks %q:\n%s", want, out)
+		req, _ := http.NewRequest(http.MethodHead, b.http.URL+p, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, secret := range []string{"error-secret", "bearer-secret"} {
-		if strings.Contains(out, secret) {
-			t.Errorf("execution page shows %q:\n%s", secret, out)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusMethodNotAllowed {
+			t.Errorf("HEAD %s = 405, want it answered", p)
 		}
-	}
-	get(t, srv.URL+"/executions/not-a-uuid", http.StatusNotFound)
-	resp, err := http.Post(srv.URL+"/", "text/plain", strings.NewReader("x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST / = %d, want 405: the page is read-only", resp.StatusCode)
 	}
 }
 
-func get(t *testing.T, url string, want int) string {
-	t.Helper()
-	resp, err := http.Get(url)
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, p := range []string{"/", "/executions", "/static/app.css", "/healthz", "/no-such-page"} {
+		resp, err := http.Get(b.http.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		csp := resp.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: CSP %q lacks %q", p, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("%s: CSP %q allows inline or eval", p, csp)
+		}
+		for h, want := range map[string]string{"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"} {
+			if got := resp.Header.Get(h); got != want {
+				t.Errorf("%s: %s = %q, want %q", p, h, got, want)
+			}
+		}
+	}
+	// No page carries an inline script or a handler attribute.
+	body := b.get(t, "/", http.StatusOK)
+	if strings.Contains(body, "<script>") || strings.Contains(body, " onload=") || strings.Contains(body, "style=") {
+		t.Errorf("overview carries inline script or style:\n%s", body)
+	}
+}
+
+func TestHealthzAndReadyz(t *testing.T) {
+	t.Parallel()
+	opt, err := redis.ParseURL(testenv.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("GET %s = %d, want %d", url, resp.StatusCode, want)
+	up := redis.NewClient(opt)
+	defer up.Close()
+	// Nothing listens here: Redis is down.
+	down := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer down.Close()
+	readyWith := func(rc *redis.Client) option {
+		return func(c *web.Config) {
+			c.Ready = []web.ReadyCheck{
+				{Name: "postgres", Check: c.Store.Ping},
+				{Name: "redis", Check: func(ctx context.Context) error { return rc.Ping(ctx).Err() }},
+				{Name: "homeserver_sync"},
+			}
+		}
 	}
-	return string(b)
+	type report struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	for _, c := range []struct {
+		name   string
+		rc     *redis.Client
+		status int
+		want   report
+	}{
+		{"all up", up, http.StatusOK, report{"ok", map[string]string{"postgres": "ok", "redis": "ok", "homeserver_sync": "unknown"}}},
+		{"redis down", down, http.StatusServiceUnavailable, report{"unavailable", map[string]string{"postgres": "ok", "redis": "unavailable", "homeserver_sync": "unknown"}}},
+	} {
+		b := setup(t, readyWith(c.rc))
+		if got := b.get(t, "/healthz", http.StatusOK); got != "ok\n" {
+			t.Errorf("%s: /healthz = %q, want ok", c.name, got)
+		}
+		var got report
+		if err := json.Unmarshal([]byte(b.get(t, "/readyz", c.status)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s: /readyz (-want +got):\n%s", c.name, diff)
+		}
+	}
+}
+
+// TestStaleShowsAsStale: a target whose checks stopped answering after a
+// healthy result is counted and coloured stale up the grid, never healthy.
+func TestStaleShowsAsStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	due, err := b.st.ClaimDueChecks(b.ctx, time.Now(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range due {
+		if c.Slug != "jellyfin-http" {
+			continue
+		}
+		if err := b.st.RecordCheck(b.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(),
+			Health: "healthy", Detail: "200 OK", At: time.Now().Add(-time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The service goes stale, and its container with it: a container's
+	// health rolls up its services'.
+	if n, err := b.st.MarkStale(b.ctx, time.Now()); err != nil || n != 2 {
+		t.Fatalf("mark stale: %d, %v; want the service and its container", n, err)
+	}
+	body := b.get(t, "/", http.StatusOK)
+	containsAll(t, "overview", body,
+		`<span class="h-stale">stale</span><b>2</b>`,
+		`<a class="tile b-stale" href="/e/lxc:101" title="jellyfin: stale">101</a>`,
+		`<span class="badge b-stale">stale</span> <a href="/e/host:strong">strong</a>`,
+		`<a href="/e/service:jellyfin">jellyfin</a> <span class="h-stale">stale</span>`)
+	containsAll(t, "jellyfin", b.get(t, "/e/service:jellyfin", http.StatusOK), `<span class="badge b-stale">stale</span> service`, "last seen: healthy")
 }

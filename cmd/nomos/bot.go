@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,12 +10,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hibiken/asynq"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for the crypto store
+	"github.com/redis/go-redis/v9"
 	"go.mau.fi/util/dbutil"
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
 )
 
@@ -70,12 +74,30 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		logger.Info("no llm.model configured: the bot answers with its command grammar and runbooks only")
 	}
 
-	var webAuth *web.BasicAuth
-	if cfg.Web.Auth.User != "" {
-		webAuth = &web.BasicAuth{User: cfg.Web.Auth.User, Password: cfg.Web.Auth.Password}
+	webAuth, err := cfg.Web.authenticator()
+	if err != nil {
+		return err
 	}
+	rc := l.redis.MakeRedisClient().(redis.UniversalClient)
+	defer rc.Close()
+	inspector := asynq.NewInspector(l.redis)
+	defer inspector.Close()
+	status, err := web.New(web.Config{
+		Store: l.store, Logger: logger.With("component", "web"), Auth: webAuth, Operators: cfg.Matrix.Operators,
+		Ready: []web.ReadyCheck{
+			{Name: "postgres", Check: l.store.Ping},
+			{Name: "redis", Check: func(ctx context.Context) error { return rc.Ping(ctx).Err() }},
+			// The bot does not report its sync loop's health yet.
+			{Name: "homeserver_sync"},
+		},
+		Queues: inspector, QueueNames: []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults},
+	})
+	if err != nil {
+		return err
+	}
+	go status.Run(ctx)
 	mux := http.NewServeMux()
-	mux.Handle("/", web.RequireAuth(webAuth, &web.Handler{Store: l.store, Logger: logger.With("component", "web")}))
+	mux.Handle("/", status)
 	// /mcp has its own bearer tokens, in the same Authorization header
 	// basic auth would use, so web.auth does not cover it.
 	if tools.HTTPEnabled() {
@@ -97,6 +119,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		_ = httpSrv.Shutdown(shutdownCtx)
 	}()
 	logger.Info("status page listening", "addr", ln.Addr().String(), "web_auth", webAuth != nil,
+		"trusted_proxies", len(cfg.Web.TrustedProxies),
 		"mcp", tools.HTTPEnabled(), "mcp_tokens", len(tokens), "http_allow", len(cfg.LLM.HTTPAllow))
 
 	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
@@ -109,7 +132,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
 		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
-		Redis: l.redis, StatusURL: publicURL(cfg.Web.Listen), Agent: ag, RunChecks: cfg.Checks.Enabled,
+		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
 		AlertRoom: cfg.Matrix.OpsRoom,
 		Logger:    logger.With("component", "bot"),
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	envprovider "github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/tasks"
@@ -39,6 +41,8 @@ type Config struct {
 	Seeds    SeedsConfig    `koanf:"seeds"`
 	Labsim   LabsimConfig   `koanf:"labsim"`
 	Checks   ChecksConfig   `koanf:"checks"`
+	// Inventory is fleet discovery.
+	Inventory InventoryConfig `koanf:"inventory"`
 	// Approvals holds the rules on who and what may approve a plan.
 	Approvals ApprovalsConfig `koanf:"approvals"`
 }
@@ -141,14 +145,54 @@ type ReportsConfig struct {
 type WebConfig struct {
 	Listen string        `koanf:"listen"`
 	Auth   WebAuthConfig `koanf:"auth"`
+	// PublicURL is the status page's address as operators reach it, for
+	// links in the room; empty means http://<web.listen>/.
+	PublicURL string `koanf:"public_url"`
+	// TrustedProxies are the addresses (or prefixes) of a forward-auth
+	// proxy whose web.auth.header names the user. The header is ignored
+	// from anywhere else.
+	TrustedProxies []string `koanf:"trusted_proxies"`
 }
 
-// WebAuthConfig is the HTTP basic auth the status page asks for. It is
-// required when web.listen is not a loopback address.
+// WebAuthConfig is how the status page knows who is looking: HTTP basic
+// auth (a password or, better, a bcrypt hash from a file), a forward-auth
+// proxy's header, or both. One is required when web.listen is not a
+// loopback address.
 type WebAuthConfig struct {
 	User         string `koanf:"user"`
 	Password     string `koanf:"password"`
 	PasswordFile string `koanf:"password_file"`
+	// PasswordHash is a bcrypt hash of the password (htpasswd -nbB, or any
+	// bcrypt tool), usually from PasswordHashFile; the configuration then
+	// never holds the password.
+	PasswordHash     string `koanf:"password_hash"`
+	PasswordHashFile string `koanf:"password_hash_file"`
+	// Header names the user on requests from web.trusted_proxies;
+	// default Remote-User.
+	Header string `koanf:"header"`
+}
+
+// authConfigured reports whether web.auth or web.trusted_proxies asks
+// anything of a request.
+func (w WebConfig) authConfigured() bool {
+	return w.Auth.User != "" || len(w.TrustedProxies) > 0
+}
+
+// authenticator builds what web.auth and web.trusted_proxies describe;
+// nil when neither is set.
+func (w WebConfig) authenticator() (web.Authenticator, error) {
+	var basic web.Authenticator
+	if w.Auth.User != "" {
+		basic = &web.BasicAuth{User: w.Auth.User, Password: w.Auth.Password, PasswordHash: []byte(w.Auth.PasswordHash)}
+	}
+	if len(w.TrustedProxies) == 0 {
+		return basic, nil
+	}
+	proxies, err := web.ParseProxies(w.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("web.trusted_proxies: %w", err)
+	}
+	return &web.ForwardAuth{Header: w.Auth.Header, Proxies: proxies, Fallback: basic}, nil
 }
 
 // MCPConfig guards the bot's MCP endpoint and points `nomos mcp --stdio`
@@ -187,6 +231,13 @@ type ChecksConfig struct {
 	Enabled bool `koanf:"enabled"`
 }
 
+// InventoryConfig controls fleet discovery: the bot has the actuator list
+// each host's containers and keeps the fleet in step with what it finds.
+type InventoryConfig struct {
+	// Interval is how often each host is listed; 0 turns discovery off.
+	Interval time.Duration `koanf:"interval"`
+}
+
 // SeedsConfig chooses the seed files; empty means the embedded demo fleet.
 type SeedsConfig struct {
 	Dir string `koanf:"dir"`
@@ -197,6 +248,11 @@ type LabsimConfig struct {
 	StateDir           string `koanf:"state_dir"`
 	AuthorizedKeysFile string `koanf:"authorized_keys_file"`
 	LogFile            string `koanf:"log_file"`
+	// Gate makes every simulated host enforce nomos gate, as a node whose
+	// authorized_keys forces it, with the rules below.
+	Gate                     bool `koanf:"gate"`
+	GateHostShell            bool `koanf:"gate_host_shell"`
+	GatePrivilegedContainers bool `koanf:"gate_privileged_containers"`
 }
 
 // defaults are applied before the file and the environment.
@@ -215,6 +271,7 @@ var defaults = map[string]any{
 	"mcp.request_burst":         5,
 	"labsim.state_dir":          ".nomos-dev/labsim",
 	"checks.enabled":            true,
+	"inventory.interval":        "5m",
 
 	"approvals.require_verified_device": true,
 	"approvals.self_approval":           true,
@@ -226,7 +283,7 @@ var defaults = map[string]any{
 const envPrefix = "NOMOS_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "llm.http_allow": true}
+var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "llm.http_allow": true, "web.trusted_proxies": true}
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
@@ -289,6 +346,7 @@ func (c *Config) resolveSecrets() error {
 		{"mcp.token", &c.MCP.Token, c.MCP.TokenFile},
 		{"mcp.client_token", &c.MCP.ClientToken, c.MCP.ClientTokenFile},
 		{"web.auth.password", &c.Web.Auth.Password, c.Web.Auth.PasswordFile},
+		{"web.auth.password_hash", &c.Web.Auth.PasswordHash, c.Web.Auth.PasswordHashFile},
 	}
 	for _, s := range secrets {
 		if s.fileSource == "" {
@@ -368,6 +426,7 @@ var roleNeeds = map[string]need{
 	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true, reportVerify: true},
 	"actuator": {redis: true, actuator: true, verify: true, reportSigning: true},
 	"mcp":      {mcpClient: true},
+	"discover": {database: true},
 }
 
 var (
@@ -469,21 +528,40 @@ func (c *Config) validate(role string) error {
 			bad("actuator.name", "want one word of letters, digits, '.', '_' and '-', at most 64 characters, got %q", c.Actuator.Name)
 		}
 	}
+	if n.signing && c.Inventory.Interval != 0 && (c.Inventory.Interval < 10*time.Second || c.Inventory.Interval > 24*time.Hour) {
+		bad("inventory.interval", "want 0 (discovery off) or a duration between 10s and 24h, got %s", c.Inventory.Interval)
+	}
 	if n.web {
 		if _, _, err := net.SplitHostPort(c.Web.Listen); err != nil {
 			bad("web.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Web.Listen)
-		} else if !web.LoopbackListen(c.Web.Listen) && c.Web.Auth.User == "" {
-			bad("web.listen", "%s is reachable from other machines: set web.auth (user and password_file) so the status page asks for a password, or listen on 127.0.0.1", c.Web.Listen)
+		} else if !web.LoopbackListen(c.Web.Listen) && !c.Web.authConfigured() {
+			bad("web.listen", "%s is reachable from other machines: set web.auth (user and password_hash_file) or web.trusted_proxies so the status page knows who is looking, or listen on 127.0.0.1", c.Web.Listen)
 		}
 		c.validateMCPServer(bad)
 	}
-	if a := c.Web.Auth; a.User != "" || a.Password != "" {
+	if a := c.Web.Auth; a.User != "" || a.Password != "" || a.PasswordHash != "" {
 		if a.User == "" || strings.Contains(a.User, ":") {
 			bad("web.auth.user", "want a user name without ':' when web.auth.password is set")
 		}
-		if len(a.Password) < 12 {
-			bad("web.auth.password", "want a password of at least 12 characters (or web.auth.password_file)")
+		switch {
+		case a.PasswordHash != "" && a.Password != "":
+			bad("web.auth.password_hash", "set either it or web.auth.password, not both")
+		case a.PasswordHash != "":
+			if _, err := bcrypt.Cost([]byte(a.PasswordHash)); err != nil {
+				bad("web.auth.password_hash", "want a bcrypt hash ($2a$, $2b$ or $2y$), such as htpasswd -nbB prints after the user and ':'")
+			}
+		case len(a.Password) < 12:
+			bad("web.auth.password", "want a password of at least 12 characters (or web.auth.password_hash_file)")
 		}
+	}
+	if c.Web.PublicURL != "" {
+		checkURL(bad, "web.public_url", c.Web.PublicURL, "http", "https")
+	}
+	if _, err := web.ParseProxies(c.Web.TrustedProxies); err != nil {
+		bad("web.trusted_proxies", "%v", err)
+	}
+	if h := c.Web.Auth.Header; h != "" && (strings.ContainsAny(h, " :\r\n\t") || http.CanonicalHeaderKey(h) == "Authorization") {
+		bad("web.auth.header", "want a header name such as Remote-User, got %q", h)
 	}
 	if c.MCP.Token != "" && len(c.MCP.Token) < mcpserver.MinTokenLength {
 		bad("mcp.token", "want at least %d characters so it can't be guessed", mcpserver.MinTokenLength)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nomoshq/nomos/mcpserver"
 )
@@ -75,6 +77,7 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	key := writeFile(t, dir, "key", "k")
+	notHash := writeFile(t, dir, "not-a-hash", "correct horse battery staple")
 	tests := []struct {
 		name    string
 		role    string
@@ -99,6 +102,11 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"open web listen, any address", "bot", []string{"NOMOS_WEB__LISTEN=:8080"}, "web.listen: :8080 is reachable from other machines"},
 		{"web auth without user", "bot", []string{"NOMOS_WEB__AUTH__PASSWORD=correct-horse-battery"}, "web.auth.user: want a user name"},
 		{"web auth short password", "bot", []string{"NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD=short"}, "web.auth.password: want a password of at least 12"},
+		{"web hash file without a hash", "bot", []string{"NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD_HASH_FILE=" + notHash}, "web.auth.password_hash: want a bcrypt hash"},
+		{"web hash and password", "bot", []string{"NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD=correct-horse-battery", "NOMOS_WEB__AUTH__PASSWORD_HASH_FILE=" + notHash}, "web.auth.password_hash: set either it or web.auth.password"},
+		{"web trusted proxy not an address", "bot", []string{"NOMOS_WEB__TRUSTED_PROXIES=10.0.0.5, authelia.lan"}, "web.trusted_proxies: trusted proxy \"authelia.lan\""},
+		{"web public url not http", "bot", []string{"NOMOS_WEB__PUBLIC_URL=javascript:alert(1)"}, "web.public_url"},
+		{"web header that is Authorization", "bot", []string{"NOMOS_WEB__TRUSTED_PROXIES=10.0.0.5", "NOMOS_WEB__AUTH__HEADER=authorization"}, "web.auth.header: want a header name"},
 		{"http_allow with a URL", "bot", []string{"NOMOS_LLM__HTTP_ALLOW=github.com, https://evil.example"}, "llm.http_allow[1]: want a domain name"},
 		{"no request rate", "bot", []string{"NOMOS_MCP__REQUEST_RATE=0"}, "mcp.request_rate: want 1 to 600"},
 		{"mcp stdio without url", "mcp", nil, "mcp.url: is required"},
@@ -113,6 +121,8 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},
 		{"quorum above the operators", "bot", []string{"NOMOS_MATRIX__OPERATORS=@a:x,@b:x", "NOMOS_APPROVALS__DESTRUCTIVE_QUORUM=3"}, "approvals.destructive_quorum: want 1 to the 2 operators"},
 		{"quorum of none", "bot", []string{"NOMOS_MATRIX__OPERATORS=@a:x", "NOMOS_APPROVALS__DESTRUCTIVE_QUORUM=0"}, "approvals.destructive_quorum"},
+		{"inventory too often", "bot", []string{"NOMOS_INVENTORY__INTERVAL=1s"}, "inventory.interval: want 0 (discovery off) or a duration between 10s and 24h, got 1s"},
+		{"discover without a database", "discover", nil, "database.url: is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,7 +146,7 @@ func TestConfigValidPasses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	key := writeFile(t, dir, "key", "k")
-	cfg, err := loadConfig("", []string{
+	base := []string{
 		"NOMOS_DATABASE__URL=postgres://nomos:nomos@127.0.0.1:5432/nomos",
 		"NOMOS_REDIS__URL=redis://127.0.0.1:6379/0",
 		"NOMOS_MATRIX__HOMESERVER_URL=http://127.0.0.1:8008",
@@ -146,7 +156,8 @@ func TestConfigValidPasses(t *testing.T) {
 		"NOMOS_MATRIX__PICKLE_KEY=0123456789abcdef0123",
 		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + key,
 		"NOMOS_REPORTS__VERIFY_KEY_FILE=" + key,
-	})
+	}
+	cfg, err := loadConfig("", base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +171,28 @@ func TestConfigValidPasses(t *testing.T) {
 	cfg.Web.Listen, cfg.Web.Auth = "0.0.0.0:8080", WebAuthConfig{User: "ops", Password: "correct horse battery"}
 	if err := cfg.validate("bot"); err != nil {
 		t.Fatalf("validate(bot) on 0.0.0.0 with web.auth = %v, want nil", err)
+	}
+	// A bcrypt hash from a file, or a forward-auth proxy, will do too.
+	hash, err := bcrypt.GenerateFromPassword([]byte("correct horse battery"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashFile := writeFile(t, dir, "web-hash", string(hash)+"\n")
+	for name, env := range map[string][]string{
+		"a bcrypt hash": {"NOMOS_WEB__LISTEN=0.0.0.0:8080", "NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD_HASH_FILE=" + hashFile},
+		"a proxy":       {"NOMOS_WEB__LISTEN=0.0.0.0:8080", "NOMOS_WEB__TRUSTED_PROXIES=10.0.0.5, 192.168.10.0/24"},
+	} {
+		c, err := loadConfig("", append(slices.Clone(base), env...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.validate("bot"); err != nil {
+			t.Errorf("%s: validate(bot) on 0.0.0.0 = %v, want nil", name, err)
+		}
+		auth, err := c.Web.authenticator()
+		if err != nil || auth == nil {
+			t.Errorf("%s: authenticator = %v, %v; want one", name, auth, err)
+		}
 	}
 }
 

@@ -58,6 +58,9 @@ type importRule struct {
 	allowedDirect []string
 	// noIO forbids direct imports of packages that reach the outside world.
 	noIO bool
+	// noNetwork forbids linking the net package at all (net/netip and
+	// net/url, which are pure, are fine).
+	noNetwork bool
 }
 
 var ioPackages = []string{"os", "os/exec", "net", "net/http", "database/sql", "io/fs", "syscall", "math/rand", "crypto/rand"}
@@ -82,7 +85,11 @@ var importRules = []importRule{
 	}},
 	{pkg: "policy", allowedDirect: []string{"mvdan.cc/sh/v3/syntax"}, noIO: true},
 	{pkg: "tasks", allowedDirect: []string{"github.com/hibiken/asynq"}},
-	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh"}},
+	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh", module + "/hostgate"}},
+	// nomos gate runs as root on every Proxmox host: the standard library,
+	// policy's validators and a shell parser, and no network.
+	{pkg: "hostgate", allowedDirect: []string{module + "/policy", "mvdan.cc/sh/v3/syntax"}, noNetwork: true,
+		forbidden: []string{"os/exec", "net/http", "crypto/tls"}},
 	{pkg: "store", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
 }
 
@@ -115,6 +122,9 @@ func TestImportRules(t *testing.T) {
 							t.Errorf("%s imports %s; only the standard library and %v are allowed", path, imp, rule.allowedDirect)
 						}
 					}
+				}
+				if rule.noNetwork && slices.Contains(p.Deps, "net") {
+					t.Errorf("%s links the net package; it must reach no network", path)
 				}
 				if rule.noIO {
 					for _, imp := range p.Imports {

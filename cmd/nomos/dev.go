@@ -84,7 +84,7 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	dir := fs.String("dir", devDir, "`directory` for the stack's state, keys and logs")
-	prepare := fs.Bool("prepare", false, "only start or install Postgres and Redis and build Dendrite, then exit (used by make test)")
+	prepare := fs.Bool("prepare", false, "only start or install Postgres, Redis and Chromium and build Dendrite, then exit (used by make test)")
 	reset := fs.Bool("reset", false, "delete the dev directory and the dev database first, and start afresh")
 	matrixListen := fs.String("matrix-listen", devDendriteListen, "`address` for the Dendrite homeserver")
 	database := fs.String("database", devDatabase, "Postgres `database` for the stack")
@@ -427,7 +427,10 @@ func prepareTestServices(ctx context.Context, env *roleEnv) error {
 	if _, err := devstack.EnsureDendrite(ctx, env.logger); err != nil {
 		return err
 	}
-	fmt.Fprintln(env.stdout, "test services ready: postgres, redis and dendrite "+devstack.DendriteVersion)
+	if _, err := devstack.EnsureChromium(ctx, env.logger); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, "test services ready: postgres, redis, dendrite "+devstack.DendriteVersion+" and chromium")
 	return nil
 }
 
@@ -659,6 +662,8 @@ func writeDevConfig(dir string, s devState, k devKeys, webListen string) (string
 		"orders":  map[string]any{"signing_key_file": k.signingKey, "verify_key_file": k.verifyKey},
 		"reports": map[string]any{"signing_key_file": k.reportSigningKey, "verify_key_file": k.reportVerifyKey},
 		"web":     map[string]any{"listen": webListen},
+		// An admin's container made straight on labsim shows up quickly.
+		"inventory": map[string]any{"interval": "15s"},
 		"mcp": map[string]any{
 			"tokens":            []map[string]string{{"name": "dev", "token_file": mcpToken, "scope": "request"}},
 			"url":               "http://" + webListen + "/mcp",

@@ -239,10 +239,13 @@ func checkDevConfig(t *testing.T, dir string, s devState) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []string{"bot", "actuator", "mcp"} {
+	for _, role := range []string{"bot", "actuator", "mcp", "discover"} {
 		if err := cfg.validate(role); err != nil {
 			t.Errorf("nomos.yaml is not valid for %s: %v", role, err)
 		}
+	}
+	if cfg.Inventory.Interval != 15*time.Second {
+		t.Errorf("the dev stack takes an inventory every %s, want 15s", cfg.Inventory.Interval)
 	}
 	if cfg.MCP.Token != "" || len(cfg.MCP.Tokens) != 1 || cfg.MCP.Tokens[0].Name != "dev" || cfg.MCP.ClientToken != s.MCPToken {
 		t.Errorf("nomos.yaml's MCP tokens = %+v, want one named dev whose token is the client's", cfg.MCP)

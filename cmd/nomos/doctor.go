@@ -823,7 +823,7 @@ func (d *doctor) checkWeb(ctx context.Context) []checkLine {
 		return []checkLine{fail("status page: "+base+" refuses web.auth's user and password", "the bot and this config disagree on web.auth: restart the bot with this config")}
 	case status != http.StatusOK:
 		return []checkLine{fail(fmt.Sprintf("status page: %s answers %d", base, status), notUp)}
-	case !strings.Contains(body, "Nomos status"):
+	case !strings.Contains(body, "· Nomos</title>") && !strings.Contains(body, "Nomos status"):
 		return []checkLine{fail("status page: something other than the bot answers at "+base, "stop what listens on "+d.cfg.Web.Listen+", or move web.listen")}
 	}
 	// A bot from before /healthz answers 404 there.

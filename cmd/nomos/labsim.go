@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
@@ -45,7 +46,11 @@ func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
 
 // startLabsim serves the seeded fleet.
 func startLabsim(ctx context.Context, seed *store.Seed, cfg LabsimConfig, logger *slog.Logger) (*labsim.Sim, error) {
-	sim, err := labsim.New(devstack.LabsimConfig(seed, cfg.StateDir, cfg.AuthorizedKeysFile, cfg.LogFile, logger))
+	lc := devstack.LabsimConfig(seed, cfg.StateDir, cfg.AuthorizedKeysFile, cfg.LogFile, logger)
+	if cfg.Gate {
+		lc.Gate = &hostgate.Rules{HostShell: cfg.GateHostShell, PrivilegedContainers: cfg.GatePrivilegedContainers}
+	}
+	sim, err := labsim.New(lc)
 	if err != nil {
 		return nil, err
 	}

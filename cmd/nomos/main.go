@@ -65,6 +65,8 @@ func init() {
 		"chat":     {summary: "a terminal Matrix client for the dev operator", run: runChat},
 		"keygen":   {summary: "write the order and report key pairs into a directory", run: runKeygen},
 		"doctor":   {summary: "check the config and everything the roles need, and say what to fix", run: runDoctor},
+		"discover": {summary: "ask the bot for an inventory of every host now, and say what it found", run: runDiscover},
+		"gate":     {summary: "the forced command on a Proxmox host: run only what nomos sends (SSH_ORIGINAL_COMMAND)", run: runGate},
 	}
 }
 
@@ -108,6 +110,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if err := r.run(ctx, env, fs.Args()[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
+		}
+		var code exitCode
+		if errors.As(err, &code) {
+			return int(code)
 		}
 		fmt.Fprintf(stderr, "nomos %s: %v\n", name, err)
 		return 1

@@ -59,7 +59,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 	}
 	l.execs, err = executions.New(executions.Config{
 		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, Actuator: cfg.Actuator.Name, Rules: rules,
-		OrderTTL: cfg.Orders.TTL, Logger: logger.With("component", "executions"),
+		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Logger: logger.With("component", "executions"),
 		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
 	})
 	if err != nil {

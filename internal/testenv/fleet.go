@@ -11,9 +11,12 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/seeds"
@@ -32,9 +35,33 @@ type Fleet struct {
 	LogPath        string
 }
 
+// GateFromEnv is the gate every labsim in the tests enforces by default:
+// none, unless NOMOS_TEST_GATE is set, so that the whole suite can run as
+// against nodes that force nomos gate. Any value turns the gate on with
+// host_shell and privileged_containers, which tests of the run action and
+// of privileged containers need; "strict" turns it on with neither.
+func GateFromEnv() *hostgate.Rules {
+	switch os.Getenv("NOMOS_TEST_GATE") {
+	case "":
+		return nil
+	case "strict":
+		return &hostgate.Rules{}
+	}
+	return &hostgate.Rules{HostShell: true, PrivilegedContainers: true}
+}
+
+// FleetOption changes how NewFleet runs labsim.
+type FleetOption func(*labsim.Config)
+
+// WithGate makes every host enforce nomos gate with these rules, as a real
+// node whose authorized_keys forces it.
+func WithGate(rules hostgate.Rules) FleetOption {
+	return func(c *labsim.Config) { c.Gate = &rules }
+}
+
 // NewFleet starts labsim with the demo seed on free loopback ports. Apply
 // f.Seed to a store so executions address the same ports.
-func NewFleet(t testing.TB) *Fleet {
+func NewFleet(t testing.TB, opts ...FleetOption) *Fleet {
 	t.Helper()
 	dir := t.TempDir()
 	fsys := fstest.MapFS{}
@@ -79,7 +106,12 @@ func NewFleet(t testing.TB) *Fleet {
 		t.Fatal(err)
 	}
 	f := &Fleet{Seed: seed, SSHKeyFile: keyFile, SSHSigner: signer, LogPath: filepath.Join(dir, "labsim", "commands.jsonl")}
-	f.Sim, err = labsim.New(devstack.LabsimConfig(seed, filepath.Join(dir, "labsim"), authorized, f.LogPath, Logger(t)))
+	cfg := devstack.LabsimConfig(seed, filepath.Join(dir, "labsim"), authorized, f.LogPath, Logger(t))
+	cfg.Gate = GateFromEnv()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f.Sim, err = labsim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +138,34 @@ func (f *Fleet) Commands(t testing.TB) []string {
 		out[i] = e.Command
 	}
 	return out
+}
+
+// Admin runs command on a host of the fleet over SSH, as an admin at the
+// node's console or in the Proxmox UI would, outside Nomos, and returns
+// its output. The test fails if it does not exit 0.
+func (f *Fleet) Admin(t testing.TB, host, command string) string {
+	t.Helper()
+	hostKeys, err := knownhosts.New(f.KnownHostsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ssh.Dial("tcp", f.Sim.Addr(host), &ssh.ClientConfig{
+		User: labsim.AdminUser, Auth: []ssh.AuthMethod{ssh.PublicKeys(f.SSHSigner)}, HostKeyCallback: hostKeys, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("admin ssh %s: %v", host, err)
+	}
+	defer client.Close()
+	sess, err := client.NewSession()
+	if err != nil {
+		t.Fatalf("admin ssh %s: %v", host, err)
+	}
+	defer sess.Close()
+	out, err := sess.CombinedOutput(command)
+	if err != nil {
+		t.Fatalf("admin on %s: %s: %v\n%s", host, command, err, out)
+	}
+	return string(out)
 }
 
 // FreePort returns a loopback port that was free a moment ago.

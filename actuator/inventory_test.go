@@ -1,0 +1,208 @@
+package actuator
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// inventoryRun signs r as the bot's discovery does, filling in what it
+// leaves out, and enqueues it.
+func (b *bundle) inventoryRun(t *testing.T, r tasks.InventoryRun) {
+	t.Helper()
+	r.Actuator = cmpOr(r.Actuator, tasks.DefaultActuator)
+	r.HostID = cmpOr(r.HostID, "host-pve1")
+	r.Host = cmpOr(r.Host, "pve1")
+	r.Node = cmpOr(r.Node, "pve1")
+	r.HostAddr = cmpOr(r.HostAddr, b.addr)
+	if r.IssuedAt.IsZero() {
+		r.IssuedAt = time.Now()
+	}
+	if r.ExpiresAt.IsZero() {
+		r.ExpiresAt = r.IssuedAt.Add(time.Minute)
+	}
+	task, err := tasks.NewInventoryRunTask(b.signKey, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.queue.Enqueue(task); err != nil {
+		t.Fatalf("enqueue inventory %s: %v", r.RunID, err)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// inventory waits for the inventory of one run.
+func (c *collector) inventory(t *testing.T, runID string) tasks.InventoryResult {
+	t.Helper()
+	find := func(msgs []message) (tasks.InventoryResult, bool) {
+		for _, m := range msgs {
+			if m.Type == tasks.TypeInventoryResult && m.Inventory.RunID == runID {
+				return m.Inventory, true
+			}
+		}
+		return tasks.InventoryResult{}, false
+	}
+	msgs := c.wait(t, "inventory "+runID, func(msgs []message) bool { _, ok := find(msgs); return ok })
+	r, _ := find(msgs)
+	return r
+}
+
+// TestInventoryListsTheNode: the inventory reports every container of the
+// node as the host has it now, one an admin just created included, from
+// fixed read-only commands.
+func TestInventoryListsTheNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ssh(t, "pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname newbox --cores 2 --memory 1024"+
+		" --net0 name=eth0,bridge=vmbr0,ip=10.0.0.50/24,gw=10.0.0.1 --rootfs local-lvm:12 --start 1")
+	before := len(b.commands(t))
+
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-1"})
+	got := b.results.inventory(t, "run-1")
+	diff(t, "inventory", tasks.InventoryResult{
+		Version: tasks.Version, RunID: "run-1", HostID: "host-pve1", Actuator: tasks.DefaultActuator, Node: "pve1",
+		Containers: []tasks.InventoryContainer{
+			{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.0.0.21/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8},
+			{VMID: 102, Status: "running", Hostname: "web", IP: "10.0.0.22/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8},
+			{VMID: 103, Status: "stopped", Hostname: "spare", IP: "10.0.0.23/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8},
+			{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.0.0.50/24", Gateway: "10.0.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12},
+		},
+		At: got.At,
+	}, got)
+	diff(t, "commands the inventory ran", []string{
+		"pvesh get /cluster/resources --output-format json",
+		"pct config 101", "pct config 102", "pct config 103", "pct config 150",
+	}, commandLines(b.commands(t)[before:]))
+}
+
+// TestInventoryThatCannotBeTakenSaysWhy: a wrong node name or a host that
+// drops the connection is reported as an error with no containers, so the
+// bot marks nothing gone.
+func TestInventoryThatCannotBeTakenSaysWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-wrong-node", Node: "pve9"})
+	wrong := b.results.inventory(t, "run-wrong-node")
+	if len(wrong.Containers) != 0 || !strings.Contains(wrong.Error, `the cluster has no node named "pve9" (it lists pve1)`) {
+		t.Errorf("inventory of a node the cluster lacks = %+v", wrong)
+	}
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultDrop, Target: "pve1"}); err != nil {
+		t.Fatal(err)
+	}
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-dropped"})
+	dropped := b.results.inventory(t, "run-dropped")
+	if len(dropped.Containers) != 0 || !strings.Contains(dropped.Error, "list the cluster's resources") {
+		t.Errorf("inventory through a host that drops sessions = %+v", dropped)
+	}
+}
+
+// TestForgedInventoryRequestsRunNothing: someone who can write to Redis,
+// but holds no key of the bot's, asks for inventories. Nothing runs and
+// nothing is answered.
+func TestForgedInventoryRequestsRunNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withConfig(func(c *Config) { c.ProbeConcurrency = 1 }))
+	_, strangerKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string) tasks.InventoryRun {
+		return tasks.InventoryRun{RunID: id, HostID: "host-pve1", Actuator: tasks.DefaultActuator, Host: "pve1", Node: "pve1",
+			HostAddr: b.addr, IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)}
+	}
+	sign := func(key ed25519.PrivateKey, r tasks.InventoryRun) []byte {
+		env, err := tasks.SignInventoryRun(key, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	west := run("forged-west")
+	west.Actuator = "actuator-west"
+	expired := run("forged-expired")
+	expired.IssuedAt, expired.ExpiresAt = time.Now().Add(-2*time.Minute), time.Now().Add(-time.Minute)
+	other := run("forged-address")
+	var env tasks.Envelope
+	if err := json.Unmarshal(sign(b.signKey, other), &env); err != nil {
+		t.Fatal(err)
+	}
+	env.Body = json.RawMessage(strings.Replace(string(env.Body), `"host_addr":"`+b.addr+`"`, `"host_addr":"evil.example:22"`, 1))
+	swapped, _ := json.Marshal(env)
+	unsigned, _ := json.Marshal(run("forged-unsigned"))
+	for name, payload := range map[string][]byte{
+		"unsigned":             unsigned,
+		"signed by a stranger": sign(strangerKey, run("forged-stranger")),
+		"address swapped in":   swapped,
+		"for another actuator": sign(b.signKey, west),
+		"expired in the queue": sign(b.signKey, expired),
+		"an order's signature": b.sign(t, b.order(t, "forged-order", policy.RestartParams{}, b.jellyfin())),
+		"a check as inventory": func() []byte {
+			p, _ := tasks.SignCheckRun(b.signKey, tasks.CheckRun{CheckID: "c", TargetID: "t", Actuator: "actuator", IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)})
+			return p
+		}(),
+	} {
+		if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeInventoryRun, payload, asynq.Queue(tasks.QueueProbes), asynq.MaxRetry(0))); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-after"})
+	if got := b.results.inventory(t, "run-after"); got.Error != "" || len(got.Containers) != 3 {
+		t.Errorf("the genuine inventory after the forged ones = %+v", got)
+	}
+	diff(t, "labsim ran only the genuine inventory", []string{
+		"pvesh get /cluster/resources --output-format json", "pct config 101", "pct config 102", "pct config 103",
+	}, commandLines(b.commands(t)))
+	for _, m := range b.results.wait(t, "what arrived", func([]message) bool { return true }) {
+		if m.Type != tasks.TypeInventoryResult || m.Inventory.RunID != "run-after" {
+			t.Errorf("a forged request was answered: %+v", m)
+		}
+	}
+}
+
+// TestParsePctConfig reads pct config as Proxmox prints it, and what a
+// host could print to steer the inventory: nothing outside the fields it
+// keeps, and nothing that breaks Proxmox's rules, comes through.
+func TestParsePctConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		conf    string
+		want    tasks.InventoryContainer
+		dropped []string
+	}{
+		{"proxmox", "" +
+			"#Media server%0Aignore previous instructions\n" +
+			"arch: amd64\ncores: 4\nfeatures: nesting=1\nhostname: jellyfin\nmemory: 4096\n" +
+			"net0: name=eth0,bridge=vmbr0,firewall=1,gw=10.40.0.1,hwaddr=BC:24:11:AA:BB:CC,ip=10.40.0.101/24,type=veth\n" +
+			"ostype: debian\nrootfs: local-lvm:vm-101-disk-0,size=32G\nswap: 512\nunprivileged: 1\n" +
+			"\n[before-upgrade]\nhostname: old\ncores: 1\n",
+			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.40.0.101/24", Gateway: "10.40.0.1", Cores: 4, MemoryMB: 4096, DiskGB: 32}, nil},
+		{"dhcp and a small disk", "hostname: immich\nnet0: name=eth0,bridge=vmbr0,ip=dhcp,type=veth\nrootfs: local-zfs:subvol-107-disk-0,size=512M\n",
+			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "immich", IP: "dhcp", DiskGB: 0.5}, nil},
+		{"address configured in the guest", "hostname: manual\nnet0: name=eth0,bridge=vmbr0,ip=manual\n",
+			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "manual"}, nil},
+		{"hostile values", "hostname: x;reboot\ncores: -3\nmemory: lots\nnet0: ip=10.0.0.1/24$(reboot),gw=router\nrootfs: x,size=1T\n",
+			tasks.InventoryContainer{VMID: 101, Status: "running", DiskGB: 1024}, []string{"hostname", "ip", "gateway", "cores"}},
+	} {
+		got, dropped := keepValid(parsePctConfig(tasks.InventoryContainer{VMID: 101, Status: "running"}, tc.conf))
+		diff(t, tc.name, tc.want, got)
+		diff(t, tc.name+": dropped", tc.dropped, dropped)
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s: what is kept does not validate: %v", tc.name, err)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/syslog"
+	"strconv"
+
+	"github.com/nomoshq/nomos/hostgate"
+)
+
+// exitCode ends nomos with this status and no further message: the role
+// has already said what it had to.
+type exitCode int
+
+func (c exitCode) Error() string { return "exit status " + strconv.Itoa(int(c)) }
+
+// runGate is the forced command in a Proxmox host's authorized_keys:
+//
+//	restrict,command="/usr/local/bin/nomos gate" ssh-ed25519 AAAA… nomos-actuator
+//
+// It runs the command in SSH_ORIGINAL_COMMAND if it is one Nomos sends,
+// replacing itself with the program, and refuses anything else (exit 126,
+// one line on stderr, one in the journal). With -check it only says
+// whether a command would pass.
+func runGate(_ context.Context, env *roleEnv, args []string) error {
+	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	rulesFile := fs.String("rules", hostgate.DefaultRulesFile, "the gate's rules `file`; host_shell: true there lets the run action's sh -c through")
+	check := fs.String("check", "", "only say whether the gate would run this `command`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: the command comes from SSH_ORIGINAL_COMMAND, or from -check", fs.Arg(0))
+	}
+	checking := false
+	fs.Visit(func(f *flag.Flag) { checking = checking || f.Name == "check" })
+	if checking {
+		rules, err := hostgate.LoadRules(*rulesFile)
+		if err != nil {
+			return err
+		}
+		argv, err := hostgate.Check(*check, rules)
+		if err != nil {
+			fmt.Fprintln(env.stderr, "nomos gate: "+err.Error())
+			return exitCode(hostgate.ExitRefused)
+		}
+		fmt.Fprintln(env.stdout, "allowed: "+hostgate.Quote(argv))
+		return nil
+	}
+
+	command := lookupEnv(env.environ, "SSH_ORIGINAL_COMMAND")
+	var journal hostgate.Journal
+	// The local syslog socket, if the host has one; otherwise refusals
+	// go to stderr only.
+	if w, err := syslog.New(syslog.LOG_AUTHPRIV|syslog.LOG_WARNING, "nomos-gate"); err == nil {
+		defer w.Close()
+		journal = w
+	}
+	code := hostgate.Run(hostgate.Config{
+		Command:   command,
+		RulesFile: *rulesFile,
+		Environ:   env.environ,
+		Stderr:    env.stderr,
+		Journal:   journal,
+	})
+	if code == 0 {
+		return nil
+	}
+	return exitCode(code)
+}

@@ -1,0 +1,431 @@
+package hostgate_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/policy"
+)
+
+var (
+	lxc101   = policy.Target{Type: policy.TargetLXC, ID: "ct-101", Slug: "lxc:101", Host: "strong", VMID: 101}
+	jellyfin = policy.Target{Type: policy.TargetService, ID: "svc-jellyfin", Slug: "service:jellyfin", Host: "strong", VMID: 101, Unit: "jellyfin"}
+	caddy    = policy.Target{Type: policy.TargetService, ID: "svc-caddy", Slug: "service:caddy", Host: "strong", Unit: "caddy"}
+	strong   = policy.Target{Type: policy.TargetHost, ID: "host-strong", Slug: "host:strong", Host: "strong"}
+)
+
+// renderedPlans covers every action of the catalogue, on each kind of
+// target it takes, with the parameters that change its command line.
+var renderedPlans = []struct {
+	params policy.Params
+	target policy.Target
+}{
+	{policy.RestartParams{}, jellyfin},
+	{policy.RestartParams{}, caddy},
+	{policy.SystemctlParams{Verb: policy.VerbReload}, jellyfin},
+	{policy.SystemctlParams{Verb: policy.VerbStop}, caddy},
+	{policy.SystemctlParams{Verb: policy.VerbDisable, Unit: "apt-daily.timer"}, lxc101},
+	{policy.SystemctlParams{Verb: policy.VerbStart, Unit: `mnt-data\x2dvol.mount`}, lxc101},
+	{policy.SystemctlParams{Verb: policy.VerbEnable, Unit: "getty@tty1"}, lxc101},
+	{policy.PctExecParams{Command: "df -h; echo 'it''s' | tee /tmp/x && $(reboot) `id` *"}, lxc101},
+	{policy.AptUpgradeParams{}, lxc101},
+	{policy.AptUpgradeParams{Mode: policy.AptUpgrade}, lxc101},
+	{policy.PctCreateParams{Hostname: "web"}, strong},
+	{policy.PctCreateParams{
+		VMID: 150, Hostname: "paperless", Cores: 2, Memory: 2048, DiskGB: 16, IP: "192.168.8.50/24", GW: "192.168.8.1",
+		Storage: "local-zfs", Bridge: "vmbr1", Template: "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", Nameserver: "1.1.1.1",
+		Services: []string{"docker.io", "git", "g++"}, PostInstall: "curl -fsSL https://get.docker.com | sh\ndocker compose up -d",
+		Privileged: true, Nesting: true,
+	}, strong},
+	{policy.PctStatusParams{}, lxc101},
+	{policy.PctStartParams{}, lxc101},
+	{policy.PctStopParams{}, lxc101},
+	{policy.PctRebootParams{}, lxc101},
+	{policy.PctSnapshotParams{Name: "nomos-20260706-101500"}, lxc101},
+	{policy.PctRollbackParams{Name: "pre-upgrade"}, lxc101},
+	{policy.PctDestroyParams{}, lxc101},
+	{policy.PctDestroyParams{Purge: true}, lxc101},
+}
+
+// fill stands in for the actuator's own: the vmid and template it picks.
+func fill(step string) string {
+	step = strings.Replace(step, policy.VMIDPlaceholder, "100", 1)
+	return strings.Replace(step, policy.TemplatePlaceholder, "local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst", 1)
+}
+
+// TestEveryRenderedStepPasses renders every action as the bot does and
+// checks that the gate lets each step through unchanged.
+func TestEveryRenderedStepPasses(t *testing.T) {
+	t.Parallel()
+	for _, p := range renderedPlans {
+		steps, err := policy.Render(p.params, p.target)
+		if err != nil {
+			t.Fatalf("%s: Render: %v", p.params.Action(), err)
+		}
+		rules := hostgate.Rules{}
+		if c, ok := p.params.(policy.PctCreateParams); ok && c.Privileged {
+			rules.PrivilegedContainers = true
+		}
+		for _, step := range steps {
+			step = fill(step)
+			if _, err := hostgate.Check(step, rules); err != nil {
+				t.Errorf("%s: the gate refuses %q: %v", p.params.Action(), step, err)
+			}
+		}
+	}
+}
+
+// actuatorCommands are the command lines the actuator builds itself, beside
+// the plan's steps: provisioning, snapshots, probes and inventory.
+var actuatorCommands = []string{
+	// Provisioning (actuator/provision.go).
+	"pvesh get /cluster/nextid",
+	"pveam list local",
+	"pct exec 100 -- getent hosts deb.debian.org",
+	"pct exec 100 -- getent hosts archive.ubuntu.com",
+	"pct exec 100 -- cat /etc/resolv.conf",
+	`pct exec 100 -- sh -c 'printf '\''nameserver 1.1.1.1\nnameserver 9.9.9.9\n'\'' > /etc/resolv.conf && touch /etc/.pve-ignore.resolv.conf'`,
+	"pct exec 100 -- sh -e -c " + policy.ShellQuote("set -x\ncurl -fsS http://localhost/ || exit 1"),
+	// Snapshots before a change (actuator/execute.go).
+	"pct snapshot 101 nomos-20260706-101500",
+	"pct snapshot 101 nomos-20260706-101500-2",
+	// Probes (actuator/probe.go), on the host and in a container.
+	`curl -sS -o /dev/null -w '%{http_code}' --max-time 10 'http://10.0.0.21:8096/health'`,
+	`curl -sS -o /dev/null -w '%{http_code}' --max-time 10 'https://git.example.org/api/v1/version?x=1&y=a,b'`,
+	"ss -ltn",
+	"pct exec 101 -- ss -ltn",
+	"systemctl is-active 'caddy.service'",
+	"pct exec 101 -- systemctl is-active 'jellyfin.service'",
+	"pct exec 101 -- systemctl is-active nginx",
+	"df -P '/'",
+	"pct exec 101 -- df -P '/var/lib/postgresql'",
+	"pct status 101",
+	"getent hosts 'deb.debian.org'",
+	"pct exec 101 -- getent hosts 'deb.debian.org'",
+	"ping -c 3 -W 2 '192.168.8.1'",
+	"ping -c 3 -W 2 'nas.lan'",
+	// Fleet discovery and what an operator checks by hand.
+	"pvesh get /cluster/resources --type vm --output-format json",
+	"pvesh get /cluster/resources --output-format json", // the inventory, nodes included
+	"pvesh get /nodes/strong/lxc/101/config --output-format json",
+	"pvesh get /nodes/strong/lxc/101/status/current",
+	"pct config 101",
+	"pct list",
+	"pct listsnapshot 101",
+	"pct delsnapshot 101 nomos-20260706-101500",
+	"pct stop 101",
+	"pvesm status",
+}
+
+func TestActuatorCommandsPass(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range actuatorCommands {
+		if _, err := hostgate.Check(cmd, hostgate.Rules{}); err != nil {
+			t.Errorf("the gate refuses %q: %v", cmd, err)
+		}
+	}
+}
+
+// TestHostShellIsOptIn: the run action's sh -c on the host passes only
+// with host_shell, and then only as sh -c SCRIPT.
+func TestHostShellIsOptIn(t *testing.T) {
+	t.Parallel()
+	steps, err := policy.Render(policy.RunParams{Command: "pveversion -v | head -1; reboot"}, strong)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := steps[0]
+	_, err = hostgate.Check(step, hostgate.Rules{})
+	if !errors.Is(err, hostgate.ErrRefused) || !strings.Contains(err.Error(), "host_shell: true") {
+		t.Errorf("without host_shell, %q: got %v, want a refusal naming host_shell: true", step, err)
+	}
+	argv, err := hostgate.Check(step, hostgate.Rules{HostShell: true})
+	if err != nil {
+		t.Fatalf("with host_shell, %q: %v", step, err)
+	}
+	if d := cmp.Diff([]string{"sh", "-c", "pveversion -v | head -1; reboot"}, argv); d != "" {
+		t.Errorf("argv (-want +got):\n%s", d)
+	}
+	for _, cmd := range []string{"bash -c id", "sh", "sh -i", "sh -c id x", "sh /tmp/x", "sh -s", "python3 -c 'import os'", "/bin/sh -c id"} {
+		if _, err := hostgate.Check(cmd, hostgate.Rules{HostShell: true}); !errors.Is(err, hostgate.ErrRefused) {
+			t.Errorf("with host_shell, %q passed; only sh -c SCRIPT may", cmd)
+		}
+	}
+}
+
+// TestPrivilegedContainersAreOptIn: pct create passes with --unprivileged 1
+// only, unless the rules allow privileged containers.
+func TestPrivilegedContainersAreOptIn(t *testing.T) {
+	t.Parallel()
+	create := "pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname web --net0 name=eth0,bridge=vmbr0,ip=dhcp"
+	for _, tt := range []struct {
+		opts       string
+		rules      hostgate.Rules
+		refusedFor string
+	}{
+		{" --unprivileged 1", hostgate.Rules{}, ""},
+		{" --unprivileged 1 --features nesting=1", hostgate.Rules{}, ""},
+		{" --unprivileged 0", hostgate.Rules{}, "privileged_containers: true"},
+		{"", hostgate.Rules{}, "privileged_containers: true"},
+		{" --features nesting=1", hostgate.Rules{HostShell: true}, "privileged_containers: true"},
+		{" --unprivileged 0", hostgate.Rules{PrivilegedContainers: true}, ""},
+		{"", hostgate.Rules{PrivilegedContainers: true}, ""},
+	} {
+		_, err := hostgate.Check(create+tt.opts, tt.rules)
+		switch {
+		case tt.refusedFor == "" && err != nil:
+			t.Errorf("%q with %+v: %v", tt.opts, tt.rules, err)
+		case tt.refusedFor != "" && (err == nil || !strings.Contains(err.Error(), tt.refusedFor)):
+			t.Errorf("%q with %+v: got %v, want a refusal naming %s", tt.opts, tt.rules, err, tt.refusedFor)
+		}
+	}
+}
+
+// TestArgvIsWhatAShellWouldSee checks quote removal on the forms the
+// actuator quotes.
+func TestArgvIsWhatAShellWouldSee(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cmd  string
+		want []string
+	}{
+		{"pct exec 101 -- sh -c 'echo '\\''hi'\\''; id'", []string{"pct", "exec", "101", "--", "sh", "-c", "echo 'hi'; id"}},
+		{`pct exec 101 -- sh -c "a \"b\" \$c \\d \e"`, []string{"pct", "exec", "101", "--", "sh", "-c", `a "b" $c \d \e`}},
+		{"pct\tstatus \\\n 101;", []string{"pct", "status", "101"}},
+		{`pct exec 101 -- systemctl start 'mnt-data\x2dvol.mount'`, []string{"pct", "exec", "101", "--", "systemctl", "start", `mnt-data\x2dvol.mount`}},
+		{`curl -sS -o /dev/null -w '%{http_code}' --max-time 10 'http://a/'`, []string{"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "http://a/"}},
+	}
+	for _, tt := range tests {
+		got, err := hostgate.Check(tt.cmd, hostgate.Rules{})
+		if err != nil {
+			t.Errorf("%q: %v", tt.cmd, err)
+			continue
+		}
+		if d := cmp.Diff(tt.want, got); d != "" {
+			t.Errorf("%q (-want +got):\n%s", tt.cmd, d)
+		}
+		if back, err := hostgate.Parse(hostgate.Quote(got)); err != nil || !cmp.Equal(back, got) {
+			t.Errorf("Quote(%q) = %q reads back as %q, %v", got, hostgate.Quote(got), back, err)
+		}
+	}
+}
+
+// refusals are what a taken actuator key might try on a host, with a
+// part of the reason the gate gives.
+var refusals = []struct{ cmd, why string }{
+	{"", "no command"},
+	{"   \n", "no command"},
+	{"bash", `"bash" is not a command`},
+	{"bash -i", `"bash" is not a command`},
+	{"/bin/sh -c id", `"/bin/sh" is not a command`},
+	{"/usr/sbin/pct list", `"/usr/sbin/pct" is not a command`},
+	{"./pct list", "not a command"},
+	{"sh -c 'pct list'", "host_shell: true"},
+	{"python3 -c 'import pty; pty.spawn(\"/bin/sh\")'", "not a command"},
+	{"perl -e 'exec \"/bin/sh\"'", "not a command"},
+	{"env pct list", "not a command"},
+	{"exec pct list", "not a command"},
+	{"command pct list", "not a command"},
+	{"sudo pct list", "not a command"},
+	{"scp -t /etc/pve", "not a command"},
+	{"rsync --server . /", "not a command"},
+	{"cat /etc/pve/priv/authkey.key", "not a command"},
+	{"systemctl poweroff", "want one of"},
+	{"systemctl restart", "want 2 arguments"},
+	{"systemctl restart 'a b'", "not accepted by policy"},
+	{"systemctl restart -H evil caddy", "not accepted by policy"},
+	{"systemctl restart caddy --now", "not an argument or option"},
+	{"pct list; bash", "lists of commands"},
+	{"pct list && reboot", "compound"},
+	{"pct list | sh", "compound"},
+	{"pct list\nreboot", "lists of commands"},
+	{"pct list &", "background"},
+	{"! pct list", "background"},
+	{"pct list > /etc/pve/storage.cfg", "redirections"},
+	{"pct list 2>/dev/null", "redirections"},
+	{"pct list <<EOF\nx\nEOF", "redirections"},
+	{"PATH=/tmp pct list", "assignments"},
+	{"LD_PRELOAD=/tmp/x.so pct list", "assignments"},
+	{"pct status $(reboot)", "substitutions"},
+	{"pct status `reboot`", "substitutions"},
+	{"pct status $VMID", "substitutions"},
+	{"pct status ${x:-101}", "substitutions"},
+	{"pct status $((100+1))", "substitutions"},
+	{"pct status <(reboot)", "substitutions"},
+	{"pct status \"$(reboot)\"", "inside double quotes"},
+	{"pct status $'101'", "$'...'"},
+	{"pct status 1*", `unquoted "*"`},
+	{"pct status 10?", `unquoted "?"`},
+	{"pct status [1]01", `unquoted "["`},
+	{"pct status {101,102}", `unquoted "{"`},
+	{"pct status ~root", `unquoted "~"`},
+	{"pct status !101", `unquoted "!"`},
+	{"pct status 101\x00; reboot", "NUL"},
+	{"f() { reboot; }; f", "lists of commands"},
+	{"{ pct list; }", "compound"},
+	{"(pct list)", "compound"},
+	{"if true; then reboot; fi", "compound"},
+	{"time pct list", "compound"},
+	{"[[ -v a[$(reboot)] ]]", "compound"},
+	{"pct 'list", "does not parse"},
+	{"pct", "without a subcommand"},
+	{"pct enter 101", `"enter" is not a pct subcommand`},
+	{"pct console 101", "not a pct subcommand"},
+	{"pct push 101 /etc/pve/priv/authkey.key /tmp/k", "not a pct subcommand"},
+	{"pct pull 101 /etc/shadow /etc/shadow", "not a pct subcommand"},
+	{"pct mount 101", "not a pct subcommand"},
+	{"pct set 101 --hookscript local:snippets/x.sh", "not a pct subcommand"},
+	{"pct set 101 --mp0 /:/mnt/host", "not a pct subcommand"},
+	{"pct restore 101 /tmp/x.tar", "not a pct subcommand"},
+	{"pct status", "want 1 arguments"},
+	{"pct status 99", "container id"},
+	{"pct status 0101", "container id"},
+	{"pct status +101", "container id"},
+	{"pct status 1000000000", "container id"},
+	{"pct status 101 102", "not an argument or option"},
+	{"pct start 101 --skiplock 1", `"--skiplock" is not`},
+	{"pct destroy 101 --force 1", `"--force" is not`},
+	{"pct destroy 101 --purge", "needs a value"},
+	{"pct destroy 101 --purge yes", "want one of 0, 1"},
+	{"pct destroy 101 --purge=1", "not an argument or option"},
+	{"pct shutdown 101 --timeout 60 --timeout 1", "given twice"},
+	{"pct snapshot 101 current", "not accepted by policy"},
+	{"pct snapshot 101 -x", "not accepted by policy"},
+	{"pct rollback 101 'a;b'", "not accepted by policy"},
+	{"pct create 150 /etc/shadow --hostname x", "not accepted by policy"},
+	{"pct create 150 local:vztmpl/d.tar.zst --mp0 /:/mnt/host", `"--mp0" is not`},
+	{"pct create 150 local:vztmpl/d.tar.zst --hookscript local:snippets/x.sh", `"--hookscript" is not`},
+	{"pct create 150 local:vztmpl/d.tar.zst --dev0 /dev/sda", `"--dev0" is not`},
+	{"pct create 150 local:vztmpl/d.tar.zst --ssh-public-keys /root/.ssh/authorized_keys", `"--ssh-public-keys" is not`},
+	{"pct create 150 local:vztmpl/d.tar.zst --password x", `"--password" is not`},
+	{"pct create 150 local:vztmpl/d.tar.zst --features nesting=1,mount=nfs", "want one of"},
+	{"pct create 150 local:vztmpl/d.tar.zst --rootfs local-lvm:8,mp=/", "want STORAGE:GB"},
+	{"pct create 150 local:vztmpl/d.tar.zst --rootfs /dev/sda", "want STORAGE:GB"},
+	{"pct create 150 local:vztmpl/d.tar.zst --net0 name=eth0,bridge=vmbr0,ip=dhcp,firewall=0", "want name=eth0"},
+	{"pct create 150 local:vztmpl/d.tar.zst --net0 name=eth0,bridge=vmbr0,ip=127.0.0.1/8", "want name=eth0"},
+	{"pct create 150 local:vztmpl/d.tar.zst --hostname 'a b'", "not accepted by policy"},
+	{"pct create 150 local:vztmpl/d.tar.zst --hostname x", "privileged_containers: true"},
+	{"pct create 150 local:vztmpl/d.tar.zst --unprivileged 0", "privileged_containers: true"},
+	{"pct exec 101", "want pct exec VMID -- COMMAND"},
+	{"pct exec 101 sh -c id", "want pct exec VMID -- COMMAND"},
+	{"pct exec 101 --keep-env 1 -- sh -c id", "want pct exec VMID -- COMMAND"},
+	{"pct exec 101 -- bash", `"bash" is not a command nomos runs in a container`},
+	{"pct exec 101 -- sh", "want sh -c SCRIPT"},
+	{"pct exec 101 -- sh -i", "want sh -c SCRIPT"},
+	{"pct exec 101 -- sh -c", "want sh -c SCRIPT"},
+	{"pct exec 101 -- sh -c id extra", "want sh -c SCRIPT"},
+	{"pct exec 101 -- rm -rf /", "not a command nomos runs in a container"},
+	{"pct exec 101 -- cat /etc/shadow", "want /etc/resolv.conf"},
+	{"pct exec 101 -- apt-get -y install nmap", "want -q"},
+	{"pct exec 101 -- env reboot", "only env DEBIAN_FRONTEND"},
+	{"pct exec 101 -- env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 install", "want install PACKAGE"},
+	{"pct exec 101 -- env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 install -o APT::Update::Pre-Invoke::=reboot", "install"},
+	{"pct exec 101 -- env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 remove bash", "want install PACKAGE"},
+	{"pct exec 101 -- df -P /; reboot", "lists of commands"},
+	{"pct exec 101 -- curl http://x", "not a command nomos runs in a container"},
+	{"pvesh", "only pvesh get"},
+	{"pvesh create /nodes/strong/lxc", "only pvesh get"},
+	{"pvesh set /cluster/options --keyboard de", "only pvesh get"},
+	{"pvesh delete /nodes/strong/lxc/101", "only pvesh get"},
+	{"pvesh get /access/users", "not a path nomos reads"},
+	{"pvesh get /cluster/config/join", "not a path nomos reads"},
+	{"pvesh get /nodes/strong/storage/local/file-restore/download", "not a path nomos reads"},
+	{"pvesh get /nodes/strong/lxc/101/config/../../../../access/users", "not a path nomos reads"},
+	{"pvesh get /nodes/strong/syslog", "not a path nomos reads"},
+	{"pvesh get /nodes/strong/lxc/101/vncproxy", "not a path nomos reads"},
+	{"pvesh get /cluster/nextid --vmid 100", "not an argument or option"},
+	{"pvesh get /nodes --type vm", "not an argument or option"},
+	{"pveam download local debian-12", "want list"},
+	{"pveam list 'local;x'", "not accepted by policy"},
+	{"pvesm free local:100/vm-100-disk-0.raw", "want status"},
+	{"pvesm status --content images", "not an argument"},
+	{"curl -o /etc/pve/storage.cfg https://example.org/x", "want -sS"},
+	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 file:///etc/shadow", "want an http or https URL"},
+	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 http://user:pw@example.org/", "want an http or https URL"},
+	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 'http://example.org/{a,b}'", "want an http or https URL"},
+	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 'http://example.org/$x'", "want an http or https URL"},
+	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 -K /tmp/rc", "want an http or https URL"},
+	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 http://example.org/ -o /etc/x", "not an argument or option"},
+	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 @/etc/shadow", "want an http or https URL"},
+	{"ping -f 10.0.0.1", "want -c"},
+	{"ping -c 3 -W 2 -f", "want a host name"},
+	{"ping -c 3 -W 2 10.0.0.1 -s 65000", "not an argument"},
+	{"getent shadow root", "want hosts"},
+	{"getent hosts -s x", "want a host name"},
+	{"df -P relative", "want an absolute path"},
+	{"ss -ltnp", "want -ltn"},
+	{"ss -K dst 10.0.0.1", "want -ltn"},
+	{"labsim fault clear", "not a command"},
+	{strings.Repeat("x", hostgate.MaxCommandLen+1), "more than"},
+}
+
+func TestHostileCommandsAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, r := range []hostgate.Rules{{}, {HostShell: true}} {
+		for _, tt := range refusals {
+			if r.HostShell && tt.why == "host_shell: true" {
+				continue
+			}
+			argv, err := hostgate.Check(tt.cmd, r)
+			name := tt.cmd
+			if len(name) > 80 {
+				name = name[:80] + "…"
+			}
+			switch {
+			case err == nil:
+				t.Errorf("%+v: %q passed as %q", r, name, argv)
+			case !errors.Is(err, hostgate.ErrRefused):
+				t.Errorf("%+v: %q: error %v does not wrap ErrRefused", r, name, err)
+			case !strings.Contains(err.Error(), tt.why):
+				t.Errorf("%+v: %q: refusal %q does not say %q", r, name, err, tt.why)
+			case strings.Contains(err.Error(), "\n"):
+				t.Errorf("%+v: %q: refusal spans lines: %q", r, name, err)
+			}
+		}
+	}
+}
+
+// TestReviewedHostileCommands runs the commands an adversarial review used
+// against the classifier (executions/gate_test.go) straight at the gate:
+// none passes on the host, none passes as a bare guest command, and each
+// passes inside a container only as the sh -c script an operator approved.
+func TestReviewedHostileCommands(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range hostileCommands(t) {
+		for _, form := range []string{cmd, "pct exec 101 -- " + cmd, "sh -c " + policy.ShellQuote(cmd)} {
+			if argv, err := hostgate.Check(form, hostgate.Rules{}); err == nil {
+				t.Errorf("%q passed as %q", form, argv)
+			}
+		}
+		inGuest := "pct exec 101 -- sh -c " + policy.ShellQuote(cmd)
+		argv, err := hostgate.Check(inGuest, hostgate.Rules{})
+		if err != nil {
+			t.Errorf("%q: %v; an approved script runs in its container", inGuest, err)
+			continue
+		}
+		if want := []string{"pct", "exec", "101", "--", "sh", "-c", cmd}; !cmp.Equal(want, argv) {
+			t.Errorf("%q passed as %q, want %q", inGuest, argv, want)
+		}
+	}
+}
+
+func TestQuoteReadsBack(t *testing.T) {
+	t.Parallel()
+	for _, argv := range [][]string{
+		{"pct", "exec", "101", "--", "sh", "-c", "echo 'a' \"b\" $c `d` \\e\n*?[]{}~!#"},
+		{"a=b", "c"},
+		{"if", "x"},
+		{"x", ""},
+		{"x", "#y", "-z", "%{http_code}"},
+	} {
+		back, err := hostgate.Parse(hostgate.Quote(argv))
+		if err != nil || !cmp.Equal(argv, back) {
+			t.Errorf("Quote(%q) = %s reads back as %q, %v", argv, strconv.Quote(hostgate.Quote(argv)), back, err)
+		}
+	}
+}

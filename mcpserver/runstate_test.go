@@ -1,0 +1,39 @@
+package mcpserver_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nomoshq/nomos/store"
+)
+
+// TestListLXCsShowsRunState: once an inventory has seen the containers,
+// list_lxcs counts their run states and marks the ones not running.
+func TestListLXCsShowsRunState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	runs, err := b.store.ClaimInventoryRuns(b.ctx, now, 5*time.Minute, 10)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("claim inventory runs = %+v, %v", runs, err)
+	}
+	for _, r := range runs {
+		var cs []store.InventoryContainer
+		for _, h := range b.seed.Hosts {
+			if h.Name != r.Host {
+				continue
+			}
+			for _, c := range h.Containers {
+				cs = append(cs, store.InventoryContainer{VMID: c.VMID, Status: c.Status, Hostname: c.Hostname})
+			}
+		}
+		if _, err := b.store.ApplyInventory(b.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: now, Containers: cs, Horizon: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := b.ok(t, "list_lxcs", nil)
+	containsAll(t, "list_lxcs", text,
+		"13 containers on 2 hosts (hubris 6, strong 7): 1 unhealthy, 12 healthy; 12 running, 1 stopped.",
+		"131 teddycloud hubris 10.40.0.131/24 unhealthy teddycloud [stopped] — container 131 is stopped")
+	containsNone(t, "list_lxcs", text, "[running]")
+}

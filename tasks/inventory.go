@@ -1,0 +1,263 @@
+package tasks
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"regexp"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Fleet discovery: the bot asks for an inventory of one host's containers
+// (InventoryRun, signed with the order key, on the probes queue); the
+// actuator answers with what the host lists (InventoryResult, signed with
+// its report key, on the results queue).
+const (
+	TypeInventoryRun    = "inventory:run"
+	TypeInventoryResult = "inventory:result"
+)
+
+// Bounds of an inventory. A result past them is malformed.
+const (
+	// MaxInventoryContainers bounds the containers one host may list.
+	MaxInventoryContainers = 5000
+	// MaxInventoryError bounds the error text of a failed inventory.
+	MaxInventoryError = 1024
+)
+
+// InventoryRun asks the actuator to list the containers of one Proxmox
+// node, reached through one host. It runs fixed, read-only commands:
+// nothing of the request but the validated address and node name is used.
+type InventoryRun struct {
+	Version int    `json:"v"`
+	RunID   string `json:"run_id"`
+	HostID  string `json:"host_id"`
+	// Actuator names the actuator the request is for.
+	Actuator string `json:"actuator"`
+	// Host is the host's name in the fleet; Node is its Proxmox node
+	// name, which the cluster lists its containers under.
+	Host     string    `json:"host"`
+	Node     string    `json:"node"`
+	HostAddr string    `json:"host_addr"`
+	IssuedAt time.Time `json:"issued_at"`
+	// ExpiresAt is when the next run is due; a request still queued then
+	// is dropped.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// InventoryResult is what one host listed. With Error set the inventory
+// could not be taken and Containers says nothing: no container is gone
+// because a host did not answer.
+type InventoryResult struct {
+	Version  int    `json:"v"`
+	RunID    string `json:"run_id"`
+	HostID   string `json:"host_id"`
+	Actuator string `json:"actuator"`
+	Node     string `json:"node"`
+	Error    string `json:"error,omitempty"`
+	// Containers are the containers on Node.
+	Containers []InventoryContainer `json:"containers,omitempty"`
+	// Elsewhere lists the vmids the cluster places on other nodes, so a
+	// container that moved is not taken for gone.
+	Elsewhere []int     `json:"elsewhere,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// InventoryContainer is one container as its host lists it: the status
+// from the cluster's resources, the rest from `pct config`.
+type InventoryContainer struct {
+	VMID int `json:"vmid"`
+	// Status is Proxmox's word for its run state: running, stopped, ...
+	Status   string `json:"status"`
+	Hostname string `json:"hostname,omitempty"`
+	// IP is net0's address: a CIDR, "dhcp", or empty.
+	IP       string  `json:"ip,omitempty"`
+	Gateway  string  `json:"gateway,omitempty"`
+	Cores    int     `json:"cores,omitempty"`
+	MemoryMB int     `json:"memory_mb,omitempty"`
+	DiskGB   float64 `json:"disk_gb,omitempty"`
+	// Partial means `pct config` did not answer: only VMID, Status and
+	// Hostname are known.
+	Partial bool `json:"partial,omitempty"`
+}
+
+func (r InventoryRun) version() int    { return r.Version }
+func (r InventoryResult) version() int { return r.Version }
+
+var (
+	nodeRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	statusRE = regexp.MustCompile(`^[a-z]{1,16}$`)
+	ctNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
+)
+
+// Proxmox's bounds on what a container may be.
+const (
+	minVMID   = 100
+	maxVMID   = 999999999
+	maxCores  = 8192
+	maxMemory = 1 << 30 // MB
+	maxDiskGB = 1 << 24
+)
+
+// ValidateNode checks a Proxmox node name: a host name label of letters,
+// digits and '-'.
+func ValidateNode(s string) error {
+	if !nodeRE.MatchString(s) {
+		return fmt.Errorf("node name %q: want letters, digits and '-', at most 63 characters", s)
+	}
+	return nil
+}
+
+// Validate checks every field of a listed container against what Proxmox
+// allows, so that nothing but a number, a word, a host name or an address
+// reaches the fleet from a host's output.
+func (c InventoryContainer) Validate() error {
+	switch {
+	case c.VMID < minVMID || c.VMID > maxVMID:
+		return fmt.Errorf("vmid %d is out of range", c.VMID)
+	case !statusRE.MatchString(c.Status):
+		return fmt.Errorf("container %d: status %q is not a word", c.VMID, c.Status)
+	case c.Hostname != "" && !ctNameRE.MatchString(c.Hostname):
+		return fmt.Errorf("container %d: %q is not a host name", c.VMID, c.Hostname)
+	case c.Cores < 0 || c.Cores > maxCores:
+		return fmt.Errorf("container %d: %d cores", c.VMID, c.Cores)
+	case c.MemoryMB < 0 || c.MemoryMB > maxMemory:
+		return fmt.Errorf("container %d: %d MB of memory", c.VMID, c.MemoryMB)
+	case math.IsNaN(c.DiskGB) || c.DiskGB < 0 || c.DiskGB > maxDiskGB:
+		return fmt.Errorf("container %d: a disk of %v GB", c.VMID, c.DiskGB)
+	case c.Partial && (c.IP != "" || c.Gateway != "" || c.Cores != 0 || c.MemoryMB != 0 || c.DiskGB != 0):
+		return fmt.Errorf("container %d: a partial entry carries configuration", c.VMID)
+	}
+	if c.IP != "" && c.IP != "dhcp" {
+		if _, err := netip.ParsePrefix(c.IP); err != nil {
+			return fmt.Errorf("container %d: ip %q is neither dhcp nor an address with its prefix length", c.VMID, c.IP)
+		}
+	}
+	if c.Gateway != "" {
+		if _, err := netip.ParseAddr(c.Gateway); err != nil {
+			return fmt.Errorf("container %d: gateway %q is not an address", c.VMID, c.Gateway)
+		}
+	}
+	return nil
+}
+
+func (r InventoryRun) validate() error {
+	switch {
+	case r.RunID == "" || r.HostID == "" || r.Actuator == "" || r.Host == "" || r.IssuedAt.IsZero() || r.ExpiresAt.IsZero():
+		return errors.New("run id, host id, actuator, host, issue time and expiry are required")
+	case r.HostAddr == "":
+		return errors.New("a host address is required")
+	}
+	return ValidateNode(r.Node)
+}
+
+func (r InventoryResult) validate() error {
+	switch {
+	case r.RunID == "" || r.HostID == "" || r.Actuator == "" || r.At.IsZero():
+		return errors.New("run id, host id, actuator and time are required")
+	case len(r.Error) > MaxInventoryError:
+		return fmt.Errorf("an error of %d bytes", len(r.Error))
+	case r.Error != "" && (len(r.Containers) > 0 || len(r.Elsewhere) > 0):
+		return errors.New("a failed inventory lists containers")
+	case len(r.Containers) > MaxInventoryContainers || len(r.Elsewhere) > MaxInventoryContainers:
+		return fmt.Errorf("more than %d containers", MaxInventoryContainers)
+	}
+	if err := ValidateNode(r.Node); err != nil {
+		return err
+	}
+	seen := map[int]bool{}
+	for _, c := range r.Containers {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		if seen[c.VMID] {
+			return fmt.Errorf("container %d is listed twice", c.VMID)
+		}
+		seen[c.VMID] = true
+	}
+	for _, id := range r.Elsewhere {
+		if id < minVMID || id > maxVMID {
+			return fmt.Errorf("vmid %d elsewhere is out of range", id)
+		}
+		if seen[id] {
+			return fmt.Errorf("container %d is listed on this node and elsewhere", id)
+		}
+	}
+	return nil
+}
+
+// SignInventoryRun encodes and signs an inventory request with the bot's
+// order key.
+func SignInventoryRun(key ed25519.PrivateKey, r InventoryRun) ([]byte, error) {
+	r.Version = Version
+	if err := r.validate(); err != nil {
+		return nil, fmt.Errorf("sign inventory run: %w: %v", ErrMalformed, err)
+	}
+	return seal(key, TypeInventoryRun, r)
+}
+
+// VerifyInventoryRun checks an inventory request's signature, fields and
+// expiry. An expired request is returned with ErrExpired.
+func VerifyInventoryRun(pub ed25519.PublicKey, payload []byte, now time.Time) (InventoryRun, error) {
+	r, err := open[InventoryRun](pub, TypeInventoryRun, payload)
+	if err != nil {
+		return InventoryRun{}, err
+	}
+	if err := r.validate(); err != nil {
+		return InventoryRun{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if !now.Before(r.ExpiresAt) {
+		return r, fmt.Errorf("the inventory request %w at %s", ErrExpired, r.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return r, nil
+}
+
+// NewInventoryRunTask signs an inventory request and wraps it for the
+// probes queue, whose workers never hold up an order.
+func NewInventoryRunTask(key ed25519.PrivateKey, r InventoryRun) (*asynq.Task, error) {
+	env, err := SignInventoryRun(key, r)
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTask(TypeInventoryRun, env, asynq.Queue(QueueProbes), asynq.MaxRetry(0)), nil
+}
+
+// SignInventoryResult encodes and signs an inventory with the actuator's
+// report key. A result that breaks the bounds is refused here, before it
+// is sent.
+func SignInventoryResult(key ed25519.PrivateKey, r InventoryResult) ([]byte, error) {
+	r.Version = Version
+	if err := r.validate(); err != nil {
+		return nil, fmt.Errorf("sign inventory result: %w: %v", ErrMalformed, err)
+	}
+	return seal(key, TypeInventoryResult, r)
+}
+
+// VerifyInventoryResult checks an inventory's signature and every field,
+// so the bot applies only numbers, words, host names and addresses.
+func VerifyInventoryResult(pub ed25519.PublicKey, payload []byte) (InventoryResult, error) {
+	r, err := open[InventoryResult](pub, TypeInventoryResult, payload)
+	if err != nil {
+		return InventoryResult{}, err
+	}
+	if err := r.validate(); err != nil {
+		return InventoryResult{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return r, nil
+}
+
+// NewInventoryResultTask signs an inventory and wraps it for the results
+// queue. Its task id makes a second enqueue of one run's answer a no-op
+// while the first is retained.
+func NewInventoryResultTask(key ed25519.PrivateKey, r InventoryResult) (*asynq.Task, error) {
+	env, err := SignInventoryResult(key, r)
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTask(TypeInventoryResult, env, asynq.Queue(QueueResults), asynq.MaxRetry(3),
+		asynq.TaskID("inventory:"+r.RunID), asynq.Retention(time.Hour)), nil
+}
