@@ -21,6 +21,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.14.1
 	github.com/rs/zerolog v1.35.1
+	github.com/yuin/goldmark v1.8.6
 	go.mau.fi/util v0.11.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.59.0

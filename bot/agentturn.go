@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"errors"
-	"html"
 	"strings"
 	"sync"
 	"time"
@@ -87,7 +86,7 @@ func (b *Bot) postAgentReply(ctx context.Context, room id.RoomID, thread id.Even
 		content.RelatesTo = (&event.RelatesTo{}).SetThread(thread, thread)
 		replyTo = nil
 	}
-	b.send(ctx, room, content, strings.ReplaceAll(html.EscapeString(text), "\n", "<br>"), replyTo)
+	b.send(ctx, room, content, renderMarkdown(text), replyTo)
 }
 
 // typingDelay is how long handling a message may take before the bot
