@@ -40,6 +40,7 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 	if err := b.store.SetCardEvent(ctx, x.ID, room.String(), eventID.String()); err != nil {
 		b.logger.Error("record card", "execution_id", x.ID, "err", err)
 	}
+	b.reactToCard(ctx, room, eventID, x)
 	// The execution may have moved while the card was being posted.
 	if cur, err := b.store.GetExecution(ctx, x.ID); err == nil && cur.State != x.State {
 		b.cards.update(x.ID)

@@ -4,9 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/store"
 )
 
 // TestAgentReplyIsRenderedFromMarkdown: the agent's Markdown reaches
@@ -38,5 +42,76 @@ func TestAgentReplyIsRenderedFromMarkdown(t *testing.T) {
 		if strings.Contains(m.FormattedBody, bad) {
 			t.Errorf("formatted body carries %q:\n%s", bad, m.FormattedBody)
 		}
+	}
+}
+
+// botReactions lists the keys the bot reacted to target with.
+func (b *bundle) botReactions(t testing.TB, target id.EventID) []string {
+	t.Helper()
+	resp, err := b.operator.Client.Messages(b.ctx, b.room, "", "", mautrix.DirectionBackward, nil, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := len(resp.Chunk) - 1; i >= 0; i-- {
+		e := resp.Chunk[i]
+		_ = e.Content.ParseRaw(e.Type)
+		if e.Type != event.EventReaction || e.Sender != b.botUser.UserID {
+			continue
+		}
+		if r := e.Content.AsReaction(); r.RelatesTo.GetAnnotationID() == target {
+			keys = append(keys, r.RelatesTo.GetAnnotationKey())
+		}
+	}
+	return keys
+}
+
+// reactedBy matches a reaction by u to target with key.
+func reactedBy(u id.UserID, target id.EventID, key string) func(*event.Event) bool {
+	return func(e *event.Event) bool {
+		if e.Type != event.EventReaction || e.Sender != u {
+			return false
+		}
+		r := e.Content.AsReaction()
+		return r.RelatesTo.GetAnnotationID() == target && r.RelatesTo.GetAnnotationKey() == key
+	}
+}
+
+// TestCardsOfferReactionsThatTheBotCannotUse: a reversible card gets ✅
+// and ❌ to tap, a destructive one only ❌ (its approval is the typed
+// phrase), and the bot's own ✅ approves nothing: the operator's later
+// refusal is what decides the card.
+func TestCardsOfferReactionsThatTheBotCannotUse(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "restart jellyfin", "")
+	card := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
+	b.waitFor(t, reactedBy(b.botUser.UserID, card.ID, "❌"))
+	if diff := cmp.Diff([]string{"✅", "❌"}, b.botReactions(t, card.ID)); diff != "" {
+		t.Errorf("the bot's reactions on a reversible card (-want +got):\n%s", diff)
+	}
+	// The bot's sync sees its own ✅ before this reply; had it counted,
+	// the plan would have run before the refusal arrived.
+	b.say(t, b.operator, "no", card.ID)
+	b.waitFor(t, b.cardEdited(card.ID, "denied"))
+	if x := b.execFor(t, card.ID); x.State != store.StateDenied {
+		t.Errorf("the plan is %s, want denied", x.State)
+	}
+	if n := b.count(t, "pct exec 101 -- systemctl restart jellyfin.service"); n != 0 {
+		t.Errorf("labsim ran the restart %d times, want never", n)
+	}
+	audit, err := b.store.AuditFor(b.ctx, b.execFor(t, card.ID).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := auditString(audit); strings.Contains(s, b.botUser.UserID.String()) {
+		t.Errorf("the bot is an actor in the plan's audit:\n%s", s)
+	}
+
+	b.say(t, b.operator, "destroy teddycloud", "")
+	dcard := b.waitFor(t, b.botSays("destroy", "lxc:131", "destructive"))
+	b.waitFor(t, reactedBy(b.botUser.UserID, dcard.ID, "❌"))
+	if diff := cmp.Diff([]string{"❌"}, b.botReactions(t, dcard.ID)); diff != "" {
+		t.Errorf("the bot's reactions on a destructive card (-want +got):\n%s", diff)
 	}
 }
