@@ -92,7 +92,10 @@ type Config struct {
 	// announced is announced only if it is still failing when the window
 	// ends. Default 15m.
 	FlapWindow time.Duration
-	Logger     *slog.Logger
+	// MuteFor is how long 🔇 on an alert, or a bare "mute" in reply to
+	// it, keeps new alerts of its kind on its entity quiet. Default 4h.
+	MuteFor time.Duration
+	Logger  *slog.Logger
 	Clock      func() time.Time
 }
 
@@ -146,6 +149,7 @@ func New(cfg Config) (*Bot, error) {
 	cfg.ExpiryCheckInterval = cmp.Or(cfg.ExpiryCheckInterval, 30*time.Second)
 	cfg.SignalCheckInterval = cmp.Or(cfg.SignalCheckInterval, 5*time.Second)
 	cfg.FlapWindow = cmp.Or(cfg.FlapWindow, 15*time.Minute)
+	cfg.MuteFor = cmp.Or(cfg.MuteFor, 4*time.Hour)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -3,12 +3,14 @@ package bot_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
 )
@@ -113,5 +115,83 @@ func TestCardsOfferReactionsThatTheBotCannotUse(t *testing.T) {
 	b.waitFor(t, reactedBy(b.botUser.UserID, dcard.ID, "❌"))
 	if diff := cmp.Diff([]string{"❌"}, b.botReactions(t, dcard.ID)); diff != "" {
 		t.Errorf("the bot's reactions on a destructive card (-want +got):\n%s", diff)
+	}
+}
+
+// TestAlertIsAcknowledgedAndMutedFromTheRoom: 👀 on an alert acknowledges
+// its signal, a reply "mute 2h" mutes it, a guest can do neither, and
+// while it is muted the check failing again is not announced, though a
+// later alert on another service is.
+func TestAlertIsAcknowledgedAndMutedFromTheRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withAlerts(), withConfig(func(c *bot.Config) { c.FlapWindow = time.Nanosecond }))
+	now := time.Now().UTC().Add(-10 * time.Minute)
+	due, err := b.store.ClaimDueChecks(b.ctx, now, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]store.DueCheck{}
+	for _, c := range due {
+		checks[c.Slug] = c
+	}
+	record := func(slug, health, detail string, at time.Time) {
+		t.Helper()
+		c := checks[slug]
+		if err := b.store.RecordCheck(b.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: health, Detail: detail, At: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signal := func() store.Signal {
+		t.Helper()
+		sigs, err := b.store.ListSignals(b.ctx, store.SignalFilter{Since: now.Add(-time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range sigs {
+			if g.Kind == "check:jellyfin-http" {
+				return g
+			}
+		}
+		t.Fatalf("no jellyfin signal among %+v", sigs)
+		return store.Signal{}
+	}
+
+	record("jellyfin-http", "unhealthy", "GET failed: connection refused", now)
+	alert := b.waitFor(t, b.botSays("service:jellyfin is failing"))
+
+	// A guest's 🔇 is refused and changes nothing.
+	if _, err := b.guest.Client.SendReaction(b.ctx, b.room, alert.ID, "🔇"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("only the operators", b.guest.UserID.String()))
+	if g := signal(); g.MutedUntil != nil || g.State != "raised" {
+		t.Errorf("after a guest's 🔇 the signal is %s muted until %v, want raised and not muted", g.State, g.MutedUntil)
+	}
+
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, alert.ID, "👀"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.botSays("👀", b.operator.UserID.String(), "acknowledged check:jellyfin-http on service:jellyfin"))
+	if g := signal(); g.State != "acknowledged" || g.AcknowledgedBy != b.operator.UserID.String() {
+		t.Errorf("after 👀 the signal is %s by %q, want acknowledged by the operator", g.State, g.AcknowledgedBy)
+	}
+
+	before := time.Now()
+	b.say(t, b.operator, "mute 2h", alert.ID)
+	b.waitFor(t, b.botSays("🔇", "muted check:jellyfin-http on service:jellyfin for 2h"))
+	if g := signal(); g.MutedUntil == nil || g.MutedUntil.Before(before.Add(2*time.Hour)) || g.MutedUntil.After(time.Now().Add(2*time.Hour)) {
+		t.Errorf("after \"mute 2h\" the signal is muted until %v, want two hours on", g.MutedUntil)
+	}
+
+	// It recovers (noted), fails again while muted (not announced), and
+	// then postgres fails: once that is announced, a jellyfin alert due
+	// in the same or an earlier pass would have been posted already.
+	record("jellyfin-http", "healthy", "GET answered 200", now.Add(time.Minute))
+	b.waitFor(t, b.botSays("service:jellyfin recovered"))
+	record("jellyfin-http", "unhealthy", "GET failed again", now.Add(2*time.Minute))
+	record("postgres-tcp", "unhealthy", "nothing listens", now.Add(2*time.Minute+time.Second))
+	b.waitFor(t, b.botSays("service:postgres is failing"))
+	if n := countContaining(b.botBodies(t), "service:jellyfin is failing"); n != 1 {
+		t.Errorf("jellyfin's failure was announced %d times, want once: the mute did not hold", n)
 	}
 }

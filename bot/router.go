@@ -95,6 +95,9 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 			b.decideByText(ctx, evt, x, body, true)
 			return
 		}
+		if b.signalReply(ctx, evt, replyTo, body) {
+			return
+		}
 	}
 	if b.tryPhrase(ctx, evt, body) || b.tryPlanCode(ctx, evt, body) {
 		return
@@ -387,6 +390,9 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 	r := evt.Content.AsReaction()
 	target := r.RelatesTo.GetAnnotationID()
 	if target == "" {
+		return
+	}
+	if b.signalReaction(ctx, evt, target, r.RelatesTo.GetAnnotationKey()) {
 		return
 	}
 	d, ok := policy.ParseReaction(r.RelatesTo.GetAnnotationKey())

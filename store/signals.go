@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,17 @@ type Signal struct {
 	Summary    string
 	RaisedAt   time.Time
 	ResolvedAt *time.Time
+	// AcknowledgedBy is the operator who acknowledged it; empty if none.
+	AcknowledgedBy string
+	// MutedUntil, when set, is until when no new alert of this kind on
+	// this entity is announced; MutedBy asked for it.
+	MutedUntil *time.Time
+	MutedBy    string
+}
+
+// Muted reports whether the signal's mute still holds at now.
+func (s Signal) Muted(now time.Time) bool {
+	return s.MutedUntil != nil && now.Before(*s.MutedUntil)
 }
 
 // Open reports whether the signal still needs attention.
@@ -27,11 +39,17 @@ func (s Signal) Open() bool {
 	return s.State == "raised" || s.State == "acknowledged" || s.State == "acting"
 }
 
-const signalColumns = `g.id, e.slug, g.kind, g.severity, g.state, g.summary, g.raised_at, g.resolved_at`
+const signalColumns = `g.id, e.slug, g.kind, g.severity, g.state, g.summary, g.raised_at, g.resolved_at,
+	coalesce(g.acknowledged_by, ''), g.muted_until, coalesce(g.muted_by, '')`
+
+func (g *Signal) scanTargets() []any {
+	return []any{&g.ID, &g.EntitySlug, &g.Kind, &g.Severity, &g.State, &g.Summary, &g.RaisedAt, &g.ResolvedAt,
+		&g.AcknowledgedBy, &g.MutedUntil, &g.MutedBy}
+}
 
 func scanSignal(row pgx.Row) (Signal, error) {
 	var g Signal
-	err := row.Scan(&g.ID, &g.EntitySlug, &g.Kind, &g.Severity, &g.State, &g.Summary, &g.RaisedAt, &g.ResolvedAt)
+	err := row.Scan(g.scanTargets()...)
 	return g, interpretError(err)
 }
 
@@ -144,21 +162,23 @@ const signalAlertColumns = signalColumns + `, g.entity_id, coalesce(g.alert_room
 
 func scanSignalAlert(row pgx.Row) (SignalAlert, error) {
 	var a SignalAlert
-	err := row.Scan(&a.ID, &a.EntitySlug, &a.Kind, &a.Severity, &a.State, &a.Summary, &a.RaisedAt, &a.ResolvedAt,
-		&a.EntityID, &a.RoomID, &a.EventID)
+	err := row.Scan(append(a.scanTargets(), &a.EntityID, &a.RoomID, &a.EventID)...)
 	return a, interpretError(err)
 }
 
 // SignalsToAnnounce lists what the bot has yet to say: open warning and
-// critical signals never announced, raised at or before raisedBy, and
-// announced signals that have since resolved without a note. Oldest first.
+// critical signals never announced, raised at or before raisedBy, whose
+// entity and kind no operator has muted past now, and announced signals
+// that have since resolved without a note. Oldest first.
 func (s *Store) SignalsToAnnounce(ctx context.Context, raisedBy time.Time) ([]SignalAlert, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+signalAlertColumns+`
 		FROM signals g JOIN entities e ON e.id = g.entity_id
-		WHERE (g.state = 'raised' AND g.severity IN ('warning', 'critical') AND g.alerted_at IS NULL AND g.raised_at <= $1)
+		WHERE (g.state = 'raised' AND g.severity IN ('warning', 'critical') AND g.alerted_at IS NULL AND g.raised_at <= $1
+		       AND NOT EXISTS (SELECT 1 FROM signals m WHERE m.entity_id = g.entity_id AND m.kind = g.kind
+		                       AND m.muted_until IS NOT NULL AND m.muted_until > $2))
 		   OR (g.state = 'resolved' AND g.alert_event_id IS NOT NULL AND g.resolve_noted_at IS NULL)
 		ORDER BY coalesce(g.resolved_at, g.raised_at), g.id
-		LIMIT 100`, raisedBy)
+		LIMIT 100`, raisedBy, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("signals to announce: %w", err)
 	}
@@ -236,4 +256,59 @@ func (s *Store) AnnouncedSince(ctx context.Context, a SignalAlert, since time.Ti
 		return false, fmt.Errorf("earlier alerts of %s on %s: %w", a.Kind, a.EntitySlug, err)
 	}
 	return found, nil
+}
+
+// SignalByAlert finds the signal whose announcement is eventID in roomID.
+// It returns ErrNotFound for any other message.
+func (s *Store) SignalByAlert(ctx context.Context, roomID, eventID string) (SignalAlert, error) {
+	a, err := scanSignalAlert(s.pool.QueryRow(ctx, `SELECT `+signalAlertColumns+`
+		FROM signals g JOIN entities e ON e.id = g.entity_id
+		WHERE g.alert_room_id = $1 AND g.alert_event_id = $2`, roomID, eventID))
+	if err != nil {
+		return SignalAlert{}, fmt.Errorf("signal announced as %s: %w", eventID, err)
+	}
+	return a, nil
+}
+
+// AcknowledgeSignal moves a raised signal to acknowledged, recording by
+// whom, and audits it. It reports false, changing nothing, when the signal
+// is not raised (already acknowledged, or resolved).
+func (s *Store) AcknowledgeSignal(ctx context.Context, id uuid.UUID, by string) (bool, error) {
+	changed := false
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var entity uuid.UUID
+		err := tx.QueryRow(ctx, `UPDATE signals SET state = 'acknowledged', acknowledged_by = $2, acknowledged_at = $3
+			WHERE id = $1 AND state = 'raised' RETURNING entity_id`, id, by, s.now()).Scan(&entity)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		changed = true
+		return audit(ctx, tx, AuditEntry{Actor: by, Action: "signal.acknowledged", EntityID: &entity, Detail: map[string]any{"signal_id": id.String()}})
+	})
+	if err != nil {
+		return false, fmt.Errorf("acknowledge signal %s: %w", id, err)
+	}
+	return changed, nil
+}
+
+// MuteSignal records that no new alert of the signal's kind on its entity
+// is to be announced before until, and audits it. A later mute replaces
+// an earlier one, so an operator can also shorten a mute.
+func (s *Store) MuteSignal(ctx context.Context, id uuid.UUID, by string, until time.Time) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var entity uuid.UUID
+		err := tx.QueryRow(ctx, `UPDATE signals SET muted_until = $2, muted_by = $3 WHERE id = $1 RETURNING entity_id`, id, until, by).Scan(&entity)
+		if err != nil {
+			return interpretError(err)
+		}
+		return audit(ctx, tx, AuditEntry{Actor: by, Action: "signal.muted", EntityID: &entity,
+			Detail: map[string]any{"signal_id": id.String(), "muted_until": until.UTC().Format(time.RFC3339)}})
+	})
+	if err != nil {
+		return fmt.Errorf("mute signal %s: %w", id, err)
+	}
+	return nil
 }
