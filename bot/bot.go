@@ -96,7 +96,7 @@ type Config struct {
 	// it, keeps new alerts of its kind on its entity quiet. Default 4h.
 	MuteFor time.Duration
 	Logger  *slog.Logger
-	Clock      func() time.Time
+	Clock   func() time.Time
 }
 
 // Bot is the running Matrix front.
