@@ -40,22 +40,55 @@ func (b *Bot) announceSignals(ctx context.Context) {
 			continue
 		}
 		plain, htm := alertText(a)
-		var ev id.EventID
+		content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: plain, Mentions: &event.Mentions{}}
 		if a.Severity == "critical" && b.operatorsAway(room) {
-			ev = b.sendEscalation(ctx, room, plain, htm, nil)
-		} else {
-			ev = b.sendNotice(ctx, room, plain, htm, nil)
+			content.MsgType, content.Mentions.UserIDs = event.MsgText, b.operatorMentions()
 		}
-		if ev == "" {
-			b.logger.Warn("could not post an alert; trying again on the next pass", "signal", a.Kind, "entity", a.EntitySlug, "room_id", room)
+		ev, err := b.trySend(ctx, room, content, htm, nil, nil)
+		if err != nil {
+			b.alertFailed(a, room, err)
 			if err := b.store.UnclaimSignalAlert(ctx, a.ID); err != nil {
 				b.logger.Error("unclaim an alert that was not posted", "signal", a.Kind, "err", err)
 			}
 			continue
 		}
+		b.alertPosted(room)
 		if err := b.store.SetSignalAlertEvent(ctx, a.ID, room.String(), ev.String()); err != nil {
 			b.logger.Warn("record a signal's announcement", "signal", a.Kind, "err", err)
 		}
+	}
+}
+
+// alertWarnInterval is how often the log repeats that alerts cannot be
+// posted: the loop retries every few seconds, the log need not.
+const alertWarnInterval = time.Minute
+
+// alertFailed logs a failed alert at most once per alertWarnInterval, with
+// how many attempts failed since the last warning.
+func (b *Bot) alertFailed(a store.SignalAlert, room id.RoomID, err error) {
+	now := b.now()
+	b.mu.Lock()
+	b.alertFailures++
+	n := b.alertFailures
+	due := now.Sub(b.alertWarnedAt) >= alertWarnInterval
+	if due {
+		b.alertWarnedAt, b.alertFailures = now, 0
+	}
+	b.mu.Unlock()
+	if due {
+		b.logger.Warn("could not post alerts in the ops room; retrying every pass", "room_id", room, "failed_attempts", n,
+			"signal", a.Kind, "entity", a.EntitySlug, "err", err)
+	}
+}
+
+// alertPosted notes that alerts reach the room again.
+func (b *Bot) alertPosted(room id.RoomID) {
+	b.mu.Lock()
+	warned := !b.alertWarnedAt.IsZero()
+	b.alertWarnedAt, b.alertFailures = time.Time{}, 0
+	b.mu.Unlock()
+	if warned {
+		b.logger.Info("alerts reach the ops room again", "room_id", room)
 	}
 }
 

@@ -127,6 +127,10 @@ type Bot struct {
 	// refusedAt is when each person was last told, per plan, why their
 	// decision did not count.
 	refusedAt map[string]time.Time
+	// alertWarnedAt and alertFailures pace the warning that alerts
+	// cannot be posted.
+	alertWarnedAt time.Time
+	alertFailures int
 }
 
 // New validates cfg and builds the bot; Run connects it.

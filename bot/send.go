@@ -32,6 +32,16 @@ const cardKey = "io.nomos.execution"
 
 // sendWithExtra is send with extra top-level content keys.
 func (b *Bot) sendWithExtra(ctx context.Context, room id.RoomID, content *event.MessageEventContent, html string, replyTo *event.Event, extra map[string]any) id.EventID {
+	ev, err := b.trySend(ctx, room, content, html, replyTo, extra)
+	if err != nil {
+		b.logger.Error("send message", "room_id", room, "err", err)
+		return ""
+	}
+	return ev
+}
+
+// trySend is sendWithExtra that leaves logging a failure to the caller.
+func (b *Bot) trySend(ctx context.Context, room id.RoomID, content *event.MessageEventContent, html string, replyTo *event.Event, extra map[string]any) (id.EventID, error) {
 	if html != "" {
 		content.Format = event.FormatHTML
 		content.FormattedBody = html
@@ -45,10 +55,9 @@ func (b *Bot) sendWithExtra(ctx context.Context, room id.RoomID, content *event.
 	}
 	resp, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, payload)
 	if err != nil {
-		b.logger.Error("send message", "room_id", room, "err", err)
-		return ""
+		return "", err
 	}
-	return resp.EventID
+	return resp.EventID, nil
 }
 
 // editMessage replaces an earlier message's content. Edits carry empty

@@ -45,6 +45,20 @@ type Config struct {
 	Inventory InventoryConfig `koanf:"inventory"`
 	// Approvals holds the rules on who and what may approve a plan.
 	Approvals ApprovalsConfig `koanf:"approvals"`
+	// Alerts tunes the alerts in the ops room.
+	Alerts AlertsConfig `koanf:"alerts"`
+}
+
+// AlertsConfig tunes what the ops room hears about signals.
+type AlertsConfig struct {
+	// MuteFor is how long 🔇 on an alert (or a reply "mute") keeps new
+	// alerts of its kind on its entity quiet. Default 4h.
+	MuteFor time.Duration `koanf:"mute_for"`
+	// WebhookToken (or WebhookTokenFile) turns on POST
+	// /hooks/alertmanager, which takes Prometheus Alertmanager's alerts
+	// with this bearer token. Empty: off.
+	WebhookToken     string `koanf:"webhook_token"`
+	WebhookTokenFile string `koanf:"webhook_token_file"`
 }
 
 // ApprovalsConfig tightens what counts as an approval.
@@ -276,6 +290,7 @@ var defaults = map[string]any{
 	"approvals.require_verified_device": true,
 	"approvals.self_approval":           true,
 	"approvals.destructive_quorum":      1,
+	"alerts.mute_for":                   "4h",
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so
@@ -347,6 +362,7 @@ func (c *Config) resolveSecrets() error {
 		{"mcp.client_token", &c.MCP.ClientToken, c.MCP.ClientTokenFile},
 		{"web.auth.password", &c.Web.Auth.Password, c.Web.Auth.PasswordFile},
 		{"web.auth.password_hash", &c.Web.Auth.PasswordHash, c.Web.Auth.PasswordHashFile},
+		{"alerts.webhook_token", &c.Alerts.WebhookToken, c.Alerts.WebhookTokenFile},
 	}
 	for _, s := range secrets {
 		if s.fileSource == "" {
@@ -480,6 +496,12 @@ func (c *Config) validate(role string) error {
 			if !userIDPattern.MatchString(r) {
 				bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 			}
+		}
+		if d := c.Alerts.MuteFor; d < time.Minute || d > 7*24*time.Hour {
+			bad("alerts.mute_for", "want a duration between 1m and 168h, got %s", d)
+		}
+		if t := c.Alerts.WebhookToken; t != "" && len(t) < mcpserver.MinTokenLength {
+			bad("alerts.webhook_token", "want at least %d characters so it can't be guessed", mcpserver.MinTokenLength)
 		}
 		if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
 			bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",
