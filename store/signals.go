@@ -168,17 +168,21 @@ func scanSignalAlert(row pgx.Row) (SignalAlert, error) {
 
 // SignalsToAnnounce lists what the bot has yet to say: open warning and
 // critical signals never announced, raised at or before raisedBy, whose
-// entity and kind no operator has muted past now, and announced signals
-// that have since resolved without a note. Oldest first.
+// entity and kind no operator has muted past now (and, for an external
+// signal, whose entity has no announced open signal of Nomos's own), and
+// announced signals that have since resolved without a note. Oldest first.
 func (s *Store) SignalsToAnnounce(ctx context.Context, raisedBy time.Time) ([]SignalAlert, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+signalAlertColumns+`
 		FROM signals g JOIN entities e ON e.id = g.entity_id
 		WHERE (g.state = 'raised' AND g.severity IN ('warning', 'critical') AND g.alerted_at IS NULL AND g.raised_at <= $1
 		       AND NOT EXISTS (SELECT 1 FROM signals m WHERE m.entity_id = g.entity_id AND m.kind = g.kind
-		                       AND m.muted_until IS NOT NULL AND m.muted_until > $2))
+		                       AND m.muted_until IS NOT NULL AND m.muted_until > $2)
+		       AND NOT (starts_with(g.kind, $3) AND EXISTS (SELECT 1 FROM signals o
+		                       WHERE o.entity_id = g.entity_id AND NOT starts_with(o.kind, $3)
+		                         AND o.state IN ('raised', 'acknowledged', 'acting') AND o.alert_event_id IS NOT NULL)))
 		   OR (g.state = 'resolved' AND g.alert_event_id IS NOT NULL AND g.resolve_noted_at IS NULL)
 		ORDER BY coalesce(g.resolved_at, g.raised_at), g.id
-		LIMIT 100`, raisedBy, s.now())
+		LIMIT 100`, raisedBy, s.now(), ExternalKindPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("signals to announce: %w", err)
 	}

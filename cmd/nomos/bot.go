@@ -103,6 +103,15 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	if tools.HTTPEnabled() {
 		mux.Handle("/mcp", tools.HTTPHandler())
 	}
+	// Alertmanager's webhook has its own bearer token too; off without it.
+	if cfg.Alerts.WebhookToken != "" {
+		hook, err := bot.NewAlertmanagerHook(bot.AlertmanagerHookConfig{Store: l.store, Token: cfg.Alerts.WebhookToken,
+			Logger: logger.With("component", "alertmanager_hook")})
+		if err != nil {
+			return err
+		}
+		mux.Handle(bot.AlertmanagerPath, hook)
+	}
 	ln, err := web.Listen(cfg.Web.Listen, webAuth)
 	if err != nil {
 		return err
@@ -120,7 +129,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	}()
 	logger.Info("status page listening", "addr", ln.Addr().String(), "web_auth", webAuth != nil,
 		"trusted_proxies", len(cfg.Web.TrustedProxies),
-		"mcp", tools.HTTPEnabled(), "mcp_tokens", len(tokens), "http_allow", len(cfg.LLM.HTTPAllow))
+		"mcp", tools.HTTPEnabled(), "mcp_tokens", len(tokens), "alertmanager_hook", cfg.Alerts.WebhookToken != "", "http_allow", len(cfg.LLM.HTTPAllow))
 
 	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
 	if err != nil {
