@@ -204,7 +204,8 @@ func (s *Store) SignalHistory(ctx context.Context, since, flapSince time.Time, l
 			SELECT g.*, count(*) FILTER (WHERE g.raised_at >= $2) OVER (PARTITION BY g.entity_id, g.kind) AS raises
 			FROM signals g
 			WHERE g.state IN ('raised', 'acknowledged', 'acting') OR g.raised_at >= least($1, $2) OR g.resolved_at >= $1)
-		SELECT w.id, e.slug, w.kind, w.severity, w.state, w.summary, w.raised_at, w.resolved_at, w.raises,
+		SELECT w.id, e.slug, w.kind, w.severity, w.state, w.summary, w.raised_at, w.resolved_at,
+			coalesce(w.acknowledged_by, ''), w.muted_until, coalesce(w.muted_by, ''), w.raises,
 			coalesce(c.slug, ''), coalesce(c.kind, ''), coalesce(c.last_health, ''), coalesce(c.last_detail, ''),
 			c.last_result_at
 		FROM w JOIN entities e ON e.id = w.entity_id
@@ -220,7 +221,8 @@ func (s *Store) SignalHistory(ctx context.Context, since, flapSince time.Time, l
 	var out []SignalView
 	for rows.Next() {
 		var v SignalView
-		if err := rows.Scan(&v.ID, &v.EntitySlug, &v.Kind, &v.Severity, &v.State, &v.Summary, &v.RaisedAt, &v.ResolvedAt, &v.Raises,
+		if err := rows.Scan(&v.ID, &v.EntitySlug, &v.Kind, &v.Severity, &v.State, &v.Summary, &v.RaisedAt, &v.ResolvedAt,
+			&v.AcknowledgedBy, &v.MutedUntil, &v.MutedBy, &v.Raises,
 			&v.CheckSlug, &v.CheckKind, &v.CheckHealth, &v.CheckDetail, &v.CheckResultAt); err != nil {
 			return nil, fmt.Errorf("signal history: %w", err)
 		}
