@@ -23,6 +23,9 @@ import (
 // webhook.
 const AlertmanagerPath = "/hooks/alertmanager"
 
+// MinHookTokenLength is the shortest webhook token accepted.
+const MinHookTokenLength = 32
+
 // maxHookBody bounds one webhook request; Alertmanager batches are small.
 const maxHookBody = 1 << 20
 
@@ -52,8 +55,8 @@ func NewAlertmanagerHook(cfg AlertmanagerHookConfig) (*AlertmanagerHook, error) 
 	if cfg.Store == nil {
 		return nil, errors.New("alertmanager hook: Store is required")
 	}
-	if len(cfg.Token) < 32 {
-		return nil, errors.New("alertmanager hook: Token must be at least 32 characters")
+	if len(cfg.Token) < MinHookTokenLength {
+		return nil, fmt.Errorf("alertmanager hook: Token must be at least %d characters", MinHookTokenLength)
 	}
 	h := &AlertmanagerHook{store: cfg.Store, tokenHash: sha256.Sum256([]byte(cfg.Token)),
 		logger: cfg.Logger, now: cfg.Clock}

@@ -20,6 +20,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
@@ -500,8 +501,8 @@ func (c *Config) validate(role string) error {
 		if d := c.Alerts.MuteFor; d < time.Minute || d > 7*24*time.Hour {
 			bad("alerts.mute_for", "want a duration between 1m and 168h, got %s", d)
 		}
-		if t := c.Alerts.WebhookToken; t != "" && len(t) < mcpserver.MinTokenLength {
-			bad("alerts.webhook_token", "want at least %d characters so it can't be guessed", mcpserver.MinTokenLength)
+		if t := c.Alerts.WebhookToken; t != "" && len(t) < bot.MinHookTokenLength {
+			bad("alerts.webhook_token", "want at least %d characters so it can't be guessed, such as `openssl rand -hex 32`", bot.MinHookTokenLength)
 		}
 		if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
 			bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",

@@ -123,6 +123,8 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"quorum of none", "bot", []string{"NOMOS_MATRIX__OPERATORS=@a:x", "NOMOS_APPROVALS__DESTRUCTIVE_QUORUM=0"}, "approvals.destructive_quorum"},
 		{"inventory too often", "bot", []string{"NOMOS_INVENTORY__INTERVAL=1s"}, "inventory.interval: want 0 (discovery off) or a duration between 10s and 24h, got 1s"},
 		{"discover without a database", "discover", nil, "database.url: is required"},
+		{"mute too long", "bot", []string{"NOMOS_ALERTS__MUTE_FOR=720h"}, "alerts.mute_for: want a duration between 1m and 168h"},
+		{"short webhook token", "bot", []string{"NOMOS_ALERTS__WEBHOOK_TOKEN=0123456789abcdef"}, "alerts.webhook_token: want at least 32 characters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
