@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,14 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("orders.verify_key_file: %w", err)
 	}
+	var previousKey ed25519.PublicKey
+	if cfg.Orders.PreviousVerifyKeyFile != "" {
+		if previousKey, err = tasks.LoadVerifyKey(cfg.Orders.PreviousVerifyKeyFile); err != nil {
+			return fmt.Errorf("orders.previous_verify_key_file: %w", err)
+		}
+		env.logger.Info("key rotation: orders signed with the previous order key are accepted too",
+			"previous_verify_key_file", cfg.Orders.PreviousVerifyKeyFile)
+	}
 	reportKey, err := tasks.LoadSigningKey(cfg.Reports.SigningKeyFile)
 	if err != nil {
 		return fmt.Errorf("reports.signing_key_file: %w", err)
@@ -36,15 +45,16 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	a, err := actuator.New(actuator.Config{
-		RedisURL:         cfg.Redis.URL,
-		VerifyKey:        verifyKey,
-		ReportSigningKey: reportKey,
-		Name:             cfg.Actuator.Name,
-		SSHSigner:        signer,
-		KnownHostsFile:   cfg.Actuator.KnownHostsFile,
-		SSHUser:          cfg.Actuator.SSHUser,
-		JournalPath:      cfg.Actuator.JournalFile,
-		Logger:           env.logger,
+		RedisURL:          cfg.Redis.URL,
+		VerifyKey:         verifyKey,
+		PreviousVerifyKey: previousKey,
+		ReportSigningKey:  reportKey,
+		Name:              cfg.Actuator.Name,
+		SSHSigner:         signer,
+		KnownHostsFile:    cfg.Actuator.KnownHostsFile,
+		SSHUser:           cfg.Actuator.SSHUser,
+		JournalPath:       cfg.Actuator.JournalFile,
+		Logger:            env.logger,
 	})
 	if err != nil {
 		return err
