@@ -17,8 +17,21 @@ import (
 func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	fs := flag.NewFlagSet("actuator", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
+	var pin pinOptions
+	fs.StringVar(&pin.host, "pin", "", "show the SSH host key of `host[:port]` (the address in the seed) and, once you confirm its fingerprint, pin it in actuator.known_hosts_file; then exit")
+	fs.BoolVar(&pin.yes, "yes", false, "with -pin: pin without asking, for when you have compared the fingerprint already")
+	fs.StringVar(&pin.knownHosts, "known-hosts", "", "with -pin: the known_hosts `file` to pin in, instead of actuator.known_hosts_file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: the host to pin goes after -pin", fs.Arg(0))
+	}
+	if pin.host != "" {
+		return runPin(ctx, env, pin)
+	}
+	if pin.yes || pin.knownHosts != "" {
+		return errors.New("-yes and -known-hosts go with -pin HOST")
 	}
 	cfg, err := env.config("actuator")
 	if err != nil {
