@@ -214,3 +214,55 @@ func restartOrder(t *testing.T, fleet *testenv.Fleet, id string) tasks.Order {
 		IssuedAt: now, ExpiresAt: now.Add(15 * time.Minute),
 	}
 }
+
+// TestSystemdRotationLines uncomments the lines a key rotation turns on in
+// each unit and its YAML, as docs/operations.md says to, and checks that
+// the unit still meets its spec and its roles start with the previous key.
+func TestSystemdRotationLines(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		spec       unitSpec
+		credential string
+		previous   func(*Config) string
+	}{
+		{unitSpecs[0], "reports_verify.previous.pub", func(c *Config) string { return c.Reports.PreviousVerifyKeyFile }},
+		{unitSpecs[1], "orders_verify.previous.pub", func(c *Config) string { return c.Orders.PreviousVerifyKeyFile }},
+	} {
+		t.Run(c.spec.file, func(t *testing.T) {
+			t.Parallel()
+			unitText := readText(t, filepath.Join(deployDir, "systemd", c.spec.file))
+			on := strings.Replace(unitText, "#LoadCredential="+c.credential+":", "LoadCredential="+c.credential+":", 1)
+			if on == unitText {
+				t.Fatalf("%s has no commented LoadCredential= for %s", c.spec.file, c.credential)
+			}
+			u := parseUnitText(c.spec.file, on)
+			if problems := unitProblems(u, c.spec); len(problems) > 0 {
+				t.Errorf("with the rotation line on:\n%s", strings.Join(problems, "\n"))
+			}
+			yamlText := readText(t, filepath.Join(deployDir, "systemd", c.spec.yaml))
+			yamlOn := strings.Replace(yamlText, "  # previous_verify_key_file: ", "  previous_verify_key_file: ", 1)
+			if yamlOn == yamlText {
+				t.Fatalf("%s has no commented previous_verify_key_file", c.spec.yaml)
+			}
+			root := t.TempDir()
+			for _, cred := range u.credentials() {
+				writeFakeSecret(t, filepath.Join(root, cred.name), cred.name)
+			}
+			yamlOn = strings.ReplaceAll(yamlOn, "/run/credentials/"+c.spec.file+"/", root+"/")
+			yamlOn = strings.ReplaceAll(yamlOn, "/var/lib/"+c.spec.stateDir+"/", root+"/")
+			path := writeFile(t, root, c.spec.yaml, yamlOn)
+			cfg, err := loadConfig(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, role := range c.spec.roles {
+				if err := cfg.validate(role); err != nil {
+					t.Errorf("%s with the rotation lines on would not start: %v", c.spec.file, err)
+				}
+			}
+			if got, want := c.previous(cfg), filepath.Join(root, c.credential); got != want {
+				t.Errorf("previous_verify_key_file = %q, want the credential %q", got, want)
+			}
+		})
+	}
+}
