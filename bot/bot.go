@@ -121,6 +121,9 @@ type Bot struct {
 	undecryptNot map[string]bool
 	runbooks     []Runbook
 	refused      refusedWarner
+
+	// syncs says whether the sync loop is alive (SyncHealth).
+	syncs *syncTracker
 }
 
 // New validates cfg and builds the bot; Run connects it.
@@ -152,6 +155,7 @@ func New(cfg Config) (*Bot, error) {
 	b := &Bot{
 		cfg: cfg, store: cfg.Store, exec: cfg.Executions, logger: cfg.Logger, now: cfg.Clock,
 		ops: map[id.UserID]bool{}, readers: map[id.UserID]bool{}, lastOperator: map[id.RoomID]time.Time{}, undecryptNot: map[string]bool{},
+		syncs: &syncTracker{now: cfg.Clock},
 	}
 	for _, op := range cfg.Operators {
 		b.ops[id.UserID(op)] = true
@@ -238,6 +242,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer b.agentTurns.Wait()
 
 	b.logger.Info("bot syncing", "user_id", b.cli.UserID, "device_id", b.cli.DeviceID)
+	b.syncs.start()
 	for {
 		err := b.cli.SyncWithContext(ctx)
 		if ctx.Err() != nil {
@@ -262,6 +267,7 @@ func (b *Bot) connect(ctx context.Context) error {
 	}
 	cli.Log = zerolog.Nop()
 	b.cli = cli
+	b.trackSync(cli)
 	helper, err := cryptohelper.NewCryptoHelper(cli, b.cfg.PickleKey, b.cfg.CryptoDB)
 	if err != nil {
 		return fmt.Errorf("crypto: %w", err)

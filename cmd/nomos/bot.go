@@ -74,6 +74,26 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		logger.Info("no llm.model configured: the bot answers with its command grammar and runbooks only")
 	}
 
+	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
+	if err != nil {
+		return fmt.Errorf("crypto store: %w", err)
+	}
+	defer cryptoDB.Close()
+	b, err := bot.New(bot.Config{
+		HomeserverURL: cfg.Matrix.HomeserverURL, UserID: cfg.Matrix.UserID,
+		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
+		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
+		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
+		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
+		AlertRoom: cfg.Matrix.OpsRoom,
+		Logger:    logger.With("component", "bot"),
+
+		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
+	})
+	if err != nil {
+		return err
+	}
+
 	webAuth, err := cfg.Web.authenticator()
 	if err != nil {
 		return err
@@ -87,8 +107,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: l.store.Ping},
 			{Name: "redis", Check: func(ctx context.Context) error { return rc.Ping(ctx).Err() }},
-			// The bot does not report its sync loop's health yet.
-			{Name: "homeserver_sync"},
+			{Name: "homeserver_sync", Check: syncReady(b)},
 		},
 		Queues: inspector, QueueNames: []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults},
 	})
@@ -122,26 +141,19 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		"trusted_proxies", len(cfg.Web.TrustedProxies),
 		"mcp", tools.HTTPEnabled(), "mcp_tokens", len(tokens), "http_allow", len(cfg.LLM.HTTPAllow))
 
-	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
-	if err != nil {
-		return fmt.Errorf("crypto store: %w", err)
-	}
-	defer cryptoDB.Close()
-	b, err := bot.New(bot.Config{
-		HomeserverURL: cfg.Matrix.HomeserverURL, UserID: cfg.Matrix.UserID,
-		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
-		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
-		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
-		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
-		AlertRoom: cfg.Matrix.OpsRoom,
-		Logger:    logger.With("component", "bot"),
+	return b.Run(ctx)
+}
 
-		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
-	})
-	if err != nil {
+// syncReady is /readyz's homeserver_sync check: "unknown" while the bot
+// logs in and waits for its first /sync, then whether /sync still answers.
+func syncReady(b *bot.Bot) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := b.SyncHealth(ctx)
+		if errors.Is(err, bot.ErrNotSynced) {
+			return web.ErrUnknown
+		}
 		return err
 	}
-	return b.Run(ctx)
 }
 
 // publicURL is the status page's address for links in cards.
