@@ -55,7 +55,9 @@ type Config struct {
 	RecoveryKeyFile string
 	// Redis carries results from the actuator (nomos:results).
 	Redis asynq.RedisConnOpt
-	// StatusURL links to the status page for full output; may be empty.
+	// StatusURL is the status page's address (web.public_url): each card
+	// links to its execution's page under it, StatusURL/executions/<id>.
+	// May be empty.
 	StatusURL string
 	// EditInterval is the least time between two edits of one card.
 	// Default 2s.
