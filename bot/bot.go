@@ -19,6 +19,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -90,6 +91,9 @@ type Config struct {
 	// AlertDelay is how long a signal must stay open before it is
 	// announced, to let a one-off blip pass. Default 0.
 	AlertDelay time.Duration
+	// Metrics records how long the homeserver takes with each event sent
+	// and the bot with each /sync; nil records nothing.
+	Metrics *metrics.Metrics
 	// FlapWindow: a check that fails again this soon after it was
 	// announced is announced only if it is still failing when the window
 	// ends. Default 15m.
@@ -269,7 +273,7 @@ func (b *Bot) connect(ctx context.Context) error {
 	}
 	cli.Log = zerolog.Nop()
 	b.cli = cli
-	b.trackSync(cli)
+	b.watch(cli)
 	helper, err := cryptohelper.NewCryptoHelper(cli, b.cfg.PickleKey, b.cfg.CryptoDB)
 	if err != nil {
 		return fmt.Errorf("crypto: %w", err)

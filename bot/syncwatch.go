@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix"
+
+	"github.com/nomoshq/nomos/internal/metrics"
 )
 
 // syncTimeout is how long mautrix's /sync long-polls when nothing happens.
@@ -74,10 +76,11 @@ func (t *syncTracker) health() error {
 }
 
 // trackedSyncer is mautrix's syncer, telling the tracker of every answer
-// and failure of /sync.
+// and failure of /sync and timing how long each answer takes to handle.
 type trackedSyncer struct {
 	*mautrix.DefaultSyncer
 	t *syncTracker
+	m *metrics.Metrics
 }
 
 var _ mautrix.ExtensibleSyncer = (*trackedSyncer)(nil)
@@ -85,7 +88,10 @@ var _ mautrix.DispatchableSyncer = (*trackedSyncer)(nil)
 
 func (s *trackedSyncer) ProcessResponse(ctx context.Context, res *mautrix.RespSync, since string) error {
 	s.t.answered()
-	return s.DefaultSyncer.ProcessResponse(ctx, res, since)
+	start := time.Now()
+	err := s.DefaultSyncer.ProcessResponse(ctx, res, since)
+	s.m.MatrixSync(time.Since(start))
+	return err
 }
 
 func (s *trackedSyncer) OnFailedSync(res *mautrix.RespSync, err error) (time.Duration, error) {
@@ -102,10 +108,12 @@ func (b *Bot) SyncHealth(context.Context) error {
 	return b.syncs.health()
 }
 
-// trackSync has the tracker hear of every /sync of cli. It must run before
-// the crypto helper registers its own hooks on the syncer.
-func (b *Bot) trackSync(cli *mautrix.Client) {
+// watch has the tracker hear of every /sync of cli, and the metrics of
+// every /sync and every event sent. It must run before the crypto helper
+// registers its own hooks on the syncer.
+func (b *Bot) watch(cli *mautrix.Client) {
 	if ds, ok := cli.Syncer.(*mautrix.DefaultSyncer); ok {
-		cli.Syncer = &trackedSyncer{DefaultSyncer: ds, t: b.syncs}
+		cli.Syncer = &trackedSyncer{DefaultSyncer: ds, t: b.syncs, m: b.cfg.Metrics}
 	}
+	cli.ResponseHook = timeSends(b.cfg.Metrics)
 }

@@ -23,7 +23,7 @@ func TestSyncHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.trackSync(cli)
+	b.watch(cli)
 	ctx := context.Background()
 	syncer := cli.Syncer
 	answer := func() {

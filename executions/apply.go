@@ -179,6 +179,7 @@ func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, err
 	if err != nil {
 		return Applied{}, err
 	}
+	s.observeEnd(done)
 	s.logger.Info("execution finished", "execution_id", x.ID, "state", to)
 	return Applied{Execution: done, Changed: true}, nil
 }

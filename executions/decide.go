@@ -45,6 +45,7 @@ func (s *Service) Approve(ctx context.Context, d Decision) (store.Execution, err
 	if err != nil {
 		return x, s.decisionConflict(err)
 	}
+	s.observeDecision(x)
 	s.logger.Info("execution approved", "execution_id", x.ID, "by", d.By, "method", d.Method)
 	dispatched, err := s.Dispatch(ctx, x.ID)
 	if err != nil {
@@ -68,6 +69,7 @@ func (s *Service) Deny(ctx context.Context, d Decision) (store.Execution, error)
 	if err != nil {
 		return x, s.decisionConflict(err)
 	}
+	s.observeDecision(x)
 	return x, nil
 }
 
