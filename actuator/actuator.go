@@ -89,6 +89,7 @@ type Actuator struct {
 	runner  Runner
 	journal *journal
 	running atomic.Bool
+	metrics *metrics
 
 	// Set by Run before the first task arrives.
 	client    *asynq.Client
@@ -172,7 +173,8 @@ func New(cfg Config) (*Actuator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Actuator{cfg: cfg, log: log, redis: redisOpt, ssh: runner, runner: runner, journal: j}, nil
+	m := newMetrics()
+	return &Actuator{cfg: cfg, log: log, redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, journal: j, metrics: m}, nil
 }
 
 func (a *Actuator) now() time.Time { return a.cfg.Clock() }
