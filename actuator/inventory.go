@@ -44,7 +44,7 @@ const (
 // actuator or has expired runs nothing and is not answered.
 func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
-	r, err := tasks.VerifyInventoryRun(a.cfg.VerifyKey, t.Payload(), a.now())
+	r, err := tasks.VerifyInventoryRun(a.orderKeys, t.Payload(), a.now())
 	if errors.Is(err, tasks.ErrExpired) {
 		a.metrics.refuse(kindInventory, tasks.RefusedExpired)
 		a.log.Debug("inventory request expired before it could run; the next one replaces it", "run_id", r.RunID, "expired_at", r.ExpiresAt)

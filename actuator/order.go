@@ -16,7 +16,7 @@ import (
 func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
 	now := a.now()
-	o, err := tasks.VerifyOrder(a.cfg.VerifyKey, t.Payload(), now)
+	o, err := tasks.VerifyOrder(a.orderKeys, t.Payload(), now)
 	if err != nil && !errors.Is(err, tasks.ErrExpired) && !errors.Is(err, tasks.ErrTTLTooLong) {
 		// The id is only a label for the refusal; nothing else of an order
 		// that does not verify is trusted, and the refusal carries no plan

@@ -46,7 +46,7 @@ type probeReport struct {
 // from the request reaches a shell unvalidated and unquoted.
 func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
-	c, err := tasks.VerifyCheckRun(a.cfg.VerifyKey, t.Payload(), a.now())
+	c, err := tasks.VerifyCheckRun(a.orderKeys, t.Payload(), a.now())
 	if errors.Is(err, tasks.ErrExpired) {
 		a.metrics.refuse(kindProbe, tasks.RefusedExpired)
 		a.log.Debug("probe expired before it could run; its next slot replaces it", "check_id", c.CheckID, "expired_at", c.ExpiresAt)

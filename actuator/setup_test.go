@@ -442,13 +442,13 @@ func (c *collector) handle(_ context.Context, task *asynq.Task) error {
 	var err error
 	switch task.Type() {
 	case tasks.TypeExecutionProgress:
-		m.Progress, err = tasks.VerifyProgress(c.pub, task.Payload())
+		m.Progress, err = tasks.VerifyProgress(tasks.VerifyKeys{c.pub}, task.Payload())
 	case tasks.TypeExecutionResult:
-		m.Result, err = tasks.VerifyResult(c.pub, task.Payload())
+		m.Result, err = tasks.VerifyResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	case tasks.TypeCheckResult:
-		m.Check, err = tasks.VerifyCheckResult(c.pub, task.Payload())
+		m.Check, err = tasks.VerifyCheckResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	case tasks.TypeInventoryResult:
-		m.Inventory, err = tasks.VerifyInventoryResult(c.pub, task.Payload())
+		m.Inventory, err = tasks.VerifyInventoryResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	default:
 		err = errors.New("unexpected task type " + task.Type())
 	}

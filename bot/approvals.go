@@ -170,8 +170,17 @@ func (b *Bot) onRedaction(ctx context.Context, evt *event.Event) {
 	b.revoke(ctx, evt, x)
 }
 
-// revoke cancels an approved plan whose approval was withdrawn.
+// revoke cancels an approved plan whose approval was withdrawn: of a plan
+// of several steps, every step not yet sent.
 func (b *Bot) revoke(ctx context.Context, evt *event.Event, x store.Execution) {
+	if x.IsFollower() {
+		head, err := b.store.GetExecution(ctx, x.Head())
+		if err != nil {
+			b.logger.Error("load the plan of a withdrawn approval", "execution_id", x.ID, "err", err)
+			return
+		}
+		x = head
+	}
 	card := id.EventID(x.CardEventID)
 	cancelled, err := b.exec.Cancel(ctx, x.ID, evt.Sender.String())
 	if err != nil {
@@ -193,6 +202,11 @@ func (b *Bot) revoke(ctx context.Context, evt *event.Event, x store.Execution) {
 	b.logger.Info("approval withdrawn; plan cancelled", "execution_id", x.ID, "by", evt.Sender)
 	b.cards.update(cancelled.ID)
 	plain := fmt.Sprintf("Approval withdrawn: plan %s is cancelled and will not run. Ask again for a fresh plan.", x.PlanCode)
+	if cancelled.State != store.StateCancelled {
+		// A plan of several steps whose first steps had already gone out.
+		plain = fmt.Sprintf("Approval withdrawn: the steps of plan %s that had not started are cancelled and will not run; "+
+			"the ones already sent to the actuator finish. Watch its card for what ran.", x.PlanCode)
+	}
 	b.sendInThread(ctx, evt.RoomID, card, plain, escape(plain), evt)
 }
 
@@ -204,13 +218,32 @@ func (b *Bot) withdrawOrder(x store.Execution) {
 	if b.inspector == nil {
 		return
 	}
-	err := b.inspector.DeleteTask(tasks.QueueActuator, x.ID.String())
+	if x.PlanID != nil {
+		// Of a plan, every step that was cancelled.
+		steps, err := b.store.PlanSteps(context.Background(), *x.PlanID)
+		if err != nil {
+			b.logger.Error("load the steps of a cancelled plan", "execution_id", x.ID, "err", err)
+			return
+		}
+		for _, st := range steps {
+			if st.State == store.StateCancelled {
+				b.deleteOrder(st.ID.String())
+			}
+		}
+		return
+	}
+	b.deleteOrder(x.ID.String())
+}
+
+// deleteOrder deletes one order from the queue, if it is still there.
+func (b *Bot) deleteOrder(executionID string) {
+	err := b.inspector.DeleteTask(tasks.QueueActuator, executionID)
 	switch {
 	case err == nil:
-		b.logger.Warn("withdrew the order of a cancelled plan from the queue", "execution_id", x.ID)
+		b.logger.Warn("withdrew the order of a cancelled plan from the queue", "execution_id", executionID)
 	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
 	default:
-		b.logger.Error("withdraw the order of a cancelled plan", "execution_id", x.ID, "err", err)
+		b.logger.Error("withdraw the order of a cancelled plan", "execution_id", executionID, "err", err)
 	}
 }
 

@@ -127,6 +127,9 @@ type Bot struct {
 	undecryptNot map[string]bool
 	runbooks     []Runbook
 	refused      refusedWarner
+	// refusedAt is when each person was last told, per plan, why their
+	// decision did not count.
+	refusedAt map[string]time.Time
 
 	// syncs says whether the sync loop is alive (SyncHealth).
 	syncs *syncTracker
@@ -161,7 +164,8 @@ func New(cfg Config) (*Bot, error) {
 	b := &Bot{
 		cfg: cfg, store: cfg.Store, exec: cfg.Executions, logger: cfg.Logger, now: cfg.Clock,
 		ops: map[id.UserID]bool{}, readers: map[id.UserID]bool{}, lastOperator: map[id.RoomID]time.Time{}, undecryptNot: map[string]bool{},
-		syncs: &syncTracker{now: cfg.Clock},
+		syncs:     &syncTracker{now: cfg.Clock},
+		refusedAt: map[string]time.Time{},
 	}
 	for _, op := range cfg.Operators {
 		b.ops[id.UserID(op)] = true

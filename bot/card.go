@@ -47,6 +47,9 @@ type CardView struct {
 	// VerifiedOnly says the room takes approvals only from verified
 	// sessions, encrypted: a reaction, sent in the clear, does not count.
 	VerifiedOnly bool
+	// Quorum is how many operators must type a destructive plan's phrase;
+	// 0 or 1 means one.
+	Quorum int
 }
 
 // Limits that keep a card far below Matrix's 64 KiB event size.
@@ -120,7 +123,7 @@ func RenderCard(v CardView) (plain, html string) {
 	t := resolveTarget(v)
 	class := v.Planned.Risk.Class
 	if !class.Valid() {
-		class, _ = policy.ParseClass(x.RiskClass)
+		class, _ = policy.ParseClass(x.GateClass())
 	}
 	res := v.Result
 	if res == nil && len(x.Result) > 0 {
@@ -139,16 +142,16 @@ func RenderCard(v CardView) (plain, html string) {
 	if x.PlanCode != "" {
 		title += " " + x.PlanCode
 	}
-	m.para(title+": "+verb+" "+t.display,
-		"<strong>"+escape(title)+": "+escape(verb)+" "+escape(t.display)+"</strong>")
+	what := verb + " " + t.display
+	if len(v.Planned.Steps) > 0 {
+		what = planTitle(v.Planned.Steps)
+	}
+	m.para(title+": "+what, "<strong>"+escape(title)+": "+escape(what)+"</strong>")
 
 	// Why an agent or an MCP client asked, in its words.
 	if why := strings.TrimSpace(x.Reason); why != "" {
 		why = clip(redact.String(why), maxReasonText)
-		asker := x.RequestedBy
-		if x.RequestedVia == "mcp" || x.RequestedVia == "agent" {
-			asker += " via " + x.RequestedVia
-		}
+		asker := askerText(x)
 		m.para("Why: "+why+" (asked by "+asker+")",
 			"<strong>Why:</strong> "+escape(why)+" (asked by "+escape(asker)+")")
 	}
@@ -168,7 +171,16 @@ func RenderCard(v CardView) (plain, html string) {
 	m.html.WriteString("<p><strong>Target:</strong> " + targetHTML + "<br>\n" + riskHTML + "<br>\n" +
 		"<strong>Blast radius:</strong> " + blastHTML + "</p>\n")
 
+	if len(v.Planned.Steps) > 0 {
+		renderPlan(&m, v, class, t)
+		return m.done()
+	}
+
 	// The exact commands.
+	if v.Planned.Snapshot {
+		p := "📸 First, the actuator takes a snapshot of CT " + strconv.Itoa(t.vmid) + ", so the change can be rolled back."
+		m.para(p, escape(p))
+	}
 	if len(x.Steps) > 0 {
 		where := "Runs"
 		if t.host != "" {
@@ -314,6 +326,13 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 	if x.Approval != nil {
 		by, method = cmp.Or(by, x.Approval.DecidedBy), cmp.Or(method, x.Approval.Method)
 	}
+	if len(x.Votes) > 1 && x.Approval != nil && x.Approval.Decision == "approved" && by == x.Approval.DecidedBy {
+		voters := make([]string, len(x.Votes))
+		for i, vt := range x.Votes {
+			voters[i] = vt.Voter
+		}
+		by = strings.Join(voters, " and ")
+	}
 	approved := "approved"
 	if method == string(policy.MethodAuto) {
 		approved += " automatically (" + class.String() + ")"
@@ -341,7 +360,16 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 	switch x.State {
 	case store.StateAwaitingApproval:
 		status("⏳", "awaiting approval", expiry(x.ExpiresAt, v.Now))
-		howToDecide(m, v.Planned, class, v.VerifiedOnly)
+		if len(x.Votes) > 0 {
+			voters := make([]string, len(x.Votes))
+			for i, vt := range x.Votes {
+				voters[i] = vt.Voter
+			}
+			p := fmt.Sprintf("Approved so far by %s (%d of %d); another operator must type the phrase too.",
+				strings.Join(voters, " and "), len(x.Votes), max(v.Quorum, len(x.Votes)+1))
+			m.para(p, escape(p))
+		}
+		howToDecide(m, v.Planned, class, v.VerifiedOnly, v.Quorum)
 	case store.StateApproved:
 		status("👍", strings.ToUpper(approved[:1])+approved[1:], "queuing")
 	case store.StateDispatched:
@@ -351,7 +379,11 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 		if elapsed > 0 {
 			rest = "for " + shortDuration(elapsed) + "; " + approved
 		}
-		status("⚙️", "running", rest)
+		what := "running"
+		if n := len(v.Planned.Steps); n > 0 {
+			what = fmt.Sprintf("running step %d of %d", x.Position, n)
+		}
+		status("⚙️", what, rest)
 		addOutput(m, cmp.Or(v.Tail, x.ProgressTail), "Latest output", executionURL(v))
 	case store.StateSucceeded:
 		rest := approved
@@ -361,6 +393,9 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 		status("✅", "succeeded", rest)
 	case store.StateFailed:
 		what := "failed"
+		if n := len(v.Planned.Steps); n > 0 {
+			what += fmt.Sprintf(" at step %d of %d", x.Position, n)
+		}
 		if res != nil && res.FailedPhase != "" {
 			what += " in phase " + res.FailedPhase
 		}
@@ -376,8 +411,14 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 			e := clip(redact.String(errText), errorBytes)
 			m.para("Error: "+e, "<strong>Error:</strong> "+escape(e))
 		}
+		stoppedHere(m, x.Position, len(v.Planned.Steps))
 	case store.StateOutcomeUnknown:
-		status("❓", "outcome unknown", approved)
+		what := "outcome unknown"
+		if n := len(v.Planned.Steps); n > 0 {
+			what += fmt.Sprintf(" at step %d of %d", x.Position, n)
+		}
+		status("❓", what, approved)
+		stoppedHere(m, x.Position, len(v.Planned.Steps))
 		code := cmp.Or(x.PlanCode, "<code>")
 		p := "The actuator started this but its result never arrived, so it may or may not have run. " +
 			"It will not be retried on its own. Check " + t.display + ", then record what you found: resolve " + code + " <what happened>"
@@ -399,15 +440,32 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 	case store.StateExpired:
 		status("⌛", "expired", "no decision by "+absTime(x.ExpiresAt, v.Now)+"; nothing ran. Ask again for a fresh plan.")
 	case store.StateCancelled:
+		if x.Position > 1 {
+			status("✖️", "cancelled", fmt.Sprintf("steps %d to %d did not run", x.Position, len(v.Planned.Steps)))
+			break
+		}
 		status("✖️", "cancelled", "nothing ran")
 	default:
 		status("•", string(x.State), "")
 	}
 }
 
+// stoppedHere says which steps of a plan of n steps did not run because
+// the one at position stopped it.
+func stoppedHere(m *bodies, position, n int) {
+	if position < 1 || position >= n {
+		return
+	}
+	p := fmt.Sprintf("The plan stopped here: steps %d to %d were skipped and did not run.", position+1, n)
+	if position+1 == n {
+		p = fmt.Sprintf("The plan stopped here: step %d was skipped and did not run.", n)
+	}
+	m.para(p, escape(p))
+}
+
 // howToDecide tells the room how to approve or deny. Only a destructive
 // plan shows its phrase.
-func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOnly bool) {
+func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOnly bool, quorum int) {
 	const deny = "Deny: react ❌ or 👎, or reply \"no\"."
 	const denyHTML = "Deny: react ❌ or 👎, or reply “no”."
 	if class == policy.Destructive {
@@ -418,6 +476,10 @@ func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOn
 		}
 		m.para("⚠️ Destructive. To approve, type exactly: "+p.Phrase,
 			"⚠️ <strong>Destructive.</strong> To approve, type exactly: "+codeSpan(p.Phrase))
+		if quorum > 1 {
+			q := fmt.Sprintf("It needs the phrase from %d different operators.", quorum)
+			m.para(q, escape(q))
+		}
 		m.para("A reaction or a \"yes\" does not approve this plan. "+deny,
 			"A reaction or a “yes” does not approve this plan. "+denyHTML)
 		return
@@ -672,18 +734,56 @@ func NoticeNotReader(userID string) (plain, html string) {
 	return p, escape(p)
 }
 
+// askerText names who asked for a plan: "claude via mcp", "the agent for
+// @op:example.org", or the operator.
+func askerText(x store.Execution) string {
+	switch {
+	case x.RequestedVia == "agent" && x.OnBehalfOf != "":
+		return "the agent for " + x.OnBehalfOf
+	case x.RequestedVia == "mcp" || x.RequestedVia == "agent":
+		return x.RequestedBy + " via " + x.RequestedVia
+	}
+	return x.RequestedBy
+}
+
 // NoticeAssentNotBound answers a bare "yes" when the one plan waiting was
 // not asked for by the sender with a command.
 func NoticeAssentNotBound(x store.Execution) (plain, html string) {
-	asker := x.RequestedBy
-	if x.RequestedVia == "agent" || x.RequestedVia == "mcp" {
-		asker += " via " + x.RequestedVia
-	}
+	asker := askerText(x)
 	p := fmt.Sprintf("Nothing was approved. A plain \"yes\" approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
 		"To approve it, reply to its card, react ✅ to it, or say: approve %s", x.PlanCode, x.Action, x.TargetSlug, asker, x.PlanCode)
 	h := fmt.Sprintf("Nothing was approved. A plain “yes” approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
 		"To approve it, reply to its card, react ✅ to it, or say: %s", codeSpan(x.PlanCode), escape(x.Action), escape(x.TargetSlug), escape(asker), codeSpan("approve "+x.PlanCode))
 	return p, h
+}
+
+// NoticeSelfApproval refuses an approval from whoever asked for the plan,
+// or from the operator the agent asked for it on behalf of, while
+// approvals.self_approval is off.
+func NoticeSelfApproval(userID string, x store.Execution) (plain, html string) {
+	how := "you asked for it"
+	if x.OnBehalfOf == userID {
+		how = "the agent asked for it on your behalf"
+	}
+	p := fmt.Sprintf("%s, your approval of plan %s was not counted: %s, and here a plan needs the approval of another operator (approvals.self_approval is off). "+
+		"Ask another operator to approve it; you can still deny it.", userID, x.PlanCode, how)
+	return p, escape(p)
+}
+
+// NoticeSameApprover refuses a second approval of a destructive plan from
+// an operator who already gave it, while it needs several operators.
+func NoticeSameApprover(userID, code string, quorum int) (plain, html string) {
+	p := fmt.Sprintf("%s, you have already approved plan %s. It is destructive and needs the phrase from %d different operators: another operator must type it too.",
+		userID, code, quorum)
+	return p, escape(p)
+}
+
+// NoticeQuorumPending tells an operator that their approval of a
+// destructive plan counted, and that it needs more.
+func NoticeQuorumPending(userID, code string, votes, quorum int) (plain, html string) {
+	p := fmt.Sprintf("%s, your approval of plan %s is recorded (%d of %d). It is destructive, so it waits for the phrase from another operator; nothing runs until then.",
+		userID, code, votes, quorum)
+	return p, escape(p)
 }
 
 // NoticeUnverifiedDevice tells an operator that an approval from one of
@@ -735,7 +835,7 @@ func NoticeWhichPlan(pending []store.Execution, now time.Time) (plain, html stri
 			ps, hs = append(ps, more), append(hs, escape(more))
 			break
 		}
-		class, _ := policy.ParseClass(x.RiskClass)
+		class, _ := policy.ParseClass(x.GateClass())
 		line := fmt.Sprintf("%s %s, %s, %s", x.Action, x.TargetSlug, RiskBadge(class), expiry(x.ExpiresAt, now))
 		ps = append(ps, x.PlanCode+": "+line)
 		hs = append(hs, codeSpan(x.PlanCode)+": "+escape(line))

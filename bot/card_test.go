@@ -469,7 +469,7 @@ func TestNotices(t *testing.T) {
 }
 
 // allowedTags are the tags a card or notice may contain.
-var allowedTags = map[string]bool{"p": true, "strong": true, "code": true, "pre": true, "br": true, "ul": true, "li": true, "a": true}
+var allowedTags = map[string]bool{"p": true, "ol": true, "strong": true, "code": true, "pre": true, "br": true, "ul": true, "li": true, "a": true}
 
 // checkHTML fails unless htm uses only allowedTags, balanced, and an <a>
 // carries nothing but an http(s) href.

@@ -29,7 +29,7 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 	}
 	plain, htm := RenderCard(b.cardView(ctx, p))
 	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: plain, Mentions: &event.Mentions{}}
-	if x.RiskClass == policy.Destructive.String() && x.State == store.StateAwaitingApproval {
+	if x.GateClass() == policy.Destructive.String() && x.State == store.StateAwaitingApproval {
 		content.MsgType = event.MsgText
 		content.Mentions.UserIDs = b.operatorMentions()
 	}
@@ -87,7 +87,7 @@ func (b *Bot) executionForCard(ctx context.Context, room id.RoomID, card id.Even
 
 // cardMsgType keeps an edit's msgtype the card's own.
 func cardMsgType(x store.Execution) event.MessageType {
-	if x.RiskClass == policy.Destructive.String() {
+	if x.GateClass() == policy.Destructive.String() {
 		return event.MsgText
 	}
 	return event.MsgNotice
@@ -116,6 +116,9 @@ func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 	if x.State == store.StateAwaitingApproval && x.RoomID != "" {
 		v.VerifiedOnly = b.verifiedOnly(ctx, id.RoomID(x.RoomID))
 	}
+	if class, err := policy.ParseClass(x.GateClass()); err == nil {
+		v.Quorum = b.exec.Quorum(class)
+	}
 	v.TargetName = p.Target.Name
 	if h, ok := p.Target.Attrs["host"].(string); ok {
 		v.Host = h
@@ -133,6 +136,14 @@ func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 	}
 	if x.State == store.StateRunning && x.HeartbeatAt != nil && x.Approval != nil {
 		v.Elapsed = b.now().Sub(x.Approval.DecidedAt)
+	}
+	if len(p.Steps) > 0 {
+		// A plan's card shows each step's own output and result.
+		v.Tail, v.Result, v.Elapsed = "", nil, 0
+		if x.Approval != nil {
+			v.Elapsed = planElapsed(p.Steps, x.Approval.DecidedAt)
+		}
+		return v
 	}
 	if len(x.Result) > 0 {
 		var r tasks.Result
@@ -160,6 +171,19 @@ func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
 	// A finished step re-invokes the agent whether or not its card is up.
 	if x.State.Terminal() && b.cfg.Agent != nil {
 		b.continueAgent(x)
+	}
+	if x.IsFollower() {
+		// A later step of a plan shows on its plan's card.
+		head, err := b.store.GetExecution(ctx, x.Head())
+		if err != nil || head.CardEventID == "" {
+			return
+		}
+		b.cards.update(head.ID)
+		if x.State == store.StateFailed || x.State == store.StateOutcomeUnknown {
+			x.CardEventID = head.CardEventID
+			b.escalateFailure(ctx, x)
+		}
+		return
 	}
 	if x.CardEventID == "" {
 		// Chat requests get their card from the message handler, as a reply

@@ -986,7 +986,7 @@ var helpSections = []struct {
 		{"start | stop | reboot <lxc>", "a container by vmid, slug or hostname, e.g. reboot 101"},
 		{"snapshot <lxc> [name]", "take a snapshot"},
 		{"rollback <lxc> <snapshot>", "roll back to a snapshot (destructive)"},
-		{"destroy <lxc>", "destroy a stopped container (destructive)"},
+		{"destroy <lxc>", "destroy a container, stopping it first if it runs (destructive)"},
 		{"exec <lxc> <command>", "run a shell command in a container, e.g. exec 101 df -h"},
 	}},
 	{"Decide", []helpEntry{

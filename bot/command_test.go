@@ -207,6 +207,8 @@ var commandTests = []struct {
 		Runbook: "reload-service", Steps: []RunbookStep{{Action: "systemctl", Params: kv{"verb": "reload"}}}}},
 	{text: "upgrade 101 please", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "upgrade"},
 		Runbook: "upgrade-container", Steps: []RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "upgrade"}}}}},
+	{text: "upgrade and reboot 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "upgrade"},
+		Runbook: "upgrade-and-reboot", Steps: []RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "upgrade"}}, {Action: "pct_reboot", Params: kv{}}}}},
 	{text: "What needs updating on lxc:101?", want: Command{Kind: CmdAction, Target: "lxc:101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"},
 		Runbook: "audit-updates", Steps: []RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "audit"}}}}},
 	{text: "check updates on 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"},

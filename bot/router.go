@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"strings"
 	"time"
 
@@ -146,8 +145,9 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	}
 }
 
-// requestPlan turns a command into plans, one per runbook step, and posts
-// a card for each. Only operators may request changes.
+// requestPlan turns a command into one plan, whose steps (a runbook's,
+// or the grammar's) run in order under one approval, and posts its card.
+// Only operators may request changes.
 func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 	if !b.isOperator(evt.Sender) {
 		b.refuseNonOperator(ctx, evt, "request "+string(cmd.Action)+" "+cmd.Target)
@@ -161,21 +161,48 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 	if cmd.Runbook != "" {
 		via = executions.ViaRunbook
 	}
-	for _, st := range steps {
-		params, err := json.Marshal(st.Params)
-		if err != nil || st.Params == nil {
-			params = nil
-		}
-		p, err := b.exec.Request(ctx, executions.Request{
-			Action: st.Action, Target: cmd.Target, Params: params,
-			RequestedBy: evt.Sender.String(), Via: via, RoomID: evt.RoomID.String(),
-		})
+	if cmd.Runbook == "" && cmd.Action == policy.ActionPctDestroy {
+		// pct destroy refuses a running container. Ask its host rather
+		// than guess, and stop it first when it runs.
+		state, err := b.exec.ContainerState(ctx, cmd.Target, evt.Sender.String())
 		if err != nil {
-			b.sendNotice(ctx, evt.RoomID, requestErrorText(err), "", evt)
+			b.logger.Info("no container state for a destroy", "target", cmd.Target, "err", err)
+			b.sendNotice(ctx, evt.RoomID, containerStateErrorText(cmd.Target, err), "", evt)
 			return
 		}
-		b.postCard(ctx, evt.RoomID, p, evt)
+		if state == "running" {
+			steps = append([]RunbookStep{{Action: string(policy.ActionPctStop)}}, steps...)
+		}
 	}
+	r := executions.Request{Target: cmd.Target, RequestedBy: evt.Sender.String(), Via: via, RoomID: evt.RoomID.String()}
+	for _, st := range steps {
+		var params json.RawMessage
+		if st.Params != nil {
+			if raw, err := json.Marshal(st.Params); err == nil {
+				params = raw
+			}
+		}
+		r.Steps = append(r.Steps, executions.Step{Action: st.Action, Params: params})
+	}
+	if len(r.Steps) == 1 {
+		r.Action, r.Params, r.Steps = r.Steps[0].Action, r.Steps[0].Params, nil
+	}
+	p, err := b.exec.Request(ctx, r)
+	if err != nil {
+		b.sendNotice(ctx, evt.RoomID, requestErrorText(err), "", evt)
+		return
+	}
+	b.postCard(ctx, evt.RoomID, p, evt)
+}
+
+// containerStateErrorText is what an operator reads when a destroy could
+// not be planned because the host did not say whether the container runs.
+func containerStateErrorText(target string, err error) string {
+	if errors.Is(err, executions.ErrNoContainerState) {
+		return fmt.Sprintf("I could not tell from its host whether %s is running, so I planned nothing: a running container has to be stopped "+
+			"before it can be destroyed, and I do not guess. Try again in a moment, or check `show %s`.", target, target)
+	}
+	return requestErrorText(err)
 }
 
 // requestErrorText is what an operator reads when a request is refused.
@@ -339,7 +366,7 @@ func (b *Bot) resolveUnknown(ctx context.Context, evt *event.Event, cmd Command)
 
 // decideByText reads a reply to a card: the typed phrase, assent or refusal.
 func (b *Bot) decideByText(ctx context.Context, evt *event.Event, x store.Execution, body string, isReply bool) {
-	if x.RiskClass == policy.Destructive.String() {
+	if x.GateClass() == policy.Destructive.String() {
 		if p, err := b.exec.Describe(ctx, x); err == nil && p.Phrase != "" && policy.MatchPhrase(body, p.Phrase) {
 			b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
 			return
@@ -403,8 +430,50 @@ func (b *Bot) decide(ctx context.Context, evt *event.Event, x store.Execution, d
 		}
 		return
 	}
+	var pending *executions.QuorumPendingError
+	if errors.As(err, &pending) {
+		// Not a refusal: the approval counts toward the quorum, and the
+		// card shows who has approved so far.
+		b.cards.update(x.ID)
+		plain, htm := NoticeQuorumPending(evt.Sender.String(), x.PlanCode, pending.Votes, pending.Quorum)
+		b.sendInThread(ctx, evt.RoomID, id.EventID(x.CardEventID), plain, htm, evt)
+		return
+	}
 	plain, htm := b.decisionErrorText(ctx, err, x, evt.Sender)
-	b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+	b.refuseInThread(ctx, evt, x, plain, htm)
+}
+
+// refusalInterval is how often one person is told, per card, why their
+// decision did not count: a burst of reactions gets one answer.
+const refusalInterval = time.Minute
+
+// refuseInThread answers a decision that did not count, in the card's
+// thread, at most once per refusalInterval per person and card. The
+// refusal itself is already audited by the gate.
+func (b *Bot) refuseInThread(ctx context.Context, evt *event.Event, x store.Execution, plain, htm string) {
+	key := evt.Sender.String() + "|" + x.Head().String()
+	now := b.now()
+	b.mu.Lock()
+	last, seen := b.refusedAt[key]
+	if seen && now.Sub(last) < refusalInterval {
+		b.mu.Unlock()
+		b.logger.Debug("refusal already answered in the last minute", "execution_id", x.ID, "sender", evt.Sender)
+		return
+	}
+	b.refusedAt[key] = now
+	for k, at := range b.refusedAt {
+		if now.Sub(at) >= refusalInterval {
+			delete(b.refusedAt, k)
+		}
+	}
+	b.mu.Unlock()
+	card := id.EventID(x.CardEventID)
+	if x.IsFollower() {
+		if head, err := b.store.GetExecution(ctx, x.Head()); err == nil {
+			card = id.EventID(head.CardEventID)
+		}
+	}
+	b.sendInThread(ctx, evt.RoomID, card, plain, htm, evt)
 }
 
 func (b *Bot) phraseFor(ctx context.Context, x store.Execution) string {
@@ -423,6 +492,10 @@ func (b *Bot) decisionErrorText(ctx context.Context, err error, x store.Executio
 		return NoticeAlreadyDecided(decided.Existing)
 	case errors.Is(err, policy.ErrNotOperator):
 		return NoticeNotOperator(by.String())
+	case errors.Is(err, executions.ErrSelfApproval):
+		return NoticeSelfApproval(by.String(), x)
+	case errors.Is(err, executions.ErrSameApprover):
+		return NoticeSameApprover(by.String(), x.PlanCode, b.exec.Quorum(policy.Destructive))
 	case errors.Is(err, policy.ErrMethodNotAllowed), errors.Is(err, executions.ErrPhraseMismatch):
 		return NoticeNeedsPhrase(b.phraseFor(ctx, x))
 	case errors.Is(err, executions.ErrExpired):
@@ -436,8 +509,3 @@ func (b *Bot) decisionErrorText(ctx context.Context, err error, x store.Executio
 	p := "I could not record that decision; nothing was changed. The log has the details."
 	return p, p
 }
-
-var (
-	_ = html.EscapeString
-	_ id.RoomID
-)

@@ -226,7 +226,11 @@ func (b *Bot) replyPending(ctx context.Context, evt *event.Event) {
 	}
 	var lines []string
 	for _, x := range xs {
-		lines = append(lines, fmt.Sprintf("• %s %s, %s, code %s, expires %s", x.Action, x.TargetSlug, x.RiskClass, x.PlanCode, x.ExpiresAt.UTC().Format("15:04 MST")))
+		what := x.Action + " " + x.TargetSlug
+		if x.Plan != nil {
+			what = fmt.Sprintf("a plan of %d steps, from %s", x.Plan.Steps, what)
+		}
+		lines = append(lines, fmt.Sprintf("• %s, %s, code %s, expires %s", what, x.GateClass(), x.PlanCode, x.ExpiresAt.UTC().Format("15:04 MST")))
 	}
 	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%d waiting:\n%s", len(xs), strings.Join(lines, "\n")), "", evt)
 }
@@ -248,7 +252,11 @@ func (b *Bot) replyHistory(ctx context.Context, evt *event.Event) {
 		if x.Approval != nil {
 			who = x.Approval.Decision + " by " + x.Approval.DecidedBy
 		}
-		lines = append(lines, fmt.Sprintf("• %s %s %s: %s (%s)", x.CreatedAt.UTC().Format("Jan 02 15:04"), x.Action, x.TargetSlug, strings.ReplaceAll(string(x.State), "_", " "), who))
+		what := x.Action + " " + x.TargetSlug
+		if x.Plan != nil {
+			what = fmt.Sprintf("step %d/%d %s", x.Position, x.Plan.Steps, what)
+		}
+		lines = append(lines, fmt.Sprintf("• %s %s: %s (%s)", x.CreatedAt.UTC().Format("Jan 02 15:04"), what, strings.ReplaceAll(string(x.State), "_", " "), who))
 	}
 	b.sendNotice(ctx, evt.RoomID, "Latest plans here:\n"+strings.Join(lines, "\n"), "", evt)
 }

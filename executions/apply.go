@@ -25,7 +25,8 @@ type Applied struct {
 
 // neverDispatched are the states of an execution no order went out for:
 // no genuine actuator can report on one.
-var neverDispatched = []store.ExecutionState{store.StateAwaitingApproval, store.StateDenied, store.StateExpired, store.StateCancelled}
+var neverDispatched = []store.ExecutionState{store.StateAwaitingApproval, store.StateDenied, store.StateExpired, store.StateCancelled,
+	store.StateWaiting, store.StateSkipped}
 
 // reportedExecution loads the execution a verified report names, or
 // refuses the report when the bot never dispatched it.
@@ -181,6 +182,9 @@ func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, err
 	}
 	s.observeEnd(done)
 	s.logger.Info("execution finished", "execution_id", x.ID, "state", to)
+	if done.PlanID != nil && to == store.StateSucceeded {
+		s.dispatchNext(ctx, *done.PlanID)
+	}
 	return Applied{Execution: done, Changed: true}, nil
 }
 
@@ -288,4 +292,23 @@ func (s *Service) applyCheckResult(ctx context.Context, c tasks.CheckResult) err
 	return s.store.RecordCheck(ctx, store.CheckObservation{
 		CheckID: c.CheckID, TargetID: c.TargetID, Health: c.Health, Detail: c.Detail, Metrics: c.Metrics, At: c.At,
 	})
+}
+
+// dispatchNext dispatches the step of a plan that the success of the one
+// before it approved. It was approved in the same transaction as that
+// success, so a failure here, or a crash, leaves it to the reconciler.
+func (s *Service) dispatchNext(ctx context.Context, planID uuid.UUID) {
+	steps, err := s.store.PlanSteps(ctx, planID)
+	if err != nil {
+		s.logger.Warn("load the plan's next step; the reconciler will dispatch it", "plan_id", planID, "err", err)
+		return
+	}
+	for _, st := range steps {
+		if st.State != store.StateApproved {
+			continue
+		}
+		if _, err := s.Dispatch(ctx, st.ID); err != nil {
+			s.logger.Warn("dispatch the plan's next step failed; the reconciler will retry", "execution_id", st.ID, "plan_id", planID, "err", err)
+		}
+	}
 }

@@ -82,8 +82,13 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 	if err != nil {
 		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
 	}
-	if hash != x.PlanHash || x.Approval == nil || x.Approval.PlanHash != hash {
+	if hash != x.PlanHash || x.Approval == nil || x.Approval.Decision != "approved" || x.Approval.PlanHash != x.DecisionHash() {
 		return fmt.Errorf("dispatch execution %s: %w", x.ID, ErrTargetChanged)
+	}
+	if x.PlanID != nil {
+		if err := s.checkTurn(ctx, x); err != nil {
+			return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
+		}
 	}
 	// Every order sent for one execution shares the deadline of the first
 	// dispatch, so once the reconciler gives up on it, no copy can still run.
@@ -110,6 +115,28 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 	_, err = s.cfg.Queue.EnqueueContext(ctx, tasks.NewRunTask(x.ID.String(), envelope))
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("dispatch execution %s: enqueue: %w", x.ID, err)
+	}
+	return nil
+}
+
+// checkTurn checks that a step of a plan of several may go out: the
+// plan's approval covers exactly the steps on record (their hashes hash to
+// the approved plan hash), and every step before it has succeeded.
+func (s *Service) checkTurn(ctx context.Context, x store.Execution) error {
+	steps, err := s.store.PlanSteps(ctx, *x.PlanID)
+	if err != nil {
+		return err
+	}
+	hashes := make([]string, len(steps))
+	for i, st := range steps {
+		hashes[i] = st.PlanHash
+		if st.Position < x.Position && st.State != store.StateSucceeded {
+			return fmt.Errorf("step %d is %s, and step %d runs only after it succeeded", st.Position, st.State, x.Position)
+		}
+	}
+	whole, err := policy.StepsHash(hashes)
+	if err != nil || x.Plan == nil || whole != x.Plan.Hash {
+		return fmt.Errorf("%w: the plan's steps no longer hash to the approved plan", ErrTargetChanged)
 	}
 	return nil
 }

@@ -29,7 +29,32 @@ var (
 	// a command exactly as it runs, so such a plan is refused rather than
 	// shown disguised. It also matches policy.ErrInvalidParams.
 	ErrCarriesSecret = errors.New("the command carries a secret")
+	// ErrSelfApproval: with approvals.self_approval off, whoever asked for
+	// a plan (or the operator the agent asked on behalf of) may not
+	// approve it.
+	ErrSelfApproval = errors.New("a plan may not be approved by whoever asked for it")
+	// ErrSameApprover: a destructive plan needs the phrase from several
+	// different operators, and this one has already given it.
+	ErrSameApprover = errors.New("quorum not met")
+	// ErrQuorumPending is what every *QuorumPendingError wraps.
+	ErrQuorumPending = errors.New("approval recorded; the quorum is not met yet")
+	// ErrNoContainerState: the host did not say whether the container runs.
+	ErrNoContainerState = errors.New("could not read the container's state from its host")
 )
+
+// QuorumPendingError reports an approval recorded toward a destructive
+// plan's quorum that did not complete it: the plan still waits.
+type QuorumPendingError struct {
+	// Votes is how many operators have approved so far; Quorum how many
+	// must.
+	Votes, Quorum int
+}
+
+func (e *QuorumPendingError) Error() string {
+	return fmt.Sprintf("approval %d of %d recorded; the plan waits for another operator's phrase", e.Votes, e.Quorum)
+}
+
+func (e *QuorumPendingError) Unwrap() error { return ErrQuorumPending }
 
 // ShownStepsBytes is how much of a plan's steps a card shows. A plan from
 // the agent or an MCP client must fit, so nothing can hide after padding

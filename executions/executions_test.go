@@ -78,7 +78,9 @@ type bundle struct {
 	inspector *asynq.Inspector
 	redis     asynq.RedisClientOpt
 	pub       ed25519.PublicKey
-	ctx       context.Context
+	// keys are the bundle's keys, for another Service over it.
+	keys testenv.Keys
+	ctx  context.Context
 }
 
 func setup(t testing.TB) *bundle {
@@ -120,7 +122,7 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{svc: svc, reportKey: keys.ReportSigning, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: keys.OrderVerify, ctx: ctx}
+	return &bundle{svc: svc, reportKey: keys.ReportSigning, dbURL: dbURL, store: st, clock: clk, queue: q, inspector: inspector, redis: redisOpt, pub: keys.OrderVerify, keys: keys, ctx: ctx}
 }
 
 // progress signs p as the actuator does and applies it.
@@ -176,7 +178,7 @@ func (b *bundle) queuedOrder(t *testing.T, id uuid.UUID) tasks.Order {
 	if err != nil {
 		t.Fatalf("no task queued for %s: %v", id, err)
 	}
-	o, err := tasks.VerifyOrder(b.pub, info.Payload, b.clock.Now())
+	o, err := tasks.VerifyOrder(tasks.VerifyKeys{b.pub}, info.Payload, b.clock.Now())
 	if err != nil {
 		t.Fatalf("queued order does not verify: %v", err)
 	}
@@ -706,6 +708,9 @@ func TestNewRefusesBadWireConfig(t *testing.T) {
 		{"orders valid for two hours", func(c *executions.Config) { c.OrderTTL = 2 * time.Hour }, "OrderTTL 2h0m0s is longer than the 1h0m0s an actuator accepts"},
 		{"a report key of the wrong size", func(c *executions.Config) { c.ReportVerifyKey = keys.ReportVerify[:16] }, "ReportVerifyKey must be an Ed25519 public key"},
 		{"an actuator name with a space", func(c *executions.Config) { c.Actuator = "pve east" }, `actuator name "pve east"`},
+		{"a previous report key of the wrong size", func(c *executions.Config) { c.PreviousReportVerifyKey = keys.OrderVerify[:16] }, "PreviousReportVerifyKey must be an Ed25519 public key"},
+		{"the report key as its own previous key", func(c *executions.Config) { c.PreviousReportVerifyKey = keys.ReportVerify }, "PreviousReportVerifyKey is ReportVerifyKey itself"},
+		{"a previous report key alone", func(c *executions.Config) { c.ReportVerifyKey, c.PreviousReportVerifyKey = nil, keys.OrderVerify }, "PreviousReportVerifyKey needs a ReportVerifyKey"},
 	} {
 		cfg := base
 		tc.change(&cfg)

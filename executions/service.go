@@ -46,6 +46,12 @@ type Config struct {
 	// it. Without it every report is refused, which suits only a Service
 	// that never consumes the results queue.
 	ReportVerifyKey ed25519.PublicKey
+	// PreviousReportVerifyKey is the actuator's report key being rotated
+	// out. While it is set, reports signed with it are applied too, so the
+	// actuator can switch keys without a gap; drop it once the results
+	// queue holds nothing the actuator signed before it switched.
+	// Optional.
+	PreviousReportVerifyKey ed25519.PublicKey
 	// Actuator names the actuator that orders and probes are addressed to
 	// and that reports must come from. Default tasks.DefaultActuator.
 	Actuator string
@@ -73,6 +79,18 @@ type Config struct {
 	// check's own interval (at least 5s) says how often it runs; this is
 	// only the granularity. Default 5s.
 	ProbeInterval time.Duration
+	// ForbidSelfApproval refuses an approval from whoever asked for the
+	// plan, or from the operator an agent asked for it on behalf of
+	// (approvals.self_approval: false). Off by default: in a one-person
+	// homelab the operator approves their own plans.
+	ForbidSelfApproval bool
+	// DestructiveQuorum is how many different operators must type a
+	// destructive plan's phrase before it is approved. Default 1; at most
+	// the number of operators.
+	DestructiveQuorum int
+	// ProbeWait bounds how long ContainerState waits for the host's
+	// answer. Default 20s.
+	ProbeWait time.Duration
 	// InventoryInterval is how often each host's inventory is taken for
 	// fleet discovery (RunDiscovery); a host's run states go stale after
 	// three of them without an answer. Default 5m.
@@ -96,6 +114,10 @@ type Service struct {
 	store  *store.Store
 	logger *slog.Logger
 	now    func() time.Time
+
+	// reportKeys verify what the actuator reports: its key and, during a
+	// rotation, its previous one.
+	reportKeys tasks.VerifyKeys
 }
 
 // New validates cfg and returns a Service.
@@ -111,9 +133,22 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("executions: Rules are required")
 	case len(cfg.ReportVerifyKey) != 0 && len(cfg.ReportVerifyKey) != ed25519.PublicKeySize:
 		return nil, errors.New("executions: ReportVerifyKey must be an Ed25519 public key")
+	case len(cfg.PreviousReportVerifyKey) != 0 && len(cfg.ReportVerifyKey) == 0:
+		return nil, errors.New("executions: PreviousReportVerifyKey needs a ReportVerifyKey beside it")
+	case len(cfg.PreviousReportVerifyKey) != 0 && len(cfg.PreviousReportVerifyKey) != ed25519.PublicKeySize:
+		return nil, errors.New("executions: PreviousReportVerifyKey must be an Ed25519 public key")
+	case len(cfg.PreviousReportVerifyKey) != 0 && cfg.PreviousReportVerifyKey.Equal(cfg.ReportVerifyKey):
+		return nil, errors.New("executions: PreviousReportVerifyKey is ReportVerifyKey itself; set it to the key being rotated out, or leave it out")
 	case cfg.OrderTTL > tasks.MaxOrderTTL:
 		return nil, fmt.Errorf("executions: OrderTTL %s is longer than the %s an actuator accepts", cfg.OrderTTL, tasks.MaxOrderTTL)
+	case cfg.DestructiveQuorum < 0:
+		return nil, fmt.Errorf("executions: DestructiveQuorum must be at least 1, got %d", cfg.DestructiveQuorum)
+	case cfg.DestructiveQuorum > len(cfg.Rules.Operators()):
+		return nil, fmt.Errorf("executions: DestructiveQuorum %d needs more operators than the %d configured, so no destructive plan could ever be approved",
+			cfg.DestructiveQuorum, len(cfg.Rules.Operators()))
 	}
+	cfg.DestructiveQuorum = cmp.Or(cfg.DestructiveQuorum, 1)
+	cfg.ProbeWait = cmp.Or(cfg.ProbeWait, 20*time.Second)
 	cfg.Actuator = cmp.Or(cfg.Actuator, tasks.DefaultActuator)
 	if err := tasks.ValidateActuatorName(cfg.Actuator); err != nil {
 		return nil, fmt.Errorf("executions: %w", err)
@@ -133,7 +168,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Service{cfg: cfg, store: cfg.Store, logger: cfg.Logger, now: cfg.Clock}, nil
+	return &Service{cfg: cfg, store: cfg.Store, logger: cfg.Logger, now: cfg.Clock,
+		reportKeys: tasks.RotatingKeys(cfg.ReportVerifyKey, cfg.PreviousReportVerifyKey)}, nil
 }
 
 // Routes a request can take, as executions record them (requested_via).
@@ -148,7 +184,8 @@ const (
 	ViaMCP = "mcp"
 )
 
-// Request asks for one action on one target.
+// Request asks for a plan: one action on one target, or Steps run in
+// order.
 type Request struct {
 	Action string
 	// Target names the entity: a slug (service:jellyfin), a name
@@ -156,8 +193,16 @@ type Request struct {
 	Target string
 	// Params are the action's parameters as JSON; empty means none.
 	Params json.RawMessage
-	// RequestedBy is the Matrix user or client that asked.
+	// Steps, when set, make a plan of several steps that run in order,
+	// each only once the one before it has succeeded, under one approval.
+	// Action and Params must then be empty; a step without a Target acts
+	// on Target. One step is the same as Action, Target and Params.
+	Steps []Step
+	// RequestedBy is the Matrix user or client that asked; for the agent,
+	// the agent itself.
 	RequestedBy string
+	// OnBehalfOf is the operator the agent acts for; empty otherwise.
+	OnBehalfOf string
 	// Via is one of the Via constants.
 	Via string
 	// Reason is why the asker wants it, shown on the card; empty for an
@@ -169,112 +214,136 @@ type Request struct {
 	Session *store.SessionLink
 }
 
+// Step is one action of a plan of several steps.
+type Step struct {
+	Action string
+	// Target names the entity; empty means the Request's Target.
+	Target string
+	Params json.RawMessage
+}
+
 // Planned is a persisted plan with what a front end needs to show it.
 type Planned struct {
+	// Execution is the plan's execution, or for a plan of several steps its
+	// first step's, which carries the card and the decision.
 	Execution store.Execution
-	Risk      policy.Risk
+	// Risk is the plan's: for several steps, the highest step's class with
+	// every step's reasons.
+	Risk policy.Risk
 	// Blast lists who else is affected, nearest first.
 	Blast []policy.Affected
 	// Phrase is the typed confirmation a destructive plan needs.
 	Phrase string
 	Target store.Entity
+	// Steps are the steps of a plan of several, in order; nil for a plan
+	// of one step.
+	Steps []PlannedStep
+	// Snapshot says the actuator snapshots the container before the step
+	// runs (a config_mutation inside a container), for a plan of one step.
+	Snapshot bool
+}
+
+// Quorum is how many different operators must approve a plan of class c.
+func (s *Service) Quorum(c policy.Class) int {
+	if c == policy.Destructive {
+		return s.cfg.DestructiveQuorum
+	}
+	return 1
+}
+
+// PlannedStep is one step of a plan of several steps.
+type PlannedStep struct {
+	Execution store.Execution
+	Risk      policy.Risk
+	Target    store.Entity
+	// Snapshot says the actuator snapshots the step's container before it
+	// runs (a config_mutation inside a container).
+	Snapshot bool
+}
+
+// builtStep is a step validated, resolved, rendered and classified.
+type builtStep struct {
+	spec      policy.Spec
+	entity    store.Entity
+	plan      policy.Plan
+	hash      string
+	risk      policy.Risk
+	canonical json.RawMessage
 }
 
 // Request validates, resolves and classifies r, and persists the plan. A
-// plan that policy lets approve itself (a named read-only action; never
-// free-form shell, see policy.Rules.AutoApproves) is dispatched at once;
-// anything else waits for an operator.
+// plan that policy lets approve itself (named read-only actions only;
+// never free-form shell, see policy.Rules.AutoApproves) is dispatched at
+// once; anything else waits for an operator. Of a plan of several steps
+// only the first is dispatched; each later one goes out once the one
+// before it has succeeded.
 func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
-	spec, err := policy.Lookup(policy.Action(r.Action))
+	steps, err := r.steps()
 	if err != nil {
 		return Planned{}, err
 	}
-	params, err := policy.ParseParams(spec.Action, r.Params)
-	if err != nil {
-		return Planned{}, err
-	}
-	types := make([]string, len(spec.Targets))
-	for i, t := range spec.Targets {
-		types[i] = string(t)
-	}
-	matches, err := s.store.ResolveTargets(ctx, r.Target, types...)
-	if err != nil {
-		return Planned{}, err
-	}
-	switch len(matches) {
-	case 0:
-		return Planned{}, fmt.Errorf("%w: %s takes a %s, and nothing of that kind is called %q", ErrUnknownTarget, spec.Action, joinTypes(spec.Targets), r.Target)
-	case 1:
-	default:
-		cands := make([]string, len(matches))
-		for i, m := range matches {
-			cands[i] = m.Slug
-		}
-		return Planned{}, &AmbiguousTargetError{Ref: r.Target, Candidates: cands}
-	}
-	entity := matches[0]
 	g, err := s.loadGraph(ctx)
 	if err != nil {
 		return Planned{}, err
 	}
-	target := g.policyTarget(entity)
-	plan, err := policy.NewPlan(params, target)
-	if err != nil {
-		return Planned{}, err
-	}
-	if err := checkNoSecrets(plan.Steps); err != nil {
-		return Planned{}, err
-	}
-	if err := checkShown(plan.Steps, r.Via); err != nil {
-		return Planned{}, err
-	}
-	reason := cleanReason(r.Reason)
-	hash, err := policy.PlanHash(plan)
-	if err != nil {
-		return Planned{}, err
-	}
-	risk, err := policy.Classify(plan.Params, target, g.overrides)
-	if err != nil {
-		return Planned{}, err
-	}
-	canonical, err := policy.MarshalParams(plan.Params)
-	if err != nil {
-		return Planned{}, err
-	}
 	now := s.now()
+	built := make([]builtStep, len(steps))
+	for i, st := range steps {
+		b, err := s.build(ctx, g, st, now)
+		if err != nil {
+			if len(steps) > 1 {
+				return Planned{}, fmt.Errorf("step %d (%s): %w", i+1, st.Action, err)
+			}
+			return Planned{}, err
+		}
+		built[i] = b
+	}
+	var all []string
+	for _, b := range built {
+		all = append(all, b.plan.Steps...)
+	}
+	if err := checkShown(all, r.Via); err != nil {
+		return Planned{}, err
+	}
+	r.Reason = cleanReason(r.Reason)
+	// Only a person's own command counts as not the agent's; a route this
+	// build does not know is held to the agent's rules.
+	byAgent := !(r.Via == ViaChat || r.Via == ViaRunbook || r.Via == ViaMCP)
+	if len(built) > 1 {
+		return s.requestPlan(ctx, r, g, built, now, byAgent)
+	}
+	b := built[0]
 	id := uuid.Must(uuid.NewV7())
-	code, err := policy.PlanCode(phraseKey(id, hash))
+	code, err := policy.PlanCode(phraseKey(id, b.hash))
 	if err != nil {
 		return Planned{}, err
 	}
 	n := store.NewExecution{
-		ID: id, Action: string(spec.Action), TargetID: &entity.ID, TargetSlug: entity.Slug,
-		Params: canonical, Steps: plan.Steps, RiskClass: risk.Class.String(),
-		PlanHash: hash, PlanCode: code, State: store.StateAwaitingApproval,
-		RequestedBy: r.RequestedBy, RequestedVia: r.Via, Reason: reason, RoomID: r.RoomID,
-		ExpiresAt: s.cfg.Rules.ExpiresAt(risk.Class, now), Session: r.Session,
+		ID: id, Action: string(b.spec.Action), TargetID: &b.entity.ID, TargetSlug: b.entity.Slug,
+		Params: b.canonical, Steps: b.plan.Steps, RiskClass: b.risk.Class.String(),
+		PlanHash: b.hash, PlanCode: code, State: store.StateAwaitingApproval,
+		RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
+		ExpiresAt: s.cfg.Rules.ExpiresAt(b.risk.Class, now), Session: r.Session,
 		UnattendedLimit: s.cfg.UnattendedLimit,
 	}
 	var auto *store.Approval
-	// Only a person's own command counts as not the agent's; a route this
-	// build does not know is held to the agent's rules.
-	byPerson := r.Via == ViaChat || r.Via == ViaRunbook || r.Via == ViaMCP
-	if s.cfg.Rules.AutoApproves(spec.Action, risk.Class, !byPerson, false) {
+	if s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, byAgent, false) {
 		n.State = store.StateApproved
-		auto = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: hash, DecidedAt: now}
+		auto = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: b.hash, DecidedAt: now}
 	}
 	x, err := s.store.CreateExecution(ctx, n, auto)
 	if err != nil {
 		return Planned{}, err
 	}
-	p := Planned{Execution: x, Risk: risk, Blast: policy.PlanBlastRadius(spec.Action, g.edges, entity.Slug), Target: entity}
-	if risk.Class == policy.Destructive {
-		if p.Phrase, err = policy.ConfirmationPhrase(spec.Action, entity.Slug, phraseKey(id, hash)); err != nil {
+	p := Planned{Execution: x, Risk: b.risk, Blast: policy.PlanBlastRadius(b.spec.Action, g.edges, b.entity.Slug), Target: b.entity,
+		Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class)}
+	if b.risk.Class == policy.Destructive {
+		if p.Phrase, err = policy.ConfirmationPhrase(b.spec.Action, b.entity.Slug, phraseKey(id, b.hash)); err != nil {
 			return Planned{}, err
 		}
 	}
-	s.logger.Info("execution requested", "execution_id", id, "action", spec.Action, "target", entity.Slug,
-		"risk_class", risk.Class, "state", x.State, "requested_by", r.RequestedBy)
+	s.logger.Info("execution requested", "execution_id", id, "action", b.spec.Action, "target", b.entity.Slug,
+		"risk_class", b.risk.Class, "state", x.State, "requested_by", r.RequestedBy)
 	if x.State == store.StateApproved {
 		if x, err = s.Dispatch(ctx, x.ID); err != nil {
 			s.logger.Warn("dispatch failed; the reconciler will retry", "execution_id", id, "err", err)
@@ -285,9 +354,201 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	return p, nil
 }
 
+// steps returns what r asks for as a list of steps.
+func (r Request) steps() ([]Step, error) {
+	if len(r.Steps) == 0 {
+		return []Step{{Action: r.Action, Target: r.Target, Params: r.Params}}, nil
+	}
+	if r.Action != "" || len(r.Params) > 0 {
+		return nil, fmt.Errorf("%w: give either an action or a list of steps, not both", policy.ErrInvalidParams)
+	}
+	if len(r.Steps) > policy.MaxPlanSteps {
+		return nil, fmt.Errorf("%w: a plan has at most %d steps, got %d", policy.ErrInvalidParams, policy.MaxPlanSteps, len(r.Steps))
+	}
+	out := make([]Step, len(r.Steps))
+	for i, st := range r.Steps {
+		st.Target = cmp.Or(strings.TrimSpace(st.Target), r.Target)
+		out[i] = st
+	}
+	return out, nil
+}
+
+// build validates, resolves, renders and classifies one step.
+func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time) (builtStep, error) {
+	spec, err := policy.Lookup(policy.Action(st.Action))
+	if err != nil {
+		return builtStep{}, err
+	}
+	params, err := policy.ParseParams(spec.Action, st.Params)
+	if err != nil {
+		return builtStep{}, err
+	}
+	if p, ok := params.(policy.PctSnapshotParams); ok && p.Name == "" {
+		// Named now, so the card and the hash show the name that runs.
+		p.Name = policy.SnapshotName(now)
+		params = p
+	}
+	types := make([]string, len(spec.Targets))
+	for i, t := range spec.Targets {
+		types[i] = string(t)
+	}
+	matches, err := s.store.ResolveTargets(ctx, st.Target, types...)
+	if err != nil {
+		return builtStep{}, err
+	}
+	switch len(matches) {
+	case 0:
+		return builtStep{}, fmt.Errorf("%w: %s takes a %s, and nothing of that kind is called %q", ErrUnknownTarget, spec.Action, joinTypes(spec.Targets), st.Target)
+	case 1:
+	default:
+		cands := make([]string, len(matches))
+		for i, m := range matches {
+			cands[i] = m.Slug
+		}
+		return builtStep{}, &AmbiguousTargetError{Ref: st.Target, Candidates: cands}
+	}
+	entity := matches[0]
+	target := g.policyTarget(entity)
+	plan, err := policy.NewPlan(params, target)
+	if err != nil {
+		return builtStep{}, err
+	}
+	if err := checkNoSecrets(plan.Steps); err != nil {
+		return builtStep{}, err
+	}
+	hash, err := policy.PlanHash(plan)
+	if err != nil {
+		return builtStep{}, err
+	}
+	risk, err := policy.Classify(plan.Params, target, g.overrides)
+	if err != nil {
+		return builtStep{}, err
+	}
+	canonical, err := policy.MarshalParams(plan.Params)
+	if err != nil {
+		return builtStep{}, err
+	}
+	return builtStep{spec: spec, entity: entity, plan: plan, hash: hash, risk: risk, canonical: canonical}, nil
+}
+
+// requestPlan persists a plan of several steps: one execution per step,
+// the first awaiting the plan's one decision, the others waiting for the
+// step before them. The decision is taken on the plan's class, its
+// highest step's, and bound to the hash over every step.
+func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []builtStep, now time.Time, byAgent bool) (Planned, error) {
+	hashes := make([]string, len(built))
+	refs := make([]stepRef, len(built))
+	class := policy.ReadOnly
+	auto := true
+	for i, b := range built {
+		hashes[i] = b.hash
+		refs[i] = stepRef{action: b.spec.Action, slug: b.entity.Slug, class: b.risk.Class}
+		class = max(class, b.risk.Class)
+		auto = auto && s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, byAgent, false)
+	}
+	planHash, err := policy.StepsHash(hashes)
+	if err != nil {
+		return Planned{}, err
+	}
+	headID := uuid.Must(uuid.NewV7())
+	code, err := policy.PlanCode(phraseKey(headID, planHash))
+	if err != nil {
+		return Planned{}, err
+	}
+	expires := s.cfg.Rules.ExpiresAt(class, now)
+	news := make([]store.NewExecution, len(built))
+	for i, b := range built {
+		id := headID
+		if i > 0 {
+			id = uuid.Must(uuid.NewV7())
+		}
+		news[i] = store.NewExecution{
+			ID: id, Action: string(b.spec.Action), TargetID: &b.entity.ID, TargetSlug: b.entity.Slug,
+			Params: b.canonical, Steps: b.plan.Steps, RiskClass: b.risk.Class.String(),
+			PlanHash: b.hash, PlanCode: code, State: store.StateAwaitingApproval,
+			RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
+			ExpiresAt: expires, Session: r.Session, UnattendedLimit: s.cfg.UnattendedLimit,
+		}
+	}
+	var approval *store.Approval
+	if auto {
+		news[0].State = store.StateApproved
+		approval = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: planHash, DecidedAt: now}
+	}
+	xs, err := s.store.CreatePlan(ctx, store.NewPlan{Hash: planHash, RiskClass: class.String(), Steps: news}, approval)
+	if err != nil {
+		return Planned{}, err
+	}
+	p := Planned{Execution: xs[0], Target: built[0].entity}
+	for i, b := range built {
+		p.Steps = append(p.Steps, PlannedStep{Execution: xs[i], Risk: b.risk, Target: b.entity,
+			Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class)})
+	}
+	p.Risk, p.Blast = planRisk(p.Steps, g, class)
+	if class == policy.Destructive {
+		if p.Phrase, err = planPhrase(headID, planHash, refs); err != nil {
+			return Planned{}, err
+		}
+	}
+	s.logger.Info("plan requested", "execution_id", headID, "steps", len(built), "risk_class", class,
+		"state", xs[0].State, "requested_by", r.RequestedBy)
+	if xs[0].State == store.StateApproved {
+		if x, err := s.Dispatch(ctx, headID); err != nil {
+			s.logger.Warn("dispatch failed; the reconciler will retry", "execution_id", headID, "err", err)
+		} else {
+			p.Execution, p.Steps[0].Execution = x, x
+		}
+	}
+	return p, nil
+}
+
+// stepRef is what a plan's phrase is derived from, per step.
+type stepRef struct {
+	action policy.Action
+	slug   string
+	class  policy.Class
+}
+
+// planPhrase is the typed phrase of a destructive plan of several steps:
+// the verb and target of its first destructive step and the plan's code,
+// such as "destroy lxc:131 k7q2" for stop-then-destroy.
+func planPhrase(headID uuid.UUID, planHash string, steps []stepRef) (string, error) {
+	for _, st := range steps {
+		if st.class == policy.Destructive {
+			return policy.ConfirmationPhrase(st.action, st.slug, phraseKey(headID, planHash))
+		}
+	}
+	return "", fmt.Errorf("%w: the plan has no destructive step", policy.ErrInvalidPlan)
+}
+
+// planRisk is a plan's risk, class given, with every step's reasons, and
+// its blast radius: every step's, each entity once.
+func planRisk(steps []PlannedStep, g *graph, class policy.Class) (policy.Risk, []policy.Affected) {
+	r := policy.Risk{Class: class}
+	var blast []policy.Affected
+	seen := map[string]bool{}
+	for i, st := range steps {
+		for _, why := range st.Risk.Reasons {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("step %d: %s", i+1, why))
+		}
+		r.Secrets = append(r.Secrets, st.Risk.Secrets...)
+		for _, a := range policy.PlanBlastRadius(policy.Action(st.Execution.Action), g.edges, st.Target.Slug) {
+			if !seen[a.Slug] {
+				seen[a.Slug] = true
+				blast = append(blast, a)
+			}
+		}
+	}
+	return r, blast
+}
+
 // Describe rebuilds the presentation of an existing execution: its risk
-// reasons, blast radius and phrase, for a card or a tool result.
+// reasons, blast radius and phrase, for a card or a tool result. For a
+// step of a plan of several it describes the whole plan.
 func (s *Service) Describe(ctx context.Context, x store.Execution) (Planned, error) {
+	if x.PlanID != nil {
+		return s.describePlan(ctx, *x.PlanID)
+	}
 	p := Planned{Execution: x}
 	if x.TargetID == nil {
 		return p, nil
@@ -302,15 +563,59 @@ func (s *Service) Describe(ctx context.Context, x store.Execution) (Planned, err
 		return p, err
 	}
 	p.Blast = policy.PlanBlastRadius(policy.Action(x.Action), g.edges, entity.Slug)
+	class, _ := policy.ParseClass(x.RiskClass)
 	if params, err := policy.ParseParams(policy.Action(x.Action), x.Params); err == nil {
 		if risk, err := policy.Classify(params, g.policyTarget(entity), g.overrides); err == nil {
 			p.Risk = risk
 		}
+		p.Snapshot = policy.NeedsSnapshot(params, g.policyTarget(entity), class)
 	}
-	class, _ := policy.ParseClass(x.RiskClass)
 	p.Risk.Class = class
 	if class == policy.Destructive {
 		p.Phrase, _ = policy.ConfirmationPhrase(policy.Action(x.Action), x.TargetSlug, phraseKey(x.ID, x.PlanHash))
+	}
+	return p, nil
+}
+
+func (s *Service) describePlan(ctx context.Context, planID uuid.UUID) (Planned, error) {
+	xs, err := s.store.PlanSteps(ctx, planID)
+	if err != nil {
+		return Planned{}, err
+	}
+	g, err := s.loadGraph(ctx)
+	if err != nil {
+		return Planned{Execution: xs[0]}, err
+	}
+	p := Planned{Execution: xs[0]}
+	refs := make([]stepRef, len(xs))
+	for i, x := range xs {
+		st := PlannedStep{Execution: x}
+		class, _ := policy.ParseClass(x.RiskClass)
+		if x.TargetID != nil {
+			for _, e := range g.entities {
+				if e.ID == *x.TargetID {
+					st.Target = e
+				}
+			}
+		}
+		if st.Target.Slug != "" {
+			target := g.policyTarget(st.Target)
+			if params, err := policy.ParseParams(policy.Action(x.Action), x.Params); err == nil {
+				if risk, err := policy.Classify(params, target, g.overrides); err == nil {
+					st.Risk = risk
+				}
+				st.Snapshot = policy.NeedsSnapshot(params, target, class)
+			}
+		}
+		st.Risk.Class = class
+		refs[i] = stepRef{action: policy.Action(x.Action), slug: x.TargetSlug, class: class}
+		p.Steps = append(p.Steps, st)
+	}
+	p.Target = p.Steps[0].Target
+	class, _ := policy.ParseClass(xs[0].GateClass())
+	p.Risk, p.Blast = planRisk(p.Steps, g, class)
+	if class == policy.Destructive && xs[0].Plan != nil {
+		p.Phrase, _ = planPhrase(planID, xs[0].Plan.Hash, refs)
 	}
 	return p, nil
 }

@@ -221,6 +221,12 @@ func (s *Sim) close() error {
 				errs = append(errs, fmt.Errorf("close host %s: %w", h.name, err))
 			}
 		}
+		// Close the listener too: a Close right after Start can come
+		// before Serve has registered it with the server, and then
+		// srv.Close leaves Serve blocked in Accept for ever.
+		if h.ln != nil {
+			h.ln.Close()
+		}
 	}
 	for _, as := range sessions {
 		as.cancel(errSimClosed)

@@ -21,6 +21,8 @@ import (
 
 // Requested is the structured part of a request_execution result, so a
 // caller (the bot's agent) can link the execution without parsing text.
+// For a plan of several steps it names the first step, which carries the
+// plan's card and decision, and lists every step.
 type Requested struct {
 	ExecutionID string `json:"execution_id"`
 	Action      string `json:"action"`
@@ -28,14 +30,32 @@ type Requested struct {
 	State       string `json:"state"`
 	RiskClass   string `json:"risk_class"`
 	RoomID      string `json:"room_id,omitempty"`
+	// Steps lists the steps of a plan of several, in order.
+	Steps []RequestedStep `json:"steps,omitempty"`
+}
+
+// RequestedStep is one step of a requested plan of several steps.
+type RequestedStep struct {
+	ExecutionID string `json:"execution_id"`
+	Action      string `json:"action"`
+	Target      string `json:"target"`
+	State       string `json:"state"`
+	RiskClass   string `json:"risk_class"`
 }
 
 func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	action := strings.TrimSpace(req.GetString("action", ""))
 	target := strings.TrimSpace(req.GetString("target", ""))
 	reason := oneLine(req.GetString("reason", ""), 500)
-	if action == "" || target == "" {
-		return mcp.NewToolResultError("request_execution needs an action and a target"), nil
+	steps, err := stepsArg(req.GetArguments()["steps"])
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	switch {
+	case len(steps) > 0 && action != "":
+		return mcp.NewToolResultError("request_execution takes either an action or a list of steps, not both"), nil
+	case len(steps) == 0 && (action == "" || target == ""):
+		return mcp.NewToolResultError("request_execution needs an action and a target, or a list of steps"), nil
 	}
 	if reason == "" {
 		return mcp.NewToolResultError("request_execution needs a reason: one sentence on why, for the audit log and the operator"), nil
@@ -51,15 +71,19 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 	if refused := s.allowRequest(ctx, "request_execution", c); refused != nil {
 		return refused, nil
 	}
+	by, behalf := s.identity(c)
 	p, err := s.exec.Request(ctx, executions.Request{
-		Action: action, Target: target, Params: params,
-		RequestedBy: c.RequestedBy, Via: c.Via, Reason: reason, RoomID: c.RoomID, Session: c.Session,
+		Action: action, Target: target, Params: params, Steps: steps,
+		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via, Reason: reason, RoomID: c.RoomID, Session: c.Session,
 	})
 	if err != nil {
 		return s.requestError(ctx, err), nil
 	}
 	x := p.Execution
 	text := requestedText(p, c)
+	if len(p.Steps) > 0 {
+		return s.requestedPlan(ctx, p, text), nil
+	}
 	if x.State == store.StateApproved || x.State == store.StateDispatched || x.State == store.StateRunning {
 		// A read_only step approved itself and is on its way: wait for it
 		// a little, so a quick look (an apt audit, a df) answers in this
@@ -73,6 +97,95 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 		ExecutionID: x.ID.String(), Action: x.Action, Target: x.TargetSlug, State: string(x.State),
 		RiskClass: x.RiskClass, RoomID: x.RoomID,
 	}, text), nil
+}
+
+// requestedPlan answers a request for a plan of several steps. A plan
+// that approved itself (named read-only steps only) is waited for, up to
+// its last step, like a single read-only step.
+func (s *Server) requestedPlan(ctx context.Context, p executions.Planned, text string) *mcp.CallToolResult {
+	xs := make([]store.Execution, len(p.Steps))
+	for i, st := range p.Steps {
+		xs[i] = st.Execution
+	}
+	head := xs[0]
+	if head.State == store.StateApproved || head.State == store.StateDispatched || head.State == store.StateRunning {
+		if _, err := s.waitTerminal(ctx, xs[len(xs)-1]); err == nil {
+			if cur, err := s.store.PlanSteps(ctx, head.ID); err == nil {
+				xs = cur
+			}
+		}
+		var b strings.Builder
+		for _, x := range xs {
+			b.WriteString(s.describeExecution(x) + "\n")
+		}
+		last := xs[len(xs)-1]
+		text = ranText(last, strings.TrimRight(b.String(), "\n"))
+		head = xs[0]
+	}
+	out := Requested{ExecutionID: head.ID.String(), Action: head.Action, Target: head.TargetSlug, State: string(head.State),
+		RiskClass: head.GateClass(), RoomID: head.RoomID}
+	for _, x := range xs {
+		out.Steps = append(out.Steps, RequestedStep{ExecutionID: x.ID.String(), Action: x.Action, Target: x.TargetSlug, State: string(x.State), RiskClass: x.RiskClass})
+	}
+	return mcp.NewToolResultStructured(out, text)
+}
+
+// identity is who a request is recorded as asked by: the agent itself,
+// on behalf of the operator it acts for, or the external client.
+func (s *Server) identity(c Caller) (by, onBehalfOf string) {
+	if c.Via != ViaAgent {
+		return c.RequestedBy, ""
+	}
+	if c.RequestedBy == s.cfg.AgentActor {
+		return s.cfg.AgentActor, ""
+	}
+	return s.cfg.AgentActor, c.RequestedBy
+}
+
+// maxStepsArg bounds what stepsArg reads before the gate checks the plan.
+const maxStepsArg = 2 * policy.MaxPlanSteps
+
+// stepsArg reads the steps argument: a list of {action, target, params}.
+// A model sometimes sends the list as a JSON string; that is accepted too.
+func stepsArg(v any) ([]executions.Step, error) {
+	const shape = `steps must be a list such as [{"action": "pct_stop", "target": "lxc:131"}, {"action": "pct_destroy", "target": "lxc:131"}]`
+	if str, ok := v.(string); ok {
+		str = strings.TrimSpace(str)
+		if str == "" {
+			return nil, nil
+		}
+		if err := json.Unmarshal([]byte(str), &v); err != nil {
+			return nil, errors.New(shape)
+		}
+	}
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, errors.New(shape)
+	}
+	if len(list) > maxStepsArg {
+		return nil, fmt.Errorf("a plan has at most %d steps, got %d", policy.MaxPlanSteps, len(list))
+	}
+	out := make([]executions.Step, 0, len(list))
+	for i, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("step %d: %s", i+1, shape)
+		}
+		action, _ := m["action"].(string)
+		target, _ := m["target"].(string)
+		if strings.TrimSpace(action) == "" {
+			return nil, fmt.Errorf("step %d needs an action", i+1)
+		}
+		params, err := paramsArg(m["params"])
+		if err != nil {
+			return nil, fmt.Errorf("step %d: %w", i+1, err)
+		}
+		out = append(out, executions.Step{Action: strings.TrimSpace(action), Target: strings.TrimSpace(target), Params: params})
+	}
+	return out, nil
 }
 
 // paramsArg turns the params argument into the JSON the gate parses. A
@@ -113,6 +226,9 @@ func (s *Server) requestError(ctx context.Context, err error) *mcp.CallToolResul
 }
 
 func requestedText(p executions.Planned, c Caller) string {
+	if len(p.Steps) > 0 {
+		return requestedPlanText(p, c)
+	}
 	x := p.Execution
 	var b strings.Builder
 	switch x.State {
@@ -151,6 +267,34 @@ func requestedText(p executions.Planned, c Caller) string {
 	return b.String()
 }
 
+func requestedPlanText(p executions.Planned, c Caller) string {
+	x := p.Execution
+	var b strings.Builder
+	switch x.State {
+	case store.StateAwaitingApproval:
+		fmt.Fprintf(&b, "queued for approval: a plan of %d steps (%s), execution %s. One approval covers every step; they run in order, "+
+			"each only once the one before it succeeded, and the rest are skipped after a failure.", len(p.Steps), x.GateClass(), x.ID)
+		if p.Phrase != "" {
+			b.WriteString(" It has a destructive step: the operator must type its confirmation phrase in the room.")
+		}
+		if c.Via == ViaAgent {
+			b.WriteString(" End your turn now; you are re-invoked when the plan finishes or stops at a step that failed.")
+		} else {
+			fmt.Fprintf(&b, " Its card is posted in the ops room; get_execution %s shows where it stands.", x.ID)
+		}
+	default:
+		fmt.Fprintf(&b, "plan %s of %d steps is %s", x.ID, len(p.Steps), x.State)
+	}
+	for i, st := range p.Steps {
+		fmt.Fprintf(&b, "\nstep %d: %s on %s (%s), execution %s: %s", i+1, st.Execution.Action, st.Execution.TargetSlug,
+			st.Execution.RiskClass, st.Execution.ID, oneLine(strings.Join(st.Execution.Steps, " ; "), 300))
+	}
+	if reasons := p.Risk.Reasons; len(reasons) > 0 {
+		b.WriteString("\nrisk: " + strings.Join(reasons[:min(len(reasons), 3)], "; "))
+	}
+	return b.String()
+}
+
 // ranText introduces a read_only execution that ran without an approval:
 // finished, with its result, or still out.
 func ranText(x store.Execution, detail string) string {
@@ -183,7 +327,14 @@ func (s *Server) describeExecution(x store.Execution) string {
 	now := s.now()
 	var b strings.Builder
 	fmt.Fprintf(&b, "execution %s: %s on %s — %s (%s)\n", x.ID, x.Action, x.TargetSlug, x.State, x.RiskClass)
-	fmt.Fprintf(&b, "requested by %s via %s %s (%s)", x.RequestedBy, x.RequestedVia, stamp(x.CreatedAt), ago(now, x.CreatedAt))
+	if x.Plan != nil && x.PlanID != nil {
+		fmt.Fprintf(&b, "step %d of %d of plan %s (%s; approved as one)\n", x.Position, x.Plan.Steps, x.PlanID, x.Plan.RiskClass)
+	}
+	fmt.Fprintf(&b, "requested by %s via %s", x.RequestedBy, x.RequestedVia)
+	if x.OnBehalfOf != "" {
+		fmt.Fprintf(&b, " for %s", x.OnBehalfOf)
+	}
+	fmt.Fprintf(&b, " %s (%s)", stamp(x.CreatedAt), ago(now, x.CreatedAt))
 	if a := x.Approval; a != nil {
 		fmt.Fprintf(&b, "; %s by %s (%s) %s", a.Decision, a.DecidedBy, a.Method, ago(now, a.DecidedAt))
 	} else if x.State == store.StateAwaitingApproval {
@@ -265,9 +416,10 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	// pct_status is a probe: it takes nothing but the container, so it
 	// approves itself whoever asks. No room: a probe is a tool call, not a
 	// plan to show on a card.
+	by, behalf := s.identity(c)
 	p, err := s.exec.Request(ctx, executions.Request{
 		Action: string(policy.ActionPctStatus), Target: e.Slug,
-		RequestedBy: c.RequestedBy, Via: c.Via,
+		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via,
 	})
 	if err != nil {
 		return s.internal(ctx, "get_lxc_state", err, "the live probe could not be started; list_lxcs has the latest checked state"), nil

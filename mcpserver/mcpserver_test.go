@@ -528,8 +528,10 @@ func TestRequestExecutionFromTheAgentUsesTheSessionRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := struct{ State, Via, By, Room, Risk string }{"awaiting_approval", "agent", operator, "!session:localhost", "reversible_low"}
-	gotX := struct{ State, Via, By, Room, Risk string }{string(x.State), x.RequestedVia, x.RequestedBy, x.RoomID, x.RiskClass}
+	// The agent is the requester; the operator it acts for is recorded
+	// beside it, so approvals.self_approval can hold them both to it.
+	want := struct{ State, Via, By, For, Room, Risk string }{"awaiting_approval", "agent", "agent", operator, "!session:localhost", "reversible_low"}
+	gotX := struct{ State, Via, By, For, Room, Risk string }{string(x.State), x.RequestedVia, x.RequestedBy, x.OnBehalfOf, x.RoomID, x.RiskClass}
 	if diff := cmp.Diff(want, gotX); diff != "" {
 		t.Errorf("execution (-want +got):\n%s", diff)
 	}
@@ -555,7 +557,7 @@ func TestRequestExecutionFromTheAgentUsesTheSessionRoom(t *testing.T) {
 
 	got2 := b.ok(t, "get_execution", map[string]any{"id": id.String()})
 	containsAll(t, "get_execution", got2, "execution "+id.String()+": restart on service:jellyfin — awaiting_approval (reversible_low)",
-		"requested by "+operator+" via agent", "awaiting approval, expires in", "step 1: ")
+		"requested by agent via agent for "+operator, "awaiting approval, expires in", "step 1: ")
 	b.fails(t, "get_execution", map[string]any{"id": "not-an-id"})
 	b.fails(t, "get_execution", map[string]any{"id": uuid.NewString()})
 

@@ -117,9 +117,17 @@ func (s *Server) tools() []server.ServerTool {
 			mcp.WithDestructiveHintAnnotation(true),
 			mcp.WithIdempotentHintAnnotation(false),
 			mcp.WithOpenWorldHintAnnotation(true),
-			mcp.WithString("action", mcp.Required(), mcp.Enum(actionNames()...), mcp.Description("the catalogue action")),
-			mcp.WithString("target", mcp.Required(), mcp.Description("the entity to act on: a slug (service:jellyfin, lxc:105, host:strong), a name, a vmid or a hostname")),
+			mcp.WithString("action", mcp.Enum(actionNames()...), mcp.Description("the catalogue action, for a plan of one step")),
+			mcp.WithString("target", mcp.Description("the entity to act on: a slug (service:jellyfin, lxc:105, host:strong), a name, a vmid or a hostname; "+
+				"with steps, the target of every step that names none")),
 			mcp.WithObject("params", mcp.Description("the action's parameters, as listed in the description; omit or {} for none")),
+			mcp.WithArray("steps", mcp.MaxItems(policy.MaxPlanSteps), mcp.Description("instead of action and params: a plan of several steps that run in order "+
+				"under one approval, each only once the one before it succeeded; the rest are skipped after a failure"),
+				mcp.Items(map[string]any{"type": "object", "required": []string{"action"}, "properties": map[string]any{
+					"action": map[string]any{"type": "string", "enum": actionNames()},
+					"target": map[string]any{"type": "string", "description": "the step's entity; default the request's target"},
+					"params": map[string]any{"type": "object", "description": "the step's parameters"},
+				}})),
 			mcp.WithString("reason", mcp.Required(), mcp.Description("one sentence on why, for the audit log")),
 		), Handler: s.requestExecution},
 		{Tool: tool("get_execution", "Execution status",
@@ -172,12 +180,14 @@ var paramHelp = map[policy.Action]string{
 
 func requestDescription() string {
 	var b strings.Builder
-	b.WriteString("The ONLY way to change anything in the fleet. It asks for one action on one target through the same gate as a chat command: " +
+	b.WriteString("The ONLY way to change anything in the fleet. It asks for one action on one target, or a plan of several steps, through the same gate as a chat command: " +
 		"the request is validated, classified (read_only, reversible_low, config_mutation, destructive) and posted as a plan card in the room. " +
 		"Only the pct_status probe runs at once; everything else, free-form commands (pct_exec, run) classified read_only included, waits for an operator's approval. " +
 		"After a plan is queued, stop and end your turn: you are re-invoked automatically when it finishes. " +
 		"A target that matches several entities is refused with the candidates; call again with one slug. " +
-		"Check get_blast_radius before touching anything shared.\nActions (target type: params):\n")
+		"Check get_blast_radius before touching anything shared. " +
+		"For changes that must happen in order (stop then destroy, snapshot then upgrade then restart), give steps instead of action: " +
+		"one approval covers the plan, at the class of its riskiest step, and a step runs only once the one before it succeeded.\nActions (target type: params):\n")
 	for _, spec := range policy.Catalogue() {
 		targets := make([]string, len(spec.Targets))
 		for i, t := range spec.Targets {

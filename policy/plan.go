@@ -107,3 +107,30 @@ func PlanCode(planHash string) (string, error) {
 	}
 	return string(code), nil
 }
+
+// stepsHashVersion is part of every hash over a plan's steps.
+const stepsHashVersion = "nomos-plan-steps-v1"
+
+// MaxPlanSteps bounds how many steps one plan may have.
+const MaxPlanSteps = 10
+
+// StepsHash returns the hex SHA-256 over the hashes of a plan's steps, in
+// order: the hash one approval of a plan of several steps is bound to. It
+// covers how many steps there are and where each one stands, so a step
+// added, dropped, changed or moved makes another plan. Each step hash is
+// a PlanHash.
+func StepsHash(stepHashes []string) (string, error) {
+	if len(stepHashes) < 2 || len(stepHashes) > MaxPlanSteps {
+		return "", fmt.Errorf("%w: a plan of several steps has 2 to %d, got %d", ErrInvalidPlan, MaxPlanSteps, len(stepHashes))
+	}
+	h := sha256.New()
+	field(h, "version", stepsHashVersion)
+	field(h, "steps", strconv.Itoa(len(stepHashes)))
+	for i, s := range stepHashes {
+		if b, err := hex.DecodeString(s); err != nil || len(b) != sha256.Size {
+			return "", fmt.Errorf("%w: step %d's hash must be 64 hex digits, got %s", ErrInvalidPlan, i+1, quoted(s))
+		}
+		field(h, "step."+strconv.Itoa(i), s)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,13 +28,19 @@ const (
 	StateDenied           ExecutionState = "denied"
 	StateExpired          ExecutionState = "expired"
 	StateCancelled        ExecutionState = "cancelled"
+	// StateWaiting is a later step of a plan: it runs once the step before
+	// it has succeeded, under the plan's one approval.
+	StateWaiting ExecutionState = "waiting"
+	// StateSkipped is a later step of a plan that never ran because a step
+	// before it failed, timed out or ended outcome_unknown.
+	StateSkipped ExecutionState = "skipped"
 )
 
 // Terminal reports whether no automatic transition leaves the state.
 // outcome_unknown is terminal for automation; only an operator moves it on.
 func (s ExecutionState) Terminal() bool {
 	switch s {
-	case StateSucceeded, StateFailed, StateOutcomeUnknown, StateReconciled, StateDenied, StateExpired, StateCancelled:
+	case StateSucceeded, StateFailed, StateOutcomeUnknown, StateReconciled, StateDenied, StateExpired, StateCancelled, StateSkipped:
 		return true
 	}
 	return false
@@ -66,8 +73,76 @@ type Execution struct {
 	HeartbeatAt *time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
-	// Approval is the decision taken on the execution, if any.
+	// Approval is the decision taken on the execution, if any. A step of a
+	// plan of several carries its plan's one decision.
 	Approval *Approval
+	// OnBehalfOf is the operator an agent acted for (RequestedBy is then
+	// the agent); empty otherwise.
+	OnBehalfOf string
+	// PlanID links the steps of a plan of several steps: it is the id of
+	// the plan's first step, which carries the card and the decision. Nil
+	// for a plan of one step.
+	PlanID *uuid.UUID
+	// Position is the step's place in its plan, from 1; 0 for a plan of
+	// one step.
+	Position int
+	// Plan describes the plan of several steps the execution belongs to;
+	// nil for a plan of one step.
+	Plan *PlanInfo
+	// Votes are the approvals given so far toward a quorum, oldest first.
+	Votes []Vote
+}
+
+// PlanInfo is what a step knows of the plan of several steps it is part of.
+type PlanInfo struct {
+	// Hash is the plan hash over every step (policy.StepsHash); the
+	// plan's approval is bound to it.
+	Hash string
+	// RiskClass is the plan's class: its highest step's.
+	RiskClass string
+	// Steps is how many steps the plan has.
+	Steps int
+}
+
+// Head is the id of the execution that carries the plan's card and
+// decision: the first step of a plan of several, or x itself.
+func (x Execution) Head() uuid.UUID {
+	if x.PlanID != nil {
+		return *x.PlanID
+	}
+	return x.ID
+}
+
+// IsFollower reports whether x is a later step of a plan: it has no card
+// and no decision of its own.
+func (x Execution) IsFollower() bool { return x.PlanID != nil && *x.PlanID != x.ID }
+
+// GateClass is the risk class an operator decides on: the plan's, which
+// is its highest step's, for a step of a plan of several; the
+// execution's own otherwise.
+func (x Execution) GateClass() string {
+	if x.Plan != nil {
+		return x.Plan.RiskClass
+	}
+	return x.RiskClass
+}
+
+// DecisionHash is the hash an approval of x is bound to: the plan's hash
+// over every step, or the execution's own plan hash.
+func (x Execution) DecisionHash() string {
+	if x.Plan != nil {
+		return x.Plan.Hash
+	}
+	return x.PlanHash
+}
+
+// Vote is one operator's approval toward a quorum.
+type Vote struct {
+	Voter    string    `json:"voter"`
+	Method   string    `json:"method"`
+	EventID  string    `json:"event_id"`
+	PlanHash string    `json:"plan_hash"`
+	VotedAt  time.Time `json:"voted_at"`
 }
 
 // Approval is the one decision recorded for an execution.
@@ -97,6 +172,8 @@ type NewExecution struct {
 	Reason       string
 	RoomID       string
 	ExpiresAt    time.Time
+	// OnBehalfOf is the operator an agent acts for.
+	OnBehalfOf string
 	// Session is the agent session that asked, if one did. The link is
 	// written with the execution, so a result that comes back at once
 	// still finds the session to re-invoke.
@@ -152,25 +229,44 @@ const executionColumns = `x.id, x.action, x.target_id, x.target_slug, x.params, 
 	x.plan_hash, x.plan_code, x.state, x.requested_by, x.requested_via, x.reason, coalesce(x.room_id, ''),
 	coalesce(x.card_event_id, ''), x.expires_at, x.result, coalesce(x.error, ''), x.progress_tail,
 	x.heartbeat_at, x.created_at, x.updated_at, x.progress_seq,
-	a.decision, a.decided_by, a.method, a.event_id, a.plan_hash, a.decided_at`
+	a.decision, a.decided_by, a.method, a.event_id, a.plan_hash, a.decided_at,
+	x.on_behalf_of, x.plan_id, coalesce(x.plan_position, 0), p.plan_hash, p.risk_class, p.steps,
+	(SELECT coalesce(json_agg(json_build_object('voter', v.voter, 'method', v.method, 'event_id', coalesce(v.event_id, ''),
+		'plan_hash', v.plan_hash, 'voted_at', v.voted_at) ORDER BY v.voted_at, v.voter), '[]'::json)
+	 FROM approval_votes v WHERE v.execution_id = coalesce(x.plan_id, x.id))`
 
-const executionFrom = `executions x LEFT JOIN approvals a ON a.execution_id = x.id`
+// executionFrom joins a step of a plan to its plan and to the plan's one
+// decision, recorded on the plan's first step.
+const executionFrom = `executions x LEFT JOIN plans p ON p.id = x.plan_id
+	LEFT JOIN approvals a ON a.execution_id = coalesce(x.plan_id, x.id)`
 
 func scanExecution(row pgx.Row) (Execution, error) {
 	var x Execution
-	var steps []byte
+	var steps, votes []byte
 	var decision, decidedBy, method, eventID, planHash *string
 	var decidedAt *time.Time
+	var wholeHash, planClass *string
+	var planSteps *int
 	err := row.Scan(&x.ID, &x.Action, &x.TargetID, &x.TargetSlug, &x.Params, &steps, &x.RiskClass,
 		&x.PlanHash, &x.PlanCode, &x.State, &x.RequestedBy, &x.RequestedVia, &x.Reason, &x.RoomID,
 		&x.CardEventID, &x.ExpiresAt, &x.Result, &x.Error, &x.ProgressTail,
 		&x.HeartbeatAt, &x.CreatedAt, &x.UpdatedAt, &x.ProgressSeq,
-		&decision, &decidedBy, &method, &eventID, &planHash, &decidedAt)
+		&decision, &decidedBy, &method, &eventID, &planHash, &decidedAt,
+		&x.OnBehalfOf, &x.PlanID, &x.Position, &wholeHash, &planClass, &planSteps, &votes)
 	if err != nil {
 		return Execution{}, interpretError(err)
 	}
 	if err := json.Unmarshal(steps, &x.Steps); err != nil {
 		return Execution{}, fmt.Errorf("decode steps of %s: %w", x.ID, err)
+	}
+	if err := json.Unmarshal(votes, &x.Votes); err != nil {
+		return Execution{}, fmt.Errorf("decode votes of %s: %w", x.ID, err)
+	}
+	if len(x.Votes) == 0 {
+		x.Votes = nil
+	}
+	if wholeHash != nil && planClass != nil && planSteps != nil {
+		x.Plan = &PlanInfo{Hash: *wholeHash, RiskClass: *planClass, Steps: *planSteps}
 	}
 	if decision != nil {
 		x.Approval = &Approval{Decision: *decision, DecidedBy: *decidedBy, Method: *method, PlanHash: *planHash, DecidedAt: *decidedAt}
@@ -185,64 +281,112 @@ func scanExecution(row pgx.Row) (Execution, error) {
 // read_only request can be created already approved, with its automatic
 // approval recorded in the same transaction.
 func (s *Store) CreateExecution(ctx context.Context, n NewExecution, auto *Approval) (Execution, error) {
+	xs, err := s.create(ctx, nil, []NewExecution{n}, auto)
+	if err != nil {
+		return Execution{}, fmt.Errorf("create execution %s: %w", n.ID, err)
+	}
+	return xs[0], nil
+}
+
+// create persists one execution, or every step of a plan, in one
+// transaction. The first step takes n.State (and the automatic approval,
+// if any); the later steps of a plan wait.
+func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution, auto *Approval) ([]Execution, error) {
+	steps = slices.Clone(steps)
+	head := &steps[0]
+	var out []Execution
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if auto != nil && head.UnattendedLimit > 0 {
+			full, err := unattendedFull(ctx, tx, head.UnattendedLimit)
+			if err != nil {
+				return err
+			}
+			if full {
+				auto, head.State = nil, StateAwaitingApproval
+			}
+		}
+		if plan != nil {
+			_, err := tx.Exec(ctx, `INSERT INTO plans (id, plan_hash, risk_class, steps, created_at) VALUES ($1, $2, $3, $4, $5)`,
+				head.ID, plan.Hash, plan.RiskClass, len(steps), s.now())
+			if err != nil {
+				return err
+			}
+		}
+		for i := range steps {
+			n := &steps[i]
+			var planID *uuid.UUID
+			var position *int
+			detail := map[string]any{"action": n.Action, "target": n.TargetSlug, "risk_class": n.RiskClass,
+				"plan_hash": n.PlanHash, "via": n.RequestedVia, "steps": n.Steps, "reason": n.Reason}
+			if n.OnBehalfOf != "" {
+				detail["on_behalf_of"] = n.OnBehalfOf
+			}
+			if plan != nil {
+				pos := i + 1
+				planID, position = &head.ID, &pos
+				if i > 0 {
+					n.State = StateWaiting
+				}
+				detail["plan_id"], detail["position"], detail["of"], detail["whole_plan_hash"] = head.ID, pos, len(steps), plan.Hash
+			}
+			if err := insertExecution(ctx, tx, *n, planID, position, s.now()); err != nil {
+				return err
+			}
+			if err := audit(ctx, tx, AuditEntry{
+				Actor: n.RequestedBy, Action: "execution.requested", ExecutionID: &n.ID, EntityID: n.TargetID, Detail: detail,
+			}); err != nil {
+				return err
+			}
+			if n.Session != nil {
+				if err := linkExecution(ctx, tx, n.ID, *n.Session, s.now()); err != nil {
+					return err
+				}
+			}
+		}
+		if auto != nil {
+			if err := insertApproval(ctx, tx, head.ID, *auto); err != nil {
+				return err
+			}
+			if err := audit(ctx, tx, AuditEntry{Actor: auto.DecidedBy, Action: "execution.approved", ExecutionID: &head.ID,
+				Detail: map[string]any{"method": auto.Method, "plan_hash": auto.PlanHash}}); err != nil {
+				return err
+			}
+		}
+		out = out[:0]
+		for _, n := range steps {
+			if err := notify(ctx, tx, n.ID, n.State); err != nil {
+				return err
+			}
+			x, err := getExecution(ctx, tx, n.ID)
+			if err != nil {
+				return err
+			}
+			out = append(out, x)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func insertExecution(ctx context.Context, tx pgx.Tx, n NewExecution, planID *uuid.UUID, position *int, now time.Time) error {
 	steps, err := json.Marshal(n.Steps)
 	if err != nil {
-		return Execution{}, fmt.Errorf("create execution: %w", err)
+		return err
 	}
 	params := n.Params
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
-	var x Execution
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if auto != nil && n.UnattendedLimit > 0 {
-			full, err := unattendedFull(ctx, tx, n.UnattendedLimit)
-			if err != nil {
-				return err
-			}
-			if full {
-				auto, n.State = nil, StateAwaitingApproval
-			}
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
-			risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at, reason)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15, $16)`,
-			n.ID, n.Action, n.TargetID, n.TargetSlug, params, steps, n.RiskClass, n.PlanHash, n.PlanCode,
-			n.State, n.RequestedBy, n.RequestedVia, n.RoomID, n.ExpiresAt, s.now(), n.Reason)
-		if err != nil {
-			return err
-		}
-		if err := audit(ctx, tx, AuditEntry{
-			Actor: n.RequestedBy, Action: "execution.requested", ExecutionID: &n.ID, EntityID: n.TargetID,
-			Detail: map[string]any{"action": n.Action, "target": n.TargetSlug, "risk_class": n.RiskClass,
-				"plan_hash": n.PlanHash, "via": n.RequestedVia, "steps": n.Steps, "reason": n.Reason},
-		}); err != nil {
-			return err
-		}
-		if n.Session != nil {
-			if err := linkExecution(ctx, tx, n.ID, *n.Session, s.now()); err != nil {
-				return err
-			}
-		}
-		if auto != nil {
-			if err := insertApproval(ctx, tx, n.ID, *auto); err != nil {
-				return err
-			}
-			if err := audit(ctx, tx, AuditEntry{Actor: auto.DecidedBy, Action: "execution.approved", ExecutionID: &n.ID,
-				Detail: map[string]any{"method": auto.Method, "plan_hash": auto.PlanHash}}); err != nil {
-				return err
-			}
-		}
-		if err := notify(ctx, tx, n.ID, n.State); err != nil {
-			return err
-		}
-		x, err = getExecution(ctx, tx, n.ID)
-		return err
-	})
-	if err != nil {
-		return Execution{}, fmt.Errorf("create execution %s: %w", n.ID, err)
-	}
-	return x, nil
+	_, err = tx.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
+		risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at, reason,
+		on_behalf_of, plan_id, plan_position)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15, $16, $17, $18, $19)`,
+		n.ID, n.Action, n.TargetID, n.TargetSlug, params, steps, n.RiskClass, n.PlanHash, n.PlanCode,
+		n.State, n.RequestedBy, n.RequestedVia, n.RoomID, n.ExpiresAt, now, n.Reason, n.OnBehalfOf, planID, position)
+	return err
 }
 
 // unattendedFull reports whether limit automatically approved executions
@@ -253,7 +397,7 @@ func unattendedFull(ctx context.Context, tx pgx.Tx, limit int) (bool, error) {
 		return false, err
 	}
 	var n int
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM executions e JOIN approvals a ON a.execution_id = e.id
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM executions e JOIN approvals a ON a.execution_id = coalesce(e.plan_id, e.id)
 		WHERE a.method = 'auto' AND e.state IN ('approved', 'dispatched', 'running')`).Scan(&n)
 	return n >= limit, err
 }
@@ -279,7 +423,8 @@ func getExecution(ctx context.Context, q rowQuerier, id uuid.UUID) (Execution, e
 type ExecutionFilter struct {
 	States []ExecutionState
 	RoomID string
-	// RiskClass keeps one risk class (empty: any).
+	// RiskClass keeps one risk class (empty: any): the plan's class for a
+	// step of a plan of several.
 	RiskClass string
 	// UpdatedBefore keeps executions not updated since then (zero: any).
 	UpdatedBefore time.Time
@@ -304,7 +449,7 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Execut
 		WHERE (cardinality($1::text[]) = 0 OR x.state = ANY($1))
 		  AND ($2 = '' OR x.room_id = $2)
 		  AND ($3::timestamptz IS NULL OR x.updated_at < $3)
-		  AND ($5 = '' OR x.risk_class = $5)
+		  AND ($5 = '' OR coalesce(p.risk_class, x.risk_class) = $5)
 		ORDER BY x.created_at DESC LIMIT $4`, states, f.RoomID, before, limit, f.RiskClass)
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
@@ -352,7 +497,17 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 	}
 	var x Execution
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		planID, err := lockPlanOf(ctx, tx, t.ID)
+		if err != nil {
+			return err
+		}
 		if t.Decision != nil {
+			// The row lock orders a decision after a quorum vote under way
+			// (RecordVote takes it first too), so neither waits on the other's
+			// approvals row while holding what the other needs.
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, t.ID); err != nil {
+				return err
+			}
 			if err := insertApproval(ctx, tx, t.ID, *t.Decision); err != nil {
 				return err
 			}
@@ -386,6 +541,13 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 		}
 		if err := notify(ctx, tx, t.ID, t.To); err != nil {
 			return err
+		}
+		if planID != nil {
+			// The plan moves on in the same transaction: no crash can leave
+			// a step done and the next one neither ready nor skipped.
+			if err := settlePlan(ctx, tx, *planID, s.now()); err != nil {
+				return err
+			}
 		}
 		x, err = getExecution(ctx, tx, t.ID)
 		return err

@@ -306,8 +306,8 @@ func (s *Store) SessionTurns(ctx context.Context, sessionID uuid.UUID, headBytes
 // first, with their links.
 func (s *Store) SessionExecutions(ctx context.Context, sessionID uuid.UUID) ([]Execution, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM `+executionFrom+`
-		JOIN plan_executions p ON p.execution_id = x.id
-		WHERE p.session_id = $1 ORDER BY x.created_at, x.id`, sessionID)
+		JOIN plan_executions pe ON pe.execution_id = x.id
+		WHERE pe.session_id = $1 ORDER BY x.created_at, x.id`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("executions of session %s: %w", sessionID, err)
 	}

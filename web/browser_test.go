@@ -109,7 +109,10 @@ func (tb *tab) problems() []string {
 // open navigates and waits until the page's script has run.
 func (tb *tab) open(t testing.TB, url string) {
 	t.Helper()
-	if err := chromedp.Do(tb.ctx, chromedp.Navigate(url), chromedp.WaitReady("footer")); err != nil {
+	// A page that fails to render has no footer: fail, never wait for ever.
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady("footer")); err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
 }

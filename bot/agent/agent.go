@@ -170,6 +170,24 @@ func (a *Agent) Continue(ctx context.Context, x store.Execution) (reply Reply, r
 	if err != nil {
 		return Reply{}, "", "", false, err
 	}
+	if x.PlanID != nil && x.Plan != nil {
+		switch {
+		case x.IsFollower() && x.State != store.StateSucceeded && x.State != store.StateFailed && x.State != store.StateOutcomeUnknown:
+			// Skipped, or decided with the plan: the step that stopped
+			// the plan, or its first step, re-invokes the session.
+			_, _, err := a.store.ClaimContinuation(ctx, x.ID)
+			return Reply{}, "", "", false, err
+		case x.State == store.StateSucceeded && x.Position < x.Plan.Steps:
+			// The plan carries on by itself: the model hears of the step
+			// in its history, and is re-invoked when the plan ends.
+			if _, claimed, err := a.store.ClaimContinuation(ctx, x.ID); err != nil || !claimed {
+				return Reply{}, "", "", false, err
+			}
+			note := store.AgentMessage{Role: store.AgentRoleNote, Content: resultNote(x, a.cfg.MaxToolResultBytes), ToolCallID: resultCallID(x.ID)}
+			_, err := a.store.AppendAgentMessages(ctx, sess.ID, note)
+			return Reply{}, "", "", false, err
+		}
+	}
 	if link.ChainDepth >= a.cfg.MaxChain {
 		a.logger.Info("continuation chain is at its limit", "execution_id", x.ID, "chain_depth", link.ChainDepth)
 		return Reply{}, "", "", false, nil
@@ -185,8 +203,20 @@ func (a *Agent) Continue(ctx context.Context, x store.Execution) (reply Reply, r
 	// The result is shown as the answer to a synthetic execution_result
 	// call (see noteMessages), never as the operator or the system.
 	note := store.AgentMessage{Role: store.AgentRoleNote, Content: resultNote(x, a.cfg.MaxToolResultBytes), ToolCallID: resultCallID(x.ID)}
-	reply, err = a.turn(ctx, sess, "", note, link.ChainDepth+1)
+	reply, err = a.turn(ctx, sess, actingFor(x), note, link.ChainDepth+1)
 	return reply, sess.RoomID, sess.ThreadID, true, err
+}
+
+// actingFor is the operator the agent acted for when it asked for x, so
+// the steps it asks for next are held to the same approval rules.
+func actingFor(x store.Execution) string {
+	if x.OnBehalfOf != "" {
+		return x.OnBehalfOf
+	}
+	if x.RequestedVia == mcpserver.ViaAgent && x.RequestedBy != "agent" {
+		return x.RequestedBy // recorded before on_behalf_of existed
+	}
+	return ""
 }
 
 // turn runs the model with the session's history plus in, calling tools
@@ -285,7 +315,7 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 				continue
 			}
 			reply.Requested = append(reply.Requested, req.id)
-			if !req.state.Terminal() {
+			if !req.done {
 				// The step waits for approval or is still running: the
 				// turn ends, and its result re-invokes the session.
 				queued = true
@@ -294,8 +324,10 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 			// Only a probe the gate approves by itself (pct_status) can
 			// have ended already: the model has its result, so the result
 			// arriving later must not re-invoke the session.
-			if _, _, err := a.store.ClaimContinuation(ctx, req.id); err != nil {
-				a.logger.Warn("mark an inline result as continued", "execution_id", req.id, "err", err)
+			for _, id := range req.all {
+				if _, _, err := a.store.ClaimContinuation(ctx, id); err != nil {
+					a.logger.Warn("mark an inline result as continued", "execution_id", id, "err", err)
+				}
 			}
 		}
 		if _, err := a.store.AppendAgentMessages(ctx, sess.ID, out...); err != nil {
@@ -331,8 +363,11 @@ func (a *Agent) callTool(ctx context.Context, name, rawArgs string) (string, *mc
 }
 
 type requestedExecution struct {
-	id    uuid.UUID
-	state store.ExecutionState
+	id uuid.UUID
+	// done: the execution, or every step of the plan, has ended.
+	done bool
+	// all are the execution's id, or every step's of a plan.
+	all []uuid.UUID
 }
 
 // requested reads which execution a request_execution call created, and
@@ -353,7 +388,19 @@ func requested(res *mcp.CallToolResult) (requestedExecution, bool) {
 	if err != nil {
 		return requestedExecution{}, false
 	}
-	return requestedExecution{id: id, state: store.ExecutionState(r.State)}, true
+	req := requestedExecution{id: id, done: store.ExecutionState(r.State).Terminal(), all: []uuid.UUID{id}}
+	if len(r.Steps) > 0 {
+		req.all = req.all[:0]
+		for _, st := range r.Steps {
+			sid, err := uuid.Parse(st.ExecutionID)
+			if err != nil {
+				return requestedExecution{}, false
+			}
+			req.all = append(req.all, sid)
+			req.done = req.done && store.ExecutionState(st.State).Terminal()
+		}
+	}
+	return req, true
 }
 
 // tools lists the MCP tools as OpenAI function tools.

@@ -118,6 +118,17 @@ func resultNote(x store.Execution, maxBytes int) string {
 	what := fmt.Sprintf("Execution %s (%s on %s), which you asked for, finished: %s. Its result follows. %s",
 		x.ID, x.Action, x.TargetSlug, x.State, untrustedNote)
 	next := "\nContinue toward the operator's goal: if the step failed, diagnose it and propose a fix; if it succeeded, take the next step or verify the goal and report."
+	if x.Plan != nil && x.Position > 0 {
+		what = fmt.Sprintf("Step %d of %d of plan %s: execution %s (%s on %s), which you asked for, finished: %s. Its result follows. %s",
+			x.Position, x.Plan.Steps, x.Head(), x.ID, x.Action, x.TargetSlug, x.State, untrustedNote)
+		switch {
+		case x.State == store.StateSucceeded && x.Position < x.Plan.Steps:
+			next = "\nThe plan carries on with its next step by itself; you are re-invoked when it ends."
+		case x.State != store.StateSucceeded && x.Position < x.Plan.Steps:
+			next = fmt.Sprintf("\nSteps %d to %d of the plan were skipped and will not run. ", x.Position+1, x.Plan.Steps) +
+				"Diagnose the failed step and propose a fix; ask again for what still needs doing."
+		}
+	}
 	body := capBytes(data.String(), maxBytes-len(what)-len(next)-fenceOverhead)
 	return fence(what, body) + next
 }

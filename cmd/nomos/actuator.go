@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,8 +24,21 @@ import (
 func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	fs := flag.NewFlagSet("actuator", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
+	var pin pinOptions
+	fs.StringVar(&pin.host, "pin", "", "show the SSH host key of `host[:port]` (the address in the seed) and, once you confirm its fingerprint, pin it in actuator.known_hosts_file; then exit")
+	fs.BoolVar(&pin.yes, "yes", false, "with -pin: pin without asking, for when you have compared the fingerprint already")
+	fs.StringVar(&pin.knownHosts, "known-hosts", "", "with -pin: the known_hosts `file` to pin in, instead of actuator.known_hosts_file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: the host to pin goes after -pin", fs.Arg(0))
+	}
+	if pin.host != "" {
+		return runPin(ctx, env, pin)
+	}
+	if pin.yes || pin.knownHosts != "" {
+		return errors.New("-yes and -known-hosts go with -pin HOST")
 	}
 	cfg, err := env.config("actuator")
 	if err != nil {
@@ -33,6 +47,14 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	verifyKey, err := tasks.LoadVerifyKey(cfg.Orders.VerifyKeyFile)
 	if err != nil {
 		return fmt.Errorf("orders.verify_key_file: %w", err)
+	}
+	var previousKey ed25519.PublicKey
+	if cfg.Orders.PreviousVerifyKeyFile != "" {
+		if previousKey, err = tasks.LoadVerifyKey(cfg.Orders.PreviousVerifyKeyFile); err != nil {
+			return fmt.Errorf("orders.previous_verify_key_file: %w", err)
+		}
+		env.logger.Info("key rotation: orders signed with the previous order key are accepted too",
+			"previous_verify_key_file", cfg.Orders.PreviousVerifyKeyFile)
 	}
 	reportKey, err := tasks.LoadSigningKey(cfg.Reports.SigningKeyFile)
 	if err != nil {
@@ -43,15 +65,16 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	a, err := actuator.New(actuator.Config{
-		RedisURL:         cfg.Redis.URL,
-		VerifyKey:        verifyKey,
-		ReportSigningKey: reportKey,
-		Name:             cfg.Actuator.Name,
-		SSHSigner:        signer,
-		KnownHostsFile:   cfg.Actuator.KnownHostsFile,
-		SSHUser:          cfg.Actuator.SSHUser,
-		JournalPath:      cfg.Actuator.JournalFile,
-		Logger:           env.logger,
+		RedisURL:          cfg.Redis.URL,
+		VerifyKey:         verifyKey,
+		PreviousVerifyKey: previousKey,
+		ReportSigningKey:  reportKey,
+		Name:              cfg.Actuator.Name,
+		SSHSigner:         signer,
+		KnownHostsFile:    cfg.Actuator.KnownHostsFile,
+		SSHUser:           cfg.Actuator.SSHUser,
+		JournalPath:       cfg.Actuator.JournalFile,
+		Logger:            env.logger,
 	})
 	if err != nil {
 		return err

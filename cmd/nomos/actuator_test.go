@@ -131,7 +131,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	second := start()
 	defer func() { _ = second.Process.Signal(syscall.SIGTERM); _ = second.Wait() }()
 	task := waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })
-	r, err := tasks.VerifyResult(reportPub, task.Payload())
+	r, err := tasks.VerifyResult(tasks.VerifyKeys{reportPub}, task.Payload())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	task = waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })
-	if r, err := tasks.VerifyResult(reportPub, task.Payload()); err != nil || r.Status != tasks.StatusRefused || r.Refusal != tasks.RefusedReplay {
+	if r, err := tasks.VerifyResult(tasks.VerifyKeys{reportPub}, task.Payload()); err != nil || r.Status != tasks.StatusRefused || r.Refusal != tasks.RefusedReplay {
 		t.Errorf("a redelivered order got %s/%s, want refused as a replay", r.Status, r.Refusal)
 	}
 	// Its own /metrics counts the replay and the journal's one execution.

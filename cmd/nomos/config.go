@@ -53,6 +53,14 @@ type ApprovalsConfig struct {
 	// when it was encrypted and sent from a device its operator has
 	// cross-signed. On by default; it does not apply to unencrypted rooms.
 	RequireVerifiedDevice bool `koanf:"require_verified_device"`
+	// SelfApproval lets whoever asked for a plan approve it, including the
+	// operator an agent asked on behalf of. On by default, for a one-person
+	// homelab; off, another operator must approve.
+	SelfApproval bool `koanf:"self_approval"`
+	// DestructiveQuorum is how many different operators must type a
+	// destructive plan's phrase. Default 1; at most the number of
+	// operators.
+	DestructiveQuorum int `koanf:"destructive_quorum"`
 }
 
 // LogConfig sets the log level and format.
@@ -125,9 +133,13 @@ type ActuatorConfig struct {
 // OrdersConfig holds the Ed25519 keys that sign and verify orders. The bot
 // needs only the signing key, the actuator only the verify key.
 type OrdersConfig struct {
-	SigningKeyFile string        `koanf:"signing_key_file"`
-	VerifyKeyFile  string        `koanf:"verify_key_file"`
-	TTL            time.Duration `koanf:"ttl"`
+	SigningKeyFile string `koanf:"signing_key_file"`
+	VerifyKeyFile  string `koanf:"verify_key_file"`
+	// PreviousVerifyKeyFile is the verify key being rotated out: while it
+	// is set the actuator accepts orders signed with either key
+	// (docs/operations.md, "Rotating keys").
+	PreviousVerifyKeyFile string        `koanf:"previous_verify_key_file"`
+	TTL                   time.Duration `koanf:"ttl"`
 }
 
 // ReportsConfig holds the Ed25519 keys that sign and verify what the
@@ -136,6 +148,9 @@ type OrdersConfig struct {
 type ReportsConfig struct {
 	SigningKeyFile string `koanf:"signing_key_file"`
 	VerifyKeyFile  string `koanf:"verify_key_file"`
+	// PreviousVerifyKeyFile is the verify key being rotated out: while it
+	// is set the bot accepts reports signed with either key.
+	PreviousVerifyKeyFile string `koanf:"previous_verify_key_file"`
 }
 
 // WebConfig is the read-only status page.
@@ -271,6 +286,8 @@ var defaults = map[string]any{
 	"inventory.interval":        "5m",
 
 	"approvals.require_verified_device": true,
+	"approvals.self_approval":           true,
+	"approvals.destructive_quorum":      1,
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so
@@ -476,6 +493,10 @@ func (c *Config) validate(role string) error {
 				bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 			}
 		}
+		if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
+			bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",
+				len(c.Matrix.Operators), q)
+		}
 	}
 	if n.llm || c.LLM.Model != "" || c.LLM.APIKey != "" {
 		checkURL(bad, "llm.base_url", c.LLM.BaseURL, "http", "https")
@@ -509,6 +530,7 @@ func (c *Config) validate(role string) error {
 	}
 	if n.verify {
 		checkFile(bad, "orders.verify_key_file", c.Orders.VerifyKeyFile)
+		checkPreviousKey(bad, "orders", c.Orders.VerifyKeyFile, c.Orders.PreviousVerifyKeyFile)
 	}
 	if (n.signing || n.verify) && (c.Orders.TTL < time.Minute || c.Orders.TTL > tasks.MaxOrderTTL) {
 		bad("orders.ttl", "want a duration between 1m and 1h, got %s: an order stays valid that long, and the actuator refuses one valid for more than an hour", c.Orders.TTL)
@@ -518,6 +540,7 @@ func (c *Config) validate(role string) error {
 	}
 	if n.reportVerify {
 		checkFile(bad, "reports.verify_key_file", c.Reports.VerifyKeyFile)
+		checkPreviousKey(bad, "reports", c.Reports.VerifyKeyFile, c.Reports.PreviousVerifyKeyFile)
 	}
 	if n.signing || n.verify {
 		if err := tasks.ValidateActuatorName(c.Actuator.Name); err != nil {
@@ -635,6 +658,24 @@ func checkFile(bad func(string, string, ...any), key, path string) {
 	}
 	if st.IsDir() {
 		bad(key, "%s is a directory, want a file", path)
+	}
+}
+
+// checkPreviousKey checks prefix.previous_verify_key_file, which is
+// optional: a public key, and not the current verify key again, which
+// would leave the rotation it stands for undone.
+func checkPreviousKey(bad func(string, string, ...any), prefix, current, previous string) {
+	if previous == "" {
+		return
+	}
+	key := prefix + ".previous_verify_key_file"
+	old, err := tasks.LoadVerifyKey(previous)
+	if err != nil {
+		bad(key, "want the public key being rotated out, as a PEM file: %v", err)
+		return
+	}
+	if cur, err := tasks.LoadVerifyKey(current); err == nil && cur.Equal(old) {
+		bad(key, "holds the same key as %s.verify_key_file: point it at the key being rotated out, or leave it out", prefix)
 	}
 }
 

@@ -120,6 +120,8 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"bad actuator name", "actuator", []string{"NOMOS_ACTUATOR__NAME=pve east"}, `actuator.name: want one word of letters, digits, '.', '_' and '-', at most 64 characters, got "pve east"`},
 		{"llm without model", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LLM__API_KEY=k"}, "llm.model: want a model name"},
 		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},
+		{"quorum above the operators", "bot", []string{"NOMOS_MATRIX__OPERATORS=@a:x,@b:x", "NOMOS_APPROVALS__DESTRUCTIVE_QUORUM=3"}, "approvals.destructive_quorum: want 1 to the 2 operators"},
+		{"quorum of none", "bot", []string{"NOMOS_MATRIX__OPERATORS=@a:x", "NOMOS_APPROVALS__DESTRUCTIVE_QUORUM=0"}, "approvals.destructive_quorum"},
 		{"inventory too often", "bot", []string{"NOMOS_INVENTORY__INTERVAL=1s"}, "inventory.interval: want 0 (discovery off) or a duration between 10s and 24h, got 1s"},
 		{"discover without a database", "discover", nil, "database.url: is required"},
 	}

@@ -44,11 +44,19 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 	}
 	// Only a role that consumes the results queue needs the actuator's
 	// report key; without one, every report would be refused.
-	var reportKey ed25519.PublicKey
+	var reportKey, previousReportKey ed25519.PublicKey
 	if cfg.Reports.VerifyKeyFile != "" {
 		if reportKey, err = tasks.LoadVerifyKey(cfg.Reports.VerifyKeyFile); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("reports.verify_key_file: %w", err)
+		}
+		if cfg.Reports.PreviousVerifyKeyFile != "" {
+			if previousReportKey, err = tasks.LoadVerifyKey(cfg.Reports.PreviousVerifyKeyFile); err != nil {
+				l.Close()
+				return nil, fmt.Errorf("reports.previous_verify_key_file: %w", err)
+			}
+			logger.Info("key rotation: reports signed with the previous report key are accepted too",
+				"previous_verify_key_file", cfg.Reports.PreviousVerifyKeyFile)
 		}
 	}
 	rules, err := policy.NewRules(policy.RulesConfig{Operators: cfg.Matrix.Operators})
@@ -56,9 +64,14 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		l.Close()
 		return nil, fmt.Errorf("matrix.operators: %w", err)
 	}
+	if q := cfg.Approvals.DestructiveQuorum; q < 1 || q > len(cfg.Matrix.Operators) {
+		l.Close()
+		return nil, fmt.Errorf("approvals.destructive_quorum: %d needs between 1 and the %d operators in matrix.operators", q, len(cfg.Matrix.Operators))
+	}
 	l.execs, err = executions.New(executions.Config{
-		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, Actuator: cfg.Actuator.Name, Rules: rules,
+		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, PreviousReportVerifyKey: previousReportKey, Actuator: cfg.Actuator.Name, Rules: rules,
 		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
+		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
 	})
 	if err != nil {
 		l.Close()
