@@ -94,6 +94,7 @@ type Actuator struct {
 	runner  Runner
 	journal *journal
 	running atomic.Bool
+	metrics *metrics
 
 	// orderKeys verify orders, probe and inventory requests: the bot's
 	// key and, during a rotation, its previous one.
@@ -188,8 +189,9 @@ func New(cfg Config) (*Actuator, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := newMetrics()
 	return &Actuator{cfg: cfg, log: log, orderKeys: tasks.RotatingKeys(cfg.VerifyKey, cfg.PreviousVerifyKey),
-		redis: redisOpt, ssh: runner, runner: runner, journal: j}, nil
+		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, journal: j, metrics: m}, nil
 }
 
 func (a *Actuator) now() time.Time { return a.cfg.Clock() }

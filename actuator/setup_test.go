@@ -65,6 +65,8 @@ type bundle struct {
 	results    *collector
 
 	stopActuator func()
+	// act is the running actuator.
+	act *Actuator
 }
 
 // option adjusts a bundle before its actuator starts.
@@ -187,6 +189,7 @@ func (b *bundle) start(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	b.act = a
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -97,6 +98,9 @@ type Config struct {
 	// InventoryTick is how often RunDiscovery looks for hosts due and
 	// runs asked for with `nomos discover`. Default 5s.
 	InventoryTick time.Duration
+	// Metrics records approval and execution latency; nil records
+	// nothing.
+	Metrics *metrics.Metrics
 	// Actor is the name the service records for its own decisions.
 	// Default "nomos".
 	Actor  string

@@ -6,8 +6,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/actuator"
@@ -72,7 +79,53 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Actuator.MetricsListen != "" {
+		stop, err := serveMetrics(metricsAddr(cfg.Actuator.MetricsListen), a.Collector(), env.logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return a.Run(ctx)
+}
+
+// metricsAddr is where actuator.metrics_listen serves: a port alone means
+// loopback, so the actuator's figures leave the machine only when an
+// address says so.
+func metricsAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || host != "" {
+		return listen
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// serveMetrics serves c, with the Go runtime's figures, at GET /metrics
+// on addr until stop is called.
+func serveMetrics(addr string, c prometheus.Collector, logger *slog.Logger) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("actuator.metrics_listen: %w", err)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("actuator.metrics_listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("actuator metrics stopped", "err", err)
+		}
+	}()
+	logger.Info("actuator metrics listening", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // loadSSHKey reads the actuator's SSH private key, which must not need a

@@ -123,6 +123,11 @@ type ActuatorConfig struct {
 	KnownHostsFile string `koanf:"known_hosts_file"`
 	SSHUser        string `koanf:"ssh_user"`
 	JournalFile    string `koanf:"journal_file"`
+	// MetricsListen serves the actuator's own /metrics there, such as
+	// 127.0.0.1:9464; empty (the default) serves none. A port alone
+	// (:9464) means loopback: name another address to serve a
+	// Prometheus elsewhere.
+	MetricsListen string `koanf:"metrics_listen"`
 }
 
 // OrdersConfig holds the Ed25519 keys that sign and verify orders. The bot
@@ -513,6 +518,11 @@ func (c *Config) validate(role string) error {
 		checkFile(bad, "actuator.known_hosts_file", c.Actuator.KnownHostsFile)
 		if c.Actuator.JournalFile == "" {
 			bad("actuator.journal_file", "want a path for the actuator's local journal, such as /var/lib/nomos/journal")
+		}
+		if l := c.Actuator.MetricsListen; l != "" {
+			if _, _, err := net.SplitHostPort(l); err != nil {
+				bad("actuator.metrics_listen", "want host:port such as 127.0.0.1:9464, or nothing to serve no metrics, got %q", l)
+			}
 		}
 	}
 	if n.signing {

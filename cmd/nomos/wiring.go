@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -21,6 +22,8 @@ type lifecycle struct {
 	redis asynq.RedisConnOpt
 	queue *asynq.Client
 	execs *executions.Service
+	// metrics are the process's own figures, fed by every part it builds.
+	metrics *metrics.Metrics
 }
 
 func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*lifecycle, error) {
@@ -33,7 +36,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		st.Close()
 		return nil, fmt.Errorf("redis.url: %w", err)
 	}
-	l := &lifecycle{store: st, redis: redisOpt, queue: asynq.NewClient(redisOpt)}
+	l := &lifecycle{store: st, redis: redisOpt, queue: asynq.NewClient(redisOpt), metrics: metrics.New()}
 	signingKey, err := tasks.LoadSigningKey(cfg.Orders.SigningKeyFile)
 	if err != nil {
 		l.Close()
@@ -67,7 +70,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 	}
 	l.execs, err = executions.New(executions.Config{
 		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, PreviousReportVerifyKey: previousReportKey, Actuator: cfg.Actuator.Name, Rules: rules,
-		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Logger: logger.With("component", "executions"),
+		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
 		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
 	})
 	if err != nil {
