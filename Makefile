@@ -38,6 +38,9 @@ prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once i
 test: prepare ## vet, then run the whole test suite against real services
 	$(GO) vet ./...
 	$(GO) test $(GO_TEST_FLAGS) ./...
+	# The packages that drive labsim over SSH again, with every simulated
+	# host enforcing nomos gate as a node whose authorized_keys forces it.
+	NOMOS_TEST_GATE=1 $(GO) test $(GO_TEST_FLAGS) ./actuator/ ./executions/ ./mcpserver/
 	# A short run of the fuzz target that builds dangerous commands from a
 	# grammar and checks that none classifies read_only.
 	$(GO) test -run '^$$' -fuzz FuzzClassifyDangerous -fuzztime $(FUZZTIME) ./policy/

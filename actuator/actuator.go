@@ -26,6 +26,11 @@ type Config struct {
 	// VerifyKey is the bot's order-signing public key. Only orders and
 	// probe requests it verifies run. Required.
 	VerifyKey ed25519.PublicKey
+	// PreviousVerifyKey is the bot's order key being rotated out. While it
+	// is set, orders and probe requests signed with it run too, so the bot
+	// can switch keys without a gap; drop it once the last order it signed
+	// has expired (tasks.MaxOrderTTL after the bot switched). Optional.
+	PreviousVerifyKey ed25519.PublicKey
 	// ReportSigningKey is the actuator's own Ed25519 key. It signs every
 	// progress report, result and probe result; the bot holds its public
 	// half and refuses anything else on the results queue. Required.
@@ -89,6 +94,11 @@ type Actuator struct {
 	runner  Runner
 	journal *journal
 	running atomic.Bool
+	metrics *metrics
+
+	// orderKeys verify orders, probe and inventory requests: the bot's
+	// key and, during a rotation, its previous one.
+	orderKeys tasks.VerifyKeys
 
 	// Set by Run before the first task arrives.
 	client    *asynq.Client
@@ -129,6 +139,13 @@ func New(cfg Config) (*Actuator, error) {
 	}
 	if len(cfg.VerifyKey) != ed25519.PublicKeySize {
 		errs = append(errs, fmt.Errorf("verify key: want an Ed25519 public key of %d bytes, got %d", ed25519.PublicKeySize, len(cfg.VerifyKey)))
+	}
+	switch {
+	case len(cfg.PreviousVerifyKey) == 0:
+	case len(cfg.PreviousVerifyKey) != ed25519.PublicKeySize:
+		errs = append(errs, fmt.Errorf("previous verify key: want an Ed25519 public key of %d bytes, got %d", ed25519.PublicKeySize, len(cfg.PreviousVerifyKey)))
+	case cfg.PreviousVerifyKey.Equal(cfg.VerifyKey):
+		errs = append(errs, errors.New("previous verify key: it is the verify key itself; set it to the key being rotated out, or leave it out"))
 	}
 	if len(cfg.ReportSigningKey) != ed25519.PrivateKeySize {
 		errs = append(errs, fmt.Errorf("report signing key: want an Ed25519 private key of %d bytes, got %d", ed25519.PrivateKeySize, len(cfg.ReportSigningKey)))
@@ -172,7 +189,9 @@ func New(cfg Config) (*Actuator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Actuator{cfg: cfg, log: log, redis: redisOpt, ssh: runner, runner: runner, journal: j}, nil
+	m := newMetrics()
+	return &Actuator{cfg: cfg, log: log, orderKeys: tasks.RotatingKeys(cfg.VerifyKey, cfg.PreviousVerifyKey),
+		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, journal: j, metrics: m}, nil
 }
 
 func (a *Actuator) now() time.Time { return a.cfg.Clock() }

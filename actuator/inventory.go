@@ -44,12 +44,14 @@ const (
 // actuator or has expired runs nothing and is not answered.
 func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
-	r, err := tasks.VerifyInventoryRun(a.cfg.VerifyKey, t.Payload(), a.now())
+	r, err := tasks.VerifyInventoryRun(a.orderKeys, t.Payload(), a.now())
 	if errors.Is(err, tasks.ErrExpired) {
+		a.metrics.refuse(kindInventory, tasks.RefusedExpired)
 		a.log.Debug("inventory request expired before it could run; the next one replaces it", "run_id", r.RunID, "expired_at", r.ExpiresAt)
 		return nil
 	}
 	if err != nil {
+		a.metrics.refuse(kindInventory, refusalFor(err))
 		claims := tasks.Claimed(t.Payload())
 		a.log.Warn("inventory request refused: it is not signed by the bot", "run_id", claims.RunID, "host_id", claims.HostID, "error", err)
 		return fmt.Errorf("refuse inventory %s: %v: %w", claims.RunID, err, asynq.SkipRetry)
@@ -57,8 +59,10 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	log := a.log.With("run_id", r.RunID, "host", r.Host, "node", r.Node)
 	if r.Actuator != a.cfg.Name {
 		log.Warn("inventory request refused: it is for another actuator", "actuator", r.Actuator)
+		a.metrics.refuse(kindInventory, tasks.RefusedWrongActuator)
 		return fmt.Errorf("refuse inventory %s: it is for actuator %q, not %q: %w", r.RunID, r.Actuator, a.cfg.Name, asynq.SkipRetry)
 	}
+	a.metrics.verify(kindInventory)
 	ctx, cancel := context.WithTimeoutCause(a.workCtx, inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))
 	defer cancel()
 	res := tasks.InventoryResult{RunID: r.RunID, HostID: r.HostID, Actuator: a.cfg.Name, Node: r.Node}

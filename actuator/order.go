@@ -16,7 +16,7 @@ import (
 func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
 	now := a.now()
-	o, err := tasks.VerifyOrder(a.cfg.VerifyKey, t.Payload(), now)
+	o, err := tasks.VerifyOrder(a.orderKeys, t.Payload(), now)
 	if err != nil && !errors.Is(err, tasks.ErrExpired) && !errors.Is(err, tasks.ErrTTLTooLong) {
 		// The id is only a label for the refusal; nothing else of an order
 		// that does not verify is trusted, and the refusal carries no plan
@@ -68,6 +68,7 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 		}
 		return fmt.Errorf("run execution %s: %w", id, err)
 	}
+	a.metrics.verify(kindOrder)
 	log := a.log.With("execution_id", id, "action", o.Action, "target", o.Target.Slug, "host", o.Target.Host)
 	log.Info("execution started", "risk_class", class.String())
 
@@ -161,6 +162,7 @@ func refusalSentence(why tasks.Refusal, cause error) string {
 // refusal answers; empty when no order of the bot's stands behind it.
 func (a *Actuator) refuse(id string, why tasks.Refusal, cause error, now time.Time, planHash string) error {
 	a.log.Warn("order refused", "execution_id", id, "refusal", string(why), "error", cause)
+	a.metrics.refuse(kindOrder, why)
 	err := fmt.Errorf("refuse execution %s: %s: %v: %w", id, why, cause, asynq.SkipRetry)
 	if !validExecutionID(id) {
 		a.log.Error("refused order has no usable execution id; nothing to report against", "refusal", string(why))

@@ -46,14 +46,16 @@ type probeReport struct {
 // from the request reaches a shell unvalidated and unquoted.
 func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	defer a.enter()()
-	c, err := tasks.VerifyCheckRun(a.cfg.VerifyKey, t.Payload(), a.now())
+	c, err := tasks.VerifyCheckRun(a.orderKeys, t.Payload(), a.now())
 	if errors.Is(err, tasks.ErrExpired) {
+		a.metrics.refuse(kindProbe, tasks.RefusedExpired)
 		a.log.Debug("probe expired before it could run; its next slot replaces it", "check_id", c.CheckID, "expired_at", c.ExpiresAt)
 		return nil
 	}
 	if err != nil {
 		// Nothing runs and nothing is reported: a signed result for a
 		// request the bot never made would lend the forgery credit.
+		a.metrics.refuse(kindProbe, refusalFor(err))
 		claims := tasks.Claimed(t.Payload())
 		a.log.Warn("probe request refused: it is not signed by the bot", "check_id", claims.CheckID, "target_id", claims.TargetID, "error", err)
 		return fmt.Errorf("refuse probe %s: %v: %w", claims.CheckID, err, asynq.SkipRetry)
@@ -61,12 +63,15 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	log := a.log.With("check_id", c.CheckID, "target_id", c.TargetID, "kind", c.Kind)
 	if c.Actuator != a.cfg.Name {
 		log.Warn("probe request refused: it is for another actuator", "actuator", c.Actuator)
+		a.metrics.refuse(kindProbe, tasks.RefusedWrongActuator)
 		return fmt.Errorf("refuse probe %s: it is for actuator %q, not %q: %w", c.CheckID, c.Actuator, a.cfg.Name, asynq.SkipRetry)
 	}
 	if c.Target.HostAddr == "" {
+		a.metrics.refuse(kindProbe, tasks.RefusedMalformed)
 		log.Error("probe request lacks a host address")
 		return fmt.Errorf("run probe %s: %w: a host address is required: %w", c.CheckID, errProbeSpec, asynq.SkipRetry)
 	}
+	a.metrics.verify(kindProbe)
 	ctx, cancel := context.WithTimeoutCause(a.workCtx, probeTimeout, fmt.Errorf("%w after %s", ErrTimedOut, probeTimeout))
 	defer cancel()
 	start := a.now()

@@ -65,6 +65,8 @@ type bundle struct {
 	results    *collector
 
 	stopActuator func()
+	// act is the running actuator.
+	act *Actuator
 }
 
 // option adjusts a bundle before its actuator starts.
@@ -187,6 +189,7 @@ func (b *bundle) start(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	b.act = a
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -351,10 +354,13 @@ func commandLines(entries []labsim.LogEntry) []string {
 	return out
 }
 
-// ssh runs cmd on the node with the test's own client, for checking state.
+// ssh runs cmd on the simulated host as its admin, as someone at the
+// node's console would, so the gate (when a test turns it on) does not
+// apply: tests use it to look at the host or change it behind the
+// actuator's back.
 func (b *bundle) ssh(t *testing.T, cmd string) string {
 	t.Helper()
-	r, err := NewSSHRunner(SSHConfig{Signer: b.clientKey, KnownHostsFile: b.knownHosts})
+	r, err := NewSSHRunner(SSHConfig{Signer: b.clientKey, KnownHostsFile: b.knownHosts, User: labsim.AdminUser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,13 +445,13 @@ func (c *collector) handle(_ context.Context, task *asynq.Task) error {
 	var err error
 	switch task.Type() {
 	case tasks.TypeExecutionProgress:
-		m.Progress, err = tasks.VerifyProgress(c.pub, task.Payload())
+		m.Progress, err = tasks.VerifyProgress(tasks.VerifyKeys{c.pub}, task.Payload())
 	case tasks.TypeExecutionResult:
-		m.Result, err = tasks.VerifyResult(c.pub, task.Payload())
+		m.Result, err = tasks.VerifyResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	case tasks.TypeCheckResult:
-		m.Check, err = tasks.VerifyCheckResult(c.pub, task.Payload())
+		m.Check, err = tasks.VerifyCheckResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	case tasks.TypeInventoryResult:
-		m.Inventory, err = tasks.VerifyInventoryResult(c.pub, task.Payload())
+		m.Inventory, err = tasks.VerifyInventoryResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	default:
 		err = errors.New("unexpected task type " + task.Type())
 	}

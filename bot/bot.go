@@ -19,6 +19,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -55,7 +56,9 @@ type Config struct {
 	RecoveryKeyFile string
 	// Redis carries results from the actuator (nomos:results).
 	Redis asynq.RedisConnOpt
-	// StatusURL links to the status page for full output; may be empty.
+	// StatusURL is the status page's address (web.public_url): each card
+	// links to its execution's page under it, StatusURL/executions/<id>.
+	// May be empty.
 	StatusURL string
 	// EditInterval is the least time between two edits of one card.
 	// Default 2s.
@@ -88,6 +91,9 @@ type Config struct {
 	// AlertDelay is how long a signal must stay open before it is
 	// announced, to let a one-off blip pass. Default 0.
 	AlertDelay time.Duration
+	// Metrics records how long the homeserver takes with each event sent
+	// and the bot with each /sync; nil records nothing.
+	Metrics *metrics.Metrics
 	// FlapWindow: a check that fails again this soon after it was
 	// announced is announced only if it is still failing when the window
 	// ends. Default 15m.
@@ -131,6 +137,9 @@ type Bot struct {
 	// cannot be posted.
 	alertWarnedAt time.Time
 	alertFailures int
+
+	// syncs says whether the sync loop is alive (SyncHealth).
+	syncs *syncTracker
 }
 
 // New validates cfg and builds the bot; Run connects it.
@@ -163,6 +172,7 @@ func New(cfg Config) (*Bot, error) {
 	b := &Bot{
 		cfg: cfg, store: cfg.Store, exec: cfg.Executions, logger: cfg.Logger, now: cfg.Clock,
 		ops: map[id.UserID]bool{}, readers: map[id.UserID]bool{}, lastOperator: map[id.RoomID]time.Time{}, undecryptNot: map[string]bool{},
+		syncs:     &syncTracker{now: cfg.Clock},
 		refusedAt: map[string]time.Time{},
 	}
 	for _, op := range cfg.Operators {
@@ -250,6 +260,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer b.agentTurns.Wait()
 
 	b.logger.Info("bot syncing", "user_id", b.cli.UserID, "device_id", b.cli.DeviceID)
+	b.syncs.start()
 	for {
 		err := b.cli.SyncWithContext(ctx)
 		if ctx.Err() != nil {
@@ -274,6 +285,7 @@ func (b *Bot) connect(ctx context.Context) error {
 	}
 	cli.Log = zerolog.Nop()
 	b.cli = cli
+	b.watch(cli)
 	helper, err := cryptohelper.NewCryptoHelper(cli, b.cfg.PickleKey, b.cfg.CryptoDB)
 	if err != nil {
 		return fmt.Errorf("crypto: %w", err)

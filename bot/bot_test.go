@@ -56,6 +56,8 @@ type bundle struct {
 	dir      string
 
 	stopBot func()
+	// bot is the running bot.
+	bot *bot.Bot
 	// tune, when set, adjusts the bot's config before it starts.
 	tune func(*bot.Config)
 	// llm, when set, gives the bot an agent talking to it.
@@ -262,6 +264,7 @@ func (b *bundle) startBot(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.bot = bt
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -39,7 +39,8 @@ type CardView struct {
 	// Result is the actuator's final word; nil means the one stored on the
 	// execution, if any.
 	Result *tasks.Result
-	// StatusURL links to the full output; http(s) only, may be empty.
+	// StatusURL is the status page's address; the card links to its
+	// execution's page there. http(s) only, may be empty.
 	StatusURL string
 	// Now is the time the card is rendered at, for the expiry.
 	Now time.Time
@@ -200,6 +201,7 @@ func RenderCard(v CardView) (plain, html string) {
 	if res != nil {
 		resultDetails(&m, v, res, t)
 	}
+	detailsLink(&m, v)
 	return m.done()
 }
 
@@ -382,7 +384,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 			what = fmt.Sprintf("running step %d of %d", x.Position, n)
 		}
 		status("⚙️", what, rest)
-		addOutput(m, cmp.Or(v.Tail, x.ProgressTail), "Latest output", v.StatusURL)
+		addOutput(m, cmp.Or(v.Tail, x.ProgressTail), "Latest output", executionURL(v))
 	case store.StateSucceeded:
 		rest := approved
 		if elapsed > 0 {
@@ -542,9 +544,9 @@ func shortDuration(d time.Duration) string {
 	return strconv.Itoa(int(d/time.Hour)) + "h"
 }
 
-// addOutput adds a redacted output tail and, when it was cut and a status page
-// exists, a link to the rest.
-func addOutput(m *bodies, text, label, statusURL string) {
+// addOutput adds a redacted output tail and, when it was cut and the
+// execution has a page on the status page (pageURL), a link to the rest.
+func addOutput(m *bodies, text, label, pageURL string) {
 	text = strings.TrimRight(text, "\n")
 	if strings.TrimSpace(text) == "" {
 		return
@@ -555,7 +557,7 @@ func addOutput(m *bodies, text, label, statusURL string) {
 	}
 	m.para(label+":", "<strong>"+escape(label)+":</strong>")
 	m.code(tail)
-	if u := safeURL(statusURL); cut && u != "" {
+	if u := safeURL(pageURL); cut && u != "" {
 		m.para("Full output: "+u, `<a href="`+escape(u)+`">Full output on the status page</a>`)
 	}
 }
@@ -600,7 +602,7 @@ func resultDetails(m *bodies, v CardView, res *tasks.Result, t cardTarget) {
 		m.para("Notes:", "<strong>Notes:</strong>")
 		m.list(ps, hs)
 	}
-	addOutput(m, res.Output, "Output", v.StatusURL)
+	addOutput(m, res.Output, "Output", executionURL(v))
 }
 
 func phaseMark(ph tasks.Phase) string {

@@ -56,11 +56,12 @@ func lines(n int, format string) string {
 func TestRenderCard(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		change   func(v *CardView)
-		want     []string // in both plain and HTML
-		wantHTML []string
-		not      []string // in neither
+		name      string
+		change    func(v *CardView)
+		want      []string // in both plain and HTML
+		wantHTML  []string
+		wantPlain []string
+		not       []string // in neither
 	}{
 		{
 			name: "awaiting approval",
@@ -150,7 +151,7 @@ func TestRenderCard(t *testing.T) {
 				v.StatusURL = "https://nomos.example.org/x/01900000"
 			},
 			want:     []string{"running", "for 12s", "line 40", "line 26", "Full output"},
-			wantHTML: []string{`<a href="https://nomos.example.org/x/01900000">`},
+			wantHTML: []string{`<a href="https://nomos.example.org/x/01900000/executions/01900000-0000-7000-8000-000000000001">Full output`},
 			not:      []string{"line 25", "line 01"},
 		},
 		{
@@ -170,7 +171,28 @@ func TestRenderCard(t *testing.T) {
 				v.Tail = lines(40, "line %02d")
 				v.StatusURL = "javascript:alert(1)"
 			},
-			not: []string{"javascript", "Full output"},
+			not: []string{"javascript", "Full output", "Details", "<a "},
+		},
+		{
+			name:     "links to the execution's page on the status page",
+			change:   func(v *CardView) { v.StatusURL = "https://nomos.example.org/" },
+			want:     []string{"Details"},
+			wantHTML: []string{`<a href="https://nomos.example.org/executions/01900000-0000-7000-8000-000000000001">Details on the status page</a>`},
+		},
+		{
+			name:      "the link keeps the status page's own path",
+			change:    func(v *CardView) { approved(v, store.StateSucceeded); v.StatusURL = "https://lab.example.org/nomos" },
+			wantPlain: []string{"Details: https://lab.example.org/nomos/executions/01900000-0000-7000-8000-000000000001"},
+			wantHTML:  []string{`<a href="https://lab.example.org/nomos/executions/01900000-0000-7000-8000-000000000001">`},
+		},
+		{
+			name: "no status page, no link",
+			not:  []string{"Details", "status page", "<a "},
+		},
+		{
+			name:   "no execution id, no link",
+			change: func(v *CardView) { v.StatusURL = "https://nomos.example.org/"; v.Planned.Execution.ID = uuid.Nil },
+			not:    []string{"Details", "<a "},
 		},
 		{
 			name: "succeeded with a snapshot and notes",
@@ -266,6 +288,11 @@ func TestRenderCard(t *testing.T) {
 			for _, w := range tt.wantHTML {
 				if !strings.Contains(htm, w) {
 					t.Errorf("HTML lacks %q:\n%s", w, htm)
+				}
+			}
+			for _, w := range tt.wantPlain {
+				if !strings.Contains(plain, w) {
+					t.Errorf("plain lacks %q:\n%s", w, plain)
 				}
 			}
 			for _, w := range tt.not {

@@ -180,6 +180,7 @@ func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, err
 	if err != nil {
 		return Applied{}, err
 	}
+	s.observeEnd(done)
 	s.logger.Info("execution finished", "execution_id", x.ID, "state", to)
 	if done.PlanID != nil && to == store.StateSucceeded {
 		s.dispatchNext(ctx, *done.PlanID)

@@ -53,6 +53,7 @@ func (s *Service) Approve(ctx context.Context, d Decision) (store.Execution, err
 	if err != nil {
 		return x, s.decisionConflict(ctx, d, err)
 	}
+	s.observeDecision(x)
 	s.logger.Info("execution approved", "execution_id", x.ID, "by", d.By, "method", d.Method)
 	return s.dispatchApproved(ctx, x), nil
 }
@@ -103,6 +104,7 @@ func (s *Service) Deny(ctx context.Context, d Decision) (store.Execution, error)
 	if err != nil {
 		return x, s.decisionConflict(ctx, d, err)
 	}
+	s.observeDecision(x)
 	return x, nil
 }
 

@@ -34,6 +34,7 @@ func (s *Service) Dispatch(ctx context.Context, id uuid.UUID) (store.Execution, 
 				Error: &msg, Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.failed", Detail: map[string]any{"error": msg}},
 			})
 			if terr == nil {
+				s.observeEnd(failed)
 				return failed, err
 			}
 		}

@@ -178,7 +178,7 @@ func (b *bundle) queuedOrder(t *testing.T, id uuid.UUID) tasks.Order {
 	if err != nil {
 		t.Fatalf("no task queued for %s: %v", id, err)
 	}
-	o, err := tasks.VerifyOrder(b.pub, info.Payload, b.clock.Now())
+	o, err := tasks.VerifyOrder(tasks.VerifyKeys{b.pub}, info.Payload, b.clock.Now())
 	if err != nil {
 		t.Fatalf("queued order does not verify: %v", err)
 	}
@@ -708,6 +708,9 @@ func TestNewRefusesBadWireConfig(t *testing.T) {
 		{"orders valid for two hours", func(c *executions.Config) { c.OrderTTL = 2 * time.Hour }, "OrderTTL 2h0m0s is longer than the 1h0m0s an actuator accepts"},
 		{"a report key of the wrong size", func(c *executions.Config) { c.ReportVerifyKey = keys.ReportVerify[:16] }, "ReportVerifyKey must be an Ed25519 public key"},
 		{"an actuator name with a space", func(c *executions.Config) { c.Actuator = "pve east" }, `actuator name "pve east"`},
+		{"a previous report key of the wrong size", func(c *executions.Config) { c.PreviousReportVerifyKey = keys.OrderVerify[:16] }, "PreviousReportVerifyKey must be an Ed25519 public key"},
+		{"the report key as its own previous key", func(c *executions.Config) { c.PreviousReportVerifyKey = keys.ReportVerify }, "PreviousReportVerifyKey is ReportVerifyKey itself"},
+		{"a previous report key alone", func(c *executions.Config) { c.ReportVerifyKey, c.PreviousReportVerifyKey = nil, keys.OrderVerify }, "PreviousReportVerifyKey needs a ReportVerifyKey"},
 	} {
 		cfg := base
 		tc.change(&cfg)

@@ -97,12 +97,15 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 }
 
 func (s *Service) markUnknown(ctx context.Context, x store.Execution, why string) bool {
-	_, err := s.store.Transition(ctx, store.Transition{
+	ended, err := s.store.Transition(ctx, store.Transition{
 		ID: x.ID, From: []store.ExecutionState{x.State}, To: store.StateOutcomeUnknown, Error: &why,
 		Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.outcome_unknown", Detail: map[string]any{"reason": why}},
 	})
 	if err != nil && !isConflict(err) {
 		s.logger.Error("mark outcome_unknown", "execution_id", x.ID, "err", err)
+	}
+	if err == nil {
+		s.observeEnd(ended)
 	}
 	return err == nil
 }

@@ -141,12 +141,13 @@ func (r RefusedReport) Warning() string {
 }
 
 // ApplyReport verifies one message from the results queue against the
-// actuator's report key and applies it. A message that is unsigned, badly
-// signed, from another actuator, about something the bot never sent, a
-// replay, or otherwise not to be trusted changes nothing: the refusal is
-// logged and audited, and the error is a *RefusedReport.
+// actuator's report key (or, during a rotation, its previous one) and
+// applies it. A message that is unsigned, badly signed, from another
+// actuator, about something the bot never sent, a replay, or otherwise not
+// to be trusted changes nothing: the refusal is logged and audited, and
+// the error is a *RefusedReport.
 func (s *Service) ApplyReport(ctx context.Context, typ string, payload []byte) (Applied, error) {
-	key := s.cfg.ReportVerifyKey
+	key := s.reportKeys
 	switch typ {
 	case tasks.TypeExecutionProgress:
 		p, err := tasks.VerifyProgress(key, payload)

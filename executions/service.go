@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -45,6 +46,12 @@ type Config struct {
 	// it. Without it every report is refused, which suits only a Service
 	// that never consumes the results queue.
 	ReportVerifyKey ed25519.PublicKey
+	// PreviousReportVerifyKey is the actuator's report key being rotated
+	// out. While it is set, reports signed with it are applied too, so the
+	// actuator can switch keys without a gap; drop it once the results
+	// queue holds nothing the actuator signed before it switched.
+	// Optional.
+	PreviousReportVerifyKey ed25519.PublicKey
 	// Actuator names the actuator that orders and probes are addressed to
 	// and that reports must come from. Default tasks.DefaultActuator.
 	Actuator string
@@ -91,6 +98,9 @@ type Config struct {
 	// InventoryTick is how often RunDiscovery looks for hosts due and
 	// runs asked for with `nomos discover`. Default 5s.
 	InventoryTick time.Duration
+	// Metrics records approval and execution latency; nil records
+	// nothing.
+	Metrics *metrics.Metrics
 	// Actor is the name the service records for its own decisions.
 	// Default "nomos".
 	Actor  string
@@ -104,6 +114,10 @@ type Service struct {
 	store  *store.Store
 	logger *slog.Logger
 	now    func() time.Time
+
+	// reportKeys verify what the actuator reports: its key and, during a
+	// rotation, its previous one.
+	reportKeys tasks.VerifyKeys
 }
 
 // New validates cfg and returns a Service.
@@ -119,6 +133,12 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("executions: Rules are required")
 	case len(cfg.ReportVerifyKey) != 0 && len(cfg.ReportVerifyKey) != ed25519.PublicKeySize:
 		return nil, errors.New("executions: ReportVerifyKey must be an Ed25519 public key")
+	case len(cfg.PreviousReportVerifyKey) != 0 && len(cfg.ReportVerifyKey) == 0:
+		return nil, errors.New("executions: PreviousReportVerifyKey needs a ReportVerifyKey beside it")
+	case len(cfg.PreviousReportVerifyKey) != 0 && len(cfg.PreviousReportVerifyKey) != ed25519.PublicKeySize:
+		return nil, errors.New("executions: PreviousReportVerifyKey must be an Ed25519 public key")
+	case len(cfg.PreviousReportVerifyKey) != 0 && cfg.PreviousReportVerifyKey.Equal(cfg.ReportVerifyKey):
+		return nil, errors.New("executions: PreviousReportVerifyKey is ReportVerifyKey itself; set it to the key being rotated out, or leave it out")
 	case cfg.OrderTTL > tasks.MaxOrderTTL:
 		return nil, fmt.Errorf("executions: OrderTTL %s is longer than the %s an actuator accepts", cfg.OrderTTL, tasks.MaxOrderTTL)
 	case cfg.DestructiveQuorum < 0:
@@ -148,7 +168,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Service{cfg: cfg, store: cfg.Store, logger: cfg.Logger, now: cfg.Clock}, nil
+	return &Service{cfg: cfg, store: cfg.Store, logger: cfg.Logger, now: cfg.Clock,
+		reportKeys: tasks.RotatingKeys(cfg.ReportVerifyKey, cfg.PreviousReportVerifyKey)}, nil
 }
 
 // Routes a request can take, as executions record them (requested_via).

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -82,6 +83,8 @@ type Config struct {
 	// MaxResultBytes caps the text of any tool result. Default
 	// DefaultMaxResultBytes.
 	MaxResultBytes int
+	// Metrics counts tool calls by tool and result; nil counts nothing.
+	Metrics *metrics.Metrics
 	// Version is reported to clients. Default "dev".
 	Version string
 	Logger  *slog.Logger
@@ -274,11 +277,15 @@ func (s *Server) guard(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 		start := time.Now()
 		var res *mcp.CallToolResult
 		var err error
+		result := metrics.ResultRefused
 		if c := s.caller(ctx); c.ReadOnly && requestTools[req.Params.Name] {
 			res = s.refuseReadOnly(ctx, req.Params.Name, c)
 		} else {
 			res, err = next(ctx, req)
+			result = callResult(res, err)
 		}
+		// Only registered tools reach here, so a client cannot add series.
+		s.cfg.Metrics.MCPCall(req.Params.Name, result)
 		size := 0
 		if res != nil {
 			for i, c := range res.Content {
@@ -293,6 +300,14 @@ func (s *Server) guard(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 			"bytes", size, "is_error", res != nil && res.IsError, "duration", time.Since(start), "err", err)
 		return res, err
 	}
+}
+
+// callResult is a finished call's result label.
+func callResult(res *mcp.CallToolResult, err error) string {
+	if err != nil || res == nil || res.IsError {
+		return metrics.ResultError
+	}
+	return metrics.ResultOK
 }
 
 // capText cuts text to at most n bytes on a line or rune boundary and says

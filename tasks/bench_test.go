@@ -33,7 +33,7 @@ func BenchmarkVerifyOrder(b *testing.B) {
 	at := now.Add(time.Minute)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := tasks.VerifyOrder(pub, payload, at); err != nil {
+		if _, err := tasks.VerifyOrder(tasks.VerifyKeys{pub}, payload, at); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -52,7 +52,7 @@ func BenchmarkVerifyResult(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := tasks.VerifyResult(pub, payload); err != nil {
+		if _, err := tasks.VerifyResult(tasks.VerifyKeys{pub}, payload); err != nil {
 			b.Fatal(err)
 		}
 	}

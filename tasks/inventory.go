@@ -202,8 +202,8 @@ func SignInventoryRun(key ed25519.PrivateKey, r InventoryRun) ([]byte, error) {
 
 // VerifyInventoryRun checks an inventory request's signature, fields and
 // expiry. An expired request is returned with ErrExpired.
-func VerifyInventoryRun(pub ed25519.PublicKey, payload []byte, now time.Time) (InventoryRun, error) {
-	r, err := open[InventoryRun](pub, TypeInventoryRun, payload)
+func VerifyInventoryRun(keys VerifyKeys, payload []byte, now time.Time) (InventoryRun, error) {
+	r, err := open[InventoryRun](keys, TypeInventoryRun, payload)
 	if err != nil {
 		return InventoryRun{}, err
 	}
@@ -239,8 +239,8 @@ func SignInventoryResult(key ed25519.PrivateKey, r InventoryResult) ([]byte, err
 
 // VerifyInventoryResult checks an inventory's signature and every field,
 // so the bot applies only numbers, words, host names and addresses.
-func VerifyInventoryResult(pub ed25519.PublicKey, payload []byte) (InventoryResult, error) {
-	r, err := open[InventoryResult](pub, TypeInventoryResult, payload)
+func VerifyInventoryResult(keys VerifyKeys, payload []byte) (InventoryResult, error) {
+	r, err := open[InventoryResult](keys, TypeInventoryResult, payload)
 	if err != nil {
 		return InventoryResult{}, err
 	}

@@ -40,7 +40,7 @@ func TestInventoryRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotRun, err := tasks.VerifyInventoryRun(pub, run, now)
+	gotRun, err := tasks.VerifyInventoryRun(tasks.VerifyKeys{pub}, run, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestInventoryRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tasks.VerifyInventoryResult(pub, res)
+	got, err := tasks.VerifyInventoryResult(tasks.VerifyKeys{pub}, res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +101,14 @@ func TestInventoryRefused(t *testing.T) {
 		{"a probe result's signature", check, tasks.ErrBadSignature},
 		{"a request's signature", goodRun, tasks.ErrBadSignature},
 	} {
-		if _, err := tasks.VerifyInventoryResult(pub, tt.payload); !errors.Is(err, tt.want) {
+		if _, err := tasks.VerifyInventoryResult(tasks.VerifyKeys{pub}, tt.payload); !errors.Is(err, tt.want) {
 			t.Errorf("%s: VerifyInventoryResult = %v, want %v", tt.name, err, tt.want)
 		}
 	}
-	if _, err := tasks.VerifyInventoryRun(pub, good, now); !errors.Is(err, tasks.ErrBadSignature) {
+	if _, err := tasks.VerifyInventoryRun(tasks.VerifyKeys{pub}, good, now); !errors.Is(err, tasks.ErrBadSignature) {
 		t.Errorf("a result delivered as a request: %v, want ErrBadSignature", err)
 	}
-	if _, err := tasks.VerifyInventoryRun(pub, goodRun, now.Add(5*time.Minute)); !errors.Is(err, tasks.ErrExpired) {
+	if _, err := tasks.VerifyInventoryRun(tasks.VerifyKeys{pub}, goodRun, now.Add(5*time.Minute)); !errors.Is(err, tasks.ErrExpired) {
 		t.Errorf("a request at its expiry: %v, want ErrExpired", err)
 	}
 	for name, change := range map[string]func(*tasks.InventoryRun){

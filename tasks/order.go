@@ -81,15 +81,15 @@ func SignOrder(key ed25519.PrivateKey, o Order) ([]byte, error) {
 	return env, nil
 }
 
-// VerifyOrder checks an envelope's signature against the pinned public key,
+// VerifyOrder checks an envelope's signature against the pinned keys,
 // then its version, fields and lifetime, and returns the order. The
 // order's content is only trusted after the signature verifies.
 //
 // An order that verifies but has expired, or claims a lifetime over
 // MaxOrderTTL, is returned with ErrExpired or ErrTTLTooLong: it is the
 // bot's, and must still not run.
-func VerifyOrder(pub ed25519.PublicKey, payload []byte, now time.Time) (Order, error) {
-	o, err := open[Order](pub, TypeExecutionRun, payload)
+func VerifyOrder(keys VerifyKeys, payload []byte, now time.Time) (Order, error) {
+	o, err := open[Order](keys, TypeExecutionRun, payload)
 	if err != nil {
 		return Order{}, err
 	}
@@ -130,8 +130,8 @@ func SignCheckRun(key ed25519.PrivateKey, c CheckRun) ([]byte, error) {
 
 // VerifyCheckRun checks a probe request's signature, fields and expiry. An
 // expired request is returned with ErrExpired.
-func VerifyCheckRun(pub ed25519.PublicKey, payload []byte, now time.Time) (CheckRun, error) {
-	c, err := open[CheckRun](pub, TypeCheckRun, payload)
+func VerifyCheckRun(keys VerifyKeys, payload []byte, now time.Time) (CheckRun, error) {
+	c, err := open[CheckRun](keys, TypeCheckRun, payload)
 	if err != nil {
 		return CheckRun{}, err
 	}

@@ -75,7 +75,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tasks.VerifyOrder(pub, payload, now.Add(time.Minute))
+	got, err := tasks.VerifyOrder(tasks.VerifyKeys{pub}, payload, now.Add(time.Minute))
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -140,7 +140,7 @@ func TestVerifyRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tasks.VerifyOrder(pub, tt.payload, tt.at)
+			_, err := tasks.VerifyOrder(tasks.VerifyKeys{pub}, tt.payload, tt.at)
 			if !errors.Is(err, tt.want) {
 				t.Errorf("VerifyOrder = %v, want %v", err, tt.want)
 			}
@@ -156,7 +156,7 @@ func TestVerifyCheckRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tasks.VerifyCheckRun(pub, good, now)
+	got, err := tasks.VerifyCheckRun(tasks.VerifyKeys{pub}, good, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,11 +184,11 @@ func TestVerifyCheckRun(t *testing.T) {
 		{"an order's signature", order, tasks.ErrBadSignature},
 		{"url swapped in", reseal(t, good, func(b map[string]any) { b["spec"] = map[string]any{"url": "http://169.254.169.254/"} }), tasks.ErrBadSignature},
 	} {
-		if _, err := tasks.VerifyCheckRun(pub, tt.payload, now); !errors.Is(err, tt.want) {
+		if _, err := tasks.VerifyCheckRun(tasks.VerifyKeys{pub}, tt.payload, now); !errors.Is(err, tt.want) {
 			t.Errorf("%s: VerifyCheckRun = %v, want %v", tt.name, err, tt.want)
 		}
 	}
-	if _, err := tasks.VerifyCheckRun(pub, good, now.Add(30*time.Second)); !errors.Is(err, tasks.ErrExpired) {
+	if _, err := tasks.VerifyCheckRun(tasks.VerifyKeys{pub}, good, now.Add(30*time.Second)); !errors.Is(err, tasks.ErrExpired) {
 		t.Errorf("at expiry: VerifyCheckRun = %v, want ErrExpired", err)
 	}
 	noExpiry := testCheckRun()
@@ -204,7 +204,7 @@ func TestVerifyCheckRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tasks.VerifyCheckRun(pub, longEnv, long.IssuedAt); !errors.Is(err, tasks.ErrMalformed) {
+	if _, err := tasks.VerifyCheckRun(tasks.VerifyKeys{pub}, longEnv, long.IssuedAt); !errors.Is(err, tasks.ErrMalformed) {
 		t.Errorf("a probe request valid for a day: VerifyCheckRun = %v, want ErrMalformed", err)
 	}
 }
@@ -244,7 +244,7 @@ func TestKeyFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tasks.VerifyOrder(pub, payload, now); err != nil {
+	if _, err := tasks.VerifyOrder(tasks.VerifyKeys{pub}, payload, now); err != nil {
 		t.Errorf("keys from files do not pair: %v", err)
 	}
 	if _, err := tasks.LoadVerifyKey(sk); err == nil {
@@ -271,7 +271,7 @@ func TestDurationIsMilliseconds(t *testing.T) {
 	if err := json.Unmarshal(env.Body, &body); err != nil || string(body.Phases[0].Elapsed) != "1500" {
 		t.Errorf("elapsed on the wire = %s (%v), want 1500", body.Phases[0].Elapsed, err)
 	}
-	r, err := tasks.VerifyResult(pub, payload)
+	r, err := tasks.VerifyResult(tasks.VerifyKeys{pub}, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func FuzzVerifyOrder(f *testing.F) {
 	f.Add([]byte(`{"v":2,"type":"execution:run","body":{"v":2},"sig":"AAAA"}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		o, err := tasks.VerifyOrder(pub, payload, now)
+		o, err := tasks.VerifyOrder(tasks.VerifyKeys{pub}, payload, now)
 		if err != nil {
 			return
 		}

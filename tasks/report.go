@@ -21,8 +21,8 @@ func SignProgress(key ed25519.PrivateKey, p Progress) ([]byte, error) {
 }
 
 // VerifyProgress checks a progress report's signature and fields.
-func VerifyProgress(pub ed25519.PublicKey, payload []byte) (Progress, error) {
-	p, err := open[Progress](pub, TypeExecutionProgress, payload)
+func VerifyProgress(keys VerifyKeys, payload []byte) (Progress, error) {
+	p, err := open[Progress](keys, TypeExecutionProgress, payload)
 	if err != nil {
 		return Progress{}, err
 	}
@@ -42,8 +42,8 @@ func SignResult(key ed25519.PrivateKey, r Result) ([]byte, error) {
 }
 
 // VerifyResult checks a result's signature and fields.
-func VerifyResult(pub ed25519.PublicKey, payload []byte) (Result, error) {
-	r, err := open[Result](pub, TypeExecutionResult, payload)
+func VerifyResult(keys VerifyKeys, payload []byte) (Result, error) {
+	r, err := open[Result](keys, TypeExecutionResult, payload)
 	if err != nil {
 		return Result{}, err
 	}
@@ -63,8 +63,8 @@ func SignCheckResult(key ed25519.PrivateKey, c CheckResult) ([]byte, error) {
 }
 
 // VerifyCheckResult checks a probe result's signature and fields.
-func VerifyCheckResult(pub ed25519.PublicKey, payload []byte) (CheckResult, error) {
-	c, err := open[CheckResult](pub, TypeCheckResult, payload)
+func VerifyCheckResult(keys VerifyKeys, payload []byte) (CheckResult, error) {
+	c, err := open[CheckResult](keys, TypeCheckResult, payload)
 	if err != nil {
 		return CheckResult{}, err
 	}

@@ -26,7 +26,7 @@ func TestReportsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tasks.VerifyResult(pub, payload)
+	got, err := tasks.VerifyResult(tasks.VerifyKeys{pub}, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestReportsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotP, err := tasks.VerifyProgress(pub, payload)
+	gotP, err := tasks.VerifyProgress(tasks.VerifyKeys{pub}, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestReportsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotC, err := tasks.VerifyCheckResult(pub, payload)
+	gotC, err := tasks.VerifyCheckResult(tasks.VerifyKeys{pub}, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestReportsRefused(t *testing.T) {
 		{"a progress report relabelled as a result", progressAsResult, tasks.ErrBadSignature},
 		{"a progress report", progress, tasks.ErrBadSignature},
 	} {
-		if _, err := tasks.VerifyResult(pub, tt.payload); !errors.Is(err, tt.want) {
+		if _, err := tasks.VerifyResult(tasks.VerifyKeys{pub}, tt.payload); !errors.Is(err, tt.want) {
 			t.Errorf("%s: VerifyResult = %v, want %v", tt.name, err, tt.want)
 		}
 	}
@@ -117,7 +117,7 @@ func FuzzVerifyResult(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"v":2,"type":"execution:result","body":{"v":2,"execution_id":"x","actuator":"a","status":"succeeded"},"sig":"AAAA"}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		r, err := tasks.VerifyResult(pub, payload)
+		r, err := tasks.VerifyResult(tasks.VerifyKeys{pub}, payload)
 		if err != nil {
 			return
 		}

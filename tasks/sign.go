@@ -60,10 +60,52 @@ func seal(key ed25519.PrivateKey, typ string, v any) ([]byte, error) {
 	return json.Marshal(Envelope{Version: Version, Type: typ, Body: body, Signature: ed25519.Sign(key, SignedBytes(typ, body))})
 }
 
-// open checks that payload is an envelope of type typ signed with pub and
-// decodes its body. Nothing of the body is read before the signature
-// verifies.
-func open[T versioned](pub ed25519.PublicKey, typ string, payload []byte) (T, error) {
+// VerifyKeys are the public keys a message may be signed with: the
+// current key, and while a key is rotated the previous one as well. A
+// message verifies when one of them verifies it, so the signing side can
+// switch to a new key while the other side still accepts the old one.
+type VerifyKeys []ed25519.PublicKey
+
+// RotatingKeys is the set of current and, while a rotation overlaps,
+// previous; a previous key of length zero is left out. Without a current
+// key the set is empty and verifies nothing, whatever previous is.
+func RotatingKeys(current, previous ed25519.PublicKey) VerifyKeys {
+	switch {
+	case len(current) == 0:
+		return nil
+	case len(previous) == 0:
+		return VerifyKeys{current}
+	}
+	return VerifyKeys{current, previous}
+}
+
+// Check reports why the set cannot be used: it is empty, or one of its
+// keys is not an Ed25519 public key.
+func (k VerifyKeys) Check() error {
+	if len(k) == 0 {
+		return errors.New("no verify key is configured")
+	}
+	for i, pub := range k {
+		if len(pub) != ed25519.PublicKeySize {
+			return fmt.Errorf("verify key %d is not an Ed25519 public key (%d bytes, want %d)", i+1, len(pub), ed25519.PublicKeySize)
+		}
+	}
+	return nil
+}
+
+func (k VerifyKeys) verify(message, sig []byte) bool {
+	for _, pub := range k {
+		if ed25519.Verify(pub, message, sig) {
+			return true
+		}
+	}
+	return false
+}
+
+// open checks that payload is an envelope of type typ signed with one of
+// keys and decodes its body. Nothing of the body is read before the
+// signature verifies.
+func open[T versioned](keys VerifyKeys, typ string, payload []byte) (T, error) {
 	var v T
 	var env Envelope
 	if err := json.Unmarshal(payload, &env); err != nil {
@@ -78,10 +120,12 @@ func open[T versioned](pub ed25519.PublicKey, typ string, payload []byte) (T, er
 	if env.Type != typ {
 		return v, fmt.Errorf("%w: a %q message delivered as %q", ErrBadSignature, env.Type, typ)
 	}
-	if len(pub) != ed25519.PublicKeySize {
-		return v, fmt.Errorf("%w: no verify key is configured", ErrBadSignature)
+	// A set with a malformed key verifies nothing, rather than whatever
+	// its other keys would: it is a configuration fault.
+	if err := keys.Check(); err != nil {
+		return v, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
-	if len(env.Signature) != ed25519.SignatureSize || !ed25519.Verify(pub, SignedBytes(typ, env.Body), env.Signature) {
+	if len(env.Signature) != ed25519.SignatureSize || !keys.verify(SignedBytes(typ, env.Body), env.Signature) {
 		return v, ErrBadSignature
 	}
 	if err := json.Unmarshal(env.Body, &v); err != nil {

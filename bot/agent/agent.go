@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/store"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	ContinuationWindow time.Duration
 	// MaxChain bounds automatic continuations in a row. Default 6.
 	MaxChain int
+	// Metrics records each model request and the tokens it used; nil
+	// records nothing.
+	Metrics *metrics.Metrics
 	// CallTimeout bounds one model call. Default 90s.
 	CallTimeout time.Duration
 	Logger      *slog.Logger
@@ -89,7 +93,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	opts := []option.RequestOption{option.WithBaseURL(cfg.BaseURL), option.WithAPIKey(cmp.Or(cfg.APIKey, "none")), option.WithMaxRetries(1)}
+	opts := []option.RequestOption{option.WithBaseURL(cfg.BaseURL), option.WithAPIKey(cmp.Or(cfg.APIKey, "none")), option.WithMaxRetries(1),
+		option.WithMiddleware(timeRequests(cfg.Metrics))}
 	for k, v := range cfg.Headers {
 		opts = append(opts, option.WithHeader(k, v))
 	}
@@ -268,6 +273,7 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 			a.logger.Warn("llm call failed", "session_id", sess.ID, "err", err)
 			return reply, fmt.Errorf("%w: %v", ErrLLM, err)
 		}
+		a.countTokens(resp)
 		if len(resp.Choices) == 0 {
 			return reply, fmt.Errorf("%w: an empty response", ErrLLM)
 		}

@@ -140,6 +140,9 @@ func (a *Agent) summarise(ctx context.Context, previous string, msgs []store.Age
 		Messages:  messages,
 		MaxTokens: openai.Int(400),
 	})
+	if err == nil {
+		a.countTokens(resp)
+	}
 	if err == nil && len(resp.Choices) > 0 && strings.TrimSpace(resp.Choices[0].Message.Content) != "" {
 		return strings.TrimSpace(resp.Choices[0].Message.Content)
 	}

@@ -2,11 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/actuator"
@@ -16,8 +24,21 @@ import (
 func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	fs := flag.NewFlagSet("actuator", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
+	var pin pinOptions
+	fs.StringVar(&pin.host, "pin", "", "show the SSH host key of `host[:port]` (the address in the seed) and, once you confirm its fingerprint, pin it in actuator.known_hosts_file; then exit")
+	fs.BoolVar(&pin.yes, "yes", false, "with -pin: pin without asking, for when you have compared the fingerprint already")
+	fs.StringVar(&pin.knownHosts, "known-hosts", "", "with -pin: the known_hosts `file` to pin in, instead of actuator.known_hosts_file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: the host to pin goes after -pin", fs.Arg(0))
+	}
+	if pin.host != "" {
+		return runPin(ctx, env, pin)
+	}
+	if pin.yes || pin.knownHosts != "" {
+		return errors.New("-yes and -known-hosts go with -pin HOST")
 	}
 	cfg, err := env.config("actuator")
 	if err != nil {
@@ -26,6 +47,14 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	verifyKey, err := tasks.LoadVerifyKey(cfg.Orders.VerifyKeyFile)
 	if err != nil {
 		return fmt.Errorf("orders.verify_key_file: %w", err)
+	}
+	var previousKey ed25519.PublicKey
+	if cfg.Orders.PreviousVerifyKeyFile != "" {
+		if previousKey, err = tasks.LoadVerifyKey(cfg.Orders.PreviousVerifyKeyFile); err != nil {
+			return fmt.Errorf("orders.previous_verify_key_file: %w", err)
+		}
+		env.logger.Info("key rotation: orders signed with the previous order key are accepted too",
+			"previous_verify_key_file", cfg.Orders.PreviousVerifyKeyFile)
 	}
 	reportKey, err := tasks.LoadSigningKey(cfg.Reports.SigningKeyFile)
 	if err != nil {
@@ -36,20 +65,67 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	a, err := actuator.New(actuator.Config{
-		RedisURL:         cfg.Redis.URL,
-		VerifyKey:        verifyKey,
-		ReportSigningKey: reportKey,
-		Name:             cfg.Actuator.Name,
-		SSHSigner:        signer,
-		KnownHostsFile:   cfg.Actuator.KnownHostsFile,
-		SSHUser:          cfg.Actuator.SSHUser,
-		JournalPath:      cfg.Actuator.JournalFile,
-		Logger:           env.logger,
+		RedisURL:          cfg.Redis.URL,
+		VerifyKey:         verifyKey,
+		PreviousVerifyKey: previousKey,
+		ReportSigningKey:  reportKey,
+		Name:              cfg.Actuator.Name,
+		SSHSigner:         signer,
+		KnownHostsFile:    cfg.Actuator.KnownHostsFile,
+		SSHUser:           cfg.Actuator.SSHUser,
+		JournalPath:       cfg.Actuator.JournalFile,
+		Logger:            env.logger,
 	})
 	if err != nil {
 		return err
 	}
+	if cfg.Actuator.MetricsListen != "" {
+		stop, err := serveMetrics(metricsAddr(cfg.Actuator.MetricsListen), a.Collector(), env.logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return a.Run(ctx)
+}
+
+// metricsAddr is where actuator.metrics_listen serves: a port alone means
+// loopback, so the actuator's figures leave the machine only when an
+// address says so.
+func metricsAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || host != "" {
+		return listen
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// serveMetrics serves c, with the Go runtime's figures, at GET /metrics
+// on addr until stop is called.
+func serveMetrics(addr string, c prometheus.Collector, logger *slog.Logger) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("actuator.metrics_listen: %w", err)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("actuator.metrics_listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("actuator metrics stopped", "err", err)
+		}
+	}()
+	logger.Info("actuator metrics listening", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // loadSSHKey reads the actuator's SSH private key, which must not need a

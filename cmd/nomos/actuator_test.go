@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +47,10 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	redisURL := testenv.RedisURL(t)
+	metricsPort := strconv.Itoa(testenv.FreePort(t))
 	environ := append(os.Environ(),
+		// A port alone: the actuator serves its metrics on loopback.
+		"NOMOS_ACTUATOR__METRICS_LISTEN=:"+metricsPort,
 		"NOMOS_REDIS__URL="+redisURL,
 		"NOMOS_ACTUATOR__SSH_KEY_FILE="+fleet.SSHKeyFile,
 		"NOMOS_ACTUATOR__KNOWN_HOSTS_FILE="+fleet.KnownHostsFile,
@@ -124,7 +131,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	second := start()
 	defer func() { _ = second.Process.Signal(syscall.SIGTERM); _ = second.Wait() }()
 	task := waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })
-	r, err := tasks.VerifyResult(reportPub, task.Payload())
+	r, err := tasks.VerifyResult(tasks.VerifyKeys{reportPub}, task.Payload())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +143,24 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	task = waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })
-	if r, err := tasks.VerifyResult(reportPub, task.Payload()); err != nil || r.Status != tasks.StatusRefused || r.Refusal != tasks.RefusedReplay {
+	if r, err := tasks.VerifyResult(tasks.VerifyKeys{reportPub}, task.Payload()); err != nil || r.Status != tasks.StatusRefused || r.Refusal != tasks.RefusedReplay {
 		t.Errorf("a redelivered order got %s/%s, want refused as a replay", r.Status, r.Refusal)
+	}
+	// Its own /metrics counts the replay and the journal's one execution.
+	resp, err := http.Get("http://127.0.0.1:" + metricsPort + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`nomos_actuator_orders_refused_total{kind="order",reason="replay"} 1`,
+		`nomos_actuator_journal_executions 1`, `nomos_actuator_journal_unfinished 0`, "go_goroutines "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the actuator's /metrics lacks %s:\n%s", want, body)
+		}
 	}
 	n := 0
 	for _, c := range fleet.Commands(t) {
@@ -173,5 +196,23 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestMetricsAddrIsLoopbackUnlessNamed: a port alone serves the
+// actuator's metrics on loopback; only a named address serves them
+// elsewhere.
+func TestMetricsAddrIsLoopbackUnlessNamed(t *testing.T) {
+	t.Parallel()
+	for listen, want := range map[string]string{
+		":9464":          "127.0.0.1:9464",
+		"127.0.0.1:9464": "127.0.0.1:9464",
+		"[::1]:9464":     "[::1]:9464",
+		"0.0.0.0:9464":   "0.0.0.0:9464",
+		"10.0.0.5:9464":  "10.0.0.5:9464",
+	} {
+		if got := metricsAddr(listen); got != want {
+			t.Errorf("metricsAddr(%q) = %q, want %q", listen, got, want)
+		}
 	}
 }

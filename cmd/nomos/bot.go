@@ -12,6 +12,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for the crypto store
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"go.mau.fi/util/dbutil"
 
@@ -49,7 +51,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	tools, err := mcpserver.New(mcpserver.Config{
 		Store: l.store, Executions: l.execs, OpsRoomID: cfg.Matrix.OpsRoom, Tokens: tokens,
 		RequestsPerMinute: cfg.MCP.RequestRate, RequestBurst: cfg.MCP.RequestBurst, HTTPAllow: cfg.LLM.HTTPAllow,
-		MaxResultBytes: cfg.LLM.MaxToolResultBytes, Version: version, Logger: logger.With("component", "mcp"),
+		MaxResultBytes: cfg.LLM.MaxToolResultBytes, Version: version, Metrics: l.metrics, Logger: logger.With("component", "mcp"),
 	})
 	if err != nil {
 		return err
@@ -65,13 +67,33 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 			Store: l.store, Tools: client,
 			BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, Headers: cfg.LLM.Headers,
 			MaxIterations: cfg.LLM.MaxIterations, MaxTokens: cfg.LLM.MaxTokens, MaxToolResultBytes: cfg.LLM.MaxToolResultBytes,
-			Logger: logger.With("component", "agent"),
+			Metrics: l.metrics, Logger: logger.With("component", "agent"),
 		})
 		if err != nil {
 			return err
 		}
 	} else {
 		logger.Info("no llm.model configured: the bot answers with its command grammar and runbooks only")
+	}
+
+	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
+	if err != nil {
+		return fmt.Errorf("crypto store: %w", err)
+	}
+	defer cryptoDB.Close()
+	b, err := bot.New(bot.Config{
+		HomeserverURL: cfg.Matrix.HomeserverURL, UserID: cfg.Matrix.UserID,
+		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
+		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
+		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
+		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
+		AlertRoom: cfg.Matrix.OpsRoom, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics,
+		Logger: logger.With("component", "bot"),
+
+		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
+	})
+	if err != nil {
+		return err
 	}
 
 	webAuth, err := cfg.Web.authenticator()
@@ -82,15 +104,22 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	defer rc.Close()
 	inspector := asynq.NewInspector(l.redis)
 	defer inspector.Close()
+	// /metrics: the page's own figures from the database, the process's
+	// from its parts, and the Go runtime's.
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(l.metrics); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	status, err := web.New(web.Config{
 		Store: l.store, Logger: logger.With("component", "web"), Auth: webAuth, Operators: cfg.Matrix.Operators,
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: l.store.Ping},
 			{Name: "redis", Check: func(ctx context.Context) error { return rc.Ping(ctx).Err() }},
-			// The bot does not report its sync loop's health yet.
-			{Name: "homeserver_sync"},
+			{Name: "homeserver_sync", Check: syncReady(b)},
 		},
 		Queues: inspector, QueueNames: []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults},
+		Registry: reg,
 	})
 	if err != nil {
 		return err
@@ -131,26 +160,19 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		"trusted_proxies", len(cfg.Web.TrustedProxies),
 		"mcp", tools.HTTPEnabled(), "mcp_tokens", len(tokens), "alertmanager_hook", cfg.Alerts.WebhookToken != "", "http_allow", len(cfg.LLM.HTTPAllow))
 
-	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
-	if err != nil {
-		return fmt.Errorf("crypto store: %w", err)
-	}
-	defer cryptoDB.Close()
-	b, err := bot.New(bot.Config{
-		HomeserverURL: cfg.Matrix.HomeserverURL, UserID: cfg.Matrix.UserID,
-		Password: cfg.Matrix.Password, AccessToken: cfg.Matrix.AccessToken,
-		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
-		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
-		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
-		AlertRoom: cfg.Matrix.OpsRoom, MuteFor: cfg.Alerts.MuteFor,
-		Logger: logger.With("component", "bot"),
+	return b.Run(ctx)
+}
 
-		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
-	})
-	if err != nil {
+// syncReady is /readyz's homeserver_sync check: "unknown" while the bot
+// logs in and waits for its first /sync, then whether /sync still answers.
+func syncReady(b *bot.Bot) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := b.SyncHealth(ctx)
+		if errors.Is(err, bot.ErrNotSynced) {
+			return web.ErrUnknown
+		}
 		return err
 	}
-	return b.Run(ctx)
 }
 
 // publicURL is the status page's address for links in cards.

@@ -138,14 +138,23 @@ type ActuatorConfig struct {
 	KnownHostsFile string `koanf:"known_hosts_file"`
 	SSHUser        string `koanf:"ssh_user"`
 	JournalFile    string `koanf:"journal_file"`
+	// MetricsListen serves the actuator's own /metrics there, such as
+	// 127.0.0.1:9464; empty (the default) serves none. A port alone
+	// (:9464) means loopback: name another address to serve a
+	// Prometheus elsewhere.
+	MetricsListen string `koanf:"metrics_listen"`
 }
 
 // OrdersConfig holds the Ed25519 keys that sign and verify orders. The bot
 // needs only the signing key, the actuator only the verify key.
 type OrdersConfig struct {
-	SigningKeyFile string        `koanf:"signing_key_file"`
-	VerifyKeyFile  string        `koanf:"verify_key_file"`
-	TTL            time.Duration `koanf:"ttl"`
+	SigningKeyFile string `koanf:"signing_key_file"`
+	VerifyKeyFile  string `koanf:"verify_key_file"`
+	// PreviousVerifyKeyFile is the verify key being rotated out: while it
+	// is set the actuator accepts orders signed with either key
+	// (docs/operations.md, "Rotating keys").
+	PreviousVerifyKeyFile string        `koanf:"previous_verify_key_file"`
+	TTL                   time.Duration `koanf:"ttl"`
 }
 
 // ReportsConfig holds the Ed25519 keys that sign and verify what the
@@ -154,6 +163,9 @@ type OrdersConfig struct {
 type ReportsConfig struct {
 	SigningKeyFile string `koanf:"signing_key_file"`
 	VerifyKeyFile  string `koanf:"verify_key_file"`
+	// PreviousVerifyKeyFile is the verify key being rotated out: while it
+	// is set the bot accepts reports signed with either key.
+	PreviousVerifyKeyFile string `koanf:"previous_verify_key_file"`
 }
 
 // WebConfig is the read-only status page.
@@ -530,12 +542,18 @@ func (c *Config) validate(role string) error {
 		if c.Actuator.JournalFile == "" {
 			bad("actuator.journal_file", "want a path for the actuator's local journal, such as /var/lib/nomos/journal")
 		}
+		if l := c.Actuator.MetricsListen; l != "" {
+			if _, _, err := net.SplitHostPort(l); err != nil {
+				bad("actuator.metrics_listen", "want host:port such as 127.0.0.1:9464, or nothing to serve no metrics, got %q", l)
+			}
+		}
 	}
 	if n.signing {
 		checkFile(bad, "orders.signing_key_file", c.Orders.SigningKeyFile)
 	}
 	if n.verify {
 		checkFile(bad, "orders.verify_key_file", c.Orders.VerifyKeyFile)
+		checkPreviousKey(bad, "orders", c.Orders.VerifyKeyFile, c.Orders.PreviousVerifyKeyFile)
 	}
 	if (n.signing || n.verify) && (c.Orders.TTL < time.Minute || c.Orders.TTL > tasks.MaxOrderTTL) {
 		bad("orders.ttl", "want a duration between 1m and 1h, got %s: an order stays valid that long, and the actuator refuses one valid for more than an hour", c.Orders.TTL)
@@ -545,6 +563,7 @@ func (c *Config) validate(role string) error {
 	}
 	if n.reportVerify {
 		checkFile(bad, "reports.verify_key_file", c.Reports.VerifyKeyFile)
+		checkPreviousKey(bad, "reports", c.Reports.VerifyKeyFile, c.Reports.PreviousVerifyKeyFile)
 	}
 	if n.signing || n.verify {
 		if err := tasks.ValidateActuatorName(c.Actuator.Name); err != nil {
@@ -662,6 +681,24 @@ func checkFile(bad func(string, string, ...any), key, path string) {
 	}
 	if st.IsDir() {
 		bad(key, "%s is a directory, want a file", path)
+	}
+}
+
+// checkPreviousKey checks prefix.previous_verify_key_file, which is
+// optional: a public key, and not the current verify key again, which
+// would leave the rotation it stands for undone.
+func checkPreviousKey(bad func(string, string, ...any), prefix, current, previous string) {
+	if previous == "" {
+		return
+	}
+	key := prefix + ".previous_verify_key_file"
+	old, err := tasks.LoadVerifyKey(previous)
+	if err != nil {
+		bad(key, "want the public key being rotated out, as a PEM file: %v", err)
+		return
+	}
+	if cur, err := tasks.LoadVerifyKey(current); err == nil && cur.Equal(old) {
+		bad(key, "holds the same key as %s.verify_key_file: point it at the key being rotated out, or leave it out", prefix)
 	}
 }
 

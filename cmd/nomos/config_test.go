@@ -116,6 +116,7 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 		{"ttl over the cap on the actuator", "actuator", []string{"NOMOS_ORDERS__TTL=61m"}, "orders.ttl: want a duration between 1m and 1h"},
 		{"missing report verify key", "bot", nil, "reports.verify_key_file: is required"},
 		{"missing report signing key", "actuator", nil, "reports.signing_key_file: is required"},
+		{"bad actuator metrics listen", "actuator", []string{"NOMOS_ACTUATOR__METRICS_LISTEN=9464"}, `actuator.metrics_listen: want host:port such as 127.0.0.1:9464, or nothing to serve no metrics, got "9464"`},
 		{"bad actuator name", "actuator", []string{"NOMOS_ACTUATOR__NAME=pve east"}, `actuator.name: want one word of letters, digits, '.', '_' and '-', at most 64 characters, got "pve east"`},
 		{"llm without model", "migrate", []string{"NOMOS_DATABASE__URL=postgres://x/y", "NOMOS_LLM__API_KEY=k"}, "llm.model: want a model name"},
 		{"labsim keys", "labsim", nil, "labsim.authorized_keys_file: is required"},

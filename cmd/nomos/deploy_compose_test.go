@@ -68,6 +68,9 @@ var composeSecretReaders = map[string][]string{
 	"known_hosts":         {"nomos-actuator"},
 	"orders_verify_key":   {"nomos-actuator"},
 	"reports_signing_key": {"nomos-actuator"},
+	// Only during a key rotation (compose.rotate-*.yaml).
+	"orders_verify_previous":  {"nomos-actuator"},
+	"reports_verify_previous": {"nomos-bot"},
 }
 
 // composeSecretNeeds are the secrets each role cannot work without.
@@ -276,6 +279,8 @@ func TestComposeSeparation(t *testing.T) {
 		{nil, []string{"compose.yaml"}},
 		{[]string{"homeserver", "seed"}, []string{"compose.yaml"}},
 		{[]string{"homeserver", "seed"}, []string{"compose.yaml", "compose.llm.yaml"}},
+		{nil, []string{"compose.yaml", "compose.rotate-orders.yaml"}},
+		{nil, []string{"compose.yaml", "compose.llm.yaml", "compose.rotate-reports.yaml"}},
 	} {
 		t.Run(strings.Join(append(c.files, c.profiles...), "+"), func(t *testing.T) {
 			t.Parallel()
@@ -468,6 +473,16 @@ func TestComposeRolesStartWithTheirSecrets(t *testing.T) {
 		{"nomos-bot", []string{"compose.yaml", "compose.llm.yaml"}, func(t *testing.T, c *Config) {
 			if c.LLM.APIKey == "" || c.LLM.Model == "" {
 				t.Errorf("compose.llm.yaml does not give the bot an LLM: model %q, key set %v", c.LLM.Model, c.LLM.APIKey != "")
+			}
+		}},
+		{"nomos-actuator", []string{"compose.yaml", "compose.rotate-orders.yaml"}, func(t *testing.T, c *Config) {
+			if c.Orders.PreviousVerifyKeyFile == "" {
+				t.Error("compose.rotate-orders.yaml does not give the actuator the previous order key")
+			}
+		}},
+		{"nomos-bot", []string{"compose.yaml", "compose.rotate-reports.yaml"}, func(t *testing.T, c *Config) {
+			if c.Reports.PreviousVerifyKeyFile == "" {
+				t.Error("compose.rotate-reports.yaml does not give the bot the previous report key")
 			}
 		}},
 		{"nomos-actuator", []string{"compose.yaml"}, func(t *testing.T, c *Config) {

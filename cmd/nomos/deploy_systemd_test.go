@@ -110,13 +110,14 @@ var unitSpecs = []unitSpec{
 		config: "/etc/nomos/bot.yaml", credentialDir: "/etc/nomos/bot/",
 		roles:       []string{"migrate", "bot"},
 		credentials: []string{"database_url", "redis_url", "matrix_password", "pickle_key", "orders_signing.key", "reports_verify.pub"},
-		optional:    []string{"llm_api_key", "web_password"},
+		optional:    []string{"llm_api_key", "web_password", "reports_verify.previous.pub"},
 	},
 	{
 		file: "nomos-actuator.service", yaml: "actuator.yaml", user: "nomos-actuator", stateDir: "nomos-actuator",
 		config: "/etc/nomos/actuator.yaml", credentialDir: "/etc/nomos/actuator/",
 		roles:       []string{"actuator"},
 		credentials: []string{"redis_url", "ssh_key", "known_hosts", "orders_verify.pub", "reports_signing.key"},
+		optional:    []string{"orders_verify.previous.pub"},
 	},
 }
 

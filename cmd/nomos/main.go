@@ -31,9 +31,11 @@ type role struct {
 type roleEnv struct {
 	configPath string
 	environ    []string
-	stdout     io.Writer
-	stderr     io.Writer
-	logger     *slog.Logger
+	// stdin is for a role that asks the operator something.
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	logger *slog.Logger
 }
 
 // config loads and validates the configuration for the named role.
@@ -60,7 +62,7 @@ func init() {
 		"dev":      {summary: "bring up the whole local stack in the foreground", run: runDev},
 		"version":  {summary: "print the version", run: runVersion},
 		"bot":      {summary: "run the Matrix bot: plans, approvals, live status", run: runBot},
-		"actuator": {summary: "run the SSH actuator that carries out approved orders", run: runActuator},
+		"actuator": {summary: "run the SSH actuator that carries out approved orders; -pin HOST pins a node's host key", run: runActuator},
 		"mcp":      {summary: "serve the bot's MCP tools over stdio (--stdio), or make a client token (token NAME)", run: runMCP},
 		"chat":     {summary: "a terminal Matrix client for the dev operator", run: runChat},
 		"keygen":   {summary: "write the order and report key pairs into a directory", run: runKeygen},
@@ -101,6 +103,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	env := &roleEnv{
 		configPath: *configPath,
 		environ:    environ,
+		stdin:      os.Stdin,
 		stdout:     stdout,
 		stderr:     stderr,
 		logger:     newLogger(stderr, LogConfig{Level: "info", Format: "text"}),

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -21,6 +22,8 @@ type lifecycle struct {
 	redis asynq.RedisConnOpt
 	queue *asynq.Client
 	execs *executions.Service
+	// metrics are the process's own figures, fed by every part it builds.
+	metrics *metrics.Metrics
 }
 
 func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*lifecycle, error) {
@@ -33,7 +36,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		st.Close()
 		return nil, fmt.Errorf("redis.url: %w", err)
 	}
-	l := &lifecycle{store: st, redis: redisOpt, queue: asynq.NewClient(redisOpt)}
+	l := &lifecycle{store: st, redis: redisOpt, queue: asynq.NewClient(redisOpt), metrics: metrics.New()}
 	signingKey, err := tasks.LoadSigningKey(cfg.Orders.SigningKeyFile)
 	if err != nil {
 		l.Close()
@@ -41,11 +44,19 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 	}
 	// Only a role that consumes the results queue needs the actuator's
 	// report key; without one, every report would be refused.
-	var reportKey ed25519.PublicKey
+	var reportKey, previousReportKey ed25519.PublicKey
 	if cfg.Reports.VerifyKeyFile != "" {
 		if reportKey, err = tasks.LoadVerifyKey(cfg.Reports.VerifyKeyFile); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("reports.verify_key_file: %w", err)
+		}
+		if cfg.Reports.PreviousVerifyKeyFile != "" {
+			if previousReportKey, err = tasks.LoadVerifyKey(cfg.Reports.PreviousVerifyKeyFile); err != nil {
+				l.Close()
+				return nil, fmt.Errorf("reports.previous_verify_key_file: %w", err)
+			}
+			logger.Info("key rotation: reports signed with the previous report key are accepted too",
+				"previous_verify_key_file", cfg.Reports.PreviousVerifyKeyFile)
 		}
 	}
 	rules, err := policy.NewRules(policy.RulesConfig{Operators: cfg.Matrix.Operators})
@@ -58,8 +69,8 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		return nil, fmt.Errorf("approvals.destructive_quorum: %d needs between 1 and the %d operators in matrix.operators", q, len(cfg.Matrix.Operators))
 	}
 	l.execs, err = executions.New(executions.Config{
-		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, Actuator: cfg.Actuator.Name, Rules: rules,
-		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Logger: logger.With("component", "executions"),
+		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, PreviousReportVerifyKey: previousReportKey, Actuator: cfg.Actuator.Name, Rules: rules,
+		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
 		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
 	})
 	if err != nil {

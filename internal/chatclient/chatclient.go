@@ -242,11 +242,13 @@ func (c *client) start(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("list joined rooms: %w", err)
 	}
+	justJoined := false
 	if !slices.Contains(joined.JoinedRooms, c.room) {
 		if _, err := cli.JoinRoomByID(ctx, c.room); err != nil {
 			return "", fmt.Errorf("join %s: %w", c.room, err)
 		}
 		c.logger.Info("joined room")
+		justJoined = true
 	}
 
 	types := []event.Type{event.EventMessage, event.EventEncrypted, event.EventReaction, event.EventRedaction}
@@ -270,6 +272,19 @@ func (c *client) start(ctx context.Context) (string, error) {
 	resp, err := cli.SyncRequest(ctx, 0, "", c.filterID, false, "")
 	if err != nil {
 		return "", fmt.Errorf("first sync: %w", err)
+	}
+	// Right after a join the homeserver's sync view can lag behind it, and
+	// until it shows the room joined, /messages shows nothing of the room's
+	// past: wait for it (a few seconds at most).
+	for wait := 0; justJoined && resp.Rooms.Join[c.room] == nil && wait < 25; wait++ {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if resp, err = cli.SyncRequest(ctx, 0, "", c.filterID, false, ""); err != nil {
+			return "", fmt.Errorf("first sync: %w", err)
+		}
 	}
 	// The backlog comes from /messages: the first sync's timeline can be
 	// empty right after a join, and is limited to what that sync saw.

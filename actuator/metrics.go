@@ -1,0 +1,144 @@
+package actuator
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// Kinds of signed request, as the kind label says them.
+const (
+	kindOrder     = "order"
+	kindProbe     = "probe"
+	kindInventory = "inventory"
+)
+
+// refusals are every reason a signed request is refused for, so each
+// series exists, at 0, before the first refusal: an alert on a forged
+// order sees a number from the start.
+var refusals = []tasks.Refusal{
+	tasks.RefusedBadSignature, tasks.RefusedExpired, tasks.RefusedMalformed, tasks.RefusedReplay,
+	tasks.RefusedPlanMismatch, tasks.RefusedWrongActuator, tasks.RefusedTTLTooLong,
+}
+
+var (
+	descJournalExecutions = prometheus.NewDesc("nomos_actuator_journal_executions",
+		"Executions the journal has recorded as started.", nil, nil)
+	descJournalUnfinished = prometheus.NewDesc("nomos_actuator_journal_unfinished",
+		"Executions the journal saw start and not finish: running now, or to be reported outcome_unknown at the next start.", nil, nil)
+	descJournalBytes = prometheus.NewDesc("nomos_actuator_journal_bytes",
+		"Size of the journal file.", nil, nil)
+)
+
+// metrics are the actuator's own figures, which only it sees: what it
+// verified and refused, its journal and its SSH sessions.
+type metrics struct {
+	verified *prometheus.CounterVec
+	refused  *prometheus.CounterVec
+	ssh      *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nomos_actuator_orders_verified_total",
+			Help: "Signed requests that verified and were carried out, by kind (order, probe, inventory).",
+		}, []string{"kind"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nomos_actuator_orders_refused_total",
+			Help: "Signed requests refused without running anything, by kind and reason; bad_signature means something other than the bot wrote to the queue.",
+		}, []string{"kind", "reason"}),
+		ssh: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "nomos_actuator_ssh_session_seconds",
+			Help: "Time each SSH session took, from asking for it (connecting when need be) to the command's end, by result " +
+				"(ok, exit_status for a non-zero exit, not_sent when nothing reached the host, error when the outcome was lost).",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600},
+		}, []string{"result"}),
+	}
+	for _, k := range []string{kindOrder, kindProbe, kindInventory} {
+		m.verified.WithLabelValues(k)
+	}
+	for _, r := range refusals {
+		m.refused.WithLabelValues(kindOrder, string(r))
+	}
+	return m
+}
+
+func (m *metrics) verify(kind string) { m.verified.WithLabelValues(kind).Inc() }
+
+func (m *metrics) refuse(kind string, why tasks.Refusal) {
+	m.refused.WithLabelValues(kind, string(why)).Inc()
+}
+
+// metricsCollector serves the actuator's metrics, reading the journal at
+// each scrape.
+type metricsCollector struct{ a *Actuator }
+
+// Collector returns the actuator's metrics for a /metrics registry:
+// signed requests verified and refused, the journal's size and SSH
+// session latency. Labels carry no host, id or command.
+func (a *Actuator) Collector() prometheus.Collector { return metricsCollector{a} }
+
+func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.a.metrics.verified.Describe(ch)
+	c.a.metrics.refused.Describe(ch)
+	c.a.metrics.ssh.Describe(ch)
+	ch <- descJournalExecutions
+	ch <- descJournalUnfinished
+	ch <- descJournalBytes
+}
+
+func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.a.metrics.verified.Collect(ch)
+	c.a.metrics.refused.Collect(ch)
+	c.a.metrics.ssh.Collect(ch)
+	started, unfinished := c.a.journal.counts()
+	ch <- prometheus.MustNewConstMetric(descJournalExecutions, prometheus.GaugeValue, float64(started))
+	ch <- prometheus.MustNewConstMetric(descJournalUnfinished, prometheus.GaugeValue, float64(unfinished))
+	if fi, err := os.Stat(c.a.journal.path); err == nil {
+		ch <- prometheus.MustNewConstMetric(descJournalBytes, prometheus.GaugeValue, float64(fi.Size()))
+	}
+}
+
+// counts says how many executions started and how many of them did not
+// finish.
+func (j *journal) counts() (started, unfinished int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, id := range j.order {
+		if _, ok := j.finished[id]; !ok {
+			unfinished++
+		}
+	}
+	return len(j.order), unfinished
+}
+
+// timedRunner records how long each command's SSH session takes.
+type timedRunner struct {
+	Runner
+	hist *prometheus.HistogramVec
+}
+
+var _ Runner = timedRunner{}
+
+func (r timedRunner) Run(ctx context.Context, addr, command string, stdout, stderr io.Writer) (int, error) {
+	start := time.Now()
+	code, err := r.Runner.Run(ctx, addr, command, stdout, stderr)
+	result := "ok"
+	switch {
+	case errors.Is(err, ErrNotSent):
+		result = "not_sent"
+	case err != nil:
+		result = "error"
+	case code != 0:
+		result = "exit_status"
+	}
+	r.hist.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	return code, err
+}
