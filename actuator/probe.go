@@ -147,7 +147,7 @@ func (a *Actuator) probe(ctx context.Context, c tasks.CheckRun) (probeReport, er
 		}
 		return a.probePing(ctx, t.HostAddr, host), nil
 	}
-	return probeReport{}, fmt.Errorf("%w: unknown kind %q (want http, tcp, systemd, disk, pct_status, dns or ping)", errProbeSpec, c.Kind)
+	return probeReport{}, fmt.Errorf("%w: unknown kind %q (want one of %s)", errProbeSpec, c.Kind, strings.Join(policy.CheckKinds(), ", "))
 }
 
 // probeRun runs a probe command; a nil report means it ran.

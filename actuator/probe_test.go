@@ -19,6 +19,7 @@ func TestProbes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	jellyfin, spare, node := b.jellyfin(), b.lxc(103, "spare"), b.node()
+	ran := map[string]bool{}
 	for _, tc := range []struct {
 		id     string
 		kind   string
@@ -46,6 +47,7 @@ func TestProbes(t *testing.T) {
 		{"dns", "dns", jellyfin, nil, healthy, "deb.debian.org resolves to ", "", 0},
 		{"ping", "ping", node, map[string]any{"host": "jellyfin"}, healthy, "jellyfin: 0% packet loss", "loss_pct", 0},
 	} {
+		ran[tc.kind] = true
 		t.Run(tc.id, func(t *testing.T) {
 			b.probe(t, tasks.CheckRun{CheckID: "check-" + tc.id, TargetID: "entity-" + tc.id, Kind: tc.kind, Target: tc.target, Spec: tc.spec})
 			got := b.results.check(t, "check-"+tc.id)
@@ -58,6 +60,16 @@ func TestProbes(t *testing.T) {
 		})
 	}
 	diff(t, "probes are read-only: nothing changed state", 0, countMutations(t, b))
+	// Every kind a seed may name runs here, and nothing else does.
+	for _, k := range policy.CheckKinds() {
+		if !ran[k] {
+			t.Errorf("check kind %s can be seeded but this test never runs it", k)
+		}
+		delete(ran, k)
+	}
+	for k := range ran {
+		t.Errorf("the actuator runs check kind %s, which seeds cannot name", k)
+	}
 }
 
 // TestExpiredProbeIsDropped: a probe whose slot passed while it sat in

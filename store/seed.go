@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nomoshq/nomos/policy"
 )
 
 // Seed is the validated content of a seed directory: the fleet, its checks,
@@ -157,7 +159,6 @@ var (
 	slugPattern   = regexp.MustCompile(`^[a-z][a-z0-9_]*:[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	docSlug       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 	relTypes      = []string{"hosts", "runs", "depends_on", "routes_to"}
-	checkKinds    = []string{"http", "tcp", "systemd", "disk", "pct_status", "dns"}
 	riskClasses   = []string{"read_only", "reversible_low", "config_mutation", "destructive"}
 	docKinds      = []string{"doc", "investigation", "howto", "decision"}
 	targetTypes   = []string{"host", "lxc", "service"}
@@ -382,8 +383,8 @@ func (s *Seed) validate() error {
 		if err := ref(c.File, c.Line, "check target", c.Target); err != nil {
 			return err
 		}
-		if !slices.Contains(checkKinds, c.Kind) {
-			return &SeedError{File: c.File, Line: c.Line, Msg: fmt.Sprintf("check kind %q: want one of %s", c.Kind, strings.Join(checkKinds, ", "))}
+		if !policy.IsCheckKind(c.Kind) {
+			return &SeedError{File: c.File, Line: c.Line, Msg: fmt.Sprintf("check kind %q: want one of %s", c.Kind, strings.Join(policy.CheckKinds(), ", "))}
 		}
 		if c.Interval != 0 && c.Interval < 5 {
 			return &SeedError{File: c.File, Line: c.Line, Msg: fmt.Sprintf("check %s interval_seconds %d: want at least 5", c.Slug, c.Interval)}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -160,6 +161,22 @@ func TestLoadSeedErrorsNameFileAndLine(t *testing.T) {
 				t.Errorf("err = %q, want it to mention %q", err, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// TestEveryCheckKindCanBeSeeded: a seed may name exactly the check kinds
+// the actuator runs (policy.CheckKinds), ping among them.
+func TestEveryCheckKindCanBeSeeded(t *testing.T) {
+	t.Parallel()
+	for _, kind := range policy.CheckKinds() {
+		data := "hosts:\n  - name: a\nchecks:\n  - { slug: c, target: host:a, kind: " + kind + " }\n"
+		if _, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(data)}}); err != nil && strings.Contains(err.Error(), "check kind") {
+			t.Errorf("kind %s: %v", kind, err)
+		}
+	}
+	_, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte("hosts:\n  - name: a\nchecks:\n  - { slug: c, target: host:a, kind: exec }\n")}})
+	if err == nil || !strings.Contains(err.Error(), `check kind "exec"`) {
+		t.Errorf("kind exec: err = %v, want it refused", err)
 	}
 }
 
