@@ -219,13 +219,13 @@ func resolveTarget(v CardView) cardTarget {
 	}
 	_, slugName, _ := strings.Cut(t.slug, ":")
 	t.name = cmp.Or(v.TargetName, e.Name, slugName)
-	t.host = cmp.Or(v.Host, attrString(e.Attrs, "host"))
+	t.host = cmp.Or(v.Host, e.AttrString("host"))
 	if t.host == "" && t.typ == "host" {
 		t.host = t.name
 	}
 	t.vmid = v.VMID
 	if t.vmid == 0 {
-		t.vmid = attrInt(e.Attrs, "vmid")
+		t.vmid = e.AttrInt("vmid")
 	}
 	if t.vmid == 0 && t.typ == "lxc" {
 		t.vmid, _ = strconv.Atoi(slugName)
@@ -262,29 +262,6 @@ func (t cardTarget) revertSlug() string {
 		return "lxc:" + strconv.Itoa(t.vmid)
 	}
 	return ""
-}
-
-func attrString(attrs map[string]any, key string) string {
-	s, _ := attrs[key].(string)
-	return s
-}
-
-func attrInt(attrs map[string]any, key string) int {
-	switch n := attrs[key].(type) {
-	case float64:
-		return int(n)
-	case int:
-		return n
-	case int64:
-		return int(n)
-	case json.Number:
-		i, _ := n.Int64()
-		return int(i)
-	case string:
-		i, _ := strconv.Atoi(n)
-		return i
-	}
-	return 0
 }
 
 // blastLine lists who else is affected, nearest first, capped.

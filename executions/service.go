@@ -679,12 +679,12 @@ func (s *Service) loadGraph(ctx context.Context) (*graph, error) {
 
 // policyTarget maps an entity to the target policy hashes and classifies.
 func (g *graph) policyTarget(e store.Entity) policy.Target {
-	t := policy.Target{Type: policy.TargetType(e.Type), ID: e.ID.String(), Slug: e.Slug, Host: attrString(e, "host")}
+	t := policy.Target{Type: policy.TargetType(e.Type), ID: e.ID.String(), Slug: e.Slug, Host: e.AttrString("host")}
 	switch e.Type {
 	case "host":
 		t.Host = e.Name
 	case "lxc":
-		t.VMID = attrInt(e, "vmid")
+		t.VMID = e.AttrInt("vmid")
 		for _, edge := range g.edges {
 			if edge.From == e.Slug && edge.Type == policy.EdgeRuns {
 				if svc, ok := g.entities[edge.To]; ok {
@@ -694,8 +694,8 @@ func (g *graph) policyTarget(e store.Entity) policy.Target {
 		}
 		slices.Sort(t.Services)
 	case "service":
-		t.VMID = attrInt(e, "vmid")
-		t.Unit = attrString(e, "unit")
+		t.VMID = e.AttrInt("vmid")
+		t.Unit = e.AttrString("unit")
 	}
 	return t
 }
@@ -706,38 +706,22 @@ func (g *graph) orderTarget(e store.Entity) tasks.Target {
 	pt := g.policyTarget(e)
 	t := tasks.Target{
 		ID: pt.ID, Slug: pt.Slug, Type: string(pt.Type), Host: pt.Host, VMID: pt.VMID, Unit: pt.Unit,
-		Services: pt.Services, Hostname: attrString(e, "hostname"),
-		Port: attrInt(e, "port"), HealthPath: attrString(e, "health_path"),
+		Services: pt.Services, Hostname: e.AttrString("hostname"),
+		Port: e.AttrInt("port"), HealthPath: e.AttrString("health_path"),
 	}
 	if host, ok := g.entities["host:"+pt.Host]; ok {
-		t.HostAddr = attrString(host, "ssh")
+		t.HostAddr = host.AttrString("ssh")
 	}
 	guest := e
 	if e.Type == "service" {
 		guest = g.entities["lxc:"+strconv.Itoa(pt.VMID)]
 	}
 	if guest.Type == "lxc" {
-		t.Hostname = cmp.Or(t.Hostname, attrString(guest, "hostname"))
-		ip, _, _ := strings.Cut(attrString(guest, "ip"), "/")
+		t.Hostname = cmp.Or(t.Hostname, guest.AttrString("hostname"))
+		ip, _, _ := strings.Cut(guest.AttrString("ip"), "/")
 		if _, err := netip.ParseAddr(ip); err == nil {
 			t.IP = ip // not "dhcp": then the host name has to do
 		}
 	}
 	return t
-}
-
-func attrString(e store.Entity, key string) string {
-	v, _ := e.Attrs[key].(string)
-	return v
-}
-
-func attrInt(e store.Entity, key string) int {
-	switch v := e.Attrs[key].(type) {
-	case float64:
-		return int(v)
-	case string:
-		n, _ := strconv.Atoi(v)
-		return n
-	}
-	return 0
 }

@@ -404,7 +404,7 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if bad != nil {
 		return bad, nil
 	}
-	vmid, host := attrInt(e, "vmid"), attrString(e, "host")
+	vmid, host := e.AttrInt("vmid"), attrText(e, "host")
 	if policy.ValidateVMID(vmid) != nil || host == "" {
 		return mcp.NewToolResultError(fmt.Sprintf("%s has no vmid or host in the fleet data, so it cannot be probed", e.Slug)), nil
 	}

@@ -37,7 +37,7 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	hosts := map[string]int{}
 	counts, states := map[string]int{}, map[string]int{}
 	for _, c := range all {
-		h := attrString(c.Entity, "host")
+		h := attrText(c.Entity, "host")
 		if (host != "" && !strings.EqualFold(h, host)) || !healthFilter(health, c.Health) {
 			continue
 		}
@@ -88,8 +88,8 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 			if folded[c.Health] == nil {
 				folded[c.Health] = map[string][]int{}
 			}
-			h := attrString(c.Entity, "host")
-			folded[c.Health][h] = append(folded[c.Health][h], attrInt(c.Entity, "vmid"))
+			h := attrText(c.Entity, "host")
+			folded[c.Health][h] = append(folded[c.Health][h], c.Entity.AttrInt("vmid"))
 			continue
 		}
 		b.WriteString(containerRow(c, now))
@@ -130,8 +130,8 @@ func containerRow(c store.Container, now time.Time) string {
 	if services == "" {
 		services = "-"
 	}
-	row := fmt.Sprintf("%s %s %s %s %s %s", cmp.Or(attrString(c.Entity, "vmid"), "?"), c.Name,
-		cmp.Or(attrString(c.Entity, "host"), "?"), cmp.Or(attrString(c.Entity, "ip"), "?"), c.Health, services)
+	row := fmt.Sprintf("%s %s %s %s %s %s", cmp.Or(attrText(c.Entity, "vmid"), "?"), c.Name,
+		cmp.Or(attrText(c.Entity, "host"), "?"), cmp.Or(attrText(c.Entity, "ip"), "?"), c.Health, services)
 	if c.Lifecycle != "active" {
 		row += " [" + c.Lifecycle + "]"
 	}
@@ -422,18 +422,18 @@ func entityRow(e store.Entity, now time.Time) string {
 	}
 	switch e.Type {
 	case "lxc":
-		row += fmt.Sprintf(" on %s ip %s", attrString(e, "host"), attrString(e, "ip"))
+		row += fmt.Sprintf(" on %s ip %s", attrText(e, "host"), attrText(e, "ip"))
 	case "service":
-		where := "on host " + attrString(e, "host")
-		if v := attrString(e, "vmid"); v != "" && v != "0" {
+		where := "on host " + attrText(e, "host")
+		if v := attrText(e, "vmid"); v != "" && v != "0" {
 			where = "in lxc:" + v
 		}
-		row += fmt.Sprintf(" %s unit %s", where, attrString(e, "unit"))
-		if p := attrString(e, "port"); p != "" && p != "0" {
+		row += fmt.Sprintf(" %s unit %s", where, attrText(e, "unit"))
+		if p := attrText(e, "port"); p != "" && p != "0" {
 			row += " port " + p
 		}
 	case "check":
-		row += fmt.Sprintf(" %s on %s", attrString(e, "kind"), attrString(e, "target"))
+		row += fmt.Sprintf(" %s on %s", attrText(e, "kind"), attrText(e, "target"))
 	}
 	if e.Lifecycle != "active" {
 		row += " [" + e.Lifecycle + "]"
@@ -478,7 +478,7 @@ func (s *Server) getEntity(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	sort.Strings(keys)
 	var attrs []string
 	for _, k := range keys {
-		if v := attrString(e, k); v != "" {
+		if v := attrText(e, k); v != "" {
 			attrs = append(attrs, k+"="+oneLine(v, 80))
 		}
 	}

@@ -107,7 +107,9 @@ func limitArg(req mcp.CallToolRequest, key string, def, hi int) int {
 	return min(n, hi)
 }
 
-func attrString(e store.Entity, key string) string {
+// attrText shows attribute key for a tool result: a string as it is, a
+// number as num shows it, anything else as fmt prints it.
+func attrText(e store.Entity, key string) string {
 	switch v := e.Attrs[key].(type) {
 	case string:
 		return v
@@ -118,17 +120,6 @@ func attrString(e store.Entity, key string) string {
 	default:
 		return fmt.Sprint(v)
 	}
-}
-
-func attrInt(e store.Entity, key string) int {
-	switch v := e.Attrs[key].(type) {
-	case float64:
-		return int(v)
-	case string:
-		n, _ := strconv.Atoi(v)
-		return n
-	}
-	return 0
 }
 
 // healthFilter reports whether health passes a health= argument; "" and

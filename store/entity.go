@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -107,4 +108,30 @@ func (s *Store) Relationships(ctx context.Context) ([]Relationship, error) {
 		return nil, fmt.Errorf("list relationships: %w", err)
 	}
 	return out, nil
+}
+
+// AttrString returns attribute key when it holds a string, else "".
+func (e Entity) AttrString(key string) string {
+	s, _ := e.Attrs[key].(string)
+	return s
+}
+
+// AttrInt returns attribute key as an integer: a JSON number, a Go integer
+// or a decimal string; 0 when it is unset or anything else.
+func (e Entity) AttrInt(key string) int {
+	switch n := e.Attrs[key].(type) {
+	case float64:
+		return int(n)
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return int(i)
+	case string:
+		i, _ := strconv.Atoi(n)
+		return i
+	}
+	return 0
 }
