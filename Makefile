@@ -28,11 +28,11 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo -n)
 prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once into the cache, install systemd-analyze
 	$(GO) run ./cmd/nomos dev -prepare
 	@# systemd-analyze verifies deploy/systemd/; it works on unit files offline,
-	@# with no systemd running. Without it that one test skips.
+	@# with no systemd running.
 	@command -v systemd-analyze >/dev/null || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd; \
-	} || echo "make prepare: could not install systemd; TestSystemdAnalyze will skip"
+	} || { echo "make prepare: could not install systemd, which TestSystemdAnalyze needs"; exit 1; }
 
 .PHONY: test
 test: prepare ## vet, then run the whole test suite against real services

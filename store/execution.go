@@ -13,7 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ExecutionState is a state of the execution state machine in DESIGN.md.
+// ExecutionState is a state of the execution state machine that
+// docs/architecture.md describes.
 type ExecutionState string
 
 const (

@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -222,13 +224,12 @@ func TestBrowserFitsAPhone(t *testing.T) {
 	}
 }
 
-// TestScreenshots writes the pictures docs/user-guide.md shows, when
-// NOMOS_SCREENSHOTS names a directory (make screenshots).
+// TestScreenshots takes the pictures docs/user-guide.md shows: into
+// NOMOS_SCREENSHOTS when it names a directory (make screenshots writes
+// docs/img), else into a temporary one, so every run proves they can be
+// taken and are real PNG images.
 func TestScreenshots(t *testing.T) {
-	dir := os.Getenv("NOMOS_SCREENSHOTS")
-	if dir == "" {
-		t.Skip("set NOMOS_SCREENSHOTS=docs/img to write the screenshots (make screenshots)")
-	}
+	dir := cmp.Or(os.Getenv("NOMOS_SCREENSHOTS"), t.TempDir())
 	b := setup(t)
 	b.populateWith(t, "(see its log)")
 	// One plan the way an operator sees most: asked, approved in the room,
@@ -251,6 +252,9 @@ func TestScreenshots(t *testing.T) {
 			png, err := chromedp.Run(tb.ctx, chromedp.FullScreenshot(100))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 1000 {
+				t.Fatalf("the %s screenshot at %d px is not a PNG image (%d bytes)", name, w, len(png))
 			}
 			file := filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, w))
 			if err := os.WriteFile(file, png, 0o644); err != nil {

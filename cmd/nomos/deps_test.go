@@ -49,7 +49,7 @@ func listPackages(t *testing.T) map[string]listedPackage {
 	return pkgs
 }
 
-// importRule is one line of DESIGN.md's layout table, as a check.
+// importRule is one line of docs/architecture.md's package table, as a check.
 type importRule struct {
 	pkg string
 	// forbidden prefixes anywhere in the package's dependency closure.
@@ -96,7 +96,7 @@ var importRules = []importRule{
 	{pkg: "store", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
 }
 
-// TestImportRules enforces DESIGN.md's trust boundaries: the bot side never
+// TestImportRules enforces docs/architecture.md's trust boundaries: the bot side never
 // links an SSH client, the actuator never links the database, Matrix or the
 // LLM, and the pure packages stay pure.
 func TestImportRules(t *testing.T) {
@@ -112,7 +112,7 @@ func TestImportRules(t *testing.T) {
 				for _, dep := range p.Deps {
 					for _, bad := range rule.forbidden {
 						if dep == bad || strings.HasPrefix(dep, bad+"/") {
-							t.Errorf("%s depends on %s, which DESIGN.md forbids", path, dep)
+							t.Errorf("%s depends on %s, which docs/architecture.md forbids", path, dep)
 						}
 					}
 				}
