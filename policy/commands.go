@@ -210,59 +210,16 @@ func (p parsed) values(names ...string) []opt {
 // take a value, longVal long ones. With stop, the first operand ends option
 // parsing (for commands that run another command).
 func parseOpts(args []word, shortVal string, longVal []string, stop bool) parsed {
-	var p parsed
-	done := false
-	for i := 0; i < len(args); i++ {
-		w := args[i]
-		if w.dynamic {
-			p.dynamic = true
-		}
-		v := w.val
-		switch {
-		case done:
-			p.operands = append(p.operands, w)
-		case v == "--":
-			done = true
-		case strings.HasPrefix(v, "--"):
-			name, val, has := strings.Cut(v[2:], "=")
-			o := opt{name: "--" + name, val: val, hasVal: has, word: sub(w, val)}
-			if !has && slices.Contains(longVal, name) {
-				if i+1 < len(args) {
-					i++
-					o.val, o.hasVal, o.word = args[i].val, true, args[i]
-					p.dynamic = p.dynamic || args[i].dynamic
-				} else {
-					p.bad = true
-				}
-			}
-			p.opts = append(p.opts, o)
-		case len(v) > 1 && v[0] == '-':
-			for j := 1; j < len(v); j++ {
-				o := opt{name: "-" + v[j:j+1]}
-				if strings.IndexByte(shortVal, v[j]) >= 0 {
-					switch {
-					case j+1 < len(v):
-						o.val, o.hasVal, o.word = v[j+1:], true, sub(w, v[j+1:])
-					case i+1 < len(args):
-						i++
-						o.val, o.hasVal, o.word = args[i].val, true, args[i]
-						p.dynamic = p.dynamic || args[i].dynamic
-					default:
-						p.bad = true
-					}
-					p.opts = append(p.opts, o)
-					break
-				}
-				p.opts = append(p.opts, o)
-			}
-		default:
-			p.operands = append(p.operands, w)
-			if stop {
-				done = true
-			}
-		}
+	s := spec{values: make(map[string]bool, len(shortVal)+len(longVal))}
+	for i := 0; i < len(shortVal); i++ {
+		s.values["-"+shortVal[i:i+1]] = true
 	}
-	return p
+	for _, n := range longVal {
+		s.values["--"+n] = true
+	}
+	// The caller judges options by name; what the table does not know is
+	// only a flag here, never an error.
+	return s.parse(args, stop)
 }
 
 // onlyOpts reports whether every option is in allowed.
