@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"mvdan.cc/sh/v3/interp"
 )
 
 var hostBuiltins, guestBuiltins map[string]builtin
@@ -237,7 +239,7 @@ func (c *call) inputs(ops []string) ([]string, int) {
 			out = append(out, c.stdin)
 			continue
 		}
-		data, ok := c.env.sim.readFileLocked(c.env, p)
+		data, ok := c.env.sim.readFileLocked(c.env, c.abs(p))
 		if !ok {
 			c.errf("%s: %s: No such file or directory\n", c.name, p)
 			code = 1
@@ -394,7 +396,7 @@ func teeCmd(c *call) int {
 	appendMode := slices.Contains(c.args, "-a")
 	files := c.env.sim.filesLocked(c.env)
 	for _, p := range operands(c.args) {
-		p = cleanPath(p)
+		p = c.abs(p)
 		if readOnlyPath(p) {
 			c.errf("tee: %s: Read-only file system\n", p)
 			continue
@@ -413,7 +415,7 @@ func teeCmd(c *call) int {
 func touchCmd(c *call) int {
 	files := c.env.sim.filesLocked(c.env)
 	for _, p := range operands(c.args) {
-		p = cleanPath(p)
+		p = c.abs(p)
 		if _, ok := files[p]; !ok {
 			files[p] = ""
 			c.dirty = true
@@ -427,7 +429,7 @@ func rmCmd(c *call) int {
 	files := c.env.sim.filesLocked(c.env)
 	code := 0
 	for _, p := range operands(c.args) {
-		p = cleanPath(p)
+		p = c.abs(p)
 		if _, ok := files[p]; !ok {
 			if !force {
 				c.errf("rm: cannot remove '%s': No such file or directory\n", p)
@@ -626,7 +628,7 @@ func dfCmd(c *call) int {
 		var keep []fsRow
 		for _, r := range rows {
 			for _, o := range ops {
-				if cleanPath(o) == r.mount {
+				if c.abs(o) == r.mount {
 					keep = append(keep, r)
 				}
 			}
@@ -745,7 +747,20 @@ func binDir(name string) string {
 	return "/usr/bin/"
 }
 
-var shellBuiltinNames = map[string]bool{"true": true, "false": true, "echo": true, "printf": true, ":": true, "cd": true, "export": true, "set": true, "exit": true, "command": true, "type": true}
+// isShellBuiltin reports whether name is built into the shell c runs in.
+func (c *call) isShellBuiltin(name string) bool {
+	if c.shell == "" {
+		return false
+	}
+	return interp.IsBuiltin(name) || name == "command" || name == "type"
+}
+
+// knows reports whether name would run, as command -v and which find it.
+func (c *call) knows(name string) bool {
+	_, program := c.env.builtins()[name]
+	_, shell := shells[name]
+	return program || shell || name == "sleep" || name == "timeout" || c.isShellBuiltin(name)
+}
 
 func commandCmd(c *call) int {
 	if len(c.args) < 2 || (c.args[0] != "-v" && c.args[0] != "-V") {
@@ -754,13 +769,11 @@ func commandCmd(c *call) int {
 	}
 	code := 0
 	for _, name := range c.args[1:] {
-		if _, ok := c.env.builtins()[name]; !ok {
-			if _, isShell := shells[name]; !isShell && name != "sleep" && name != "timeout" {
-				code = 1
-				continue
-			}
+		if !c.knows(name) {
+			code = 1
+			continue
 		}
-		if shellBuiltinNames[name] {
+		if c.isShellBuiltin(name) {
 			c.outf("%s\n", name)
 		} else {
 			c.outf("%s%s\n", binDir(name), name)
@@ -772,11 +785,9 @@ func commandCmd(c *call) int {
 func whichCmd(c *call) int {
 	code := 0
 	for _, name := range operands(c.args) {
-		if _, ok := c.env.builtins()[name]; !ok {
-			if _, isShell := shells[name]; !isShell && name != "sleep" && name != "timeout" {
-				code = 1
-				continue
-			}
+		if !c.knows(name) {
+			code = 1
+			continue
 		}
 		c.outf("%s%s\n", binDir(name), name)
 	}

@@ -2,6 +2,14 @@
 // container state, emulates the pct and in-container commands the actuator
 // uses, injects faults on request, and logs every command it receives.
 //
+// A command runs in mvdan.cc/sh's shell interpreter, the parser the policy
+// reasons about, so functions, loops, substitutions and here-documents
+// work. Every program the shell starts is simulated, every file it opens is
+// in the simulated host's state, and its environment and working directory
+// are a root login's on that host: nothing reaches the machine labsim runs
+// on. Background jobs run in the foreground and process substitution is
+// refused, so nothing a session starts outlives it.
+//
 // Faults can be switched by an SSH command to any host, by [Sim.Inject] and
 // [Sim.Clear], or by editing StateDir/faults.json, which is read again for
 // every command. The command forms are:

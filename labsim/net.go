@@ -443,7 +443,7 @@ func curlCmd(c *call) int {
 		case output == "" || output == "-":
 			c.out.WriteString(body)
 		case output != "/dev/null":
-			c.env.sim.filesLocked(c.env)[cleanPath(output)] = body
+			c.env.sim.filesLocked(c.env)[c.abs(output)] = body
 			c.dirty = true
 		}
 	}

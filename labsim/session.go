@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -187,7 +186,7 @@ func (s *Sim) runGuarded(ctx context.Context, env *shellEnv, raw string, sess ss
 			code = 255
 		}
 	}()
-	return runScript(ctx, env, "bash", raw, stdio{in: sess, out: sess, err: sess.Stderr()})
+	return runScript(ctx, env, "bash", raw, loginProc(sess, sess, sess.Stderr()), nil, nil)
 }
 
 // watchSession cancels ctx when the client sends a signal or closes the
@@ -213,30 +212,6 @@ func watchSession(ctx context.Context, cancel context.CancelCauseFunc, sess ssh.
 			}
 		}
 	}
-}
-
-// isControlCommand reports whether raw talks to labsim itself. Drop and
-// hang faults spare those, so a fault can always be lifted over SSH.
-func isControlCommand(raw string) bool {
-	toks, err := tokenize(raw)
-	return err == nil && len(toks) > 0 && toks[0].kind == tokWord && toks[0].val == "labsim"
-}
-
-// commandVMID finds the container the first pct command in raw targets.
-func commandVMID(raw string) int {
-	toks, err := tokenize(raw)
-	if err != nil {
-		return 0
-	}
-	for i := 0; i+2 < len(toks); i++ {
-		if toks[i].kind != tokWord || toks[i].val != "pct" || toks[i+1].kind != tokWord || toks[i+2].kind != tokWord {
-			continue
-		}
-		if n, err := strconv.Atoi(toks[i+2].val); err == nil && n >= minVMID && n <= maxVMID {
-			return n
-		}
-	}
-	return 0
 }
 
 // Running lists the raw commands of the sessions in progress, so a test can

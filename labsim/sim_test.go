@@ -210,12 +210,9 @@ func (b *bundle) must(t *testing.T, host, cmd string) string {
 	return r.Stdout
 }
 
-// cmpOpts lets diff look inside the parser's unexported types.
-var cmpOpts = cmp.AllowUnexported(token{}, andOr{}, pipeline{}, command{}, redir{})
-
 func diff(t *testing.T, what string, want, got any) {
 	t.Helper()
-	if d := cmp.Diff(want, got, cmpOpts); d != "" {
+	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("%s mismatch (-want +got):\n%s", what, d)
 	}
 }

@@ -85,7 +85,8 @@ var importRules = []importRule{
 	}},
 	{pkg: "policy", allowedDirect: []string{"mvdan.cc/sh/v3/syntax"}, noIO: true},
 	{pkg: "tasks", allowedDirect: []string{"github.com/hibiken/asynq"}},
-	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh", module + "/hostgate"}},
+	// labsim's shell is mvdan's interpreter (interp, expand, syntax).
+	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh", module + "/hostgate", "mvdan.cc/sh/v3"}},
 	// nomos gate runs as root on every Proxmox host: the standard library,
 	// policy's validators and a shell parser, and no network.
 	{pkg: "hostgate", allowedDirect: []string{module + "/policy", "mvdan.cc/sh/v3/syntax"}, noNetwork: true,
