@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"mvdan.cc/sh/v3/interp"
 )
 
 var hostBuiltins, guestBuiltins map[string]builtin
@@ -583,47 +581,16 @@ func freeCmd(c *call) int {
 	return 0
 }
 
+// fsRow is one file system df lists.
+type fsRow struct {
+	dev          string
+	sizeMB, used int
+	mount        string
+}
+
 func dfCmd(c *call) int {
 	human := slices.ContainsFunc(c.args, func(a string) bool { return strings.HasPrefix(a, "-") && strings.Contains(a, "h") })
-	type fsRow struct {
-		dev          string
-		sizeMB, used int
-		mount        string
-	}
-	var rows []fsRow
-	if c.ct != nil {
-		size := c.ct.Conf.DiskGB * 1024
-		used := 0
-		if tpl, ok := templates[c.ct.Conf.Template]; ok {
-			used = tpl.sizeMB * 4
-		}
-		for name := range c.ct.Guest.Packages {
-			used += packages[name].SizeKB * 3 / 1024
-		}
-		used = min(used, size)
-		rows = []fsRow{
-			{fmt.Sprintf("/dev/mapper/pve-vm--%d--disk--0", c.ct.VMID), size, used, "/"},
-			{"none", 1, 0, "/dev"},
-			{"tmpfs", c.ct.Conf.MemoryMB / 2, 0, "/dev/shm"},
-			{"tmpfs", c.ct.Conf.MemoryMB / 5, 1, "/run"},
-			{"tmpfs", 5, 0, "/run/lock"},
-		}
-	} else {
-		used := 11800
-		for _, ct := range c.hs.Containers {
-			used += ct.Conf.DiskGB * 40
-		}
-		rows = []fsRow{
-			{"udev", 32160, 0, "/dev"},
-			{"tmpfs", 6440, 2, "/run"},
-			{"/dev/mapper/pve-root", 96202, used, "/"},
-			{"tmpfs", 32200, 46, "/dev/shm"},
-			{"tmpfs", 5, 0, "/run/lock"},
-			{"/dev/nvme0n1p2", 1022, 12, "/boot/efi"},
-			{"/dev/fuse", 128, 1, "/etc/pve"},
-			{"tmpfs", 6440, 0, "/run/user/0"},
-		}
-	}
+	rows := c.mounts()
 	if ops := operands(c.args); len(ops) > 0 {
 		var keep []fsRow
 		for _, r := range rows {
@@ -663,6 +630,42 @@ func dfCmd(c *call) int {
 		}
 	}
 	return 0
+}
+
+// mounts is what df lists: a container's root disk and tmpfs, or the node's.
+func (c *call) mounts() []fsRow {
+	if c.ct != nil {
+		size := c.ct.Conf.DiskGB * 1024
+		used := 0
+		if tpl, ok := templates[c.ct.Conf.Template]; ok {
+			used = tpl.sizeMB * 4
+		}
+		for name := range c.ct.Guest.Packages {
+			used += packages[name].SizeKB * 3 / 1024
+		}
+		used = min(used, size)
+		return []fsRow{
+			{fmt.Sprintf("/dev/mapper/pve-vm--%d--disk--0", c.ct.VMID), size, used, "/"},
+			{"none", 1, 0, "/dev"},
+			{"tmpfs", c.ct.Conf.MemoryMB / 2, 0, "/dev/shm"},
+			{"tmpfs", c.ct.Conf.MemoryMB / 5, 1, "/run"},
+			{"tmpfs", 5, 0, "/run/lock"},
+		}
+	}
+	used := 11800
+	for _, ct := range c.hs.Containers {
+		used += ct.Conf.DiskGB * 40
+	}
+	return []fsRow{
+		{"udev", 32160, 0, "/dev"},
+		{"tmpfs", 6440, 2, "/run"},
+		{"/dev/mapper/pve-root", 96202, used, "/"},
+		{"tmpfs", 32200, 46, "/dev/shm"},
+		{"tmpfs", 5, 0, "/run/lock"},
+		{"/dev/nvme0n1p2", 1022, 12, "/boot/efi"},
+		{"/dev/fuse", 128, 1, "/etc/pve"},
+		{"tmpfs", 6440, 0, "/run/user/0"},
+	}
 }
 
 // humanMB formats megabytes as df -h does: 7.8G, 492M, 0.
@@ -734,62 +737,4 @@ func strftime(f string, t time.Time) string {
 		"%%", "%",
 	)
 	return r.Replace(f)
-}
-
-// binDir is where a builtin would live on disk, for command -v and which.
-func binDir(name string) string {
-	switch name {
-	case "pct", "pvesh", "pveam", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping":
-		return "/usr/sbin/"
-	case "labsim":
-		return "/usr/local/bin/"
-	}
-	return "/usr/bin/"
-}
-
-// isShellBuiltin reports whether name is built into the shell c runs in.
-func (c *call) isShellBuiltin(name string) bool {
-	if c.shell == "" {
-		return false
-	}
-	return interp.IsBuiltin(name) || name == "command" || name == "type"
-}
-
-// knows reports whether name would run, as command -v and which find it.
-func (c *call) knows(name string) bool {
-	_, program := c.env.builtins()[name]
-	_, shell := shells[name]
-	return program || shell || name == "sleep" || name == "timeout" || c.isShellBuiltin(name)
-}
-
-func commandCmd(c *call) int {
-	if len(c.args) < 2 || (c.args[0] != "-v" && c.args[0] != "-V") {
-		c.errf("labsim: command: only command -v is simulated\n")
-		return 2
-	}
-	code := 0
-	for _, name := range c.args[1:] {
-		if !c.knows(name) {
-			code = 1
-			continue
-		}
-		if c.isShellBuiltin(name) {
-			c.outf("%s\n", name)
-		} else {
-			c.outf("%s%s\n", binDir(name), name)
-		}
-	}
-	return code
-}
-
-func whichCmd(c *call) int {
-	code := 0
-	for _, name := range operands(c.args) {
-		if !c.knows(name) {
-			code = 1
-			continue
-		}
-		c.outf("%s%s\n", binDir(name), name)
-	}
-	return code
 }

@@ -140,43 +140,9 @@ func systemctlCmd(c *call) int {
 	}
 	switch verb {
 	case "is-active", "is-failed":
-		code := 3
-		if verb == "is-failed" {
-			code = 1
-		}
-		for _, u := range units {
-			s, _ := c.unit(u)
-			state := "inactive"
-			if s.Active {
-				state = "active"
-				if verb == "is-active" {
-					code = 0
-				}
-			}
-			if !quiet {
-				c.outf("%s\n", state)
-			}
-		}
-		return code
+		return c.unitActive(verb, units, quiet)
 	case "is-enabled":
-		code := 1
-		for _, u := range units {
-			s, ok := c.unit(u)
-			switch {
-			case !ok:
-				c.errf("Failed to get unit file state for %s: No such file or directory\n", u)
-			case s.Enabled:
-				code = 0
-				if !quiet {
-					c.outf("enabled\n")
-				}
-			default:
-				if !quiet {
-					c.outf("disabled\n")
-				}
-			}
-		}
-		return code
+		return c.unitEnabled(units, quiet)
 	case "start", "stop", "restart", "try-restart", "reload", "reload-or-restart", "force-reload":
 		for _, u := range units {
 			if code := c.unitJob(verb, u); code != 0 {
@@ -185,32 +151,83 @@ func systemctlCmd(c *call) int {
 		}
 		return 0
 	case "enable", "disable":
-		for _, u := range units {
-			s, ok := c.unit(u)
-			if !ok {
-				c.errf("Failed to %s unit: Unit file %s does not exist.\n", verb, u)
-				return 1
-			}
-			if verb == "enable" && !s.Enabled {
-				c.errf("Created symlink /etc/systemd/system/multi-user.target.wants/%s → /lib/systemd/system/%s.\n", u, u)
-			}
-			if verb == "disable" && s.Enabled {
-				c.errf("Removed \"/etc/systemd/system/multi-user.target.wants/%s\".\n", u)
-			}
-			s.Enabled = verb == "enable"
-			c.ct.Guest.Services[u] = s
-			c.dirty = true
-			if now {
-				job := map[string]string{"enable": "start", "disable": "stop"}[verb]
-				if code := c.unitJob(job, u); code != 0 {
-					return code
-				}
-			}
-		}
-		return 0
+		return c.unitEnable(verb == "enable", units, now)
 	}
 	c.errf("Unknown command verb %s.\n", verb)
 	return 1
+}
+
+// unitActive answers is-active and is-failed.
+func (c *call) unitActive(verb string, units []string, quiet bool) int {
+	code := 3
+	if verb == "is-failed" {
+		code = 1
+	}
+	for _, u := range units {
+		s, _ := c.unit(u)
+		state := "inactive"
+		if s.Active {
+			state = "active"
+			if verb == "is-active" {
+				code = 0
+			}
+		}
+		if !quiet {
+			c.outf("%s\n", state)
+		}
+	}
+	return code
+}
+
+func (c *call) unitEnabled(units []string, quiet bool) int {
+	code := 1
+	for _, u := range units {
+		s, ok := c.unit(u)
+		switch {
+		case !ok:
+			c.errf("Failed to get unit file state for %s: No such file or directory\n", u)
+		case s.Enabled:
+			code = 0
+			if !quiet {
+				c.outf("enabled\n")
+			}
+		default:
+			if !quiet {
+				c.outf("disabled\n")
+			}
+		}
+	}
+	return code
+}
+
+// unitEnable enables or disables units, and with now starts or stops them.
+func (c *call) unitEnable(enable bool, units []string, now bool) int {
+	verb, job := "disable", "stop"
+	if enable {
+		verb, job = "enable", "start"
+	}
+	for _, u := range units {
+		s, ok := c.unit(u)
+		if !ok {
+			c.errf("Failed to %s unit: Unit file %s does not exist.\n", verb, u)
+			return 1
+		}
+		if enable && !s.Enabled {
+			c.errf("Created symlink /etc/systemd/system/multi-user.target.wants/%s → /lib/systemd/system/%s.\n", u, u)
+		}
+		if !enable && s.Enabled {
+			c.errf("Removed \"/etc/systemd/system/multi-user.target.wants/%s\".\n", u)
+		}
+		s.Enabled = enable
+		c.ct.Guest.Services[u] = s
+		c.dirty = true
+		if now {
+			if code := c.unitJob(job, u); code != 0 {
+				return code
+			}
+		}
+	}
+	return 0
 }
 
 // unitJob runs a start, stop or restart job with systemctl's errors.
@@ -492,31 +509,9 @@ func plainVersion(v string) string {
 
 func (c *call) aptInstall(tpl ctTemplate, names []string, yes bool) int {
 	c.outf("Reading package lists...\nBuilding dependency tree...\nReading state information...\n")
-	var want []string
-	for _, n := range names {
-		n, _, _ = strings.Cut(n, "=")
-		n, _, _ = strings.Cut(n, "/")
-		if _, ok := packages[n]; !ok {
-			c.errf("E: Unable to locate package %s\n", n)
-			return 100
-		}
-		want = append(want, n)
-	}
-	var todo, extra []string
-	for _, n := range want {
-		if v, ok := c.ct.Guest.Packages[n]; ok {
-			c.outf("%s is already the newest version (%s).\n", n, plainVersion(v))
-			continue
-		}
-		for _, d := range packages[n].Deps {
-			if _, ok := c.ct.Guest.Packages[d]; !ok && !slices.Contains(todo, d) && !slices.Contains(want, d) {
-				todo = append(todo, d)
-				extra = append(extra, d)
-			}
-		}
-		if !slices.Contains(todo, n) {
-			todo = append(todo, n)
-		}
+	todo, extra, code := c.aptPlan(names)
+	if code != 0 {
+		return code
 	}
 	if len(todo) == 0 {
 		c.outf("0 upgraded, 0 newly installed, 0 to remove and 0 not upgraded.\n")
@@ -536,18 +531,69 @@ func (c *call) aptInstall(tpl ctTemplate, names []string, yes bool) int {
 		c.outf("Do you want to continue? [Y/n] Abort.\n")
 		return 1
 	}
-	mirrorHost, mirror := tpl.mirror()
 	if !c.dnsOK() {
-		for i, n := range todo {
-			p := packages[n]
-			c.outf("Err:%d %s %s/main amd64 %s %s %s\n  Temporary failure resolving '%s'\n", i+1, mirror, tpl.codename, n, cmp.Or(p.Arch, "amd64"), plainVersion(p.Version), mirrorHost)
-		}
-		for _, n := range todo {
-			c.errf("E: Failed to fetch %s/pool/main/%s/%s/%s  Temporary failure resolving '%s'\n", mirror, n[:1], n, debName(n, packages[n]), mirrorHost)
-		}
-		c.errf("E: Unable to fetch some archives, maybe run apt-get update or try with --fix-missing?\n")
+		return c.aptFetchFailed(tpl, todo)
+	}
+	c.aptUnpack(tpl, todo, size)
+	if c.env.faults.inContainer(FaultAptFail, c.ct.VMID) {
+		n := todo[len(todo)-1]
+		c.outf("Setting up %s (%s) ...\n", n, plainVersion(packages[n].Version))
+		c.errf("dpkg: error processing package %s (--configure):\n installed %s package post-installation script subprocess returned error exit status 1\n", n, n)
+		c.outf("Errors were encountered while processing:\n %s\n", n)
+		c.errf("E: Sub-process /usr/bin/dpkg returned an error code (1)\n")
 		return 100
 	}
+	c.aptSetUp(todo)
+	return 0
+}
+
+// aptPlan resolves what installing names brings in: every package to
+// install, and those among them pulled in as dependencies.
+func (c *call) aptPlan(names []string) (todo, extra []string, code int) {
+	var want []string
+	for _, n := range names {
+		n, _, _ = strings.Cut(n, "=")
+		n, _, _ = strings.Cut(n, "/")
+		if _, ok := packages[n]; !ok {
+			c.errf("E: Unable to locate package %s\n", n)
+			return nil, nil, 100
+		}
+		want = append(want, n)
+	}
+	for _, n := range want {
+		if v, ok := c.ct.Guest.Packages[n]; ok {
+			c.outf("%s is already the newest version (%s).\n", n, plainVersion(v))
+			continue
+		}
+		for _, d := range packages[n].Deps {
+			if _, ok := c.ct.Guest.Packages[d]; !ok && !slices.Contains(todo, d) && !slices.Contains(want, d) {
+				todo = append(todo, d)
+				extra = append(extra, d)
+			}
+		}
+		if !slices.Contains(todo, n) {
+			todo = append(todo, n)
+		}
+	}
+	return todo, extra, 0
+}
+
+func (c *call) aptFetchFailed(tpl ctTemplate, todo []string) int {
+	mirrorHost, mirror := tpl.mirror()
+	for i, n := range todo {
+		p := packages[n]
+		c.outf("Err:%d %s %s/main amd64 %s %s %s\n  Temporary failure resolving '%s'\n", i+1, mirror, tpl.codename, n, cmp.Or(p.Arch, "amd64"), plainVersion(p.Version), mirrorHost)
+	}
+	for _, n := range todo {
+		c.errf("E: Failed to fetch %s/pool/main/%s/%s/%s  Temporary failure resolving '%s'\n", mirror, n[:1], n, debName(n, packages[n]), mirrorHost)
+	}
+	c.errf("E: Unable to fetch some archives, maybe run apt-get update or try with --fix-missing?\n")
+	return 100
+}
+
+// aptUnpack prints the download and unpacking of todo, size kB in all.
+func (c *call) aptUnpack(tpl ctTemplate, todo []string, size int) {
+	_, mirror := tpl.mirror()
 	for i, n := range todo {
 		p := packages[n]
 		c.outf("Get:%d %s %s/main amd64 %s %s %s [%s kB]\n", i+1, mirror, tpl.codename, n, cmp.Or(p.Arch, "amd64"), plainVersion(p.Version), thousands(p.SizeKB))
@@ -560,14 +606,10 @@ func (c *call) aptInstall(tpl ctTemplate, names []string, yes bool) int {
 		c.outf("Preparing to unpack .../%s ...\nUnpacking %s (%s) ...\n", debName(n, p), n, plainVersion(p.Version))
 		files += 3 + p.SizeKB/40
 	}
-	if c.env.faults.inContainer(FaultAptFail, c.ct.VMID) {
-		n := todo[len(todo)-1]
-		c.outf("Setting up %s (%s) ...\n", n, plainVersion(packages[n].Version))
-		c.errf("dpkg: error processing package %s (--configure):\n installed %s package post-installation script subprocess returned error exit status 1\n", n, n)
-		c.outf("Errors were encountered while processing:\n %s\n", n)
-		c.errf("E: Sub-process /usr/bin/dpkg returned an error code (1)\n")
-		return 100
-	}
+}
+
+// aptSetUp installs todo: packages recorded, their units enabled and started.
+func (c *call) aptSetUp(todo []string) {
 	for _, n := range todo {
 		p := packages[n]
 		c.outf("Setting up %s (%s) ...\n", n, plainVersion(p.Version))
@@ -588,7 +630,6 @@ func (c *call) aptInstall(tpl ctTemplate, names []string, yes bool) int {
 	}
 	c.outf("Processing triggers for man-db (2.11.2-2) ...\n")
 	c.dirty = true
-	return 0
 }
 
 func (c *call) aptRemove(names []string, yes bool) int {

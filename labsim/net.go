@@ -361,93 +361,36 @@ func pingTime(ms float64) string {
 	return fmt.Sprintf("%.0f", ms)
 }
 
+// curlOpts is what curl was asked to do.
+type curlOpts struct {
+	silent, showErr, head bool
+	output, writeOut, url string
+}
+
+const curlHelp = "curl: try 'curl --help' or 'curl --manual' for more information\n"
+
 func curlCmd(c *call) int {
-	var (
-		silent, showErr, head bool
-		output, writeOut, raw string
-	)
-	withArg := "owmXHdAuexr"
-	for i := 0; i < len(c.args); i++ {
-		a := c.args[i]
-		switch {
-		case strings.HasPrefix(a, "--"):
-			switch a {
-			case "--silent":
-				silent = true
-			case "--show-error":
-				showErr = true
-			case "--head":
-				head = true
-			case "--output", "--write-out", "--max-time", "--connect-timeout", "--retry", "--retry-delay",
-				"--retry-max-time", "--request", "--header", "--data", "--data-raw", "--user-agent", "--user", "--resolve", "--cacert":
-				if i+1 >= len(c.args) {
-					c.errf("curl: option %s: requires parameter\ncurl: try 'curl --help' or 'curl --manual' for more information\n", a)
-					return 2
-				}
-				switch a {
-				case "--output":
-					output = c.args[i+1]
-				case "--write-out":
-					writeOut = c.args[i+1]
-				}
-				i++
-			}
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				ch := a[j]
-				if strings.IndexByte(withArg, ch) >= 0 {
-					val := a[j+1:]
-					if val == "" {
-						if i+1 >= len(c.args) {
-							c.errf("curl: option -%c: requires parameter\ncurl: try 'curl --help' or 'curl --manual' for more information\n", ch)
-							return 2
-						}
-						val = c.args[i+1]
-						i++
-					}
-					switch ch {
-					case 'o':
-						output = val
-					case 'w':
-						writeOut = val
-					}
-					break
-				}
-				switch ch {
-				case 's':
-					silent = true
-				case 'S':
-					showErr = true
-				case 'I':
-					head = true
-				}
-			}
-		default:
-			if raw == "" {
-				raw = a
-			}
-		}
+	o, code := parseCurl(c)
+	if code != 0 {
+		return code
 	}
-	if raw == "" {
-		c.errf("curl: try 'curl --help' or 'curl --manual' for more information\n")
-		return 2
-	}
+	raw := o.url
 	if !strings.Contains(raw, "://") {
 		raw = "http://" + raw
 	}
-	code, status, body, ip := c.fetch(raw, silent && !showErr)
+	code, status, body, ip := c.fetch(raw, o.silent && !o.showErr)
 	if code == 0 {
 		switch {
-		case head:
+		case o.head:
 			c.outf("HTTP/1.1 %d OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n\r\n", status, len(body))
-		case output == "" || output == "-":
+		case o.output == "" || o.output == "-":
 			c.out.WriteString(body)
-		case output != "/dev/null":
-			c.env.sim.filesLocked(c.env)[c.abs(output)] = body
+		case o.output != "/dev/null":
+			c.env.sim.filesLocked(c.env)[c.abs(o.output)] = body
 			c.dirty = true
 		}
 	}
-	if writeOut != "" {
+	if o.writeOut != "" {
 		httpCode := "000"
 		if code == 0 {
 			httpCode = strconv.Itoa(status)
@@ -455,9 +398,100 @@ func curlCmd(c *call) int {
 		r := strings.NewReplacer(`%{http_code}`, httpCode, `%{response_code}`, httpCode,
 			`%{time_total}`, "0.004211", `%{url_effective}`, raw, `%{remote_ip}`, ip,
 			`%{size_download}`, strconv.Itoa(len(body)), `\n`, "\n", `\t`, "\t")
-		c.out.WriteString(r.Replace(writeOut))
+		c.out.WriteString(r.Replace(o.writeOut))
 	}
 	return code
+}
+
+// parseCurl reads curl's arguments; a non-zero code is a usage error.
+func parseCurl(c *call) (curlOpts, int) {
+	var o curlOpts
+	for i := 0; i < len(c.args); i++ {
+		a := c.args[i]
+		var ok bool
+		switch {
+		case strings.HasPrefix(a, "--"):
+			i, ok = o.longOption(c, i)
+		case len(a) > 1 && a[0] == '-':
+			i, ok = o.shortOptions(c, i)
+		default:
+			ok = true
+			if o.url == "" {
+				o.url = a
+			}
+		}
+		if !ok {
+			return o, 2
+		}
+	}
+	if o.url == "" {
+		c.errf(curlHelp)
+		return o, 2
+	}
+	return o, 0
+}
+
+// longOption reads the --option at c.args[i] and returns where it ends.
+func (o *curlOpts) longOption(c *call, i int) (int, bool) {
+	switch a := c.args[i]; a {
+	case "--silent":
+		o.silent = true
+	case "--show-error":
+		o.showErr = true
+	case "--head":
+		o.head = true
+	case "--output", "--write-out", "--max-time", "--connect-timeout", "--retry", "--retry-delay",
+		"--retry-max-time", "--request", "--header", "--data", "--data-raw", "--user-agent", "--user", "--resolve", "--cacert":
+		if i+1 >= len(c.args) {
+			c.errf("curl: option %s: requires parameter\n"+curlHelp, a)
+			return i, false
+		}
+		switch a {
+		case "--output":
+			o.output = c.args[i+1]
+		case "--write-out":
+			o.writeOut = c.args[i+1]
+		}
+		return i + 1, true
+	}
+	return i, true
+}
+
+// shortOptions reads the bundle of -flags at c.args[i] and returns where
+// it ends: a flag that takes a value ends the bundle.
+func (o *curlOpts) shortOptions(c *call, i int) (int, bool) {
+	const withArg = "owmXHdAuexr"
+	a := c.args[i]
+	for j := 1; j < len(a); j++ {
+		ch := a[j]
+		if strings.IndexByte(withArg, ch) >= 0 {
+			val := a[j+1:]
+			if val == "" {
+				if i+1 >= len(c.args) {
+					c.errf("curl: option -%c: requires parameter\n"+curlHelp, ch)
+					return i, false
+				}
+				i++
+				val = c.args[i]
+			}
+			switch ch {
+			case 'o':
+				o.output = val
+			case 'w':
+				o.writeOut = val
+			}
+			return i, true
+		}
+		switch ch {
+		case 's':
+			o.silent = true
+		case 'S':
+			o.showErr = true
+		case 'I':
+			o.head = true
+		}
+	}
+	return i, true
 }
 
 // fetch answers an HTTP GET from inside the container. It returns curl's

@@ -153,22 +153,9 @@ func pctCmd(c *call) int {
 	if verb == "list" {
 		return pctList(c)
 	}
-	need := 1 // the vmid
-	if verb == "create" || verb == "snapshot" || verb == "rollback" || verb == "delsnapshot" {
-		need = 2
-	}
-	if len(pos) < need {
-		return c.fail(&pveError{"400 not enough arguments\n" + pctUsage[verb] + "\n", 255})
-	}
-	if len(pos) > need {
-		return c.fail(&pveError{"400 too many arguments\n" + pctUsage[verb] + "\n", 255})
-	}
-	vmid, err := strconv.Atoi(pos[0])
-	if err != nil {
-		return c.fail(paramError(verb, "vmid", fmt.Sprintf("type check ('integer') failed - got '%s'", pos[0])))
-	}
-	if vmid < minVMID || vmid > maxVMID {
-		return c.fail(paramError(verb, "vmid", fmt.Sprintf("value must have a minimum value of %d", minVMID)))
+	vmid, perr := pctTarget(verb, pos)
+	if perr != nil {
+		return c.fail(perr)
 	}
 	if verb == "create" {
 		return pctCreate(c, vmid, pos[1], opts)
@@ -178,63 +165,49 @@ func pctCmd(c *call) int {
 		c.errf("%s", configMissing(c.env.host, vmid))
 		return 2
 	}
+	return pctVerb(c, verb, ct, pos, opts)
+}
+
+// pctTarget checks the positional arguments of verb and reads the vmid.
+func pctTarget(verb string, pos []string) (int, *pveError) {
+	need := 1 // the vmid
+	if verb == "create" || verb == "snapshot" || verb == "rollback" || verb == "delsnapshot" {
+		need = 2
+	}
+	if len(pos) < need {
+		return 0, &pveError{"400 not enough arguments\n" + pctUsage[verb] + "\n", 255}
+	}
+	if len(pos) > need {
+		return 0, &pveError{"400 too many arguments\n" + pctUsage[verb] + "\n", 255}
+	}
+	vmid, err := strconv.Atoi(pos[0])
+	if err != nil {
+		return 0, paramError(verb, "vmid", fmt.Sprintf("type check ('integer') failed - got '%s'", pos[0]))
+	}
+	if vmid < minVMID || vmid > maxVMID {
+		return 0, paramError(verb, "vmid", fmt.Sprintf("value must have a minimum value of %d", minVMID))
+	}
+	return vmid, nil
+}
+
+// pctVerb runs a verb on an existing container.
+func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]string) int {
 	switch verb {
 	case "status":
 		c.outf("status: %s\n", ct.Status)
 		return 0
 	case "config":
-		if name := opts["snapshot"]; name != "" {
-			i := slices.IndexFunc(ct.Snapshots, func(s snapshot) bool { return s.Name == name })
-			if i < 0 {
-				c.errf("snapshot '%s' does not exist\n", name)
-				return 255
-			}
-			tmp := *ct
-			tmp.Conf = ct.Snapshots[i].Conf
-			c.outf("%s", pctConfig(&tmp))
-			return 0
-		}
-		c.outf("%s", pctConfig(ct))
-		return 0
-	case "start":
-		if ct.running() {
-			c.errf("CT %d already running\n", vmid)
-			return 255
-		}
-		ct.boot(c.now)
-	case "stop", "shutdown":
-		if !ct.running() {
-			c.errf("CT %d not running\n", vmid)
-			return 255
-		}
-		ct.halt(c.now)
-	case "reboot":
-		if !ct.running() {
-			c.errf("CT %d not running\n", vmid)
-			return 255
-		}
-		ct.halt(c.now)
-		ct.boot(c.now)
+		return pctShowConfig(c, ct, opts["snapshot"])
+	case "start", "stop", "shutdown", "reboot":
+		return pctPower(c, verb, ct)
 	case "destroy":
-		if ct.running() {
-			if opts["force"] != "1" {
-				c.errf("unable to destroy CT %d - container is running\n", vmid)
-				return 255
-			}
-			ct.halt(c.now)
-		}
-		for _, s := range ct.Snapshots {
-			c.outf("  Logical volume \"snap_vm-%d-disk-0_%s\" successfully removed.\n", vmid, s.Name)
-		}
-		c.outf("  Logical volume \"vm-%d-disk-0\" successfully removed.\n", vmid)
-		delete(c.hs.Containers, vmid)
-		if !slices.Contains(c.hs.Destroyed, vmid) {
-			c.hs.Destroyed = append(c.hs.Destroyed, vmid)
-		}
+		return pctDestroy(c, ct, opts["force"] == "1")
 	case "set":
 		if code := pctSet(c, ct, opts); code != 0 {
 			return code
 		}
+		c.dirty = true
+		return 0
 	case "snapshot":
 		return pctSnapshot(c, ct, pos[1], opts["description"])
 	case "listsnapshot":
@@ -244,6 +217,63 @@ func pctCmd(c *call) int {
 		return pctRollback(c, ct, pos[1], opts["start"] == "1")
 	case "delsnapshot":
 		return pctDelSnapshot(c, ct, pos[1])
+	}
+	return 0
+}
+
+// pctShowConfig prints the container's config, or a snapshot's.
+func pctShowConfig(c *call, ct *ctState, snap string) int {
+	if snap == "" {
+		c.outf("%s", pctConfig(ct))
+		return 0
+	}
+	i := slices.IndexFunc(ct.Snapshots, func(s snapshot) bool { return s.Name == snap })
+	if i < 0 {
+		c.errf("snapshot '%s' does not exist\n", snap)
+		return 255
+	}
+	tmp := *ct
+	tmp.Conf = ct.Snapshots[i].Conf
+	c.outf("%s", pctConfig(&tmp))
+	return 0
+}
+
+// pctPower starts, stops or reboots a container.
+func pctPower(c *call, verb string, ct *ctState) int {
+	switch {
+	case verb == "start" && ct.running():
+		c.errf("CT %d already running\n", ct.VMID)
+		return 255
+	case verb != "start" && !ct.running():
+		c.errf("CT %d not running\n", ct.VMID)
+		return 255
+	}
+	if verb != "start" {
+		ct.halt(c.now)
+	}
+	if verb == "start" || verb == "reboot" {
+		ct.boot(c.now)
+	}
+	c.dirty = true
+	return 0
+}
+
+func pctDestroy(c *call, ct *ctState, force bool) int {
+	vmid := ct.VMID
+	if ct.running() {
+		if !force {
+			c.errf("unable to destroy CT %d - container is running\n", vmid)
+			return 255
+		}
+		ct.halt(c.now)
+	}
+	for _, s := range ct.Snapshots {
+		c.outf("  Logical volume \"snap_vm-%d-disk-0_%s\" successfully removed.\n", vmid, s.Name)
+	}
+	c.outf("  Logical volume \"vm-%d-disk-0\" successfully removed.\n", vmid)
+	delete(c.hs.Containers, vmid)
+	if !slices.Contains(c.hs.Destroyed, vmid) {
+		c.hs.Destroyed = append(c.hs.Destroyed, vmid)
 	}
 	c.dirty = true
 	return 0

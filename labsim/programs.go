@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"mvdan.cc/sh/v3/interp"
 )
 
 // shellEnv is where commands run: on a node, or inside one of its containers.
@@ -420,4 +422,62 @@ func (s *Sim) saveLocked() {
 	if err := saveState(s.statePath, s.state); err != nil {
 		s.log.Error("save state", "path", s.statePath, "error", err)
 	}
+}
+
+// binDir is where a builtin would live on disk, for command -v and which.
+func binDir(name string) string {
+	switch name {
+	case "pct", "pvesh", "pveam", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping":
+		return "/usr/sbin/"
+	case "labsim":
+		return "/usr/local/bin/"
+	}
+	return "/usr/bin/"
+}
+
+// isShellBuiltin reports whether name is built into the shell c runs in.
+func (c *call) isShellBuiltin(name string) bool {
+	if c.shell == "" {
+		return false
+	}
+	return interp.IsBuiltin(name) || name == "command" || name == "type"
+}
+
+// knows reports whether name would run, as command -v and which find it.
+func (c *call) knows(name string) bool {
+	_, program := c.env.builtins()[name]
+	_, shell := shells[name]
+	return program || shell || name == "sleep" || name == "timeout" || c.isShellBuiltin(name)
+}
+
+func commandCmd(c *call) int {
+	if len(c.args) < 2 || (c.args[0] != "-v" && c.args[0] != "-V") {
+		c.errf("labsim: command: only command -v is simulated\n")
+		return 2
+	}
+	code := 0
+	for _, name := range c.args[1:] {
+		if !c.knows(name) {
+			code = 1
+			continue
+		}
+		if c.isShellBuiltin(name) {
+			c.outf("%s\n", name)
+		} else {
+			c.outf("%s%s\n", binDir(name), name)
+		}
+	}
+	return code
+}
+
+func whichCmd(c *call) int {
+	code := 0
+	for _, name := range operands(c.args) {
+		if !c.knows(name) {
+			code = 1
+			continue
+		}
+		c.outf("%s%s\n", binDir(name), name)
+	}
+	return code
 }

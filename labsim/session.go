@@ -73,17 +73,8 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 	defer s.leaveSession(as)
 
 	start := s.clock()
-	raw := sess.RawCommand()
-	entry := LogEntry{
-		TS:      start,
-		Host:    h.name,
-		User:    sess.User(),
-		Command: raw,
-		VMID:    commandVMID(raw),
-	}
-	if k := sess.PublicKey(); k != nil {
-		entry.KeyFP = gossh.FingerprintSHA256(k)
-	}
+	entry := newLogEntry(h.name, sess, start)
+	raw := entry.Command
 	log := s.log.With("host", h.name, "user", entry.User, "command", raw)
 
 	watchDone := make(chan struct{})
@@ -96,14 +87,8 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 		<-watchDone
 	}
 
-	script, refused := raw, error(nil)
-	if sess.User() != AdminUser {
-		script, refused = s.gateCommand(raw)
-	}
 	faults := s.currentFaults()
-	var code int
-	switch {
-	case faults.drops(h.name) && !isControlCommand(raw):
+	if faults.drops(h.name) && !isControlCommand(raw) {
 		stopWatch()
 		entry.Exit = exitKilled
 		entry.DurationMS = s.clock().Sub(start).Milliseconds()
@@ -111,22 +96,9 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 		log.Info("drop fault: closing connection without exit status")
 		as.conn.Close()
 		return
-	case refused != nil:
-		fmt.Fprintln(sess.Stderr(), "nomos gate: "+refused.Error())
-		entry.Refused = strings.TrimPrefix(refused.Error(), hostgate.ErrRefused.Error()+": ")
-		code = hostgate.ExitRefused
-		log.Info("the gate refused a command", "reason", entry.Refused)
-	case strings.TrimSpace(raw) == "":
-		fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
-		code = 1
-	case faults.hangs(raw, entry.VMID) && !isControlCommand(raw):
-		log.Info("hang fault: command will not finish")
-		<-ctx.Done()
-		code = exitKilled
-	default:
-		env := &shellEnv{sim: s, host: h.name, faults: faults, session: as}
-		code = s.runGuarded(ctx, env, script, sess, log)
 	}
+	env := &shellEnv{sim: s, host: h.name, faults: faults, session: as}
+	code := s.runCommand(ctx, env, sess, &entry, log)
 	cause := context.Cause(ctx)
 	stopWatch()
 
@@ -134,22 +106,61 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 	entry.DurationMS = s.clock().Sub(start).Milliseconds()
 	s.appendLog(entry)
 	log.Debug("command finished", "exit", code, "duration_ms", entry.DurationMS)
+	endSession(sess, code, cause)
+}
 
-	if code == exitKilled {
-		var sig signalError
-		if errors.As(cause, &sig) {
-			// Tell the client which signal ended the command, as sshd does.
-			sess.SendRequest("exit-signal", false, gossh.Marshal(struct {
-				Signal     string
-				CoreDumped bool
-				Error      string
-				Lang       string
-			}{Signal: string(sig.sig)}))
-		}
-		sess.Close()
+// newLogEntry starts the log line of the command sess carries.
+func newLogEntry(host string, sess ssh.Session, start time.Time) LogEntry {
+	raw := sess.RawCommand()
+	e := LogEntry{TS: start, Host: host, User: sess.User(), Command: raw, VMID: commandVMID(raw)}
+	if k := sess.PublicKey(); k != nil {
+		e.KeyFP = gossh.FingerprintSHA256(k)
+	}
+	return e
+}
+
+// runCommand runs the session's command as the host would, through the
+// gate in gate mode, and returns its exit status.
+func (s *Sim) runCommand(ctx context.Context, env *shellEnv, sess ssh.Session, entry *LogEntry, log *slog.Logger) int {
+	raw := entry.Command
+	script, refused := raw, error(nil)
+	if sess.User() != AdminUser {
+		script, refused = s.gateCommand(raw)
+	}
+	switch {
+	case refused != nil:
+		fmt.Fprintln(sess.Stderr(), "nomos gate: "+refused.Error())
+		entry.Refused = strings.TrimPrefix(refused.Error(), hostgate.ErrRefused.Error()+": ")
+		log.Info("the gate refused a command", "reason", entry.Refused)
+		return hostgate.ExitRefused
+	case strings.TrimSpace(raw) == "":
+		fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
+		return 1
+	case env.faults.hangs(raw, entry.VMID) && !isControlCommand(raw):
+		log.Info("hang fault: command will not finish")
+		<-ctx.Done()
+		return exitKilled
+	}
+	return s.runGuarded(ctx, env, script, sess, log)
+}
+
+// endSession reports code to the client, or for a command a signal ended,
+// the signal, as sshd does.
+func endSession(sess ssh.Session, code int, cause error) {
+	if code != exitKilled {
+		sess.Exit(code & 0xff)
 		return
 	}
-	sess.Exit(code & 0xff)
+	var sig signalError
+	if errors.As(cause, &sig) {
+		sess.SendRequest("exit-signal", false, gossh.Marshal(struct {
+			Signal     string
+			CoreDumped bool
+			Error      string
+			Lang       string
+		}{Signal: string(sig.sig)}))
+	}
+	sess.Close()
 }
 
 // AdminUser is the node's administrator, as someone at the Proxmox UI or
