@@ -3,6 +3,8 @@
 # Nomos as a container image: one static binary that runs every role
 # (`migrate`, `seed`, `bot`, `actuator`, `keygen`, ...). deploy/compose.yaml
 # runs it; docs/install.md walks through the first start.
+# This is the production build: without the nomosdev tag it links neither
+# labsim nor the dev stack (docs/architecture.md, "The development build").
 #
 #   docker build -t nomos:local .
 #

@@ -8,17 +8,26 @@ FUZZTIME ?= 10s
 # Pure-Go end-to-end encryption (goolm): no libolm, no cgo needed.
 export GOFLAGS := -buildvcs=false -tags=goolm
 export CGO_ENABLED ?= 0
+# The development build adds `nomos dev` and `nomos labsim`; the production
+# build (make build, the Dockerfile) links neither labsim nor the dev stack
+# (docs/architecture.md, "The development build"). A -tags flag replaces
+# the one in GOFLAGS, so goolm is repeated.
+DEV_TAGS := -tags=goolm,nomosdev
 
 .PHONY: help
 help: ## list the targets
 	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build bin/nomos
+build: ## build bin/nomos, the production build
 	$(GO) build -o bin/nomos ./cmd/nomos
 
+.PHONY: build/dev
+build/dev: ## build bin/nomos as the development build: every role, plus dev and labsim
+	$(GO) build $(DEV_TAGS) -o bin/nomos ./cmd/nomos
+
 .PHONY: demo
-demo: build ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim, roles)
+demo: build/dev ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim, roles)
 	./bin/nomos dev
 
 # sudo only when not root, as nomos dev -prepare does for its packages.
@@ -26,7 +35,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo -n)
 
 .PHONY: prepare
 prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once into the cache, install systemd-analyze
-	$(GO) run ./cmd/nomos dev -prepare
+	$(GO) run $(DEV_TAGS) ./cmd/nomos dev -prepare
 	@# systemd-analyze verifies deploy/systemd/; it works on unit files offline,
 	@# with no systemd running.
 	@command -v systemd-analyze >/dev/null || { \
@@ -37,7 +46,8 @@ prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once i
 .PHONY: test
 test: prepare ## vet, then run the whole test suite against real services
 	$(GO) vet ./...
-	$(GO) test $(GO_TEST_FLAGS) ./...
+	$(GO) vet $(DEV_TAGS) ./cmd/nomos/
+	$(GO) test $(DEV_TAGS) $(GO_TEST_FLAGS) ./...
 	# The packages that drive labsim over SSH again, with every simulated
 	# host enforcing nomos gate as a node whose authorized_keys forces it.
 	NOMOS_TEST_GATE=1 $(GO) test $(GO_TEST_FLAGS) ./actuator/ ./executions/ ./mcpserver/
@@ -47,13 +57,15 @@ test: prepare ## vet, then run the whole test suite against real services
 
 .PHONY: test/race
 test/race: prepare ## the test suite with the race detector (needs cgo)
-	CGO_ENABLED=1 $(GO) test -race $(GO_TEST_FLAGS) ./...
+	CGO_ENABLED=1 $(GO) test -race $(DEV_TAGS) $(GO_TEST_FLAGS) ./...
 
 .PHONY: lint
 lint: ## gofmt, vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet $(DEV_TAGS) ./cmd/nomos/
 	$(GO) run $(STATICCHECK) ./...
+	GOFLAGS='-buildvcs=false $(DEV_TAGS)' $(GO) run $(STATICCHECK) ./cmd/nomos/
 
 .PHONY: bench
 bench: prepare ## benchmarks (speed and memory are measured here, never in tests)

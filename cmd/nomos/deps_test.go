@@ -179,3 +179,30 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 		}
 	}
 }
+
+// TestProductionBuildLeavesOutDevCode: the nomos binary built without the
+// nomosdev tag, the one the Dockerfile and docs/install.md build, links
+// neither labsim nor the dev stack; the development build links both, so
+// the check would see them if the tag stopped working.
+func TestProductionBuildLeavesOutDevCode(t *testing.T) {
+	devOnly := []string{module + "/labsim", module + "/internal/devstack"}
+	for _, build := range []struct {
+		tags string
+		dev  bool
+	}{{"goolm", false}, {"goolm,nomosdev", true}} {
+		cmd := exec.Command("go", "list", "-deps", "-tags="+build.tags, "./cmd/nomos")
+		cmd.Dir = "../.."
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -tags=%s: %v\n%s", build.tags, err, errOut.String())
+		}
+		deps := strings.Fields(string(out))
+		for _, pkg := range devOnly {
+			if linked := slices.Contains(deps, pkg); linked != build.dev {
+				t.Errorf("built with -tags=%s, nomos links %s: %v, want %v", build.tags, pkg, linked, build.dev)
+			}
+		}
+	}
+}

@@ -1,3 +1,5 @@
+//go:build nomosdev
+
 package main
 
 import (
@@ -15,7 +17,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,8 +30,6 @@ import (
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
 )
-
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 // devSeedDir copies the demo seed, moving labsim's hosts to free ports.
 func devSeedDir(t *testing.T) string {
@@ -416,36 +415,6 @@ func joinedRooms(t *testing.T, hs, token string) []string {
 	return out.JoinedRooms
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// buildNomos builds the nomos binary the dev stack runs its roles with.
-func buildNomos(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nomos")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false -tags=goolm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build nomos: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func sendText(t *testing.T, hs, token, room, text string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"msgtype": "m.text", "body": text})
@@ -499,13 +468,6 @@ func httpStatus(t *testing.T, u string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func tailString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // TestDevDatabaseBelongsToItsDirectory runs the dev stack's database

@@ -6,11 +6,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"sort"
@@ -51,15 +54,14 @@ func (e *roleEnv) config(name string) (*Config, error) {
 	return cfg, nil
 }
 
-// roles is filled in init, since runDev consults it.
+// roles is filled in init, since runDev consults it. The development
+// build adds `dev` and `labsim` (roles_dev.go).
 var roles map[string]role
 
 func init() {
 	roles = map[string]role{
 		"migrate":  {summary: "apply pending database migrations", run: runMigrate},
 		"seed":     {summary: "upsert the fleet, policy, knowledge and runbooks from seed files", run: runSeed},
-		"labsim":   {summary: "serve simulated Proxmox hosts over SSH", run: runLabsim},
-		"dev":      {summary: "bring up the whole local stack in the foreground", run: runDev},
 		"version":  {summary: "print the version", run: runVersion},
 		"bot":      {summary: "run the Matrix bot: plans, approvals, live status", run: runBot},
 		"actuator": {summary: "run the SSH actuator that carries out approved orders; -pin HOST pins a node's host key", run: runActuator},
@@ -70,7 +72,15 @@ func init() {
 		"discover": {summary: "ask the bot for an inventory of every host now, and say what it found", run: runDiscover},
 		"gate":     {summary: "the forced command on a Proxmox host: run only what nomos sends (SSH_ORIGINAL_COMMAND)", run: runGate},
 	}
+	maps.Copy(roles, devOnlyRoles())
 }
+
+// The summaries of the development build's roles, which the production
+// build lists too.
+const (
+	labsimSummary = "serve simulated Proxmox hosts over SSH"
+	devSummary    = "bring up the whole local stack in the foreground"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
@@ -159,4 +169,11 @@ func lookupEnv(environ []string, key string) string {
 		}
 	}
 	return ""
+}
+
+// randomToken is n random bytes in hex, for passwords and tokens.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -1,0 +1,102 @@
+//go:build nomosdev
+
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/internal/devstack"
+)
+
+// The dev stack's Matrix accounts and ops room.
+
+// ensureDevAccounts registers @nomos, @operator and @guest, keeping the
+// passwords of an earlier run.
+func ensureDevAccounts(ctx context.Context, hs *devstack.Dendrite, s *devState, resetCmd string) error {
+	accounts := []struct {
+		localpart string
+		acct      *devAccount
+	}{{"nomos", &s.Bot}, {"operator", &s.Operator}, {"guest", &s.Guest}}
+	for _, a := range accounts {
+		if a.acct.Password == "" {
+			a.acct.Password = randomToken(12)
+		}
+		userID, err := hs.RegisterUser(ctx, a.localpart, a.acct.Password, false)
+		if err != nil {
+			return err
+		}
+		a.acct.UserID = userID
+		// A user registered by an earlier run whose dev.json was lost has
+		// another password; logging in tells us so plainly.
+		if _, err := devLogin(ctx, s.HomeserverURL, *a.acct); err != nil {
+			return fmt.Errorf("log in as %s with the password in dev.json: %w (run `%s` to start afresh)", userID, err, resetCmd)
+		}
+	}
+	s.BotUserID = s.Bot.UserID
+	return nil
+}
+
+func devLogin(ctx context.Context, hsURL string, a devAccount) (*mautrix.Client, error) {
+	cli, err := mautrix.NewClient(hsURL, "", "")
+	if err != nil {
+		return nil, err
+	}
+	_, err = cli.Login(ctx, &mautrix.ReqLogin{
+		Type:             mautrix.AuthTypePassword,
+		Identifier:       mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: a.UserID},
+		Password:         a.Password,
+		DeviceID:         id.DeviceID("NOMOSDEV"),
+		StoreCredentials: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cli, nil
+}
+
+// ensureDevRoom reuses the ops room of an earlier run when all three users
+// are still in it, and otherwise creates it: the operator creates the room
+// and invites the bot and the guest, who join.
+func ensureDevRoom(ctx context.Context, s *devState) error {
+	op, err := devLogin(ctx, s.HomeserverURL, s.Operator)
+	if err != nil {
+		return err
+	}
+	defer op.Logout(context.WithoutCancel(ctx))
+	if s.RoomID != "" {
+		members, err := op.JoinedMembers(ctx, id.RoomID(s.RoomID))
+		if err == nil {
+			_, bot := members.Joined[id.UserID(s.Bot.UserID)]
+			_, guest := members.Joined[id.UserID(s.Guest.UserID)]
+			if bot && guest {
+				return nil
+			}
+		}
+	}
+	resp, err := op.CreateRoom(ctx, &mautrix.ReqCreateRoom{
+		Name:   "Nomos ops",
+		Topic:  "Ask Nomos about the fleet; approve its plans with ✅ or a reply.",
+		Preset: "private_chat",
+		Invite: []id.UserID{id.UserID(s.Bot.UserID), id.UserID(s.Guest.UserID)},
+	})
+	if err != nil {
+		return fmt.Errorf("create ops room: %w", err)
+	}
+	s.RoomID = resp.RoomID.String()
+	for _, a := range []devAccount{s.Bot, s.Guest} {
+		cli, err := devLogin(ctx, s.HomeserverURL, a)
+		if err != nil {
+			return err
+		}
+		_, err = cli.JoinRoomByID(ctx, resp.RoomID)
+		cli.Logout(context.WithoutCancel(ctx))
+		if err != nil {
+			return fmt.Errorf("%s joins the ops room: %w", a.UserID, err)
+		}
+	}
+	return nil
+}
