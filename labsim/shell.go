@@ -219,8 +219,47 @@ func (sh *shellRun) call(_ context.Context, args []string) ([]string, error) {
 		if sh.shell == "sh" { // dash's echo always interprets escapes
 			return append([]string{"echo", "-e"}, args[1:]...), nil
 		}
+	case "printf":
+		// The interpreter's printf honours any width; the simulated one
+		// refuses a width that would exhaust memory.
+		if format := printfFormat(args); !saneFormat(format) {
+			return append([]string{builtinPrefix + "printf"}, args[1:]...), nil
+		}
+	case "source", ".":
+		// A name without a slash is looked up in PATH on the real host;
+		// in the simulation it can only be in the working directory.
+		if len(args) > 1 && !strings.Contains(args[1], "/") {
+			return append([]string{args[0], "./" + args[1]}, args[2:]...), nil
+		}
 	}
 	return args, nil
+}
+
+// printfFormat is the format printf's arguments carry.
+func printfFormat(args []string) string {
+	if len(args) > 1 {
+		return args[1]
+	}
+	return ""
+}
+
+// saneFormat reports whether every conversion in a printf format has a
+// width and precision the simulated printf accepts.
+func saneFormat(format string) bool {
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		j := i + 1
+		for j < len(format) && strings.IndexByte("-+ #0123456789.", format[j]) >= 0 {
+			j++
+		}
+		if !sanePrintfSpec(format[i+1 : j]) {
+			return false
+		}
+		i = j
+	}
+	return true
 }
 
 // quote renders s as one shell word that reads back unchanged.

@@ -108,6 +108,8 @@ func TestRealShell(t *testing.T) {
 		{`cat <(pct list)`, result{Stderr: "labsim: process substitution is not simulated\n", Exit: 2}},
 		{`sleep 0.01 & echo after`, result{Stdout: "after\n"}},
 		{`command -v pct cd nosuch; type systemctl`, result{Stdout: "/usr/sbin/pct\ncd\n", Exit: 1}},
+		{`echo 'up() { echo "sourced $1"; }' > lib.sh && . lib.sh && up 101`, result{Stdout: "sourced 101\n"}},
+		{`printf '%999999999d' 1`, result{Stderr: "bash: printf: %999999999d: invalid format\n", Exit: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {
