@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/interp"
@@ -52,6 +53,7 @@ type shellRun struct {
 	env   *shellEnv
 	shell string    // "bash" or "sh"
 	stdin io.Reader // used when the interpreter has no standard input of its own
+	wrote atomic.Bool
 }
 
 // runScript runs src as the named shell ("bash" or "sh") would. opts are
@@ -67,12 +69,15 @@ func runScript(ctx context.Context, env *shellEnv, shell, src string, p proc, op
 		fmt.Fprintf(p.err, "labsim: %s is not simulated\n", msg)
 		return 2
 	}
-	r, err := newRunner(&shellRun{env: env, shell: shell, stdin: p.in}, p, append(opts, append([]string{"--"}, params...)...))
+	sh := &shellRun{env: env, shell: shell, stdin: p.in}
+	r, err := newRunner(sh, p, append(opts, append([]string{"--"}, params...)...))
 	if err != nil {
 		fmt.Fprintf(p.err, "%s: %v\n", shell, err)
 		return 2
 	}
-	return exitCode(ctx, p.err, shell, r.Run(ctx, file))
+	err = r.Run(ctx, file)
+	sh.saveWrites()
+	return exitCode(ctx, p.err, shell, err)
 }
 
 func parseScript(shell, src string) (*syntax.File, error) {
@@ -102,13 +107,21 @@ func reportSyntax(w io.Writer, shell string, err error) {
 	fmt.Fprintf(w, "bash: -c: line %d: %s\n", line, msg)
 }
 
+// simulatedPID is what $$ and $PPID read: the interpreter would give the
+// real process's.
+const simulatedPID = "4242"
+
 // unsupported names the first construct in file that the simulator will not
 // run, or "". It also runs background jobs in the foreground, so nothing a
-// session starts outlives it.
+// session starts outlives it, and replaces $$ and $PPID.
 func unsupported(file *syntax.File) string {
 	var msg string
 	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n := n.(type) {
+		case *syntax.Word:
+			n.Parts = hidePIDs(n.Parts)
+		case *syntax.DblQuoted:
+			n.Parts = hidePIDs(n.Parts)
 		case *syntax.ProcSubst:
 			// The interpreter makes a real FIFO for these.
 			msg = "process substitution"
@@ -120,6 +133,15 @@ func unsupported(file *syntax.File) string {
 		return msg == ""
 	})
 	return msg
+}
+
+func hidePIDs(parts []syntax.WordPart) []syntax.WordPart {
+	for i, part := range parts {
+		if pe, ok := part.(*syntax.ParamExp); ok && pe.Param != nil && (pe.Param.Value == "$" || pe.Param.Value == "PPID") {
+			parts[i] = &syntax.Lit{ValuePos: pe.Pos(), ValueEnd: pe.End(), Value: simulatedPID}
+		}
+	}
+	return parts
 }
 
 func newRunner(sh *shellRun, p proc, params []string) (*interp.Runner, error) {

@@ -109,6 +109,8 @@ func TestRealShell(t *testing.T) {
 		{`sleep 0.01 & echo after`, result{Stdout: "after\n"}},
 		{`command -v pct cd nosuch; type systemctl`, result{Stdout: "/usr/sbin/pct\ncd\n", Exit: 1}},
 		{`echo 'up() { echo "sourced $1"; }' > lib.sh && . lib.sh && up 101`, result{Stdout: "sourced 101\n"}},
+		{`exec >/tmp/kept; echo kept`, result{}},
+		{`cat /tmp/kept; echo "$$ ${PPID} $(( $$ > 0 ))"`, result{Stdout: "kept\n4242 4242 1\n"}},
 		{`printf '%999999999d' 1`, result{Stderr: "bash: printf: %999999999d: invalid format\n", Exit: 1}},
 	}
 	for _, tt := range tests {

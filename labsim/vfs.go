@@ -1,7 +1,6 @@
 package labsim
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"io"
@@ -61,8 +60,7 @@ func (sh *shellRun) open(ctx context.Context, name string, flag int, _ os.FileMo
 	if readOnlyPath(p) {
 		return nil, sh.fileError(name, errReadOnly)
 	}
-	// The shell creates or truncates the file when it opens it; what the
-	// command writes lands when it closes it.
+	// The shell creates or truncates the file when it opens it.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if files := s.filesLocked(sh.env); files != nil {
@@ -71,33 +69,45 @@ func (sh *shellRun) open(ctx context.Context, name string, flag int, _ os.FileMo
 			s.saveLocked()
 		}
 	}
-	return &fileSink{sim: s, env: sh.env, path: p}, nil
+	return &fileSink{sim: s, env: sh.env, path: p, sh: sh}, nil
 }
 
-// fileSink collects a command's redirected output; it reaches the
-// simulated file system when the shell closes it.
+// fileSink is a file the shell opened for writing: what a command writes
+// reaches the simulated file at once, and the state is saved when the
+// shell closes it or, for exec's redirections, when the script ends.
 type fileSink struct {
 	sim  *Sim
 	env  *shellEnv
 	path string
-	buf  bytes.Buffer
+	sh   *shellRun
 }
 
-func (k *fileSink) Read([]byte) (int, error)    { return 0, io.EOF }
-func (k *fileSink) Write(b []byte) (int, error) { return k.buf.Write(b) }
+func (k *fileSink) Read([]byte) (int, error) { return 0, io.EOF }
 
-func (k *fileSink) Close() error {
-	if k.buf.Len() == 0 {
-		return nil
-	}
+func (k *fileSink) Write(b []byte) (int, error) {
 	s := k.sim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if files := s.filesLocked(k.env); files != nil {
-		files[k.path] += k.buf.String()
+		files[k.path] += string(b)
+		k.sh.wrote.Store(true)
+	}
+	return len(b), nil
+}
+
+func (k *fileSink) Close() error {
+	k.sh.saveWrites()
+	return nil
+}
+
+// saveWrites saves the state if a redirection changed a file.
+func (sh *shellRun) saveWrites() {
+	if sh.wrote.Swap(false) {
+		s := sh.env.sim
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.saveLocked()
 	}
-	return nil
 }
 
 type devNull struct{}
