@@ -227,7 +227,7 @@ func (p SystemctlParams) check() (Params, []*ParamError) {
 		if err := ValidateUnit(p.Unit); err != nil {
 			errs = append(errs, paramErr("unit", "%v", err))
 		} else {
-			p.Unit = normalizeUnit(p.Unit)
+			p.Unit = NormalizeUnit(p.Unit)
 		}
 	}
 	return p, errs

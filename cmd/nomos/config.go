@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
 )
@@ -459,8 +459,7 @@ var roleNeeds = map[string]need{
 }
 
 var (
-	userIDPattern = regexp.MustCompile(`^@[a-z0-9._=/+-]+:[A-Za-z0-9.-]+(:[0-9]{1,5})?$`)
-	logLevels     = []string{"debug", "info", "warn", "error"}
+	logLevels = []string{"debug", "info", "warn", "error"}
 )
 
 // validate checks the parts of the config that role uses and returns every
@@ -485,7 +484,7 @@ func (c *Config) validate(role string) error {
 	}
 	if n.matrix {
 		checkURL(bad, "matrix.homeserver_url", c.Matrix.HomeserverURL, "http", "https")
-		if !userIDPattern.MatchString(c.Matrix.UserID) {
+		if policy.ValidateMatrixUserID(c.Matrix.UserID) != nil {
 			bad("matrix.user_id", "want a Matrix user id such as @nomos:example.org, got %q", c.Matrix.UserID)
 		}
 		if c.Matrix.Password == "" && c.Matrix.AccessToken == "" {
@@ -501,12 +500,12 @@ func (c *Config) validate(role string) error {
 			bad("matrix.ops_room", "want a room id such as !abc123:example.org, got %q", c.Matrix.OpsRoom)
 		}
 		for i, op := range c.Matrix.Operators {
-			if !userIDPattern.MatchString(op) {
+			if policy.ValidateMatrixUserID(op) != nil {
 				bad(fmt.Sprintf("matrix.operators[%d]", i), "want a Matrix user id such as @alice:example.org, got %q", op)
 			}
 		}
 		for i, r := range c.Matrix.Readers {
-			if !userIDPattern.MatchString(r) {
+			if policy.ValidateMatrixUserID(r) != nil {
 				bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 			}
 		}
