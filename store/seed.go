@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nomoshq/nomos/policy"
 )
@@ -267,7 +267,7 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
-// yamlError turns a yaml.v3 error into a SeedError with the line it names.
+// yamlError turns a YAML decoder error into a SeedError with the line it names.
 func yamlError(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")

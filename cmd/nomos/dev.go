@@ -22,7 +22,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"golang.org/x/crypto/ssh"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
