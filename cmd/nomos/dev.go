@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"golang.org/x/crypto/ssh"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/ssh"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
