@@ -255,6 +255,32 @@ func TestSeedAcceptsThePlanUnitNames(t *testing.T) {
 	}
 }
 
+// TestApplySeedStoresTheFullUnit: a bare unit name in a seed is stored as
+// the .service unit it means, as a plan would show it.
+func TestApplySeedStoresTheFullUnit(t *testing.T) {
+	t.Parallel()
+	s := testenv.Store(t)
+	ctx := testenv.Context(t)
+	data := "hosts:\n  - name: a\n    containers:\n      - vmid: 100\n        hostname: x\n        ip: dhcp\n        services:\n" +
+		"          - { name: web, unit: nginx }\n          - { name: cron, unit: cron.timer }\n          - { name: db }\n"
+	seed, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(data)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplySeed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	for slug, want := range map[string]string{"service:web": "nginx.service", "service:cron": "cron.timer", "service:db": "db.service"} {
+		e, err := s.EntityBySlug(ctx, slug)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Attrs["unit"]; got != want {
+			t.Errorf("%s unit = %v, want %s", slug, got, want)
+		}
+	}
+}
+
 // TestEveryCheckKindCanBeSeeded: a seed may name exactly the check kinds
 // the actuator runs (policy.CheckKinds), ping among them.
 func TestEveryCheckKindCanBeSeeded(t *testing.T) {
