@@ -108,12 +108,9 @@ func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error
 		}
 		for _, svc := range c.Services {
 			svcSlug := "service:" + svc.Name
-			unit := svc.Name + ".service"
-			if svc.Unit != "" {
-				unit = policy.NormalizeUnit(svc.Unit)
-			}
+			// Without a unit, the service's name (a DNS label) names it.
 			err := a.entity(ctx, st, svcSlug, svc.Name, map[string]any{
-				"unit": unit, "port": svc.Port,
+				"unit": policy.NormalizeUnit(cmp.Or(svc.Unit, svc.Name)), "port": svc.Port,
 				"health_path": svc.HealthPath, "vmid": c.VMID, "host": h.Name,
 			})
 			if err != nil {
