@@ -8,6 +8,12 @@
 #
 #   docker build -t nomos:local .
 #
+# `nomos version` in the image prints VERSION and COMMIT; give them from the
+# checkout, as make build does:
+#
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
+#     --build-arg COMMIT=$(git rev-parse HEAD) -t nomos:local .
+#
 # The build stage runs on the builder's own platform and cross-compiles, so
 # `docker buildx build --platform linux/arm64` works without emulation.
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
@@ -18,10 +24,11 @@ COPY . .
 ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=dev
+ARG COMMIT=
 # goolm: pure-Go end-to-end encryption, so no libolm and no cgo.
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -tags goolm -buildvcs=false -trimpath \
-      -ldflags "-s -w -X main.version=${VERSION}" \
+      -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
       -o /out/nomos ./cmd/nomos
 
 # Alpine rather than distroless: the health check needs an HTTP client

@@ -18,13 +18,21 @@ DEV_TAGS := -tags=goolm,nomosdev
 help: ## list the targets
 	@grep -hE '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# What `nomos version` prints: git describe of this checkout (the nearest
+# tag, commits since and -dirty; the short commit when there is no tag), or
+# dev outside git. Both may be given: make build VERSION=v0.3.0.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+BIN ?= bin/nomos
+
 .PHONY: build
-build: ## build bin/nomos, the production build
-	$(GO) build -o bin/nomos ./cmd/nomos
+build: ## build bin/nomos, the production build, stamped with the version and commit
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nomos
 
 .PHONY: build/dev
 build/dev: ## build bin/nomos as the development build: every role, plus dev and labsim
-	$(GO) build $(DEV_TAGS) -o bin/nomos ./cmd/nomos
+	$(GO) build $(DEV_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nomos
 
 .PHONY: demo
 demo: build/dev ## bring up the whole local stack (Postgres, Redis, Dendrite, labsim, roles)

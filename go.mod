@@ -24,10 +24,10 @@ require (
 	github.com/yuin/goldmark v1.8.6
 	go.mau.fi/util v0.11.0
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.3
 	golang.org/x/crypto v0.59.0
 	golang.org/x/net v0.62.0
 	golang.org/x/time v0.14.0
-	gopkg.in/yaml.v3 v3.0.1
 	maunium.net/go/mautrix v0.32.0
 	mvdan.cc/sh/v3 v3.14.1
 )
@@ -79,7 +79,6 @@ require (
 	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	go.yaml.in/yaml/v3 v3.0.3 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
 	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e // indirect
 	golang.org/x/sync v0.25.0 // indirect

@@ -13,7 +13,7 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-// announceSignals announces, in the alert room, each check that starts
+// announceSignals announces, in the ops room, each check that starts
 // failing and, as a reply, its recovery.
 func (b *Bot) announceSignals(ctx context.Context) {
 	room := id.RoomID(b.cfg.AlertRoom)

@@ -26,10 +26,14 @@ func cardSetup(t *testing.T) CardView {
 	return CardView{
 		Planned: executions.Planned{
 			Execution: store.Execution{
-				ID: uuid.MustParse("01900000-0000-7000-8000-000000000001"), Action: "restart",
-				TargetSlug: "service:jellyfin", Steps: []string{"pct exec 101 -- systemctl restart jellyfin.service"},
-				RiskClass: "reversible_low", PlanCode: "k7q2", State: store.StateAwaitingApproval,
-				ExpiresAt: cardNow.Add(29 * time.Minute), CreatedAt: cardNow.Add(-time.Minute),
+				Request: store.Request{
+					ID: uuid.MustParse("01900000-0000-7000-8000-000000000001"), Action: "restart",
+					TargetSlug: "service:jellyfin",
+					Steps:      []string{"pct exec 101 -- systemctl restart jellyfin.service"},
+					RiskClass:  "reversible_low", PlanCode: "k7q2", State: store.StateAwaitingApproval,
+					ExpiresAt: cardNow.Add(29 * time.Minute),
+				},
+				CreatedAt: cardNow.Add(-time.Minute),
 			},
 			Risk:  policy.Risk{Class: policy.ReversibleLow, Reasons: []string{"restarts jellyfin.service"}},
 			Blast: []policy.Affected{{Slug: "service:caddy", Via: policy.EdgeRoutesTo, From: "service:jellyfin", Depth: 1}},
@@ -346,10 +350,14 @@ func TestRenderCardEscapes(t *testing.T) {
 		func() (string, string) {
 			return NoticeAlreadyDecided(store.Approval{Decision: "approved", DecidedBy: evil})
 		},
-		func() (string, string) { return NoticeExpired(store.Execution{PlanCode: evil}, cardNow) },
-		func() (string, string) { return NoticeNotPending(store.Execution{PlanCode: evil, State: "running"}) },
 		func() (string, string) {
-			return NoticeWhichPlan([]store.Execution{{PlanCode: evil, Action: evil, TargetSlug: evil}}, cardNow)
+			return NoticeExpired(store.Execution{Request: store.Request{PlanCode: evil}}, cardNow)
+		},
+		func() (string, string) {
+			return NoticeNotPending(store.Execution{Request: store.Request{PlanCode: evil, State: "running"}})
+		},
+		func() (string, string) {
+			return NoticeWhichPlan([]store.Execution{{Request: store.Request{PlanCode: evil, Action: evil, TargetSlug: evil}}}, cardNow)
 		},
 	} {
 		_, h := f()
@@ -452,15 +460,15 @@ func TestNotices(t *testing.T) {
 		t.Errorf("NoticeNeedsPhrase = %q / %q", plain, htm)
 	}
 	plain, _ = NoticeWhichPlan([]store.Execution{
-		{PlanCode: "k7q2", Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "reversible_low", ExpiresAt: cardNow.Add(5 * time.Minute)},
-		{PlanCode: "m3zt", Action: "pct_destroy", TargetSlug: "lxc:131", RiskClass: "destructive", ExpiresAt: cardNow.Add(9 * time.Minute)},
+		{Request: store.Request{PlanCode: "k7q2", Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "reversible_low", ExpiresAt: cardNow.Add(5 * time.Minute)}},
+		{Request: store.Request{PlanCode: "m3zt", Action: "pct_destroy", TargetSlug: "lxc:131", RiskClass: "destructive", ExpiresAt: cardNow.Add(9 * time.Minute)}},
 	}, cardNow)
 	for _, w := range []string{"2 plans", "won't guess", "k7q2: restart service:jellyfin", "m3zt: pct_destroy lxc:131, 🔴 destructive, expires in 9m"} {
 		if !strings.Contains(plain, w) {
 			t.Errorf("NoticeWhichPlan lacks %q:\n%s", w, plain)
 		}
 	}
-	if plain, _ := NoticeExpired(store.Execution{PlanCode: "k7q2", ExpiresAt: cardNow}, cardNow); !strings.Contains(plain, "expired at 14:06 UTC") {
+	if plain, _ := NoticeExpired(store.Execution{Request: store.Request{PlanCode: "k7q2", ExpiresAt: cardNow}}, cardNow); !strings.Contains(plain, "expired at 14:06 UTC") {
 		t.Errorf("NoticeExpired = %q", plain)
 	}
 	if plain, _ := NoticeNotOperator("@guest:example.org"); !strings.Contains(plain, "only the operators") {

@@ -11,7 +11,7 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-// announceDiscoveries posts, in the alert room, one notice for each
+// announceDiscoveries posts, in the ops room, one notice for each
 // inventory that found containers new, back, changed or gone. An
 // inventory that changed nothing says nothing.
 func (b *Bot) announceDiscoveries(ctx context.Context) {

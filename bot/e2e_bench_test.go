@@ -102,9 +102,13 @@ func BenchmarkE2EResultToContinuation(b *testing.B) {
 		xid := uuid.Must(uuid.NewV7())
 		now := time.Now()
 		_, err := bun.store.CreateExecution(bun.ctx, store.NewExecution{
-			ID: xid, Action: "restart", TargetSlug: "service:jellyfin", Steps: []string{"pct exec 101 -- systemctl restart jellyfin.service"},
-			RiskClass: "reversible_low", PlanHash: strings.Repeat("0", 64), PlanCode: "bnch", State: store.StateDispatched,
-			RequestedBy: "agent", RequestedVia: "agent", RoomID: bun.room.String(), ExpiresAt: now.Add(time.Hour),
+			Request: store.Request{
+				ID: xid, Action: "restart", TargetSlug: "service:jellyfin",
+				Steps:     []string{"pct exec 101 -- systemctl restart jellyfin.service"},
+				RiskClass: "reversible_low", PlanHash: strings.Repeat("0", 64), PlanCode: "bnch",
+				State: store.StateDispatched, RequestedBy: "agent", RequestedVia: "agent",
+				RoomID: bun.room.String(), ExpiresAt: now.Add(time.Hour),
+			},
 		}, &store.Approval{Decision: "approved", DecidedBy: bun.operator.UserID.String(), Method: "reaction", PlanHash: strings.Repeat("0", 64), DecidedAt: now})
 		if err != nil {
 			b.Fatal(err)

@@ -32,8 +32,13 @@ func planSetup(t *testing.T) CardView {
 		}
 		c, _ := policy.ParseClass(class)
 		return executions.PlannedStep{
-			Execution: store.Execution{ID: id, Action: action, TargetSlug: "lxc:101", Steps: []string{cmd}, RiskClass: class,
-				PlanCode: "k7q2", State: state, ExpiresAt: cardNow.Add(29 * time.Minute), PlanID: &head, Position: n, Plan: info},
+			Execution: store.Execution{
+				Request: store.Request{
+					ID: id, Action: action, TargetSlug: "lxc:101", Steps: []string{cmd}, RiskClass: class,
+					PlanCode: "k7q2", State: state, ExpiresAt: cardNow.Add(29 * time.Minute),
+				},
+				PlanID: &head, Position: n, Plan: info,
+			},
 			Risk: policy.Risk{Class: c}, Target: lxc, Snapshot: action == "apt_upgrade",
 		}
 	}

@@ -319,12 +319,14 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		return Planned{}, err
 	}
 	n := store.NewExecution{
-		ID: id, Action: string(b.spec.Action), TargetID: &b.entity.ID, TargetSlug: b.entity.Slug,
-		Params: b.canonical, Steps: b.plan.Steps, RiskClass: b.risk.Class.String(),
-		PlanHash: b.hash, PlanCode: code, State: store.StateAwaitingApproval,
-		RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
-		ExpiresAt: s.cfg.Rules.ExpiresAt(b.risk.Class, now), Session: r.Session,
-		UnattendedLimit: s.cfg.UnattendedLimit,
+		Request: store.Request{
+			ID: id, Action: string(b.spec.Action), TargetID: &b.entity.ID, TargetSlug: b.entity.Slug,
+			Params: b.canonical, Steps: b.plan.Steps, RiskClass: b.risk.Class.String(), PlanHash: b.hash,
+			PlanCode: code, State: store.StateAwaitingApproval, RequestedBy: r.RequestedBy,
+			OnBehalfOf: r.OnBehalfOf, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
+			ExpiresAt: s.cfg.Rules.ExpiresAt(b.risk.Class, now),
+		},
+		Session: r.Session, UnattendedLimit: s.cfg.UnattendedLimit,
 	}
 	var auto *store.Approval
 	if s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, byAgent, false) {
@@ -463,11 +465,14 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 			id = uuid.Must(uuid.NewV7())
 		}
 		news[i] = store.NewExecution{
-			ID: id, Action: string(b.spec.Action), TargetID: &b.entity.ID, TargetSlug: b.entity.Slug,
-			Params: b.canonical, Steps: b.plan.Steps, RiskClass: b.risk.Class.String(),
-			PlanHash: b.hash, PlanCode: code, State: store.StateAwaitingApproval,
-			RequestedBy: r.RequestedBy, OnBehalfOf: r.OnBehalfOf, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
-			ExpiresAt: expires, Session: r.Session, UnattendedLimit: s.cfg.UnattendedLimit,
+			Request: store.Request{
+				ID: id, Action: string(b.spec.Action), TargetID: &b.entity.ID, TargetSlug: b.entity.Slug,
+				Params: b.canonical, Steps: b.plan.Steps, RiskClass: b.risk.Class.String(), PlanHash: b.hash,
+				PlanCode: code, State: store.StateAwaitingApproval, RequestedBy: r.RequestedBy,
+				OnBehalfOf: r.OnBehalfOf, RequestedVia: r.Via, Reason: r.Reason, RoomID: r.RoomID,
+				ExpiresAt: expires,
+			},
+			Session: r.Session, UnattendedLimit: s.cfg.UnattendedLimit,
 		}
 	}
 	var approval *store.Approval

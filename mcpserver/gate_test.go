@@ -238,10 +238,13 @@ func TestGetExecutionRedactsOutputNotCommands(t *testing.T) {
 	id := uuid.Must(uuid.NewV7())
 	step := `mysql -u app -e "select 1" && echo token=shown-as-run`
 	_, err := b.store.CreateExecution(b.ctx, store.NewExecution{
-		ID: id, Action: "run", TargetSlug: "host:strong", Params: json.RawMessage(`{"command": "mysql -u app -e \"select 1\" && echo token=shown-as-run"}`),
-		Steps: []string{step}, RiskClass: "config_mutation",
-		PlanHash: strings.Repeat("b", 64), PlanCode: "efgh", State: store.StateRunning,
-		RequestedBy: "mcp:claude", RequestedVia: "mcp", Reason: "the log said api_key=reason-secret", ExpiresAt: time.Now().Add(time.Hour),
+		Request: store.Request{
+			ID: id, Action: "run", TargetSlug: "host:strong",
+			Params: json.RawMessage(`{"command": "mysql -u app -e \"select 1\" && echo token=shown-as-run"}`),
+			Steps:  []string{step}, RiskClass: "config_mutation", PlanHash: strings.Repeat("b", 64),
+			PlanCode: "efgh", State: store.StateRunning, RequestedBy: "mcp:claude", RequestedVia: "mcp",
+			Reason: "the log said api_key=reason-secret", ExpiresAt: time.Now().Add(time.Hour),
+		},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func (s *Server) tools() []server.ServerTool {
 		), Handler: s.listLXCs},
 		{Tool: tool("get_state_snapshot", "Fleet snapshot",
 			"The fleet at a glance in one compact call: health counts by type, what needs attention, fullest disks, "+
-				"open signals (drift, failing checks) and executions in flight. Start here when you need orientation.", false,
+				"open signals (failing checks, alerts from Alertmanager) and executions in flight. Start here when you need orientation.", false,
 		), Handler: s.stateSnapshot},
 		{Tool: tool("get_health_summary", "Health counts",
 			"Counts of hosts, containers and services by health, and the names of those not healthy. "+
@@ -68,7 +68,7 @@ func (s *Server) tools() []server.ServerTool {
 			mcp.WithString("entity", mcp.Required(), mcp.Description("a slug, name, vmid or hostname")),
 		), Handler: s.blastRadius},
 		{Tool: tool("get_signal_history", "Signals",
-			"Open signals (failing checks, drift, full disks) and those raised or resolved recently, for the fleet or one entity.", false,
+			"Open signals (failing checks, a disk check among them, and alerts from Alertmanager) and those raised or resolved recently, for the fleet or one entity.", false,
 			mcp.WithString("entity", mcp.Description("only this entity's signals; empty means the whole fleet")),
 			mcp.WithString("since", mcp.Description("also list closed signals from this far back; default 7d. "+sinceHelp)),
 			mcp.WithNumber("limit", mcp.Description("at most this many; default 50")),
@@ -93,8 +93,8 @@ func (s *Server) tools() []server.ServerTool {
 		), Handler: s.trend},
 		{Tool: tool("search_knowledge", "Search knowledge",
 			"Full-text search of what the operators have written down: investigations, how-tos, decisions, docs. "+
-				"Returns ranked documents with a snippet. Search it before diagnosing a problem or planning a change; "+
-				"past failures (dead DNS in new containers, dpkg interrupted) are documented.", false,
+				"Returns ranked documents with a snippet. Search it before diagnosing a problem or planning a change, "+
+				"in case a past failure and its fix were written down.", false,
 			mcp.WithString("query", mcp.Required(), mcp.Description("words or a question; \"quoted phrases\" and -exclusions work")),
 			mcp.WithNumber("limit", mcp.Description("at most this many documents; default 5, at most 20")),
 		), Handler: s.searchKnowledge},

@@ -7,463 +7,6 @@ import (
 	"strings"
 )
 
-// Paths: which are devices, which hold what a host cannot lose, which hold
-// secrets.
-
-func cleanPath(p string) string {
-	if strings.HasPrefix(p, "/") {
-		return path.Clean(p)
-	}
-	return p
-}
-
-func safeOutput(p string) bool {
-	switch p {
-	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero":
-		return true
-	}
-	rest, ok := strings.CutPrefix(p, "/dev/fd/")
-	return ok && rest != "" && allBytes(rest, isDigit)
-}
-
-// isDevicePath reports whether p names something under /dev that may be a
-// disk: everything there except a short list of harmless character devices.
-func isDevicePath(p string) bool {
-	p = cleanPath(p)
-	rest, ok := strings.CutPrefix(p, "/dev/")
-	if !ok || rest == "" {
-		return false
-	}
-	switch rest {
-	case "null", "zero", "full", "random", "urandom", "stdin", "stdout", "stderr",
-		"tty", "console", "kmsg", "ptmx", "log":
-		return false
-	}
-	for _, dir := range []string{"fd/", "pts/", "shm/", "mqueue/", "tcp/", "udp/", "net/"} {
-		if strings.HasPrefix(rest, dir) {
-			return false
-		}
-	}
-	return true
-}
-
-// criticalDirs are system directories whose loss breaks the machine, beyond
-// the top level (every /x counts).
-var criticalDirs = set(
-	"/usr/bin", "/usr/lib", "/usr/local", "/usr/sbin", "/usr/share", "/var/lib",
-	"/etc/pve", "/etc/systemd", "/var/lib/vz", "/var/lib/pve-cluster",
-	"/var/lib/mysql", "/var/lib/postgresql", "/var/lib/docker", "/var/lib/lxc",
-	"/var/lib/lxcfs", "/etc/ssh",
-)
-
-// criticalPath reports whether removing, moving or recursively changing p
-// would take out a system directory, a home or the working directory.
-func criticalPath(p string) bool {
-	switch p {
-	case "", "-":
-		return false
-	case "*", ".", "..", "./", "../", ".*", "./*", "~", "~/", "~/*":
-		return true
-	}
-	if !strings.HasPrefix(p, "/") {
-		return false
-	}
-	c := path.Clean(p)
-	for {
-		t := strings.TrimSuffix(strings.TrimSuffix(c, "/*"), "/.")
-		if t == c {
-			break
-		}
-		c = t
-	}
-	if c == "" || c == "/" || c == "/*" {
-		return true
-	}
-	return strings.Count(c, "/") == 1 || criticalDirs[c]
-}
-
-// criticalFile reports whether p lies where deleting or moving anything is
-// destroying a guest or the host: Proxmox's cluster configuration, guest
-// images, the boot partition, device nodes.
-func criticalFile(p string) bool {
-	if !strings.HasPrefix(p, "/") {
-		return guestDisk(p)
-	}
-	c := path.Clean(p)
-	for _, dir := range []string{"/etc/pve/", "/var/lib/vz/", "/var/lib/pve-cluster/", "/boot/", "/dev/", "/mnt/pve/"} {
-		if strings.HasPrefix(c+"/", dir) {
-			return true
-		}
-	}
-	return guestDisk(c)
-}
-
-func under(p string, dirs ...string) bool {
-	for _, d := range dirs {
-		if p == d || strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// systemFiles are files whose loss or corruption stops a host booting or
-// anyone logging in.
-var systemFiles = set(
-	"/etc/shadow", "/etc/gshadow", "/etc/passwd", "/etc/group", "/etc/shadow-",
-	"/etc/gshadow-", "/etc/passwd-", "/etc/group-", "/etc/sudoers", "/etc/fstab",
-	"/etc/crypttab", "/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/inittab",
-	"/etc/network/interfaces", "/etc/default/grub", "/etc/kernel/cmdline",
-	"/etc/hostname", "/etc/resolv.conf.lock", "/etc/nsswitch.conf",
-)
-
-// criticalWrite reports whether writing to p, an absolute cleaned path (or
-// a glob over such paths), may destroy a guest, the cluster configuration,
-// or the host's ability to boot or let anyone log in, and says which.
-func criticalWrite(p string, onHost bool) (string, bool) {
-	if !strings.HasPrefix(p, "/") {
-		if guestDisk(p) {
-			return "a guest disk image", true
-		}
-		return "", false
-	}
-	switch {
-	case isDevicePath(p):
-		return "a device", true
-	case under(p, "/etc/pve", "/var/lib/pve-cluster", "/etc/corosync"):
-		return "the Proxmox cluster configuration", true
-	case under(p, "/var/lib/vz", "/mnt/pve"), guestDisk(p):
-		return "guest disks and backups", true
-	case under(p, "/boot", "/efi"):
-		return "the boot partition", true
-	case systemFiles[p], under(p, "/etc/sudoers.d", "/etc/pam.d", "/etc/security", "/etc/ssh", "/etc/ld.so.conf.d", "/etc/network/interfaces.d", "/root/.ssh"),
-		path.Base(p) == "authorized_keys":
-		return "a file the host needs to boot or let anyone log in", true
-	case under(p, "/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/local/bin", "/usr/local/sbin"):
-		return "the system's programs", true
-	case onHost && (p == "/proc/sysrq-trigger" || under(p, "/sys")):
-		return "the running kernel", true
-	}
-	if strings.ContainsAny(p, "*?[") {
-		for _, e := range criticalExamples {
-			if ok, err := path.Match(p, e); ok || err != nil {
-				return "a path that may match " + e, true
-			}
-		}
-	}
-	return "", false
-}
-
-var criticalExamples = []string{
-	"/etc/pve/lxc/100.conf", "/etc/pve/qemu-server/100.conf", "/etc/shadow",
-	"/etc/passwd", "/etc/fstab", "/etc/network/interfaces", "/var/lib/vz/images/100/vm-100-disk-0.raw",
-	"/var/lib/vz/dump/vzdump-lxc-100.tar.zst", "/rpool/data/subvol-100-disk-0",
-	"/dev/sda", "/dev/nvme0n1", "/dev/zvol/rpool/data/vm-100-disk-0",
-	"/dev/pve/vm-100-disk-0", "/boot/vmlinuz", "/root/.ssh/authorized_keys",
-	"/usr/bin/bash", "/bin/sh",
-}
-
-// intoDir classifies copying sources into dir, when dir is a directory:
-// each source lands on dir/<its name> (its contents on dir itself for
-// "src/." and, with rsync, "src/"), and a tree copied there may replace
-// any file below that, so a tree landing on a directory that holds a
-// critical file is destructive. writeTo has already judged dir itself.
-func (a *analyzer) intoDir(dir word, sources []word, tree, rsync bool, who string) {
-	if !dir.static() {
-		return
-	}
-	for _, d := range a.resolve(dir.val) {
-		for _, src := range sources {
-			name := path.Base(src.val)
-			target := path.Join(d, name)
-			if !src.static() || src.glob || name == "." || name == "/" || (rsync && strings.HasSuffix(src.val, "/")) {
-				target = d
-			}
-			if _, why, ok := a.criticalWord(word{val: target, raw: target}); ok {
-				a.destroy("%s writes to %s, %s", who, target, why)
-				return
-			}
-			if !tree {
-				continue
-			}
-			for _, e := range criticalExamples {
-				if target == "/" || under(e, target) {
-					a.destroy("%s copies a tree onto %s, which holds %s", who, target, e)
-					return
-				}
-			}
-		}
-	}
-}
-
-// guestDisk reports whether a component of p names a guest disk, a disk
-// image or a backup.
-func guestDisk(p string) bool {
-	for _, c := range strings.Split(p, "/") {
-		for _, kind := range []string{"vm-", "base-", "subvol-", "basevol-"} {
-			rest, ok := strings.CutPrefix(c, kind)
-			if !ok {
-				continue
-			}
-			id, tail, _ := strings.Cut(rest, "-")
-			if id != "" && allBytes(id, isDigit) && (strings.HasPrefix(tail, "disk") || strings.HasPrefix(tail, "cloudinit") ||
-				strings.HasPrefix(tail, "state") || strings.HasPrefix(tail, "tpmstate")) {
-				return true
-			}
-		}
-		if strings.HasPrefix(c, "vzdump-") {
-			return true
-		}
-		for _, ext := range []string{".raw", ".qcow2", ".vmdk", ".vma", ".vma.zst", ".vma.gz", ".vma.lzo"} {
-			if strings.HasSuffix(c, ext) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// secretFiles are files that hold keys, password hashes or tokens.
-var secretFiles = set(
-	"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
-	"/etc/security/opasswd", "/etc/corosync/authkey", "/etc/mysql/debian.cnf",
-	"/proc/kcore", "/dev/mem", "/dev/kmem", "/dev/port",
-)
-
-// secretDirs hold nothing but secrets.
-var secretDirs = []string{
-	"/etc/pve/priv", "/var/lib/pve-cluster", "/etc/ssl/private", "/etc/wireguard",
-	"/root/.ssh", "/root/.gnupg", "/root/.aws", "/root/.docker", "/root/.kube",
-	"/run/secrets", "/var/run/secrets",
-}
-
-// secretPath reports whether reading p, an absolute cleaned path, may print
-// a secret: a private key, a password hash, an API token, a process's
-// environment, a raw disk.
-func secretPath(p string) bool {
-	if secretFiles[p] || under(p, secretDirs...) {
-		return true
-	}
-	if isDevicePath(p) {
-		return true
-	}
-	if rest, ok := strings.CutPrefix(p, "/proc/"); ok {
-		b := path.Base(rest)
-		if b == "environ" || b == "mem" {
-			return true
-		}
-	}
-	for _, c := range strings.Split(p, "/") {
-		switch c {
-		case ".ssh", ".gnupg", ".aws", ".kube", ".docker":
-			return true
-		}
-	}
-	return secretBase(path.Base(p))
-}
-
-func secretBase(b string) bool {
-	if strings.HasSuffix(b, ".pub") {
-		return false
-	}
-	switch b {
-	case "shadow", "gshadow", "token.cfg", "shadow.cfg", "tfa.cfg", "authkey", "authkey.key",
-		".netrc", ".pgpass", ".my.cnf", ".git-credentials", "credentials", "credentials.json",
-		".bash_history", ".mysql_history", ".psql_history", "config.db", "environ":
-		return true
-	}
-	for _, p := range []string{"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".env", "shadow.", "gshadow.", "ssh_host_"} {
-		if strings.HasPrefix(b, p) {
-			return true
-		}
-	}
-	for _, s := range []string{".key", ".pem", ".p12", ".pfx", ".keyring", ".keytab", ".pw", ".jks", ".kdbx", ".env", "_key"} {
-		if strings.HasSuffix(b, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// secretExamples stand for the secret files a glob may match.
-var secretExamples = []string{
-	"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/var/backups/shadow.bak",
-	"/etc/pve/priv/authkey.key", "/etc/pve/priv/token.cfg", "/etc/pve/priv/shadow.cfg",
-	"/etc/pve/priv/tfa.cfg", "/etc/pve/priv/storage/x.pw", "/etc/pve/priv/acme/x.key",
-	"/etc/pve/priv/ceph.client.admin.keyring", "/etc/pve/pve-www.key",
-	"/etc/pve/local/pve-ssl.key", "/etc/pve/nodes/x/pve-ssl.key",
-	"/var/lib/pve-cluster/config.db", "/etc/corosync/authkey",
-	"/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ed25519_key",
-	"/root/.ssh/id_rsa", "/root/.ssh/id_ed25519", "/home/x/.ssh/id_rsa",
-	"/root/.env", "/root/.netrc", "/root/.pgpass", "/root/.bash_history",
-	"/root/.aws/credentials", "/root/.docker/config.json", "/etc/ssl/private/x.key",
-	"/etc/wireguard/wg0.conf", "/etc/ceph/ceph.client.admin.keyring",
-	"/etc/mysql/debian.cnf", "/proc/1/environ", "/proc/self/environ",
-	"/proc/1/mem", "/proc/kcore", "/dev/mem", "/dev/sda",
-}
-
-var secretBaseExamples = []string{
-	"x.key", "x.pem", "x.p12", "x.pfx", "x.keyring", "x.keytab", "x.pw", "id_rsa",
-	"id_ed25519", "id_ecdsa", "token.cfg", "authkey", ".env", "x.env", ".netrc",
-	".pgpass", ".my.cnf", ".git-credentials", "credentials", "shadow", "gshadow",
-	"shadow.bak", "environ", "config.db", ".bash_history", "ssh_host_rsa_key",
-}
-
-// globMaySecret reports whether the glob pattern p may match a secret file.
-func globMaySecret(p string) bool {
-	for _, e := range secretExamples {
-		if ok, err := path.Match(p, e); ok || err != nil {
-			return true
-		}
-	}
-	last := path.Base(p)
-	for _, b := range secretBaseExamples {
-		if ok, err := path.Match(last, b); ok || err != nil {
-			return true
-		}
-	}
-	if i := strings.IndexAny(p, "*?["); i > 0 {
-		if secretPath(path.Dir(p[:i] + "x")) {
-			return true
-		}
-	}
-	return false
-}
-
-// secretText are strings whose mention in a program's text means it may
-// read a secret.
-var secretText = []string{
-	"/etc/shadow", "/etc/gshadow", "/etc/pve/priv", ".ssh/", "/environ", "id_rsa",
-	"id_ed25519", "token.cfg", "authkey", "config.db", "ENVIRON", "os.environ",
-	"getenv", "$ENV", "%ENV",
-}
-
-// mentionsSecret reports a secret location named anywhere in text.
-func mentionsSecret(text string) (string, bool) {
-	for _, s := range secretText {
-		if strings.Contains(text, s) {
-			return s, true
-		}
-	}
-	return "", false
-}
-
-// expandTilde rewrites ~ and ~user at the start of p.
-func expandTilde(p string) string {
-	user, rest, _ := strings.Cut(p[1:], "/")
-	switch user {
-	case "", "root":
-		return "/root/" + rest
-	case "+", "-":
-		return rest
-	}
-	return "/home/" + user + "/" + rest
-}
-
-// resolve returns the absolute paths p may name: itself when absolute, and
-// otherwise p under each directory the script may be in.
-func (a *analyzer) resolve(p string) []string {
-	if p == "" {
-		return nil
-	}
-	if strings.HasPrefix(p, "~") {
-		p = expandTilde(p)
-	}
-	if strings.HasPrefix(p, "/") {
-		p = path.Clean(p)
-		// /proc/PID/root/x is x as that process sees it; /proc/PID/cwd/x
-		// is relative to its working directory.
-		if rest, ok := strings.CutPrefix(p, "/proc/"); ok {
-			_, rest, _ = strings.Cut(rest, "/")
-			if r, ok := strings.CutPrefix(rest+"/", "root/"); ok {
-				return append(a.resolve("/"+r), p)
-			}
-			if r, ok := strings.CutPrefix(rest+"/", "cwd/"); ok && r != "" {
-				return append(a.resolve(r), p)
-			}
-		}
-		return []string{p}
-	}
-	out := make([]string, 0, len(a.cwds))
-	for _, d := range a.cwds {
-		out = append(out, path.Join(d, p))
-	}
-	return out
-}
-
-// looksLikePath reports whether an argument of an unknown program is
-// probably a path rather than a name, a number or a volume id.
-func looksLikePath(v string) bool {
-	switch {
-	case strings.HasPrefix(v, "/"), strings.HasPrefix(v, "~"), strings.HasPrefix(v, "./"), strings.HasPrefix(v, "../"):
-		return true
-	case strings.Contains(v, "://"), strings.Contains(v, ":"):
-		return false
-	}
-	return strings.Contains(v, "/") || guestDisk(v)
-}
-
-// secretWord reports whether reading the file w may print a secret, and
-// names it.
-func (a *analyzer) secretWord(w word) (string, bool) {
-	v := w.val
-	if v == "" || v == "-" {
-		return "", false
-	}
-	for _, c := range a.resolve(v) {
-		if secretPath(c) || w.glob && globMaySecret(c) {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// secretTree reports whether reading the directory w recursively may print
-// a secret.
-func (a *analyzer) secretTree(w word) (string, bool) {
-	for _, c := range a.resolve(w.val) {
-		if c == "/" || secretPath(c) || under(c, "/home") {
-			return c, true
-		}
-		for _, e := range secretExamples {
-			if strings.HasPrefix(e, c+"/") {
-				return c, true
-			}
-			if !w.glob {
-				continue
-			}
-			for anc := e; anc != "/"; anc = path.Dir(anc) {
-				if ok, err := path.Match(c, anc); ok || err != nil {
-					return c, true
-				}
-			}
-		}
-	}
-	return "", false
-}
-
-// criticalWord reports whether writing to the file w may be destructive.
-func (a *analyzer) criticalWord(w word) (p, why string, ok bool) {
-	for _, c := range a.resolve(w.val) {
-		if why, ok := criticalWrite(c, a.onHost); ok {
-			return c, why, true
-		}
-		if w.glob || w.dynamic {
-			if strings.Contains(w.val, "/dev/") {
-				return c, "a device", true
-			}
-		}
-	}
-	if w.glob && !strings.Contains(w.val, "/") {
-		for _, b := range []string{"vm-100-disk-0.raw", "x.qcow2", "authorized_keys"} {
-			if ok, err := path.Match(w.val, b); ok || err != nil {
-				return w.val, "a path that may match " + b, true
-			}
-		}
-	}
-	return "", "", false
-}
-
 func init() {
 	// Readers print what they read: read-only for literal paths that hold
 	// no secret.
@@ -975,593 +518,11 @@ func ruleRsync(a *analyzer, args []word, depth int) (Class, string) {
 	return c, why
 }
 
-// ruleSed: sed is read-only when its script only edits the stream. e and
-// s///e run commands, w, W and s///w write files, -i edits files in place,
-// and a script from a file or one that cannot be read may do any of these.
-func ruleSed(a *analyzer, args []word, depth int) (Class, string) {
-	var scripts []string
-	var files []word
-	inPlace, fromFile, dynamic, filesDynamic := false, false, false, false
-	unknown := ""
-	scriptGiven := false
-	for i := 0; i < len(args); i++ {
-		w := args[i]
-		v := w.val
-		if w.dynamic && strings.HasPrefix(v, "-") {
-			dynamic = true
-		}
-		switch {
-		case v == "--":
-			files = append(files, args[i+1:]...)
-			i = len(args)
-		case strings.HasPrefix(v, "--"):
-			name, val, has := strings.Cut(v, "=")
-			switch {
-			case name == "--expression":
-				scriptGiven = true
-				if !has && i+1 < len(args) {
-					i++
-					val = args[i].val
-					dynamic = dynamic || args[i].dynamic
-				}
-				scripts = append(scripts, val)
-			case name == "--file":
-				fromFile = true
-			case strings.HasPrefix("--in-place", name) && len(name) > 4:
-				inPlace = true
-			case name == "--line-length" && !has:
-				i++
-			case slices.Contains([]string{"--quiet", "--silent", "--regexp-extended", "--null-data", "--zero-terminated", "--separate", "--unbuffered", "--posix", "--debug", "--sandbox", "--line-length", "--follow-symlinks", "--binary", "--help", "--version"}, name):
-			default:
-				unknown = name
-			}
-		case len(v) > 1 && v[0] == '-':
-			for j := 1; j < len(v); j++ {
-				switch v[j] {
-				case 'n', 'r', 'E', 's', 'z', 'u', 'b':
-				case 'i':
-					inPlace = true
-					j = len(v) // the rest is the backup suffix
-				case 'e', 'f', 'l':
-					val := v[j+1:]
-					if val == "" && i+1 < len(args) {
-						i++
-						val = args[i].val
-						dynamic = dynamic || args[i].dynamic
-					}
-					switch v[j] {
-					case 'e':
-						scriptGiven = true
-						scripts = append(scripts, val)
-					case 'f':
-						fromFile = true
-					}
-					j = len(v)
-				default:
-					unknown = "-" + v[j:j+1]
-				}
-			}
-		case !scriptGiven && !fromFile:
-			scriptGiven = true
-			scripts = append(scripts, v)
-			dynamic = dynamic || w.dynamic
-		default:
-			// A file known only at run time may be an option too (-i).
-			files = append(files, w)
-			filesDynamic = filesDynamic || w.dynamic
-		}
-	}
-	for _, f := range files {
-		a.reads(f, "sed")
-		if inPlace {
-			a.writeTo(f, "sed -i")
-		}
-	}
-	script := strings.Join(scripts, "\n")
-	switch {
-	case dynamic:
-		if c, r := crudeClass(joinRaw(args), a.onHost); c == Destructive {
-			return c, r
-		}
-		return a.opaqueClass("sed with a script or files only known at run time")
-	case fromFile:
-		return a.opaqueClass("sed -f runs a script file the classifier cannot read")
-	}
-	c, why := ReadOnly, ""
-	// GNU sed lets a bracket expression hold the delimiter, as in
-	// s/[/]/x/; other seds do not. A script one of them rejects does not
-	// run there, so judge every reading that parses, and give up only when
-	// none does.
-	var effects []sedEffect
-	for _, brackets := range []bool{true, false} {
-		if e := sedScript(script, brackets); e.bad == "" {
-			effects = append(effects, e)
-		} else if len(effects) == 0 && !brackets {
-			if cc, r := crudeClass(script, a.onHost); cc == Destructive {
-				return cc, r
-			}
-			return a.opaqueClass("sed script the classifier cannot read: " + e.bad)
-		}
-	}
-	for _, e := range effects {
-		for _, cmd := range e.exec {
-			if cmd != "" {
-				a.script(cmd, depth+1)
-			}
-			if cc, r := crudeClass(script, a.onHost); cc == Destructive {
-				return cc, r
-			}
-			c, why = a.opaqueClass("sed runs shell commands")
-		}
-		for _, f := range e.writes {
-			a.writeTo(word{val: f, raw: f}, "sed w")
-			if !safeOutput(cleanPath(f)) && c < ConfigMutation {
-				c, why = ConfigMutation, "sed writes "+f
-			}
-		}
-		for _, f := range e.reads {
-			a.reads(word{val: f, raw: f}, "sed r")
-		}
-	}
-	if inPlace {
-		c, why = max(c, ConfigMutation), "sed -i edits files in place"
-		if why == "" {
-			why = "sed -i edits files in place"
-		}
-	}
-	switch {
-	case c > ReadOnly:
-	case unknown != "":
-		return cfgf("sed option %s is not on the read-only list", unknown)
-	case filesDynamic:
-		return cfgf("sed with files only known at run time (one could be -i)")
-	}
-	return c, why
-}
+// tarRunners are tar's long options that run a program or write a state
+// file.
+var tarRunners = []string{"to-command", "checkpoint-action", "use-compress-program", "compress-program", "info-script", "new-volume-script", "rsh-command", "rmt-command", "index-file", "listed-incremental", "volno-file"}
 
-// sedEffect is what a sed script does beyond editing the stream.
-type sedEffect struct {
-	exec   []string // commands of e (empty for s///e, which runs the pattern space)
-	writes []string // files of w, W and s///w
-	reads  []string // files of r and R
-	bad    string   // why the script could not be read
-}
-
-// sedScript reads a GNU sed script. brackets tells whether a bracket
-// expression in a regular expression may hold the delimiter, as in GNU sed
-// but not every sed; the caller reads the script both ways.
-func sedScript(s string, brackets bool) sedEffect {
-	var e sedEffect
-	n := len(s)
-	i := 0
-	depth := 0
-	skipBlank := func() {
-		for i < n && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-	}
-	toEOL := func() string {
-		start := i
-		for i < n && s[i] != '\n' {
-			i++
-		}
-		return s[start:i]
-	}
-	label := func() {
-		skipBlank()
-		for i < n && s[i] != '\n' && s[i] != ';' {
-			i++
-		}
-	}
-	for {
-		for i < n && strings.IndexByte(" \t\n;", s[i]) >= 0 {
-			i++
-		}
-		if i >= n {
-			break
-		}
-		if s[i] == '#' {
-			toEOL()
-			continue
-		}
-		var ok bool
-		if i, ok = sedAddress(s, i, brackets, false); !ok {
-			e.bad = "an address"
-			return e
-		}
-		skipBlank()
-		if i < n && s[i] == ',' {
-			i++
-			skipBlank()
-			if i, ok = sedAddress(s, i, brackets, true); !ok {
-				e.bad = "an address"
-				return e
-			}
-		}
-		skipBlank()
-		for i < n && s[i] == '!' {
-			i++
-			skipBlank()
-		}
-		if i >= n {
-			e.bad = "a missing command"
-			return e
-		}
-		c := s[i]
-		i++
-		switch c {
-		case '{':
-			depth++
-			continue
-		case '}':
-			depth--
-			if depth < 0 {
-				e.bad = "an unexpected }"
-				return e
-			}
-		case '=', 'd', 'D', 'g', 'G', 'h', 'H', 'n', 'N', 'p', 'P', 'x', 'z', 'F':
-		case 'l', 'L', 'q', 'Q':
-			skipBlank()
-			for i < n && isDigit(s[i]) {
-				i++
-			}
-		case ':':
-			start := i
-			label()
-			if strings.TrimSpace(s[start:i]) == "" {
-				e.bad = "a label without a name"
-				return e
-			}
-		case 'b', 't', 'T', 'v':
-			label()
-		case 'a', 'i', 'c':
-			// Text to the end of the line; a backslash before the newline
-			// continues it.
-			for i < n {
-				if s[i] == '\\' && i+1 < n {
-					i += 2
-					continue
-				}
-				if s[i] == '\n' {
-					break
-				}
-				i++
-			}
-		case 'e':
-			skipBlank()
-			e.exec = append(e.exec, toEOL())
-		case 'r', 'R':
-			skipBlank()
-			e.reads = append(e.reads, toEOL())
-		case 'w', 'W':
-			skipBlank()
-			e.writes = append(e.writes, toEOL())
-		case 's', 'y':
-			if i >= n || s[i] == '\n' || s[i] == '\\' {
-				e.bad = "a missing delimiter"
-				return e
-			}
-			delim := s[i]
-			i++
-			if i, ok = sedPart(s, i, delim, brackets && c == 's'); !ok {
-				e.bad = "an unterminated " + string(c) + " command"
-				return e
-			}
-			if i, ok = sedPart(s, i, delim, false); !ok {
-				e.bad = "an unterminated " + string(c) + " command"
-				return e
-			}
-			if c == 'y' {
-				break
-			}
-		flags:
-			for i < n {
-				switch f := s[i]; {
-				case f == 'g' || f == 'p' || f == 'i' || f == 'I' || f == 'm' || f == 'M' || isDigit(f):
-					i++
-				case f == 'e':
-					e.exec = append(e.exec, "")
-					i++
-				case f == 'w':
-					i++
-					skipBlank()
-					e.writes = append(e.writes, toEOL())
-					break flags
-				default:
-					break flags
-				}
-			}
-		default:
-			e.bad = fmt.Sprintf("the unknown command %q", c)
-			return e
-		}
-		skipBlank()
-		if i < n && strings.IndexByte(";\n}#", s[i]) < 0 {
-			e.bad = "text after a command"
-			return e
-		}
-	}
-	if depth != 0 {
-		e.bad = "an unclosed {"
-	}
-	return e
-}
-
-// sedAddress reads an optional address at s[i:]; second allows the forms
-// only a range's end may take (+N, ~N).
-func sedAddress(s string, i int, brackets, second bool) (int, bool) {
-	n := len(s)
-	if i >= n {
-		return i, true
-	}
-	switch c := s[i]; {
-	case isDigit(c):
-		for i < n && isDigit(s[i]) {
-			i++
-		}
-		if i < n && s[i] == '~' {
-			i++
-			for i < n && isDigit(s[i]) {
-				i++
-			}
-		}
-	case c == '$':
-		i++
-	case second && (c == '+' || c == '~'):
-		i++
-		for i < n && isDigit(s[i]) {
-			i++
-		}
-	case c == '/' || c == '\\':
-		delim := byte('/')
-		if c == '\\' {
-			if i+1 >= n || s[i+1] == '\n' {
-				return i, false
-			}
-			delim = s[i+1]
-			i++
-		}
-		var ok bool
-		if i, ok = sedPart(s, i+1, delim, brackets); !ok {
-			return i, false
-		}
-		for i < n && (s[i] == 'I' || s[i] == 'M') {
-			i++
-		}
-	}
-	return i, true
-}
-
-// sedPart reads up to and past the unescaped delim.
-func sedPart(s string, i int, delim byte, brackets bool) (int, bool) {
-	n := len(s)
-	for i < n {
-		c := s[i]
-		switch {
-		case c == '\\':
-			i += 2
-			continue
-		case c == delim:
-			return i + 1, true
-		case c == '\n' && brackets:
-			return i, false
-		case c == '[' && brackets:
-			j := i + 1
-			if j < n && s[j] == '^' {
-				j++
-			}
-			if j < n && s[j] == ']' {
-				j++
-			}
-			for j < n && s[j] != ']' {
-				if s[j] == '[' && j+1 < n && strings.IndexByte(":.=", s[j+1]) >= 0 {
-					end := strings.Index(s[j+2:], string(s[j+1])+"]")
-					if end < 0 {
-						return j, false
-					}
-					j += 2 + end + 2
-					continue
-				}
-				j++
-			}
-			if j >= n {
-				return j, false
-			}
-			i = j + 1
-			continue
-		}
-		i++
-	}
-	return i, false
-}
-
-// ruleAwk: awk is a programming language, so never read-only. A program
-// that only filters and prints stays config_mutation; one that runs
-// commands, writes or reads other files or the environment is code the
-// classifier cannot read.
-func ruleAwk(name string) rule {
-	return func(a *analyzer, args []word, _ int) (Class, string) {
-		program, havePrg := "", false
-		var files []word
-		unsafe := ""
-		for i := 0; i < len(args); i++ {
-			w := args[i]
-			v := w.val
-			if w.dynamic && unsafe == "" {
-				unsafe = "has arguments only known at run time"
-			}
-			switch {
-			case havePrg:
-				if n, _, ok := strings.Cut(v, "="); ok && isShellName(n) {
-					continue
-				}
-				files = append(files, w)
-			case v == "--":
-			case v == "-F" || v == "-v":
-				i++
-			case strings.HasPrefix(v, "-F") || strings.HasPrefix(v, "-v"):
-			case v == "-e" || v == "--source":
-				if i+1 < len(args) {
-					i++
-					program, havePrg = args[i].val, true
-				}
-			case strings.HasPrefix(v, "-"):
-				if unsafe == "" {
-					unsafe = "option " + v + " may load code or write files"
-				}
-			default:
-				program, havePrg = v, true
-			}
-		}
-		for _, f := range files {
-			a.reads(f, name)
-		}
-		if unsafe == "" {
-			unsafe = awkProgram(program)
-		}
-		if what, ok := mentionsSecret(program); ok {
-			a.secret(name + " mentions " + what)
-		}
-		if unsafe != "" {
-			if c, r := crudeClass(program, a.onHost); c == Destructive {
-				return c, r
-			}
-			return a.opaqueClass(name + " " + unsafe)
-		}
-		return cfgf("%s runs a program; it is never read-only", name)
-	}
-}
-
-// hasIdent reports whether id occurs in text as a whole identifier.
-func hasIdent(text, id string) bool {
-	isID := func(c byte) bool { return isAlnum(c) || c == '_' }
-	for i := 0; ; {
-		j := strings.Index(text[i:], id)
-		if j < 0 {
-			return false
-		}
-		j += i
-		end := j + len(id)
-		if (j == 0 || !isID(text[j-1])) && (end == len(text) || !isID(text[end])) {
-			return true
-		}
-		i = j + 1
-	}
-}
-
-func isShellName(n string) bool {
-	if n == "" || isDigit(n[0]) {
-		return false
-	}
-	return allBytes(n, func(c byte) bool { return isAlnum(c) || c == '_' })
-}
-
-// awkProgram returns why an awk program is more than a filter, or "".
-func awkProgram(p string) string {
-	// Looked for in the whole text, strings and all: a misread regular
-	// expression must not hide one.
-	for _, id := range []string{"system", "getline", "ENVIRON", "PROCINFO", "ARGV", "ARGC", "close"} {
-		if hasIdent(p, id) {
-			return "uses " + id
-		}
-	}
-	if strings.Contains(p, "@") {
-		return "uses @ (gawk's include, load and indirect calls)"
-	}
-	n := len(p)
-	// regexOK: a / here starts a regular expression, not a division.
-	regexOK := true
-	inPrint := false
-	printDepth, depth := 0, 0
-	for i := 0; i < n; i++ {
-		c := p[i]
-		switch {
-		case c == '"':
-			i++
-			for i < n && p[i] != '"' {
-				if p[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			if i >= n {
-				return "has an unterminated string"
-			}
-			regexOK = false
-		case c == '#':
-			for i < n && p[i] != '\n' {
-				i++
-			}
-			regexOK = true
-		case c == '/' && regexOK:
-			i++
-			for i < n && p[i] != '/' {
-				switch p[i] {
-				case '\\':
-					i++
-				case '[':
-					for i < n && p[i] != ']' {
-						i++
-					}
-				case '\n':
-					return "has an unterminated regular expression"
-				}
-				i++
-			}
-			if i >= n {
-				return "has an unterminated regular expression"
-			}
-			regexOK = false
-		case c == '|':
-			if i+1 < n && p[i+1] == '|' {
-				i++
-				regexOK = true
-				continue
-			}
-			return "pipes to or from a command"
-		case c == '>':
-			if inPrint && depth == printDepth {
-				return "writes to a file"
-			}
-			regexOK = false
-		case c == '(':
-			depth++
-			regexOK = true
-		case c == ')':
-			depth--
-			regexOK = false
-		case c == ';' || c == '\n' || c == '{' || c == '}':
-			inPrint = false
-			regexOK = true
-		case c == ',' || c == '!' || c == '~' || c == '&' || c == '?' || c == ':' || c == '=':
-			regexOK = true
-		case isAlnum(c) || c == '_':
-			start := i
-			for i+1 < n && (isAlnum(p[i+1]) || p[i+1] == '_') {
-				i++
-			}
-			if id := p[start : i+1]; id == "print" || id == "printf" {
-				inPrint, printDepth = true, depth
-			}
-			regexOK = false
-		case c == ' ' || c == '\t':
-		default:
-			regexOK = false
-		}
-	}
-	return ""
-}
-
-// ruleTar: listing an archive is read-only; extracting writes files,
-// creating one writes the archive, and several options run programs.
-func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
-	args = slices.Clone(args)
-	// Old style: the first word is a cluster of letters without a dash.
-	if len(args) > 0 && args[0].static() && args[0].val != "" && !strings.HasPrefix(args[0].val, "-") &&
-		allBytes(args[0].val, func(c byte) bool { return isAlnum(c) }) {
-		args[0].val = "-" + args[0].val
-	}
-	runners := []string{"to-command", "checkpoint-action", "use-compress-program", "compress-program", "info-script", "new-volume-script", "rsh-command", "rmt-command", "index-file", "listed-incremental", "volno-file"}
+var tarSpec = func() spec {
 	s := newSpec(
 		"-c -x -t -d -r -u -A -v -z -j -J -a -p -h -O -k -m -P -S -W -s -Z -B -i -l -U -o "+
 			"--create --extract --get --list --diff --compare --append --update --concatenate --catenate --delete "+
@@ -1578,35 +539,21 @@ func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
 			"--transform --xform --owner --group --mode --mtime --format --label --starting-file --newer "+
 			"--after-date --newer-mtime --files-from --tape-length")
 	s.optional = set("--checkpoint", "--occurrence", "--totals", "--warning", "--exclude", "--backup", "--one-top-level", "--sort", "--quoting-style")
-	p := s.parse(args, false)
-	for _, o := range p.opts {
-		name := strings.TrimPrefix(o.name, "--")
-		if !strings.HasPrefix(o.name, "--") || len(name) < 3 {
-			continue
-		}
-		for _, r := range runners {
-			if strings.HasPrefix(r, name) {
-				if o.hasVal && o.val != "" {
-					cmd := o.val
-					if r == "checkpoint-action" {
-						var ok bool
-						if _, cmd, ok = strings.Cut(o.val, "exec="); !ok {
-							cmd = ""
-						}
-					}
-					if cmd != "" {
-						a.script(cmd, depth+1)
-					}
-				}
-				return a.opaqueClass("tar --" + r + " runs a program")
-			}
-		}
+	return s
+}()
+
+// ruleTar: listing an archive is read-only; extracting writes files,
+// creating one writes the archive, and several options run programs.
+func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
+	args = slices.Clone(args)
+	// Old style: the first word is a cluster of letters without a dash.
+	if len(args) > 0 && args[0].static() && args[0].val != "" && !strings.HasPrefix(args[0].val, "-") &&
+		allBytes(args[0].val, func(c byte) bool { return isAlnum(c) }) {
+		args[0].val = "-" + args[0].val
 	}
-	if p.has("-I", "-F", "-g") {
-		for _, o := range p.values("-I", "-F") {
-			a.script(o.val, depth+1)
-		}
-		return a.opaqueClass("tar -I, -F or -g runs a program or writes a state file")
+	p := tarSpec.parse(args, false)
+	if c, why, ok := a.tarRunner(p, depth); ok {
+		return c, why
 	}
 	archives := p.values("-f", "--file")
 	for _, f := range archives {
@@ -1623,33 +570,9 @@ func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
 	c, why := ReadOnly, ""
 	switch {
 	case extract && !toStdout:
-		dirs := p.values("-C", "--directory")
-		if len(dirs) == 0 {
-			dirs = []opt{{word: word{val: ".", raw: "."}}}
-		}
-		for _, d := range dirs {
-			_, crit, ok := a.criticalWord(d.word)
-			if !ok && strings.HasPrefix(d.word.val, "/") && path.Clean(d.word.val) == "/" {
-				crit, ok = "over the whole system", true
-			}
-			if ok {
-				return Destructive, "tar -x extracts into " + d.word.val + ", " + crit
-			}
-		}
-		c, why = cfgf("tar -x extracts files")
+		return a.tarExtract(p)
 	case create:
-		for _, f := range archives {
-			a.writeTo(f.word, "tar")
-			if !f.word.static() || f.val != "-" && !safeOutput(cleanPath(f.val)) {
-				c, why = cfgf("tar writes the archive %s", f.val)
-			}
-		}
-		for _, src := range p.operands {
-			if what, ok := a.secretTree(src); ok {
-				a.secret("tar " + what)
-			}
-			a.reads(src, "tar")
-		}
+		c, why = a.tarCreate(p, archives)
 	default:
 		for _, f := range archives {
 			a.reads(f.word, "tar")
@@ -1673,6 +596,80 @@ func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
 		return cfgf("tar -T reads file names from a file")
 	}
 	return ReadOnly, ""
+}
+
+// tarRunner judges the options that make tar run a program; ok is false
+// when none is given.
+func (a *analyzer) tarRunner(p parsed, depth int) (c Class, why string, ok bool) {
+	for _, o := range p.opts {
+		name := strings.TrimPrefix(o.name, "--")
+		if !strings.HasPrefix(o.name, "--") || len(name) < 3 {
+			continue
+		}
+		for _, r := range tarRunners {
+			if !strings.HasPrefix(r, name) {
+				continue
+			}
+			if o.hasVal && o.val != "" {
+				cmd := o.val
+				if r == "checkpoint-action" {
+					var ok bool
+					if _, cmd, ok = strings.Cut(o.val, "exec="); !ok {
+						cmd = ""
+					}
+				}
+				if cmd != "" {
+					a.script(cmd, depth+1)
+				}
+			}
+			c, why = a.opaqueClass("tar --" + r + " runs a program")
+			return c, why, true
+		}
+	}
+	if p.has("-I", "-F", "-g") {
+		for _, o := range p.values("-I", "-F") {
+			a.script(o.val, depth+1)
+		}
+		c, why = a.opaqueClass("tar -I, -F or -g runs a program or writes a state file")
+		return c, why, true
+	}
+	return ReadOnly, "", false
+}
+
+// tarExtract judges extracting an archive to files.
+func (a *analyzer) tarExtract(p parsed) (Class, string) {
+	dirs := p.values("-C", "--directory")
+	if len(dirs) == 0 {
+		dirs = []opt{{word: word{val: ".", raw: "."}}}
+	}
+	for _, d := range dirs {
+		_, crit, ok := a.criticalWord(d.word)
+		if !ok && strings.HasPrefix(d.word.val, "/") && path.Clean(d.word.val) == "/" {
+			crit, ok = "over the whole system", true
+		}
+		if ok {
+			return Destructive, "tar -x extracts into " + d.word.val + ", " + crit
+		}
+	}
+	return cfgf("tar -x extracts files")
+}
+
+// tarCreate notes what creating an archive writes and reads.
+func (a *analyzer) tarCreate(p parsed, archives []opt) (Class, string) {
+	c, why := ReadOnly, ""
+	for _, f := range archives {
+		a.writeTo(f.word, "tar")
+		if !f.word.static() || f.val != "-" && !safeOutput(cleanPath(f.val)) {
+			c, why = cfgf("tar writes the archive %s", f.val)
+		}
+	}
+	for _, src := range p.operands {
+		if what, ok := a.secretTree(src); ok {
+			a.secret("tar " + what)
+		}
+		a.reads(src, "tar")
+	}
+	return c, why
 }
 
 // ruleFind: -exec and kin run a command per file, with each file name in

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -83,7 +84,7 @@ func ValidateUnit(s string) error {
 	if s == "" {
 		return errors.New(want + ", got an empty string")
 	}
-	if len(normalizeUnit(s)) > 255 {
+	if len(NormalizeUnit(s)) > 255 {
 		return fmt.Errorf("%s of at most 255 characters, got %d", want, len(s))
 	}
 	if !(isAlnum(s[0]) || s[0] == '_') {
@@ -109,7 +110,7 @@ func ValidateUnit(s string) error {
 	if ats > 1 {
 		return fmt.Errorf("%s with at most one '@', got %s", want, quoted(s))
 	}
-	name := normalizeUnit(s)
+	name := NormalizeUnit(s)
 	if at := strings.IndexByte(name, '@'); at >= 0 {
 		inst := name[at+1 : strings.LastIndexByte(name, '.')]
 		if inst == "" {
@@ -124,9 +125,9 @@ func ValidateUnit(s string) error {
 
 func isHex(c byte) bool { return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') }
 
-// normalizeUnit appends ".service" to a unit name without a known type
-// suffix, so plans always show the full unit.
-func normalizeUnit(s string) string {
+// NormalizeUnit appends ".service" to a unit name without a known type
+// suffix, so plans and the fleet always show the full unit.
+func NormalizeUnit(s string) string {
 	if dot := strings.LastIndexByte(s, '.'); dot >= 0 {
 		for _, t := range unitTypes {
 			if s[dot+1:] == t {
@@ -324,19 +325,19 @@ func parseVMID(s string) (int, error) {
 	return id, nil
 }
 
-// ValidateMatrixUserID accepts a Matrix user id of the form @localpart:server
-// with no whitespace or control characters.
+// ValidateMatrixUserID accepts a Matrix user id as the spec writes new
+// ones: @localpart:server, the localpart of a-z, 0-9 and ._=/+-, the server
+// a host name or IPv4 address with an optional port. The config's
+// matrix.user_id, operators and readers, and the approval rules, all
+// check ids here.
 func ValidateMatrixUserID(s string) error {
-	const want = "must be a Matrix user id such as @alice:example.org"
-	local, server, ok := strings.Cut(strings.TrimPrefix(s, "@"), ":")
-	if !strings.HasPrefix(s, "@") || !ok || local == "" || server == "" || len(s) > 255 {
-		return fmt.Errorf("%s, got %s", want, quoted(s))
-	}
-	if !allBytes(s, func(c byte) bool { return c > ' ' && c < 0x7f }) {
-		return fmt.Errorf("%s (printable ASCII), got %s", want, quoted(s))
+	if len(s) > 255 || !matrixUserID.MatchString(s) {
+		return fmt.Errorf("must be a Matrix user id such as @alice:example.org, got %s", quoted(s))
 	}
 	return nil
 }
+
+var matrixUserID = regexp.MustCompile(`^@[a-z0-9._=/+-]+:[A-Za-z0-9.-]+(:[0-9]{1,5})?$`)
 
 // validEntityID accepts a resolved entity id: 1 to 128 of letters, digits,
 // '.', '_', ':' and '-' (a UUID fits).

@@ -81,8 +81,9 @@ var identTests = []identTest{
 	{
 		name:  "matrix user id",
 		check: ValidateMatrixUserID,
-		ok:    []string{"@operator:localhost", "@alice:example.org", "@bob:matrix.example.org:8448"},
-		bad:   []string{"", "alice", "@alice", "@:example.org", "@alice:", "@al ice:example.org", "#room:example.org"},
+		ok:    []string{"@operator:localhost", "@alice:example.org", "@bob:matrix.example.org:8448", "@a.b_c=d/e+f-g:10.0.0.5"},
+		bad: []string{"", "alice", "@alice", "@:example.org", "@alice:", "@al ice:example.org", "#room:example.org",
+			"@Alice:example.org", "@alice:example.org:port", "@alice:example.org:123456", "@alice:exa_mple.org"},
 	},
 }
 

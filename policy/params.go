@@ -16,8 +16,8 @@ import (
 
 // Params is the validated parameter set of one action. The concrete types are
 // the *Params structs of this package, as values; a type switch tells them
-// apart. Obtain one from ParseParams, ParseParamsMap or ValidateParams so it
-// is normalised and checked.
+// apart. Obtain one from ParseParams or ValidateParams so it is normalised
+// and checked.
 type Params interface {
 	// Action names the catalogue action these parameters belong to.
 	Action() Action
@@ -227,7 +227,7 @@ func (p SystemctlParams) check() (Params, []*ParamError) {
 		if err := ValidateUnit(p.Unit); err != nil {
 			errs = append(errs, paramErr("unit", "%v", err))
 		} else {
-			p.Unit = normalizeUnit(p.Unit)
+			p.Unit = NormalizeUnit(p.Unit)
 		}
 	}
 	return p, errs
@@ -536,58 +536,6 @@ func ParseParams(a Action, raw json.RawMessage) (Params, error) {
 		return nil, decodeErr(err)
 	}
 	return ValidateParams(p)
-}
-
-// ParseParamsMap is ParseParams for parameters that arrive as a decoded JSON
-// object, as from an MCP tool call.
-func ParseParamsMap(a Action, m map[string]any) (Params, error) {
-	if _, ok := kinds[a]; !ok {
-		_, err := Lookup(a)
-		return nil, err
-	}
-	if err := validUTF8Value("", m); err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return nil, paramErr("", "must be a JSON object of strings, numbers, booleans and lists: %v", err)
-	}
-	return ParseParams(a, raw)
-}
-
-func validUTF8Value(field string, v any) error {
-	switch v := v.(type) {
-	case string:
-		if !utf8.ValidString(v) {
-			return paramErr(field, "must be valid UTF-8")
-		}
-	case map[string]any:
-		for k, x := range v {
-			name := k
-			if field != "" {
-				name = field + "." + k
-			}
-			if !utf8.ValidString(k) {
-				return paramErr(field, "has a key that is not valid UTF-8")
-			}
-			if err := validUTF8Value(name, x); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for i, x := range v {
-			if err := validUTF8Value(fmt.Sprintf("%s[%d]", field, i), x); err != nil {
-				return err
-			}
-		}
-	case []string:
-		for i, x := range v {
-			if !utf8.ValidString(x) {
-				return paramErr(fmt.Sprintf("%s[%d]", field, i), "must be valid UTF-8")
-			}
-		}
-	}
-	return nil
 }
 
 // checkKeys walks the top level of a JSON object and refuses anything that is

@@ -158,28 +158,6 @@ func TestParamErrorNamesField(t *testing.T) {
 	}
 }
 
-func TestParseParamsMap(t *testing.T) {
-	t.Parallel()
-	got, err := ParseParamsMap(ActionPctCreate, map[string]any{
-		"hostname": "web", "cores": float64(2), "services": []any{"docker.io"}, "nesting": true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := PctCreateParams{Hostname: "web", Cores: 2, Memory: 512, DiskGB: 8, IP: "dhcp", Storage: "local-lvm",
-		Bridge: "vmbr0", Services: []string{"docker.io"}, Nesting: true}
-	if d := diff(want, got); d != "" {
-		t.Errorf("ParseParamsMap %s", d)
-	}
-	if _, err := ParseParamsMap(ActionPctExec, map[string]any{"command": "l\xffs"}); !errors.Is(err, ErrInvalidParams) {
-		t.Errorf("invalid UTF-8 in a map: error %v, want ErrInvalidParams", err)
-	}
-	if _, err := ParseParamsMap(ActionPctExec, map[string]any{"command": "ls", "extra": 1}); err == nil ||
-		!strings.Contains(err.Error(), "params.extra: is not a parameter of pct_exec") {
-		t.Errorf("unknown key in a map: error %v", err)
-	}
-}
-
 func TestValidateParams(t *testing.T) {
 	t.Parallel()
 	got, err := ValidateParams(SystemctlParams{Verb: VerbRestart, Unit: "caddy"})

@@ -35,7 +35,7 @@ func Render(p Params, t Target) ([]string, error) {
 	vmid := strconv.Itoa(t.VMID)
 	switch p := p.(type) {
 	case RestartParams:
-		return []string{inGuest(t, "systemctl", "restart", normalizeUnit(t.Unit))}, nil
+		return []string{inGuest(t, "systemctl", "restart", NormalizeUnit(t.Unit))}, nil
 	case SystemctlParams:
 		return []string{inGuest(t, "systemctl", string(p.Verb), unitFor(p, t))}, nil
 	case PctExecParams:
@@ -85,8 +85,8 @@ func checkPair(p Params, t Target) error {
 		switch {
 		case t.Type == TargetLXC && s.Unit == "":
 			return paramErr("unit", "is required for an lxc target: which unit to %s", s.Verb)
-		case t.Type == TargetService && s.Unit != "" && s.Unit != normalizeUnit(t.Unit):
-			return paramErr("unit", "must be empty or %s for target %s, got %s", normalizeUnit(t.Unit), t.Slug, quoted(s.Unit))
+		case t.Type == TargetService && s.Unit != "" && s.Unit != NormalizeUnit(t.Unit):
+			return paramErr("unit", "must be empty or %s for target %s, got %s", NormalizeUnit(t.Unit), t.Slug, quoted(s.Unit))
 		}
 	}
 	return nil
@@ -96,7 +96,7 @@ func unitFor(p SystemctlParams, t Target) string {
 	if p.Unit != "" {
 		return p.Unit
 	}
-	return normalizeUnit(t.Unit)
+	return NormalizeUnit(t.Unit)
 }
 
 // inGuest renders argv to run where the target lives: inside its container

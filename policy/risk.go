@@ -85,7 +85,7 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 	var b riskBuilder
 	switch p := p.(type) {
 	case RestartParams:
-		b.raise(ReversibleLow, "restarts "+normalizeUnit(t.Unit))
+		b.raise(ReversibleLow, "restarts "+NormalizeUnit(t.Unit))
 	case SystemctlParams:
 		switch p.Verb {
 		case VerbEnable, VerbDisable:

@@ -56,9 +56,11 @@ func (e agentEnv) execution(t *testing.T) uuid.UUID {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())
 	_, err := e.s.CreateExecution(testenv.Context(t), store.NewExecution{
-		ID: id, Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "reversible_low",
-		PlanHash: "hash", PlanCode: "code", State: store.StateAwaitingApproval,
-		RequestedBy: "@op:test", RequestedVia: "agent", RoomID: "!ops:test", ExpiresAt: time.Now().Add(time.Hour),
+		Request: store.Request{
+			ID: id, Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "reversible_low",
+			PlanHash: "hash", PlanCode: "code", State: store.StateAwaitingApproval, RequestedBy: "@op:test",
+			RequestedVia: "agent", RoomID: "!ops:test", ExpiresAt: time.Now().Add(time.Hour),
+		},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -460,9 +462,11 @@ func TestCreateExecutionLinksItsSessionInTheSameTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := store.NewExecution{
-		Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "read_only",
-		PlanHash: "hash", PlanCode: "code", State: store.StateAwaitingApproval,
-		RequestedBy: "agent", RequestedVia: "agent", RoomID: "!ops:test", ExpiresAt: time.Now().Add(time.Hour),
+		Request: store.Request{
+			Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "read_only", PlanHash: "hash",
+			PlanCode: "code", State: store.StateAwaitingApproval, RequestedBy: "agent", RequestedVia: "agent",
+			RoomID: "!ops:test", ExpiresAt: time.Now().Add(time.Hour),
+		},
 	}
 
 	n.ID = uuid.Must(uuid.NewV7())

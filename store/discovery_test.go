@@ -270,8 +270,8 @@ func TestInventoryLeavesInFlightExecutionsAlone(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
 	for _, x := range []store.NewExecution{
-		{Action: "pct_create", TargetSlug: "host:strong", Params: []byte(`{"hostname":"scratch"}`)},
-		{Action: "pct_destroy", TargetSlug: "lxc:106"},
+		{Request: store.Request{Action: "pct_create", TargetSlug: "host:strong", Params: []byte(`{"hostname":"scratch"}`)}},
+		{Request: store.Request{Action: "pct_destroy", TargetSlug: "lxc:106"}},
 	} {
 		x.ID, x.RiskClass, x.PlanHash, x.PlanCode, x.State = uuid.Must(uuid.NewV7()), "config_mutation", "h", "c", store.StateApproved
 		x.RequestedBy, x.RequestedVia, x.ExpiresAt = "@op:test", "chat", e.now.Add(time.Hour)

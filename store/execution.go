@@ -47,8 +47,10 @@ func (s ExecutionState) Terminal() bool {
 	return false
 }
 
-// Execution is one gated action and where it stands.
-type Execution struct {
+// Request is what a plan asks for: the fields an execution is created with
+// (NewExecution) and carries from then on (Execution), State moving as it
+// goes.
+type Request struct {
 	ID           uuid.UUID
 	Action       string
 	TargetID     *uuid.UUID
@@ -62,10 +64,18 @@ type Execution struct {
 	RequestedBy  string
 	RequestedVia string
 	// Reason is why an agent or MCP client asked; empty for a chat command.
-	Reason       string
-	RoomID       string
+	Reason    string
+	RoomID    string
+	ExpiresAt time.Time
+	// OnBehalfOf is the operator an agent acted for (RequestedBy is then
+	// the agent); empty otherwise.
+	OnBehalfOf string
+}
+
+// Execution is one gated action and where it stands.
+type Execution struct {
+	Request
 	CardEventID  string
-	ExpiresAt    time.Time
 	Result       json.RawMessage
 	Error        string
 	ProgressTail string
@@ -77,9 +87,6 @@ type Execution struct {
 	// Approval is the decision taken on the execution, if any. A step of a
 	// plan of several carries its plan's one decision.
 	Approval *Approval
-	// OnBehalfOf is the operator an agent acted for (RequestedBy is then
-	// the agent); empty otherwise.
-	OnBehalfOf string
 	// PlanID links the steps of a plan of several steps: it is the id of
 	// the plan's first step, which carries the card and the decision. Nil
 	// for a plan of one step.
@@ -158,23 +165,7 @@ type Approval struct {
 
 // NewExecution is what the lifecycle persists when a plan is requested.
 type NewExecution struct {
-	ID           uuid.UUID
-	Action       string
-	TargetID     *uuid.UUID
-	TargetSlug   string
-	Params       json.RawMessage
-	Steps        []string
-	RiskClass    string
-	PlanHash     string
-	PlanCode     string
-	State        ExecutionState
-	RequestedBy  string
-	RequestedVia string
-	Reason       string
-	RoomID       string
-	ExpiresAt    time.Time
-	// OnBehalfOf is the operator an agent acts for.
-	OnBehalfOf string
+	Request
 	// Session is the agent session that asked, if one did. The link is
 	// written with the execution, so a result that comes back at once
 	// still finds the session to re-invoke.

@@ -173,6 +173,33 @@ func (e *ErrAlreadyVoted) Error() string {
 	return fmt.Sprintf("%s already approved at %s; another operator must approve too", e.Existing.Voter, e.Existing.VotedAt.UTC().Format(time.RFC3339))
 }
 
+// approveByQuorum records the approval that the vote v, the last one the
+// quorum needed, decides: the approval row, the state, the audit entry
+// naming every approver, and the plan's settlement.
+func approveByQuorum(ctx context.Context, tx pgx.Tx, cur Execution, planID *uuid.UUID, v Vote, quorum int, now time.Time) error {
+	id := cur.ID
+	a := Approval{Decision: "approved", DecidedBy: v.Voter, Method: v.Method, EventID: v.EventID, PlanHash: v.PlanHash, DecidedAt: now}
+	if err := insertApproval(ctx, tx, id, a); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE executions SET state = 'approved', updated_at = $2 WHERE id = $1`, id, now); err != nil {
+		return err
+	}
+	voters := make([]string, 0, len(cur.Votes)+1)
+	for _, old := range cur.Votes {
+		voters = append(voters, old.Voter)
+	}
+	voters = append(voters, v.Voter)
+	if err := audit(ctx, tx, AuditEntry{Actor: v.Voter, Action: "execution.approved", ExecutionID: &id,
+		Detail: map[string]any{"method": v.Method, "event_id": v.EventID, "plan_hash": v.PlanHash, "quorum": quorum, "approvers": voters}}); err != nil {
+		return err
+	}
+	if planID != nil {
+		return settlePlan(ctx, tx, *planID, now)
+	}
+	return nil
+}
+
 // RecordVote records one operator's approval of a plan that needs quorum
 // of them. The vote that reaches the quorum records the plan's approval
 // (decided by that voter) and moves it to approved, in the same
@@ -224,26 +251,8 @@ func (s *Store) RecordVote(ctx context.Context, id uuid.UUID, v Vote, quorum int
 			return err
 		}
 		if n >= quorum {
-			a := Approval{Decision: "approved", DecidedBy: v.Voter, Method: v.Method, EventID: v.EventID, PlanHash: v.PlanHash, DecidedAt: now}
-			if err := insertApproval(ctx, tx, id, a); err != nil {
+			if err := approveByQuorum(ctx, tx, cur, planID, v, quorum, now); err != nil {
 				return err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE executions SET state = 'approved', updated_at = $2 WHERE id = $1`, id, now); err != nil {
-				return err
-			}
-			voters := make([]string, 0, n)
-			for _, old := range cur.Votes {
-				voters = append(voters, old.Voter)
-			}
-			voters = append(voters, v.Voter)
-			if err := audit(ctx, tx, AuditEntry{Actor: v.Voter, Action: "execution.approved", ExecutionID: &id,
-				Detail: map[string]any{"method": v.Method, "event_id": v.EventID, "plan_hash": v.PlanHash, "quorum": quorum, "approvers": voters}}); err != nil {
-				return err
-			}
-			if planID != nil {
-				if err := settlePlan(ctx, tx, *planID, now); err != nil {
-					return err
-				}
 			}
 			decided = true
 			state = StateApproved

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nomoshq/nomos/policy"
 )
@@ -154,8 +154,6 @@ type seedFile struct {
 }
 
 var (
-	dnsLabel      = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	unitName      = regexp.MustCompile(`^[A-Za-z0-9:_.@-]+\.(service|socket|timer|target|mount)$`)
 	slugPattern   = regexp.MustCompile(`^[a-z][a-z0-9_]*:[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	docSlug       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 	relTypes      = []string{"hosts", "runs", "depends_on", "routes_to"}
@@ -166,8 +164,10 @@ var (
 )
 
 // LoadSeed reads every *.yaml file at the top of fsys, in name order, and
-// validates the result. The first problem found is returned as a *SeedError
-// that names the file and line.
+// validates the result. Each problem is a *SeedError that names the file
+// and line; a file that does not parse stops the load, and otherwise every
+// problem in the seed is returned at once (errors.Join), so errors.As finds
+// the first.
 func LoadSeed(fsys fs.FS) (*Seed, error) {
 	names, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
@@ -267,7 +267,7 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
-// yamlError turns a yaml.v3 error into a SeedError with the line it names.
+// yamlError turns a YAML decoder error into a SeedError with the line it names.
 func yamlError(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
@@ -280,161 +280,182 @@ func yamlError(file string, err error) error {
 }
 
 func (s *Seed) validate() error {
-	slugs := map[string]bool{}
-	add := func(file string, line int, slug string) error {
-		if slugs[slug] {
-			return &SeedError{File: file, Line: line, Msg: fmt.Sprintf("duplicate entity %s", slug)}
-		}
-		slugs[slug] = true
-		return nil
-	}
+	v := &seedValidator{slugs: map[string]bool{}}
 	for _, h := range s.Hosts {
-		errf := func(line int, format string, args ...any) error {
-			return &SeedError{File: h.File, Line: line, Msg: fmt.Sprintf(format, args...)}
-		}
-		if !dnsLabel.MatchString(h.Name) {
-			return errf(h.Line, "host name %q: want a DNS label (a-z, 0-9, -)", h.Name)
-		}
-		if h.SSH != "" {
-			if _, err := netip.ParseAddrPort(h.SSH); err != nil {
-				return errf(h.Line, "host %s: ssh %q: want ip:port", h.Name, h.SSH)
-			}
-		}
-		if err := add(h.File, h.Line, "host:"+h.Name); err != nil {
-			return err
-		}
-		for _, c := range h.Containers {
-			if c.VMID < 100 || c.VMID > 999999999 {
-				return errf(c.Line, "container vmid %d: want 100..999999999", c.VMID)
-			}
-			if !dnsLabel.MatchString(c.Hostname) {
-				return errf(c.Line, "container %d hostname %q: want a DNS label", c.VMID, c.Hostname)
-			}
-			if c.IP != "dhcp" {
-				if _, err := netip.ParsePrefix(c.IP); err != nil {
-					return errf(c.Line, "container %d ip %q: want CIDR such as 10.0.0.5/24, or dhcp", c.VMID, c.IP)
-				}
-			}
-			if c.Gateway != "" {
-				if _, err := netip.ParseAddr(c.Gateway); err != nil {
-					return errf(c.Line, "container %d gateway %q: want an IP address", c.VMID, c.Gateway)
-				}
-			}
-			if c.Status != "" && !slices.Contains(containerStat, c.Status) {
-				return errf(c.Line, "container %d status %q: want running or stopped", c.VMID, c.Status)
-			}
-			if c.Cores < 0 || c.MemoryMB < 0 || c.DiskGB < 0 {
-				return errf(c.Line, "container %d: cores, memory_mb and disk_gb must not be negative", c.VMID)
-			}
-			if err := add(h.File, c.Line, fmt.Sprintf("lxc:%d", c.VMID)); err != nil {
-				return err
-			}
-			for _, svc := range c.Services {
-				if !dnsLabel.MatchString(svc.Name) {
-					return errf(svc.Line, "service name %q: want a DNS label", svc.Name)
-				}
-				if svc.Unit != "" && !unitName.MatchString(svc.Unit) {
-					return errf(svc.Line, "service %s unit %q: want a systemd unit name such as %s.service", svc.Name, svc.Unit, svc.Name)
-				}
-				if svc.Port < 0 || svc.Port > 65535 {
-					return errf(svc.Line, "service %s port %d: want 0..65535", svc.Name, svc.Port)
-				}
-				if svc.HealthPath != "" && !strings.HasPrefix(svc.HealthPath, "/") {
-					return errf(svc.Line, "service %s health_path %q: want a path starting with /", svc.Name, svc.HealthPath)
-				}
-				if err := add(h.File, svc.Line, "service:"+svc.Name); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	ref := func(file string, line int, what, slug string) error {
-		if !slugPattern.MatchString(slug) {
-			return &SeedError{File: file, Line: line, Msg: fmt.Sprintf("%s %q: want a slug such as service:jellyfin", what, slug)}
-		}
-		if !slugs[slug] {
-			return &SeedError{File: file, Line: line, Msg: fmt.Sprintf("%s %s: no such entity in the seed", what, slug)}
-		}
-		return nil
+		v.host(h)
 	}
 	for _, r := range s.Relationships {
-		if err := ref(r.File, r.Line, "relationship from", r.From); err != nil {
-			return err
-		}
-		if err := ref(r.File, r.Line, "relationship to", r.To); err != nil {
-			return err
-		}
-		if !slices.Contains(relTypes, r.Type) {
-			return &SeedError{File: r.File, Line: r.Line, Msg: fmt.Sprintf("relationship type %q: want one of %s", r.Type, strings.Join(relTypes, ", "))}
-		}
-		if r.From == r.To {
-			return &SeedError{File: r.File, Line: r.Line, Msg: "relationship from and to are the same entity"}
+		v.relationship(r)
+	}
+	v.checks(s.Checks)
+	for _, p := range s.Policy {
+		v.ref(p.File, p.Line, "policy target", p.Target)
+		if !slices.Contains(riskClasses, p.RiskClass) {
+			v.bad(p.File, p.Line, "policy risk_class %q: want one of %s", p.RiskClass, strings.Join(riskClasses, ", "))
 		}
 	}
-	checkSlugs := map[string]bool{}
-	for _, c := range s.Checks {
+	v.knowledge(s.Knowledge)
+	v.runbooks(s.Runbooks)
+	return errors.Join(v.errs...)
+}
+
+// seedValidator collects every problem in a seed, so its author sees all
+// of them at once.
+type seedValidator struct {
+	slugs map[string]bool // entity slugs defined so far
+	errs  []error
+}
+
+func (v *seedValidator) bad(file string, line int, format string, args ...any) {
+	v.errs = append(v.errs, &SeedError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// add defines an entity slug, once.
+func (v *seedValidator) add(file string, line int, slug string) {
+	if v.slugs[slug] {
+		v.bad(file, line, "duplicate entity %s", slug)
+	}
+	v.slugs[slug] = true
+}
+
+// ref checks a reference to an entity the seed defines. References are
+// checked after every host, so their order in the files does not matter.
+func (v *seedValidator) ref(file string, line int, what, slug string) {
+	switch {
+	case !slugPattern.MatchString(slug):
+		v.bad(file, line, "%s %q: want a slug such as service:jellyfin", what, slug)
+	case !v.slugs[slug]:
+		v.bad(file, line, "%s %s: no such entity in the seed", what, slug)
+	}
+}
+
+func (v *seedValidator) host(h SeedHost) {
+	if policy.ValidateHostname(h.Name) != nil {
+		v.bad(h.File, h.Line, "host name %q: want a DNS label (a-z, 0-9, -)", h.Name)
+	}
+	if h.SSH != "" {
+		if _, err := netip.ParseAddrPort(h.SSH); err != nil {
+			v.bad(h.File, h.Line, "host %s: ssh %q: want ip:port", h.Name, h.SSH)
+		}
+	}
+	v.add(h.File, h.Line, "host:"+h.Name)
+	for _, c := range h.Containers {
+		v.container(h.File, c)
+		for _, svc := range c.Services {
+			v.service(h.File, svc)
+		}
+	}
+}
+
+func (v *seedValidator) container(file string, c SeedContainer) {
+	if policy.ValidateVMID(c.VMID) != nil {
+		v.bad(file, c.Line, "container vmid %d: want %d..%d", c.VMID, policy.MinVMID, policy.MaxVMID)
+	}
+	if policy.ValidateHostname(c.Hostname) != nil {
+		v.bad(file, c.Line, "container %d hostname %q: want a DNS label", c.VMID, c.Hostname)
+	}
+	if c.IP != "dhcp" {
+		if _, err := netip.ParsePrefix(c.IP); err != nil {
+			v.bad(file, c.Line, "container %d ip %q: want CIDR such as 10.0.0.5/24, or dhcp", c.VMID, c.IP)
+		}
+	}
+	if c.Gateway != "" {
+		if _, err := netip.ParseAddr(c.Gateway); err != nil {
+			v.bad(file, c.Line, "container %d gateway %q: want an IP address", c.VMID, c.Gateway)
+		}
+	}
+	if c.Status != "" && !slices.Contains(containerStat, c.Status) {
+		v.bad(file, c.Line, "container %d status %q: want running or stopped", c.VMID, c.Status)
+	}
+	if c.Cores < 0 || c.MemoryMB < 0 || c.DiskGB < 0 {
+		v.bad(file, c.Line, "container %d: cores, memory_mb and disk_gb must not be negative", c.VMID)
+	}
+	v.add(file, c.Line, fmt.Sprintf("lxc:%d", c.VMID))
+}
+
+func (v *seedValidator) service(file string, svc SeedService) {
+	if policy.ValidateHostname(svc.Name) != nil {
+		v.bad(file, svc.Line, "service name %q: want a DNS label", svc.Name)
+	}
+	if svc.Unit != "" && policy.ValidateUnit(svc.Unit) != nil {
+		v.bad(file, svc.Line, "service %s unit %q: want a systemd unit name such as %s.service", svc.Name, svc.Unit, svc.Name)
+	}
+	if svc.Port < 0 || svc.Port > 65535 {
+		v.bad(file, svc.Line, "service %s port %d: want 0..65535", svc.Name, svc.Port)
+	}
+	if svc.HealthPath != "" && !strings.HasPrefix(svc.HealthPath, "/") {
+		v.bad(file, svc.Line, "service %s health_path %q: want a path starting with /", svc.Name, svc.HealthPath)
+	}
+	v.add(file, svc.Line, "service:"+svc.Name)
+}
+
+func (v *seedValidator) relationship(r SeedRelationship) {
+	v.ref(r.File, r.Line, "relationship from", r.From)
+	v.ref(r.File, r.Line, "relationship to", r.To)
+	if !slices.Contains(relTypes, r.Type) {
+		v.bad(r.File, r.Line, "relationship type %q: want one of %s", r.Type, strings.Join(relTypes, ", "))
+	}
+	if r.From == r.To {
+		v.bad(r.File, r.Line, "relationship from and to are the same entity")
+	}
+}
+
+func (v *seedValidator) checks(checks []SeedCheck) {
+	slugs := map[string]bool{}
+	for _, c := range checks {
 		if !docSlug.MatchString(c.Slug) {
-			return &SeedError{File: c.File, Line: c.Line, Msg: fmt.Sprintf("check slug %q: want lowercase words joined by -", c.Slug)}
+			v.bad(c.File, c.Line, "check slug %q: want lowercase words joined by -", c.Slug)
 		}
-		if checkSlugs[c.Slug] {
-			return &SeedError{File: c.File, Line: c.Line, Msg: fmt.Sprintf("duplicate check %s", c.Slug)}
+		if slugs[c.Slug] {
+			v.bad(c.File, c.Line, "duplicate check %s", c.Slug)
 		}
-		checkSlugs[c.Slug] = true
-		if err := ref(c.File, c.Line, "check target", c.Target); err != nil {
-			return err
-		}
+		slugs[c.Slug] = true
+		v.ref(c.File, c.Line, "check target", c.Target)
 		if !policy.IsCheckKind(c.Kind) {
-			return &SeedError{File: c.File, Line: c.Line, Msg: fmt.Sprintf("check kind %q: want one of %s", c.Kind, strings.Join(policy.CheckKinds(), ", "))}
+			v.bad(c.File, c.Line, "check kind %q: want one of %s", c.Kind, strings.Join(policy.CheckKinds(), ", "))
 		}
 		if c.Interval != 0 && c.Interval < 5 {
-			return &SeedError{File: c.File, Line: c.Line, Msg: fmt.Sprintf("check %s interval_seconds %d: want at least 5", c.Slug, c.Interval)}
+			v.bad(c.File, c.Line, "check %s interval_seconds %d: want at least 5", c.Slug, c.Interval)
 		}
 	}
-	for _, p := range s.Policy {
-		if err := ref(p.File, p.Line, "policy target", p.Target); err != nil {
-			return err
+}
+
+func (v *seedValidator) knowledge(docs []SeedDoc) {
+	slugs := map[string]bool{}
+	for _, d := range docs {
+		if !docSlug.MatchString(d.Slug) || slugs[d.Slug] {
+			v.bad(d.File, d.Line, "knowledge slug %q: want a unique lowercase slug", d.Slug)
 		}
-		if !slices.Contains(riskClasses, p.RiskClass) {
-			return &SeedError{File: p.File, Line: p.Line, Msg: fmt.Sprintf("policy risk_class %q: want one of %s", p.RiskClass, strings.Join(riskClasses, ", "))}
-		}
-	}
-	docSlugs := map[string]bool{}
-	for _, d := range s.Knowledge {
-		if !docSlug.MatchString(d.Slug) || docSlugs[d.Slug] {
-			return &SeedError{File: d.File, Line: d.Line, Msg: fmt.Sprintf("knowledge slug %q: want a unique lowercase slug", d.Slug)}
-		}
-		docSlugs[d.Slug] = true
+		slugs[d.Slug] = true
 		if strings.TrimSpace(d.Title) == "" || strings.TrimSpace(d.Body) == "" {
-			return &SeedError{File: d.File, Line: d.Line, Msg: fmt.Sprintf("knowledge %s: title and body are required", d.Slug)}
+			v.bad(d.File, d.Line, "knowledge %s: title and body are required", d.Slug)
 		}
 		if d.Kind != "" && !slices.Contains(docKinds, d.Kind) {
-			return &SeedError{File: d.File, Line: d.Line, Msg: fmt.Sprintf("knowledge %s kind %q: want one of %s", d.Slug, d.Kind, strings.Join(docKinds, ", "))}
+			v.bad(d.File, d.Line, "knowledge %s kind %q: want one of %s", d.Slug, d.Kind, strings.Join(docKinds, ", "))
 		}
 		for _, e := range d.Entities {
-			if err := ref(d.File, d.Line, "knowledge entity", e); err != nil {
-				return err
-			}
+			v.ref(d.File, d.Line, "knowledge entity", e)
 		}
 	}
-	rbSlugs := map[string]bool{}
-	for _, r := range s.Runbooks {
-		if !docSlug.MatchString(r.Slug) || rbSlugs[r.Slug] {
-			return &SeedError{File: r.File, Line: r.Line, Msg: fmt.Sprintf("runbook slug %q: want a unique lowercase slug", r.Slug)}
+}
+
+func (v *seedValidator) runbooks(runbooks []SeedRunbook) {
+	slugs := map[string]bool{}
+	for _, r := range runbooks {
+		if !docSlug.MatchString(r.Slug) || slugs[r.Slug] {
+			v.bad(r.File, r.Line, "runbook slug %q: want a unique lowercase slug", r.Slug)
 		}
-		rbSlugs[r.Slug] = true
+		slugs[r.Slug] = true
 		if !slices.Contains(targetTypes, r.TargetType) {
-			return &SeedError{File: r.File, Line: r.Line, Msg: fmt.Sprintf("runbook %s target_type %q: want one of %s", r.Slug, r.TargetType, strings.Join(targetTypes, ", "))}
+			v.bad(r.File, r.Line, "runbook %s target_type %q: want one of %s", r.Slug, r.TargetType, strings.Join(targetTypes, ", "))
 		}
 		if len(r.Triggers) == 0 || len(r.Steps) == 0 {
-			return &SeedError{File: r.File, Line: r.Line, Msg: fmt.Sprintf("runbook %s: needs at least one trigger and one step", r.Slug)}
+			v.bad(r.File, r.Line, "runbook %s: needs at least one trigger and one step", r.Slug)
 		}
-		for _, st := range r.Steps {
-			if st.Action == "" {
-				return &SeedError{File: r.File, Line: r.Line, Msg: fmt.Sprintf("runbook %s: every step needs an action", r.Slug)}
-			}
+		if slices.ContainsFunc(r.Steps, func(st SeedRunbookStep) bool { return st.Action == "" }) {
+			v.bad(r.File, r.Line, "runbook %s: every step needs an action", r.Slug)
 		}
 	}
-	return nil
 }
 
 // Slugs lists every entity slug the seed defines, in seed order.

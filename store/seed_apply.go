@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nomoshq/nomos/policy"
 )
 
 // SeedStats counts the rows a seed run inserted or changed. A second run of
@@ -49,39 +51,8 @@ type seedApplier struct {
 
 func (a *seedApplier) apply(ctx context.Context, seed *Seed, st *SeedStats) error {
 	for _, h := range seed.Hosts {
-		hostSlug := "host:" + h.Name
-		err := a.entity(ctx, st, hostSlug, h.Name, map[string]any{
-			"ssh": h.SSH, "node": cmp.Or(h.Node, h.Name), "cores": h.Cores,
-			"memory_mb": h.MemoryMB, "storage": cmp.Or(h.Storage, "local-lvm"),
-		})
-		if err != nil {
+		if err := a.host(ctx, st, h); err != nil {
 			return err
-		}
-		for _, c := range h.Containers {
-			lxcSlug := fmt.Sprintf("lxc:%d", c.VMID)
-			err := a.entity(ctx, st, lxcSlug, c.Hostname, map[string]any{
-				"vmid": c.VMID, "host": h.Name, "hostname": c.Hostname, "ip": c.IP,
-				"gateway": c.Gateway, "cores": c.Cores, "memory_mb": c.MemoryMB, "disk_gb": c.DiskGB,
-			})
-			if err != nil {
-				return err
-			}
-			if err := a.edge(ctx, st, hostSlug, lxcSlug, "hosts"); err != nil {
-				return err
-			}
-			for _, svc := range c.Services {
-				svcSlug := "service:" + svc.Name
-				err := a.entity(ctx, st, svcSlug, svc.Name, map[string]any{
-					"unit": cmp.Or(svc.Unit, svc.Name+".service"), "port": svc.Port,
-					"health_path": svc.HealthPath, "vmid": c.VMID, "host": h.Name,
-				})
-				if err != nil {
-					return err
-				}
-				if err := a.edge(ctx, st, lxcSlug, svcSlug, "runs"); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	for _, r := range seed.Relationships {
@@ -95,57 +66,119 @@ func (a *seedApplier) apply(ctx context.Context, seed *Seed, st *SeedStats) erro
 		}
 	}
 	for _, p := range seed.Policy {
-		tag, err := a.tx.Exec(ctx, `INSERT INTO policy_overrides (id, entity_id, action, risk_class, reason)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (entity_id, action) DO UPDATE
-			SET risk_class = excluded.risk_class, reason = excluded.reason
-			WHERE (policy_overrides.risk_class, policy_overrides.reason) IS DISTINCT FROM (excluded.risk_class, excluded.reason)`,
-			newID(), a.ids[p.Target], cmp.Or(p.Action, "*"), p.RiskClass, p.Reason)
-		if err != nil {
-			return fmt.Errorf("policy for %s: %w", p.Target, err)
+		if err := a.policy(ctx, st, p); err != nil {
+			return err
 		}
-		st.Policy += int(tag.RowsAffected())
 	}
 	for _, d := range seed.Knowledge {
-		ids := make([]uuid.UUID, 0, len(d.Entities))
-		for _, slug := range d.Entities {
-			ids = append(ids, a.ids[slug])
+		if err := a.doc(ctx, st, d); err != nil {
+			return err
 		}
-		tags := d.Tags
-		if tags == nil {
-			tags = []string{}
-		}
-		tag, err := a.tx.Exec(ctx, `INSERT INTO knowledge_docs (id, slug, title, kind, body, entity_ids, tags)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (slug) DO UPDATE
-			SET title = excluded.title, kind = excluded.kind, body = excluded.body,
-				entity_ids = excluded.entity_ids, tags = excluded.tags, updated_at = now()
-			WHERE (knowledge_docs.title, knowledge_docs.kind, knowledge_docs.body, knowledge_docs.entity_ids, knowledge_docs.tags)
-				IS DISTINCT FROM (excluded.title, excluded.kind, excluded.body, excluded.entity_ids, excluded.tags)`,
-			newID(), d.Slug, d.Title, cmp.Or(d.Kind, "doc"), d.Body, ids, tags)
-		if err != nil {
-			return fmt.Errorf("knowledge %s: %w", d.Slug, err)
-		}
-		st.Knowledge += int(tag.RowsAffected())
 	}
 	for _, r := range seed.Runbooks {
-		steps, err := json.Marshal(r.Steps)
-		if err != nil {
-			return fmt.Errorf("runbook %s: %w", r.Slug, err)
+		if err := a.runbook(ctx, st, r); err != nil {
+			return err
 		}
-		tag, err := a.tx.Exec(ctx, `INSERT INTO runbooks (id, slug, title, description, triggers, target_type, steps)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (slug) DO UPDATE
-			SET title = excluded.title, description = excluded.description, triggers = excluded.triggers,
-				target_type = excluded.target_type, steps = excluded.steps, updated_at = now()
-			WHERE (runbooks.title, runbooks.description, runbooks.triggers, runbooks.target_type, runbooks.steps)
-				IS DISTINCT FROM (excluded.title, excluded.description, excluded.triggers, excluded.target_type, excluded.steps)`,
-			newID(), r.Slug, r.Title, r.Description, r.Triggers, r.TargetType, steps)
-		if err != nil {
-			return fmt.Errorf("runbook %s: %w", r.Slug, err)
-		}
-		st.Runbooks += int(tag.RowsAffected())
 	}
+	return nil
+}
+
+// host upserts a host, its containers and their services, and the edges
+// between them.
+func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error {
+	hostSlug := "host:" + h.Name
+	err := a.entity(ctx, st, hostSlug, h.Name, map[string]any{
+		"ssh": h.SSH, "node": cmp.Or(h.Node, h.Name), "cores": h.Cores,
+		"memory_mb": h.MemoryMB, "storage": cmp.Or(h.Storage, "local-lvm"),
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range h.Containers {
+		lxcSlug := fmt.Sprintf("lxc:%d", c.VMID)
+		err := a.entity(ctx, st, lxcSlug, c.Hostname, map[string]any{
+			"vmid": c.VMID, "host": h.Name, "hostname": c.Hostname, "ip": c.IP,
+			"gateway": c.Gateway, "cores": c.Cores, "memory_mb": c.MemoryMB, "disk_gb": c.DiskGB,
+		})
+		if err != nil {
+			return err
+		}
+		if err := a.edge(ctx, st, hostSlug, lxcSlug, "hosts"); err != nil {
+			return err
+		}
+		for _, svc := range c.Services {
+			svcSlug := "service:" + svc.Name
+			// Without a unit, the service's name (a DNS label) names it.
+			err := a.entity(ctx, st, svcSlug, svc.Name, map[string]any{
+				"unit": policy.NormalizeUnit(cmp.Or(svc.Unit, svc.Name)), "port": svc.Port,
+				"health_path": svc.HealthPath, "vmid": c.VMID, "host": h.Name,
+			})
+			if err != nil {
+				return err
+			}
+			if err := a.edge(ctx, st, lxcSlug, svcSlug, "runs"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (a *seedApplier) policy(ctx context.Context, st *SeedStats, p SeedPolicy) error {
+	tag, err := a.tx.Exec(ctx, `INSERT INTO policy_overrides (id, entity_id, action, risk_class, reason)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (entity_id, action) DO UPDATE
+		SET risk_class = excluded.risk_class, reason = excluded.reason
+		WHERE (policy_overrides.risk_class, policy_overrides.reason) IS DISTINCT FROM (excluded.risk_class, excluded.reason)`,
+		newID(), a.ids[p.Target], cmp.Or(p.Action, "*"), p.RiskClass, p.Reason)
+	if err != nil {
+		return fmt.Errorf("policy for %s: %w", p.Target, err)
+	}
+	st.Policy += int(tag.RowsAffected())
+	return nil
+}
+
+func (a *seedApplier) doc(ctx context.Context, st *SeedStats, d SeedDoc) error {
+	ids := make([]uuid.UUID, 0, len(d.Entities))
+	for _, slug := range d.Entities {
+		ids = append(ids, a.ids[slug])
+	}
+	tags := d.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	tag, err := a.tx.Exec(ctx, `INSERT INTO knowledge_docs (id, slug, title, kind, body, entity_ids, tags)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (slug) DO UPDATE
+		SET title = excluded.title, kind = excluded.kind, body = excluded.body,
+			entity_ids = excluded.entity_ids, tags = excluded.tags, updated_at = now()
+		WHERE (knowledge_docs.title, knowledge_docs.kind, knowledge_docs.body, knowledge_docs.entity_ids, knowledge_docs.tags)
+			IS DISTINCT FROM (excluded.title, excluded.kind, excluded.body, excluded.entity_ids, excluded.tags)`,
+		newID(), d.Slug, d.Title, cmp.Or(d.Kind, "doc"), d.Body, ids, tags)
+	if err != nil {
+		return fmt.Errorf("knowledge %s: %w", d.Slug, err)
+	}
+	st.Knowledge += int(tag.RowsAffected())
+	return nil
+}
+
+func (a *seedApplier) runbook(ctx context.Context, st *SeedStats, r SeedRunbook) error {
+	steps, err := json.Marshal(r.Steps)
+	if err != nil {
+		return fmt.Errorf("runbook %s: %w", r.Slug, err)
+	}
+	tag, err := a.tx.Exec(ctx, `INSERT INTO runbooks (id, slug, title, description, triggers, target_type, steps)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (slug) DO UPDATE
+		SET title = excluded.title, description = excluded.description, triggers = excluded.triggers,
+			target_type = excluded.target_type, steps = excluded.steps, updated_at = now()
+		WHERE (runbooks.title, runbooks.description, runbooks.triggers, runbooks.target_type, runbooks.steps)
+			IS DISTINCT FROM (excluded.title, excluded.description, excluded.triggers, excluded.target_type, excluded.steps)`,
+		newID(), r.Slug, r.Title, r.Description, r.Triggers, r.TargetType, steps)
+	if err != nil {
+		return fmt.Errorf("runbook %s: %w", r.Slug, err)
+	}
+	st.Runbooks += int(tag.RowsAffected())
 	return nil
 }
 

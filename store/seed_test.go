@@ -164,6 +164,123 @@ func TestLoadSeedErrorsNameFileAndLine(t *testing.T) {
 	}
 }
 
+// TestLoadSeedReportsEveryMistake: a seed with a mistake in each section
+// and in two files reports all of them at once, each at its file and line,
+// so its author fixes them in one pass.
+func TestLoadSeedReportsEveryMistake(t *testing.T) {
+	t.Parallel()
+	fleet := `hosts:
+  - name: Bad_Host
+    containers:
+      - vmid: 7
+        hostname: web
+        ip: 10.0.0.5
+        services:
+          - name: web
+            unit: "web;reboot"
+  - name: b
+relationships:
+  - { from: host:b, to: service:nope, type: depends_on }
+  - { from: host:b, to: host:b, type: likes }
+`
+	rest := `checks:
+  - { slug: c, target: host:b, kind: exec }
+  - { slug: c, target: host:b, kind: ping, interval_seconds: 1 }
+policy:
+  - { target: host:b, risk_class: scary }
+knowledge:
+  - { slug: k, title: "", body: "" }
+runbooks:
+  - { slug: r, title: R, target_type: vm, triggers: [x] }
+`
+	_, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(fleet)}, "more.yaml": {Data: []byte(rest)}})
+	if err == nil {
+		t.Fatal("LoadSeed accepted a seed full of mistakes")
+	}
+	var got []string
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("err = %T %v, want every mistake joined", err, err)
+	}
+	for _, e := range joined.Unwrap() {
+		var se *store.SeedError
+		if !errors.As(e, &se) {
+			t.Fatalf("%v is a %T, want a *SeedError", e, e)
+		}
+		got = append(got, se.Error())
+	}
+	want := []string{
+		`fleet.yaml:2: host name "Bad_Host": want a DNS label (a-z, 0-9, -)`,
+		`fleet.yaml:4: container vmid 7: want 100..999999999`,
+		`fleet.yaml:4: container 7 ip "10.0.0.5": want CIDR such as 10.0.0.5/24, or dhcp`,
+		`fleet.yaml:8: service web unit "web;reboot": want a systemd unit name such as web.service`,
+		`fleet.yaml:12: relationship to service:nope: no such entity in the seed`,
+		`fleet.yaml:13: relationship type "likes": want one of hosts, runs, depends_on, routes_to`,
+		`fleet.yaml:13: relationship from and to are the same entity`,
+		`more.yaml:2: check kind "exec": want one of ` + strings.Join(policy.CheckKinds(), ", "),
+		`more.yaml:3: duplicate check c`,
+		`more.yaml:3: check c interval_seconds 1: want at least 5`,
+		`more.yaml:5: policy risk_class "scary": want one of read_only, reversible_low, config_mutation, destructive`,
+		`more.yaml:7: knowledge k: title and body are required`,
+		`more.yaml:9: runbook r target_type "vm": want one of host, lxc, service`,
+		`more.yaml:9: runbook r: needs at least one trigger and one step`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reported mistakes (-want +got):\n%s", diff)
+	}
+}
+
+// TestSeedAcceptsThePlanUnitNames: a seed accepts exactly the unit names a plan
+// accepts (policy.ValidateUnit), a bare name meaning name.service.
+func TestSeedAcceptsThePlanUnitNames(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		unit string
+		ok   bool
+	}{
+		{"jellyfin.service", true},
+		{"jellyfin", true},
+		{"getty@tty1.service", true},
+		{"data.automount", true},
+		{"getty@.service", false},
+		{"a@b@c.service", false},
+		{"-.mount", false},
+		{"a..service", false},
+	} {
+		data := "hosts:\n  - name: a\n    containers:\n      - vmid: 100\n        hostname: x\n        ip: dhcp\n        services:\n          - name: s\n            unit: \"" + tt.unit + "\"\n"
+		_, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(data)}})
+		if (err == nil) != tt.ok || (policy.ValidateUnit(tt.unit) == nil) != tt.ok {
+			t.Errorf("unit %q: seed err = %v, policy err = %v; want both to accept it: %v", tt.unit, err, policy.ValidateUnit(tt.unit), tt.ok)
+		}
+	}
+}
+
+// TestApplySeedStoresTheFullUnit: a bare unit name in a seed is stored as
+// the .service unit it means, as a plan would show it.
+func TestApplySeedStoresTheFullUnit(t *testing.T) {
+	t.Parallel()
+	s := testenv.Store(t)
+	ctx := testenv.Context(t)
+	data := "hosts:\n  - name: a\n    containers:\n      - vmid: 100\n        hostname: x\n        ip: dhcp\n        services:\n" +
+		"          - { name: web, unit: nginx }\n          - { name: cron, unit: cron.timer }\n          - { name: db }\n"
+	seed, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(data)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplySeed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	for slug, want := range map[string]string{"service:web": "nginx.service", "service:cron": "cron.timer", "service:db": "db.service"} {
+		e, err := s.EntityBySlug(ctx, slug)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Attrs["unit"]; got != want {
+			t.Errorf("%s unit = %v, want %s", slug, got, want)
+		}
+	}
+}
+
 // TestEveryCheckKindCanBeSeeded: a seed may name exactly the check kinds
 // the actuator runs (policy.CheckKinds), ping among them.
 func TestEveryCheckKindCanBeSeeded(t *testing.T) {

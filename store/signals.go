@@ -11,7 +11,8 @@ import (
 )
 
 // Signal is something about an entity that needs attention: a failing
-// check, drift from the inventory, a full disk.
+// check (kind check:<slug>, raised as its result is recorded) or a firing
+// Alertmanager alert (kind ExternalKindPrefix and the alert's name).
 type Signal struct {
 	ID         uuid.UUID
 	EntitySlug string

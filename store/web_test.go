@@ -17,9 +17,12 @@ import (
 func newExecution(t *testing.T, s *store.Store, target, by string, state store.ExecutionState) store.Execution {
 	t.Helper()
 	x, err := s.CreateExecution(t.Context(), store.NewExecution{
-		ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: target, Params: json.RawMessage(`{}`),
-		Steps: []string{"true"}, RiskClass: "reversible_low", PlanHash: strings.Repeat("a", 64), PlanCode: "abcd",
-		State: state, RequestedBy: by, RequestedVia: "chat", ExpiresAt: time.Now().Add(time.Hour),
+		Request: store.Request{
+			ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: target, Params: json.RawMessage(`{}`),
+			Steps: []string{"true"}, RiskClass: "reversible_low", PlanHash: strings.Repeat("a", 64),
+			PlanCode: "abcd", State: state, RequestedBy: by, RequestedVia: "chat",
+			ExpiresAt: time.Now().Add(time.Hour),
+		},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

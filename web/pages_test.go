@@ -80,10 +80,15 @@ func (b *bundle) populateWith(t testing.TB, hostile string) activity {
 	link := &store.SessionLink{SessionID: sess.ID}
 	mk := func(state store.ExecutionState, reason string) store.Execution {
 		x, err := b.st.CreateExecution(b.ctx, store.NewExecution{
-			ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: "service:jellyfin", Params: json.RawMessage(`{}`),
-			Steps: []string{"pct exec 101 -- systemctl restart jellyfin.service"}, RiskClass: "reversible_low",
-			PlanHash: strings.Repeat("b", 64), PlanCode: "wxyz", State: state, RequestedBy: "agent", RequestedVia: "agent",
-			Reason: reason, ExpiresAt: now.Add(20 * time.Minute), Session: link,
+			Request: store.Request{
+				ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: "service:jellyfin",
+				Params:    json.RawMessage(`{}`),
+				Steps:     []string{"pct exec 101 -- systemctl restart jellyfin.service"},
+				RiskClass: "reversible_low", PlanHash: strings.Repeat("b", 64), PlanCode: "wxyz",
+				State: state, RequestedBy: "agent", RequestedVia: "agent", Reason: reason,
+				ExpiresAt: now.Add(20 * time.Minute),
+			},
+			Session: link,
 		}, nil)
 		if err != nil {
 			t.Fatal(err)

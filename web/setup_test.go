@@ -122,10 +122,12 @@ func (b *bundle) plan(t testing.TB, target, reason string, state store.Execution
 		steps = []string{"pct exec 101 -- systemctl restart jellyfin.service"}
 	}
 	x, err := b.st.CreateExecution(b.ctx, store.NewExecution{
-		ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: target, Params: json.RawMessage(`{}`),
-		Steps: steps, RiskClass: "reversible_low", PlanHash: strings.Repeat("a", 64), PlanCode: "abcd",
-		State: state, RequestedBy: "@operator:nomos.test", RequestedVia: "chat", Reason: reason,
-		ExpiresAt: time.Now().Add(30 * time.Minute),
+		Request: store.Request{
+			ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: target, Params: json.RawMessage(`{}`),
+			Steps: steps, RiskClass: "reversible_low", PlanHash: strings.Repeat("a", 64), PlanCode: "abcd",
+			State: state, RequestedBy: "@operator:nomos.test", RequestedVia: "chat", Reason: reason,
+			ExpiresAt: time.Now().Add(30 * time.Minute),
+		},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,10 +15,10 @@ func TestActingFor(t *testing.T) {
 		x    store.Execution
 		want string
 	}{
-		{store.Execution{RequestedBy: "agent", RequestedVia: "agent", OnBehalfOf: "@op:x"}, "@op:x"},
-		{store.Execution{RequestedBy: "@op:x", RequestedVia: "agent"}, "@op:x"},
-		{store.Execution{RequestedBy: "agent", RequestedVia: "agent"}, ""},
-		{store.Execution{RequestedBy: "mcp:claude", RequestedVia: "mcp"}, ""},
+		{store.Execution{Request: store.Request{RequestedBy: "agent", RequestedVia: "agent", OnBehalfOf: "@op:x"}}, "@op:x"},
+		{store.Execution{Request: store.Request{RequestedBy: "@op:x", RequestedVia: "agent"}}, "@op:x"},
+		{store.Execution{Request: store.Request{RequestedBy: "agent", RequestedVia: "agent"}}, ""},
+		{store.Execution{Request: store.Request{RequestedBy: "mcp:claude", RequestedVia: "mcp"}}, ""},
 	} {
 		if got := actingFor(tt.x); got != tt.want {
 			t.Errorf("actingFor(%s via %s for %q) = %q, want %q", tt.x.RequestedBy, tt.x.RequestedVia, tt.x.OnBehalfOf, got, tt.want)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
 )
@@ -459,8 +459,7 @@ var roleNeeds = map[string]need{
 }
 
 var (
-	userIDPattern = regexp.MustCompile(`^@[a-z0-9._=/+-]+:[A-Za-z0-9.-]+(:[0-9]{1,5})?$`)
-	logLevels     = []string{"debug", "info", "warn", "error"}
+	logLevels = []string{"debug", "info", "warn", "error"}
 )
 
 // validate checks the parts of the config that role uses and returns every
@@ -484,70 +483,104 @@ func (c *Config) validate(role string) error {
 		checkURL(bad, "redis.url", c.Redis.URL, "redis", "rediss")
 	}
 	if n.matrix {
-		checkURL(bad, "matrix.homeserver_url", c.Matrix.HomeserverURL, "http", "https")
-		if !userIDPattern.MatchString(c.Matrix.UserID) {
-			bad("matrix.user_id", "want a Matrix user id such as @nomos:example.org, got %q", c.Matrix.UserID)
-		}
-		if c.Matrix.Password == "" && c.Matrix.AccessToken == "" {
-			bad("matrix.password", "set matrix.password or matrix.access_token (or their _file forms)")
-		}
-		if len(c.Matrix.Operators) == 0 {
-			bad("matrix.operators", "want at least one operator user id, such as [\"@alice:example.org\"]")
-		}
-		if len(c.Matrix.PickleKey) < 16 {
-			bad("matrix.pickle_key", "want a secret of at least 16 characters; it encrypts the bot's end-to-end keys at rest")
-		}
-		if c.Matrix.OpsRoom != "" && !strings.HasPrefix(c.Matrix.OpsRoom, "!") {
-			bad("matrix.ops_room", "want a room id such as !abc123:example.org, got %q", c.Matrix.OpsRoom)
-		}
-		for i, op := range c.Matrix.Operators {
-			if !userIDPattern.MatchString(op) {
-				bad(fmt.Sprintf("matrix.operators[%d]", i), "want a Matrix user id such as @alice:example.org, got %q", op)
-			}
-		}
-		for i, r := range c.Matrix.Readers {
-			if !userIDPattern.MatchString(r) {
-				bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
-			}
-		}
-		if d := c.Alerts.MuteFor; d < time.Minute || d > 7*24*time.Hour {
-			bad("alerts.mute_for", "want a duration between 1m and 168h, got %s", d)
-		}
-		if t := c.Alerts.WebhookToken; t != "" && len(t) < bot.MinHookTokenLength {
-			bad("alerts.webhook_token", "want at least %d characters so it can't be guessed, such as `openssl rand -hex 32`", bot.MinHookTokenLength)
-		}
-		if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
-			bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",
-				len(c.Matrix.Operators), q)
-		}
+		c.validateMatrix(bad)
 	}
 	if n.llm || c.LLM.Model != "" || c.LLM.APIKey != "" {
-		checkURL(bad, "llm.base_url", c.LLM.BaseURL, "http", "https")
-		if c.LLM.Model == "" {
-			bad("llm.model", "want a model name such as deepseek/deepseek-chat when the LLM is used")
-		}
-		if c.LLM.MaxIterations < 1 || c.LLM.MaxIterations > 50 {
-			bad("llm.max_iterations", "want 1 to 50 model calls per turn, got %d", c.LLM.MaxIterations)
-		}
-		if c.LLM.MaxTokens < 64 {
-			bad("llm.max_tokens", "want at least 64, got %d", c.LLM.MaxTokens)
-		}
-		if c.LLM.MaxToolResultBytes < 1024 || c.LLM.MaxToolResultBytes > 16384 {
-			bad("llm.max_tool_result_bytes", "want 1024 to 16384 (a stored message holds 16 KB), got %d", c.LLM.MaxToolResultBytes)
-		}
+		c.validateLLM(bad)
 	}
 	if n.actuator {
-		checkFile(bad, "actuator.ssh_key_file", c.Actuator.SSHKeyFile)
-		checkFile(bad, "actuator.known_hosts_file", c.Actuator.KnownHostsFile)
-		if c.Actuator.JournalFile == "" {
-			bad("actuator.journal_file", "want a path for the actuator's local journal, such as /var/lib/nomos/journal")
+		c.validateActuator(bad)
+	}
+	c.validateKeys(n, bad)
+	c.validateWeb(n, bad)
+	c.validateMCPClient(n, bad)
+	if n.labsim {
+		if c.Labsim.StateDir == "" {
+			bad("labsim.state_dir", "want a directory for host keys and container state")
 		}
-		if l := c.Actuator.MetricsListen; l != "" {
-			if _, _, err := net.SplitHostPort(l); err != nil {
-				bad("actuator.metrics_listen", "want host:port such as 127.0.0.1:9464, or nothing to serve no metrics, got %q", l)
-			}
+		checkFile(bad, "labsim.authorized_keys_file", c.Labsim.AuthorizedKeysFile)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("config is not valid for %s:\n  %w", role, joinLines(errs))
+	}
+	return nil
+}
+
+// validateMatrix checks the bot's account, its operators and readers, and
+// what depends on them (alerts, the destructive quorum).
+func (c *Config) validateMatrix(bad func(string, string, ...any)) {
+	checkURL(bad, "matrix.homeserver_url", c.Matrix.HomeserverURL, "http", "https")
+	if policy.ValidateMatrixUserID(c.Matrix.UserID) != nil {
+		bad("matrix.user_id", "want a Matrix user id such as @nomos:example.org, got %q", c.Matrix.UserID)
+	}
+	if c.Matrix.Password == "" && c.Matrix.AccessToken == "" {
+		bad("matrix.password", "set matrix.password or matrix.access_token (or their _file forms)")
+	}
+	if len(c.Matrix.Operators) == 0 {
+		bad("matrix.operators", "want at least one operator user id, such as [\"@alice:example.org\"]")
+	}
+	if len(c.Matrix.PickleKey) < 16 {
+		bad("matrix.pickle_key", "want a secret of at least 16 characters; it encrypts the bot's end-to-end keys at rest")
+	}
+	if c.Matrix.OpsRoom != "" && !strings.HasPrefix(c.Matrix.OpsRoom, "!") {
+		bad("matrix.ops_room", "want a room id such as !abc123:example.org, got %q", c.Matrix.OpsRoom)
+	}
+	for i, op := range c.Matrix.Operators {
+		if policy.ValidateMatrixUserID(op) != nil {
+			bad(fmt.Sprintf("matrix.operators[%d]", i), "want a Matrix user id such as @alice:example.org, got %q", op)
 		}
 	}
+	for i, r := range c.Matrix.Readers {
+		if policy.ValidateMatrixUserID(r) != nil {
+			bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
+		}
+	}
+	if d := c.Alerts.MuteFor; d < time.Minute || d > 7*24*time.Hour {
+		bad("alerts.mute_for", "want a duration between 1m and 168h, got %s", d)
+	}
+	if t := c.Alerts.WebhookToken; t != "" && len(t) < bot.MinHookTokenLength {
+		bad("alerts.webhook_token", "want at least %d characters so it can't be guessed, such as `openssl rand -hex 32`", bot.MinHookTokenLength)
+	}
+	if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
+		bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",
+			len(c.Matrix.Operators), q)
+	}
+}
+
+// validateLLM checks the model the agent calls.
+func (c *Config) validateLLM(bad func(string, string, ...any)) {
+	checkURL(bad, "llm.base_url", c.LLM.BaseURL, "http", "https")
+	if c.LLM.Model == "" {
+		bad("llm.model", "want a model name such as deepseek/deepseek-chat when the LLM is used")
+	}
+	if c.LLM.MaxIterations < 1 || c.LLM.MaxIterations > 50 {
+		bad("llm.max_iterations", "want 1 to 50 model calls per turn, got %d", c.LLM.MaxIterations)
+	}
+	if c.LLM.MaxTokens < 64 {
+		bad("llm.max_tokens", "want at least 64, got %d", c.LLM.MaxTokens)
+	}
+	if c.LLM.MaxToolResultBytes < 1024 || c.LLM.MaxToolResultBytes > 16384 {
+		bad("llm.max_tool_result_bytes", "want 1024 to 16384 (a stored message holds 16 KB), got %d", c.LLM.MaxToolResultBytes)
+	}
+}
+
+// validateActuator checks the actuator's SSH files, journal and metrics.
+func (c *Config) validateActuator(bad func(string, string, ...any)) {
+	checkFile(bad, "actuator.ssh_key_file", c.Actuator.SSHKeyFile)
+	checkFile(bad, "actuator.known_hosts_file", c.Actuator.KnownHostsFile)
+	if c.Actuator.JournalFile == "" {
+		bad("actuator.journal_file", "want a path for the actuator's local journal, such as /var/lib/nomos/journal")
+	}
+	if l := c.Actuator.MetricsListen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			bad("actuator.metrics_listen", "want host:port such as 127.0.0.1:9464, or nothing to serve no metrics, got %q", l)
+		}
+	}
+}
+
+// validateKeys checks the order and report keys each role signs or
+// verifies with, the order lifetime, the actuator's name and discovery.
+func (c *Config) validateKeys(n need, bad func(string, string, ...any)) {
 	if n.signing {
 		checkFile(bad, "orders.signing_key_file", c.Orders.SigningKeyFile)
 	}
@@ -573,6 +606,11 @@ func (c *Config) validate(role string) error {
 	if n.signing && c.Inventory.Interval != 0 && (c.Inventory.Interval < 10*time.Second || c.Inventory.Interval > 24*time.Hour) {
 		bad("inventory.interval", "want 0 (discovery off) or a duration between 10s and 24h, got %s", c.Inventory.Interval)
 	}
+}
+
+// validateWeb checks the status page's listener and login, and the MCP
+// server it serves.
+func (c *Config) validateWeb(n need, bad func(string, string, ...any)) {
 	if n.web {
 		if _, _, err := net.SplitHostPort(c.Web.Listen); err != nil {
 			bad("web.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Web.Listen)
@@ -605,6 +643,11 @@ func (c *Config) validate(role string) error {
 	if h := c.Web.Auth.Header; h != "" && (strings.ContainsAny(h, " :\r\n\t") || http.CanonicalHeaderKey(h) == "Authorization") {
 		bad("web.auth.header", "want a header name such as Remote-User, got %q", h)
 	}
+}
+
+// validateMCPClient checks the legacy server token and the client's URL
+// and token.
+func (c *Config) validateMCPClient(n need, bad func(string, string, ...any)) {
 	if c.MCP.Token != "" && len(c.MCP.Token) < mcpserver.MinTokenLength {
 		bad("mcp.token", "want at least %d characters so it can't be guessed", mcpserver.MinTokenLength)
 	}
@@ -614,16 +657,6 @@ func (c *Config) validate(role string) error {
 			bad("mcp.client_token", "want the token this client presents to the bot's /mcp endpoint, at least %d characters (or mcp.client_token_file); `nomos mcp token NAME` makes one", mcpserver.MinTokenLength)
 		}
 	}
-	if n.labsim {
-		if c.Labsim.StateDir == "" {
-			bad("labsim.state_dir", "want a directory for host keys and container state")
-		}
-		checkFile(bad, "labsim.authorized_keys_file", c.Labsim.AuthorizedKeysFile)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("config is not valid for %s:\n  %w", role, joinLines(errs))
-	}
-	return nil
 }
 
 // validateMCPServer checks what the bot's MCP endpoint uses: the tokens,

@@ -264,19 +264,6 @@ func TestConfigMCPStdioNeedsNoDatabaseOrKey(t *testing.T) {
 	}
 }
 
-func TestUnbuiltRoleSaysSo(t *testing.T) {
-	roles["unbuilt-for-test"] = role{summary: "a role still being written", pending: "a later issue"}
-	defer delete(roles, "unbuilt-for-test")
-	var out, errOut strings.Builder
-	code := run([]string{"unbuilt-for-test"}, nil, &out, &errOut)
-	if code == 0 {
-		t.Fatalf("nomos chat exited 0, want non-zero while it is not built")
-	}
-	if !strings.Contains(errOut.String(), "not built yet; it arrives with a later issue") {
-		t.Errorf("stderr = %q, want it to say the role is not built yet", errOut.String())
-	}
-}
-
 func TestUnknownRole(t *testing.T) {
 	t.Parallel()
 	var out, errOut strings.Builder

@@ -11,8 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/ssh"
-	"gopkg.in/yaml.v3"
 
 	"github.com/nomoshq/nomos/tasks"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/testenv"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 

@@ -24,10 +24,7 @@ import (
 // role is one subcommand of the nomos binary.
 type role struct {
 	summary string
-	// run is nil for a role that is not built yet.
-	run func(ctx context.Context, env *roleEnv, args []string) error
-	// pending names the work that will build the role.
-	pending string
+	run     func(ctx context.Context, env *roleEnv, args []string) error
 }
 
 // roleEnv is what every role receives from main.
@@ -106,10 +103,6 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		usage(stderr, fs)
 		return 2
 	}
-	if r.run == nil {
-		fmt.Fprintf(stderr, "nomos %s: not built yet; it arrives with %s.\n", name, r.pending)
-		return 3
-	}
 	env := &roleEnv{
 		configPath: *configPath,
 		environ:    environ,
@@ -142,11 +135,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		note := ""
-		if roles[n].run == nil {
-			note = " (not built yet)"
-		}
-		fmt.Fprintf(w, "  %-9s %s%s\n", n, roles[n].summary, note)
+		fmt.Fprintf(w, "  %-9s %s\n", n, roles[n].summary)
 	}
 	fmt.Fprintln(w, "\nflags:")
 	fs.PrintDefaults()

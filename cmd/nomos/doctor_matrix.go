@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+	"go.mau.fi/util/dbutil"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto"
+	"maunium.net/go/mautrix/crypto/signatures"
+	"maunium.net/go/mautrix/id"
+)
+
+// checkMatrix checks, in turn, that the homeserver answers, that the bot
+// can log in, that it is in the ops room and that its device is
+// cross-signed. A step that fails ends the check, since the later ones
+// depend on it.
+func (d *doctor) checkMatrix(ctx context.Context) []checkLine {
+	m := d.cfg.Matrix
+	hs, err := mautrix.NewClient(m.HomeserverURL, "", "")
+	if err != nil {
+		return []checkLine{fail("homeserver: "+err.Error(), "set matrix.homeserver_url to the homeserver's client URL, such as https://matrix.example.org")}
+	}
+	hs.Log = zerolog.Nop()
+	versions, err := hs.Versions(ctx)
+	if err != nil || len(versions.Versions) == 0 {
+		return []checkLine{fail(fmt.Sprintf("homeserver: %s does not answer GET /_matrix/client/versions: %v", m.HomeserverURL, err),
+			"start the homeserver, or set matrix.homeserver_url to its client URL (what Element's sign-in asks for)")}
+	}
+	lines := []checkLine{pass(fmt.Sprintf("homeserver: %s answers (Matrix %s)", m.HomeserverURL, versions.Versions[len(versions.Versions)-1]))}
+
+	cli, how, err := d.login(ctx)
+	if err != nil {
+		fix := "check matrix.user_id and matrix.password (or matrix.password_file) against the homeserver"
+		if m.AccessToken != "" {
+			fix = "matrix.access_token is not valid for " + m.UserID + ": log in again and store the new token"
+		}
+		return append(lines, fail(fmt.Sprintf("matrix login: %s cannot log in with %s: %v", m.UserID, how, err), fix))
+	}
+	lines = append(lines, pass(fmt.Sprintf("matrix login: %s logs in with %s", m.UserID, how)))
+
+	if m.OpsRoom == "" {
+		lines = append(lines, pass("ops room: none set (matrix.ops_room): the bot answers where operators invite it, but has nowhere to post alerts and MCP requests"))
+	} else if rooms, err := cli.JoinedRooms(ctx); err != nil {
+		lines = append(lines, fail("ops room: cannot list the bot's rooms: "+err.Error(), "try again; the homeserver's log says why it failed"))
+	} else if !slices.Contains(rooms.JoinedRooms, id.RoomID(m.OpsRoom)) {
+		lines = append(lines, fail(fmt.Sprintf("ops room: %s is not joined to %s", m.UserID, m.OpsRoom),
+			"invite "+m.UserID+" to the room from an operator's account (matrix.operators): the running bot joins by itself\ncheck that matrix.ops_room is the room's id (Element: room settings, Advanced)"))
+	} else {
+		lines = append(lines, pass(fmt.Sprintf("ops room: %s is joined to %s", m.UserID, m.OpsRoom)))
+	}
+	if d.cfg.Database.URL != "" {
+		lines = append(lines, d.checkDevice(ctx, cli))
+	}
+	return lines
+}
+
+// doctorDeviceID is the device the doctor logs in as; it logs out again
+// when done, which removes it.
+const doctorDeviceID = id.DeviceID("NOMOSDOCTOR")
+
+// login logs in as the bot, once per doctor run: with the access token
+// (whoami, no new device) or the password (a device of the doctor's own,
+// never the bot's, whose session it would end).
+func (d *doctor) login(ctx context.Context) (*mautrix.Client, string, error) {
+	m := d.cfg.Matrix
+	how := "matrix.password"
+	if m.AccessToken != "" {
+		how = "matrix.access_token"
+	}
+	if d.session != nil {
+		return d.session, how, nil
+	}
+	cli, err := mautrix.NewClient(m.HomeserverURL, id.UserID(m.UserID), m.AccessToken)
+	if err != nil {
+		return nil, how, err
+	}
+	cli.Log = zerolog.Nop()
+	if m.AccessToken != "" {
+		who, err := cli.Whoami(ctx)
+		if err != nil {
+			return nil, how, err
+		}
+		if who.UserID != id.UserID(m.UserID) {
+			return nil, how, fmt.Errorf("the token belongs to %s", who.UserID)
+		}
+	} else {
+		_, err = cli.Login(ctx, &mautrix.ReqLogin{
+			Type:                     mautrix.AuthTypePassword,
+			Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: m.UserID},
+			Password:                 m.Password,
+			DeviceID:                 doctorDeviceID,
+			InitialDeviceDisplayName: "nomos doctor",
+			StoreCredentials:         true,
+		})
+		if err != nil {
+			return nil, how, err
+		}
+	}
+	d.session = cli
+	return cli, how, nil
+}
+
+// checkDevice checks the bot's own device: the crypto store in Postgres
+// opens with matrix.pickle_key, the homeserver has that device's keys,
+// and the bot's self-signing key, itself signed by its master key, has
+// signed them. That is what Element calls a verified session.
+func (d *doctor) checkDevice(ctx context.Context, cli *mautrix.Client) checkLine {
+	m := d.cfg.Matrix
+	db, err := dbutil.NewWithDialect(d.cfg.Database.URL, "pgx")
+	if err != nil {
+		return fail("bot device: cannot open the crypto store: "+err.Error(), "correct database.url")
+	}
+	defer db.Close()
+	cs := crypto.NewSQLCryptoStore(db, dbutil.NoopLogger, "", "", []byte(m.PickleKey))
+	deviceID, err := cs.FindDeviceID(ctx)
+	var pgErr *pgconn.PgError
+	noTable := errors.As(err, &pgErr) && pgErr.Code == "42P01"
+	if noTable || err == nil && deviceID == "" {
+		return fail("bot device: the bot has no device yet", "start `nomos bot` once: it creates its device and cross-signing keys")
+	}
+	if err != nil {
+		return fail("bot device: cannot read the crypto store: "+err.Error(), "check database.url; the bot keeps its device in that database")
+	}
+	acct, err := cs.GetAccount(ctx)
+	if err != nil || acct == nil {
+		return fail(fmt.Sprintf("bot device: the end-to-end keys of device %s do not open with matrix.pickle_key: %v", deviceID, err),
+			"set matrix.pickle_key (or pickle_key_file) back to the key the bot first ran with\nif it is lost, the bot needs a new device: make a new, empty database for it (nomos migrate and seed), then start it; its recovery key (matrix.recovery_key_file) verifies the new device\nfor the dev stack: nomos dev -reset")
+	}
+	ownKey, _, err := acct.Internal.IdentityKeys()
+	if err != nil {
+		return fail("bot device: cannot read the device's keys: "+err.Error(), "restart the bot; its log says more")
+	}
+	userID := id.UserID(m.UserID)
+	keys, err := cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: mautrix.DeviceKeysRequest{userID: mautrix.DeviceIDList{}}})
+	if err != nil {
+		return fail("bot device: cannot query the bot's keys: "+err.Error(), "try again; the homeserver's log says why it failed")
+	}
+	dev, ok := keys.DeviceKeys[userID][deviceID]
+	if !ok {
+		return fail(fmt.Sprintf("bot device: the homeserver has no keys for the bot's device %s", deviceID),
+			"start `nomos bot`: it uploads its device keys at start\nif the homeserver was reset while the bot's database was kept, give the bot a new database (for the dev stack: nomos dev -reset)")
+	}
+	if dev.Keys.GetEd25519(deviceID) != ownKey {
+		return fail(fmt.Sprintf("bot device: the homeserver's keys for device %s are not the keys in the bot's database", deviceID),
+			"another client logged in as the bot with the same device id: log it out, then restart the bot")
+	}
+	notSigned := "start `nomos bot` with matrix.password and matrix.recovery_key_file set: it creates or reuses its cross-signing keys and signs its device\nor verify the session in Element: the bot's profile, Sessions, Verify"
+	master, hasMaster := keys.MasterKeys[userID]
+	selfSigning, hasSelf := keys.SelfSigningKeys[userID]
+	if !hasMaster || !hasSelf {
+		return fail(fmt.Sprintf("bot device: %s has no cross-signing keys, so Element shows device %s as unverified", m.UserID, deviceID), notSigned)
+	}
+	masterKey, sskKey := master.FirstKey(), selfSigning.FirstKey()
+	if ok, _ := signatures.VerifySignatureJSON(selfSigning, userID, masterKey.String(), masterKey); !ok {
+		return fail("bot device: the bot's self-signing key is not signed by its master key", notSigned)
+	}
+	if ok, _ := signatures.VerifySignatureJSON(&dev, userID, sskKey.String(), sskKey); !ok {
+		return fail(fmt.Sprintf("bot device: %s is not cross-signed, so Element shows it as unverified", deviceID), notSigned)
+	}
+	return pass(fmt.Sprintf("bot device: %s opens with matrix.pickle_key and is cross-signed", deviceID))
+}
