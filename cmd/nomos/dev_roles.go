@@ -99,7 +99,7 @@ func printDevSummary(env *roleEnv, s devState, dir, dirFlag, self string, starte
 	if len(started) > 0 {
 		fmt.Fprintf(w, "  roles running      %s (logs in %s/<role>.log)\n", strings.Join(started, ", "), dir)
 	} else {
-		fmt.Fprintf(w, "  roles running      none yet: the bot and actuator are not built in this version\n")
+		fmt.Fprintf(w, "  roles running      none\n")
 	}
 	fmt.Fprintf(w, "  config             %s\n", s.Config)
 	fmt.Fprintf(w, "\nLog in with Element (or any Matrix client): homeserver %s, user operator.\n", s.HomeserverURL)
