@@ -419,7 +419,7 @@ func (a *Actuator) deliverResult(ctx context.Context, res tasks.Result) error {
 		if err == nil {
 			return nil
 		}
-		a.log.Warn("could not enqueue a result; retrying", "execution_id", res.ExecutionID, "status", res.Status, "error", err)
+		a.log.Warn("could not enqueue a result; retrying", "execution_id", res.ExecutionID, "status", res.Status, "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("enqueue result: %w (last error: %v)", context.Cause(ctx), err)
@@ -438,7 +438,7 @@ func (a *Actuator) reportProgress(ctx context.Context, p tasks.Progress) {
 		err = a.enqueue(ctx, t)
 	}
 	if err != nil && ctx.Err() == nil {
-		a.log.Warn("could not enqueue progress", "execution_id", p.ExecutionID, "seq", p.Seq, "error", err)
+		a.log.Warn("could not enqueue progress", "execution_id", p.ExecutionID, "seq", p.Seq, "err", err)
 	}
 }
 

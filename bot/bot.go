@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto/cryptohelper"
@@ -21,6 +20,7 @@ import (
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/internal/supervisor"
+	"github.com/nomoshq/nomos/internal/zerobridge"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -323,7 +323,7 @@ func (b *Bot) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("matrix client: %w", err)
 	}
-	cli.Log = zerolog.Nop()
+	cli.Log = zerobridge.Logger(b.logger.With("component", "matrix"))
 	b.cli = cli
 	b.watch(cli)
 	helper, err := cryptohelper.NewCryptoHelper(cli, b.cfg.PickleKey, b.cfg.CryptoDB)

@@ -24,7 +24,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
 	"golang.org/x/crypto/ssh"
 	"maunium.net/go/mautrix"
@@ -32,6 +31,7 @@ import (
 	"maunium.net/go/mautrix/crypto/signatures"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/internal/zerobridge"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/mcpserver/proxy"
 	"github.com/nomoshq/nomos/store"
@@ -409,7 +409,7 @@ func (d *doctor) checkMatrix(ctx context.Context) []checkLine {
 	if err != nil {
 		return []checkLine{fail("homeserver: "+err.Error(), "set matrix.homeserver_url to the homeserver's client URL, such as https://matrix.example.org")}
 	}
-	hs.Log = zerolog.Nop()
+	hs.Log = zerobridge.Logger(d.logger.With("component", "matrix"))
 	versions, err := hs.Versions(ctx)
 	if err != nil || len(versions.Versions) == 0 {
 		return []checkLine{fail(fmt.Sprintf("homeserver: %s does not answer GET /_matrix/client/versions: %v", m.HomeserverURL, err),
@@ -463,7 +463,7 @@ func (d *doctor) login(ctx context.Context) (*mautrix.Client, string, error) {
 	if err != nil {
 		return nil, how, err
 	}
-	cli.Log = zerolog.Nop()
+	cli.Log = zerobridge.Logger(d.logger.With("component", "matrix"))
 	if m.AccessToken != "" {
 		who, err := cli.Whoami(ctx)
 		if err != nil {

@@ -1,0 +1,139 @@
+package zerobridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/internal/zerobridge"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// recorder is a slog handler that keeps every record.
+type recorder struct {
+	level slog.Level
+	mu    sync.Mutex
+	recs  []slog.Record
+}
+
+func (r *recorder) Enabled(_ context.Context, l slog.Level) bool { return l >= r.level }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+func (r *recorder) find(msg string) (slog.Record, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.recs {
+		if rec.Message == msg {
+			return rec, true
+		}
+	}
+	return slog.Record{}, false
+}
+
+func attrs(rec slog.Record) map[string]string {
+	out := map[string]string{}
+	rec.Attrs(func(a slog.Attr) bool { out[a.Key] = a.Value.String(); return true })
+	return out
+}
+
+// TestMautrixClientLogReachesSlog: a request of a real mautrix client to
+// a real homeserver is logged through slog, at debug, with its fields, and
+// without the request body.
+func TestMautrixClientLogReachesSlog(t *testing.T) {
+	hs := testenv.Homeserver(t)
+	rec := &recorder{level: slog.LevelDebug}
+	cli, err := mautrix.NewClient(hs.URL(), id.UserID("@nobody:localhost"), "not-a-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.Log = zerobridge.Logger(slog.New(rec))
+	if _, err := cli.Versions(testenv.Context(t)); err != nil {
+		t.Fatalf("versions: %v", err)
+	}
+	got, ok := rec.find("Request completed")
+	if !ok {
+		t.Fatalf("no \"Request completed\" record reached slog; got %d records", len(rec.recs))
+	}
+	if got.Level != slog.LevelDebug {
+		t.Errorf("level = %v, want debug", got.Level)
+	}
+	a := attrs(got)
+	if a["method"] != "GET" || !strings.Contains(a["url"], "/_matrix/client/versions") || a["status_code"] != "200" {
+		t.Errorf("attrs = %v, want method GET, the versions url and status_code 200", a)
+	}
+	// A request nothing answers logs at error with the one error key.
+	down, err := mautrix.NewClient(fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.DefaultHTTPRetries = 0
+	down.Log = zerobridge.Logger(slog.New(rec))
+	if _, err := down.Versions(testenv.Context(t)); err == nil {
+		t.Fatal("a request to a closed port succeeded")
+	}
+	failed, ok := rec.find("Request failed")
+	if !ok {
+		t.Fatal("no \"Request failed\" record reached slog")
+	}
+	if a := attrs(failed); failed.Level != slog.LevelError || a["err"] == "" || a["error"] != "" {
+		t.Errorf("failed request: level %v attrs %v, want error level with err set and no error key", failed.Level, a)
+	}
+	if _, ok := attrs(failed)["req_body"]; ok {
+		t.Error("the request body reached the log")
+	}
+}
+
+func TestLevelsMapAndQuietLevelsAreNotBuilt(t *testing.T) {
+	rec := &recorder{level: slog.LevelInfo}
+	z := zerobridge.Logger(slog.New(rec))
+	z.Trace().Msg("trace line")
+	z.Debug().Msg("debug line")
+	z.Info().Str("room_id", "!r").Msg("info line")
+	z.Warn().Msg("warn line")
+	z.Error().Err(errors.New("boom")).Msg("error line")
+	for _, quiet := range []string{"trace line", "debug line"} {
+		if _, ok := rec.find(quiet); ok {
+			t.Errorf("%q reached an info handler", quiet)
+		}
+	}
+	for msg, want := range map[string]slog.Level{"info line": slog.LevelInfo, "warn line": slog.LevelWarn, "error line": slog.LevelError} {
+		got, ok := rec.find(msg)
+		if !ok || got.Level != want {
+			t.Errorf("%q: found %v at %v, want %v", msg, ok, got.Level, want)
+		}
+	}
+	if got, _ := rec.find("info line"); attrs(got)["room_id"] != "!r" {
+		t.Errorf("info line attrs = %v, want room_id !r", attrs(got))
+	}
+	if got, _ := rec.find("error line"); attrs(got)["err"] != "boom" {
+		t.Errorf("error line attrs = %v, want err boom", attrs(got))
+	}
+}
+
+// TestUndecodableLineIsKept: what is not JSON is logged as it came.
+func TestUndecodableLineIsKept(t *testing.T) {
+	rec := &recorder{level: slog.LevelDebug}
+	z := zerobridge.Logger(slog.New(rec))
+	if _, err := z.Write([]byte("not json\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec.find("not json"); !ok {
+		t.Error("a line that is not JSON was lost")
+	}
+}
