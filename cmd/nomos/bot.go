@@ -20,8 +20,10 @@ import (
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/bot/agent"
+	"github.com/nomoshq/nomos/internal/leader"
 	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
 )
@@ -70,13 +72,19 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Only the bot that holds the leader lock syncs, posts and dispatches;
+	// a second one stands by and serves the status page and /mcp.
 	botSvcs := supervisor.New(logger.With("component", "bot"), b.Services()...)
-	front, err := newFront(cfg, l, tools, ntokens, botSvcs, logger)
+	elector, err := leader.New(leader.Config{Lock: store.NewLeaderLock(cfg.Database.URL, store.LeaderLockBot), Logger: logger.With("component", "leader")})
+	if err != nil {
+		return err
+	}
+	front, err := newFront(cfg, l, tools, ntokens, leaderChecks(elector, botSvcs), logger)
 	if err != nil {
 		return err
 	}
 	defer front.close()
-	svcs := append(front.services(), supervisor.Service{Name: "bot", Run: botSvcs.Run})
+	svcs := append(front.services(), supervisor.Service{Name: "bot", Run: func(ctx context.Context) error { return elector.Run(ctx, botSvcs.Run) }})
 	return supervisor.New(logger, svcs...).Run(ctx)
 }
 
@@ -135,7 +143,7 @@ type front struct {
 	srv       *http.Server
 }
 
-func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, botSvcs *supervisor.Supervisor, logger *slog.Logger) (*front, error) {
+func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, botChecks []web.ReadyCheck, logger *slog.Logger) (*front, error) {
 	webAuth, err := cfg.Web.authenticator()
 	if err != nil {
 		return nil, err
@@ -156,7 +164,7 @@ func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, b
 	}
 	f.status, err = web.New(web.Config{
 		Store: l.store, Logger: logger.With("component", "web"), Auth: webAuth, Operators: cfg.Matrix.Operators,
-		Ready:  append(ready, serviceChecks(botSvcs)...),
+		Ready:  append(ready, botChecks...),
 		Queues: f.inspector, QueueNames: []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults},
 		Registry: reg,
 	})
@@ -232,25 +240,41 @@ func (f *front) stopHTTP() {
 	_ = f.srv.Shutdown(ctx)
 }
 
-// serviceChecks are /readyz's view of the bot's services: homeserver_sync
-// is "unknown" while the bot logs in and waits for its first /sync, then
-// whether /sync still answers; every other service is "ok" while it runs.
-func serviceChecks(svcs *supervisor.Supervisor) []web.ReadyCheck {
-	var checks []web.ReadyCheck
+// leaderChecks are /readyz's view of the bot: "leader" is ok on the bot
+// that leads and "standby" on the other, where every bot service says
+// "standby" too. On the leader, homeserver_sync is "unknown" while the bot
+// logs in and waits for its first /sync, then whether /sync still
+// answers; every other service is "ok" while it runs.
+func leaderChecks(e *leader.Elector, svcs *supervisor.Supervisor) []web.ReadyCheck {
+	checks := []web.ReadyCheck{{Name: "leader", Check: standby(e.Health)}}
 	for _, name := range svcs.Names() {
-		check := web.ReadyCheck{Name: name, Check: func(ctx context.Context) error {
+		check := web.ReadyCheck{Name: name, Check: standby(func(ctx context.Context) error {
+			if !e.Leading() {
+				return leader.ErrStandby
+			}
 			err := svcs.Health(ctx, name)
 			if errors.Is(err, supervisor.ErrNotStarted) || errors.Is(err, bot.ErrNotSynced) {
 				return web.ErrUnknown
 			}
 			return err
-		}}
+		})}
 		if name == "sync" {
 			check.Name = "homeserver_sync"
 		}
 		checks = append(checks, check)
 	}
 	return checks
+}
+
+// standby reports leader.ErrStandby as the status page's "standby".
+func standby(check func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := check(ctx)
+		if errors.Is(err, leader.ErrStandby) {
+			return web.ErrStandby
+		}
+		return err
+	}
 }
 
 // publicURL is the status page's address for links in cards.
