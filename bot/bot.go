@@ -323,7 +323,7 @@ func (b *Bot) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("matrix client: %w", err)
 	}
-	cli.Log = zerobridge.Logger(b.logger.With("component", "matrix"))
+	cli.Log = zerobridge.Logger(b.logger)
 	b.cli = cli
 	b.watch(cli)
 	helper, err := cryptohelper.NewCryptoHelper(cli, b.cfg.PickleKey, b.cfg.CryptoDB)

@@ -409,7 +409,7 @@ func (d *doctor) checkMatrix(ctx context.Context) []checkLine {
 	if err != nil {
 		return []checkLine{fail("homeserver: "+err.Error(), "set matrix.homeserver_url to the homeserver's client URL, such as https://matrix.example.org")}
 	}
-	hs.Log = zerobridge.Logger(d.logger.With("component", "matrix"))
+	hs.Log = zerobridge.Logger(d.logger)
 	versions, err := hs.Versions(ctx)
 	if err != nil || len(versions.Versions) == 0 {
 		return []checkLine{fail(fmt.Sprintf("homeserver: %s does not answer GET /_matrix/client/versions: %v", m.HomeserverURL, err),
@@ -463,7 +463,7 @@ func (d *doctor) login(ctx context.Context) (*mautrix.Client, string, error) {
 	if err != nil {
 		return nil, how, err
 	}
-	cli.Log = zerobridge.Logger(d.logger.With("component", "matrix"))
+	cli.Log = zerobridge.Logger(d.logger)
 	if m.AccessToken != "" {
 		who, err := cli.Whoami(ctx)
 		if err != nil {

@@ -17,7 +17,8 @@ import (
 // Logger returns a zerolog.Logger whose events become records of l:
 // trace and debug at slog's debug, info at info, warn at warn, and error,
 // fatal and panic at error. zerolog's "error" field is named "err", the
-// key every Nomos log line uses for an error; request bodies are dropped.
+// key every Nomos log line uses for an error, and mautrix's "component"
+// is "mautrix" (client when it names none); request bodies are dropped.
 // Events below l's level are not even built.
 func Logger(l *slog.Logger) zerolog.Logger {
 	level := zerolog.InfoLevel
@@ -61,6 +62,15 @@ func (w writer) WriteLevel(zl zerolog.Level, p []byte) (int, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	// The logger's own component names the Nomos part; mautrix's names
+	// its part under the key mautrix.
+	part := "client"
+	if c, ok := fields["component"].(string); ok {
+		part = c
+		delete(fields, "component")
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == "component" })
+	}
+	r.AddAttrs(slog.String("mautrix", part))
 	for _, k := range keys {
 		name := k
 		if k == zerolog.ErrorFieldName {

@@ -74,8 +74,8 @@ func TestMautrixClientLogReachesSlog(t *testing.T) {
 		t.Errorf("level = %v, want debug", got.Level)
 	}
 	a := attrs(got)
-	if a["method"] != "GET" || !strings.Contains(a["url"], "/_matrix/client/versions") || a["status_code"] != "200" {
-		t.Errorf("attrs = %v, want method GET, the versions url and status_code 200", a)
+	if a["method"] != "GET" || !strings.Contains(a["url"], "/_matrix/client/versions") || a["status_code"] != "200" || a["mautrix"] != "client" {
+		t.Errorf("attrs = %v, want method GET, the versions url, status_code 200 and mautrix client", a)
 	}
 	// A request nothing answers logs at error with the one error key.
 	down, err := mautrix.NewClient(fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), "", "")
@@ -104,7 +104,7 @@ func TestLevelsMapAndQuietLevelsAreNotBuilt(t *testing.T) {
 	z := zerobridge.Logger(slog.New(rec))
 	z.Trace().Msg("trace line")
 	z.Debug().Msg("debug line")
-	z.Info().Str("room_id", "!r").Msg("info line")
+	z.Info().Str("room_id", "!r").Str("component", "crypto").Msg("info line")
 	z.Warn().Msg("warn line")
 	z.Error().Err(errors.New("boom")).Msg("error line")
 	for _, quiet := range []string{"trace line", "debug line"} {
@@ -118,8 +118,8 @@ func TestLevelsMapAndQuietLevelsAreNotBuilt(t *testing.T) {
 			t.Errorf("%q: found %v at %v, want %v", msg, ok, got.Level, want)
 		}
 	}
-	if got, _ := rec.find("info line"); attrs(got)["room_id"] != "!r" {
-		t.Errorf("info line attrs = %v, want room_id !r", attrs(got))
+	if got, _ := rec.find("info line"); attrs(got)["room_id"] != "!r" || attrs(got)["mautrix"] != "crypto" || attrs(got)["component"] != "" {
+		t.Errorf("info line attrs = %v, want room_id !r and mautrix crypto, no component", attrs(got))
 	}
 	if got, _ := rec.find("error line"); attrs(got)["err"] != "boom" {
 		t.Errorf("error line attrs = %v, want err boom", attrs(got))
