@@ -137,3 +137,34 @@ func TestUndecodableLineIsKept(t *testing.T) {
 		t.Error("a line that is not JSON was lost")
 	}
 }
+
+// TestHostileValuesStayValues: what a room member controls (a room name,
+// an event's body) reaches mautrix's log fields. It stays one field's
+// value: it cannot change the line's level or message, add a field, or
+// start a line of its own.
+func TestHostileValuesStayValues(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	h := slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.WriteString(string(p)) }), nil)
+	rec := &recorder{level: slog.LevelDebug}
+	hostile := "x\",\"level\":\"error\",\"message\":\"forged\",\"err\":\"owned\"}\nlevel=ERROR msg=forged"
+	for _, l := range []*slog.Logger{slog.New(rec), slog.New(h)} {
+		z := zerobridge.Logger(l)
+		z.Info().Str("room_name", hostile).Msg("joined")
+	}
+	got, ok := rec.find("joined")
+	if !ok || got.Level != slog.LevelInfo {
+		t.Fatalf("the line is %v at %v, want \"joined\" at info", ok, got.Level)
+	}
+	a := attrs(got)
+	if a["room_name"] != hostile || a["err"] != "" || len(a) != 2 {
+		t.Errorf("attrs = %q, want mautrix and room_name holding the hostile text whole", a)
+	}
+	if lines := strings.Count(strings.TrimSpace(buf.String()), "\n"); lines != 0 {
+		t.Errorf("the text handler wrote %d lines for one record:\n%s", lines+1, buf.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
