@@ -48,7 +48,8 @@ type Config struct {
 	// Store and Executions are the source of truth and the lifecycle.
 	Store      *store.Store
 	Executions *executions.Service
-	// CryptoDB holds the E2EE state, device id and sync token.
+	// CryptoDB holds the E2EE state, device id and sync token. The caller
+	// closes it once Run has returned for the last time.
 	CryptoDB *dbutil.Database
 	// PickleKey encrypts the crypto store's secrets at rest. Required.
 	PickleKey []byte
@@ -200,7 +201,9 @@ func (b *Bot) Run(ctx context.Context) error {
 // leads, say). The last one, "sync", reports the homeserver's health.
 func (b *Bot) Services() []supervisor.Service {
 	svcs := []supervisor.Service{
-		{Name: "matrix", Start: b.startMatrix, Stop: func() { b.crypto.Close() }},
+		// No Stop: closing the crypto helper would close CryptoDB, which
+		// its owner closes, and a later Run needs.
+		{Name: "matrix", Start: b.startMatrix},
 		{Name: "results", Start: b.startResults, Stop: b.stopResults},
 		{Name: "card_editor", Start: b.startEditor, Stop: func() { b.cards.stop() }},
 		{Name: "reconciler", Run: func(ctx context.Context) error { b.exec.RunReconciler(ctx); return nil }},
@@ -232,12 +235,10 @@ func (b *Bot) startMatrix(ctx context.Context) error {
 		return err
 	}
 	if err := b.loadRunbooks(ctx); err != nil {
-		b.crypto.Close()
 		return err
 	}
 	first, err := b.store.SetBotStateOnce(ctx, "first_sync_at", b.now().UTC().Format(time.RFC3339Nano))
 	if err != nil {
-		b.crypto.Close()
 		return err
 	}
 	b.startedAt, _ = time.Parse(time.RFC3339Nano, first)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -32,6 +33,8 @@ type failover struct {
 	env      []string
 	fleet    *testenv.Fleet
 	store    *store.Store
+	dbURL    string
+	logs     map[*exec.Cmd]string // each process's log file
 	bot, op  *testenv.MatrixUser
 	room     id.RoomID
 	metrics  string // the actuator's /metrics
@@ -42,8 +45,9 @@ type failover struct {
 
 func setupFailover(t *testing.T) *failover {
 	t.Helper()
-	f := &failover{ctx: testenv.Context(t), bin: buildNomos(t), dir: t.TempDir(), fleet: testenv.NewFleet(t)}
+	f := &failover{ctx: testenv.Context(t), bin: buildNomos(t), dir: t.TempDir(), fleet: testenv.NewFleet(t), logs: map[*exec.Cmd]string{}}
 	dbURL := testenv.DatabaseURL(t)
+	f.dbURL = dbURL
 	st, err := store.Open(f.ctx, store.Config{URL: dbURL, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +109,7 @@ func (f *failover) start(t *testing.T, role string, extra ...string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	f.logs[cmd] = logPath
 	t.Cleanup(func() {
 		out.Close()
 		if t.Failed() {
@@ -113,6 +118,12 @@ func (f *failover) start(t *testing.T, role string, extra ...string) *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// logged says whether cmd's log has a line containing text.
+func (f *failover) logged(cmd *exec.Cmd, text string) bool {
+	data, _ := os.ReadFile(f.logs[cmd])
+	return strings.Contains(string(data), text)
 }
 
 func stopProcess(cmd *exec.Cmd) {
@@ -250,7 +261,9 @@ func (f *failover) reaches(t *testing.T, card *event.Event, state store.Executio
 // an operator approves a plan: the standby takes over, the plan runs once,
 // and a new plan works end to end. Then the new leader is SIGKILLed with
 // an order sent and not yet run: a third bot takes over and applies its
-// result. No card is posted twice and no order reaches the actuator twice.
+// result. Last, the leader's lock connection is cut while it and a
+// standby both live: it stops, and one of them leads. No card is posted
+// twice and no order reaches the actuator twice.
 func TestBotFailover(t *testing.T) {
 	f := setupFailover(t)
 	const restart = "pct exec 101 -- systemctl restart jellyfin.service"
@@ -293,7 +306,7 @@ func TestBotFailover(t *testing.T) {
 
 	// The new leader dies with an order on the queue that has not run: the
 	// next leader must neither lose its result nor send it again.
-	_, readyC := f.startBot(t)
+	third, readyC := f.startBot(t)
 	f.until(t, "a third bot stands by", func() bool { return readyChecks(readyC)["leader"] == "standby" })
 	f.noReplays(t)
 	f.stopActuator()
@@ -317,12 +330,32 @@ func TestBotFailover(t *testing.T) {
 		return false
 	})
 
+	// Both bots alive, and the leader's lock connection is cut: it stops
+	// and stands by, and one of the two leads; a new plan gets one card.
+	_, readyD := f.startBot(t)
+	f.until(t, "a fourth bot stands by", func() bool { return readyChecks(readyD)["leader"] == "standby" })
+	f.cutLeaderLock(t)
+	f.until(t, "the leader stops its services", func() bool { return f.logged(third, "stopping the leader's work") })
+	f.until(t, "one bot leads and syncs again", func() bool {
+		c, d := readyChecks(readyC), readyChecks(readyD)
+		return leadsAndSyncs(readyC) && d["leader"] == "standby" || leadsAndSyncs(readyD) && c["leader"] == "standby"
+	})
+	if leadsAndSyncs(readyC) {
+		t.Log("after the cut the same bot leads again, its services restarted")
+	} else {
+		t.Log("after the cut the standby leads")
+	}
+	f.say(t, "restart jellyfin")
+	card5 := f.newCard(t, seen)
+	f.approve(t, card5)
+	f.succeeded(t, card5)
+
 	xs, err := f.store.ListExecutions(f.ctx, store.ExecutionFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(xs) != 4 {
-		t.Errorf("%d executions, want one per request (4)", len(xs))
+	if len(xs) != 5 {
+		t.Errorf("%d executions, want one per request (5)", len(xs))
 	}
 	cards := map[string]int{}
 	for _, e := range f.botEvents(t) {
@@ -341,8 +374,8 @@ func TestBotFailover(t *testing.T) {
 			n++
 		}
 	}
-	if n != 4 {
-		t.Errorf("labsim ran the restart %d times, want 4 (once per plan)", n)
+	if n != 5 {
+		t.Errorf("labsim ran the restart %d times, want 5 (once per plan)", n)
 	}
 	f.noReplays(t)
 }
@@ -360,6 +393,23 @@ func (f *failover) noReplays(t *testing.T) {
 	const replays = `nomos_actuator_orders_refused_total{kind="order",reason="replay"} `
 	if !strings.Contains(string(body), replays+"0\n") {
 		t.Errorf("the actuator refused a replayed order (want %s0):\n%s", replays, body)
+	}
+}
+
+// cutLeaderLock ends the leader's lock connection from the database's
+// side, as a Postgres failover or a cut network would.
+func (f *failover) cutLeaderLock(t *testing.T) {
+	t.Helper()
+	admin, err := pgx.Connect(f.ctx, f.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var n int
+	err = admin.QueryRow(f.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2`, 0x4e4d, store.LeaderLockBot).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("cut the leader's lock connection: %d cut, %v", n, err)
 	}
 }
 
