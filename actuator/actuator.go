@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/internal/redact"
+	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -101,9 +102,11 @@ type Actuator struct {
 	orderKeys tasks.VerifyKeys
 
 	// Set by Run before the first task arrives.
-	client    *asynq.Client
-	workCtx   context.Context // commands; cancelled after the shutdown grace
-	reportCtx context.Context // result delivery; cancelled last
+	client        *asynq.Client
+	workCtx       context.Context // commands; cancelled after the shutdown grace
+	cancelWork    context.CancelFunc
+	reportCtx     context.Context // result delivery; cancelled last
+	cancelReports context.CancelFunc
 
 	mu     sync.Mutex // guards active and idleCh
 	active int
@@ -128,6 +131,28 @@ func New(cfg Config) (*Actuator, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)).With("component", "actuator")
 
+	redisOpt, errs := cfg.validate()
+	runner, err := NewSSHRunner(SSHConfig{
+		User: cfg.SSHUser, Signer: cfg.SSHSigner, KnownHostsFile: cfg.KnownHostsFile,
+		DialTimeout: 10 * time.Second, Logger: log,
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("actuator config: %w", err)
+	}
+	j, err := openJournal(cfg.JournalPath, cfg.Clock())
+	if err != nil {
+		return nil, err
+	}
+	m := newMetrics()
+	return &Actuator{cfg: cfg, log: log, orderKeys: tasks.RotatingKeys(cfg.VerifyKey, cfg.PreviousVerifyKey),
+		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, journal: j, metrics: m}, nil
+}
+
+// validate collects every mistake in cfg at once, and parses the Redis URL.
+func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 	var errs []error
 	var redisOpt asynq.RedisConnOpt
 	if cfg.RedisURL == "" {
@@ -175,23 +200,7 @@ func New(cfg Config) (*Actuator, error) {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
 		}
 	}
-	runner, err := NewSSHRunner(SSHConfig{
-		User: cfg.SSHUser, Signer: cfg.SSHSigner, KnownHostsFile: cfg.KnownHostsFile,
-		DialTimeout: 10 * time.Second, Logger: log,
-	})
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("actuator config: %w", err)
-	}
-	j, err := openJournal(cfg.JournalPath, cfg.Clock())
-	if err != nil {
-		return nil, err
-	}
-	m := newMetrics()
-	return &Actuator{cfg: cfg, log: log, orderKeys: tasks.RotatingKeys(cfg.VerifyKey, cfg.PreviousVerifyKey),
-		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, journal: j, metrics: m}, nil
+	return redisOpt, errs
 }
 
 func (a *Actuator) now() time.Time { return a.cfg.Clock() }
@@ -205,62 +214,91 @@ func (a *Actuator) Run(ctx context.Context) error {
 	if !a.running.CompareAndSwap(false, true) {
 		return errors.New("actuator: Run called twice")
 	}
-	defer a.journal.Close()
-	defer a.ssh.Close()
-	a.client = asynq.NewClient(a.redis)
-	defer a.client.Close()
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	reportCtx, cancelReports := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelReports()
-	a.workCtx, a.reportCtx = workCtx, reportCtx
+	var q queues
+	return supervisor.New(a.log,
+		supervisor.Service{Name: "connections", Start: a.connect, Stop: a.disconnect},
+		supervisor.Service{Name: "recover", Start: a.recoverOnStart},
+		supervisor.Service{Name: "queues", Start: q.start(a), Stop: q.stop(a)},
+	).Run(ctx)
+}
 
-	if err := a.recover(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+// connect opens the queue client and the contexts handlers run on: they
+// outlive Run's context, for the shutdown grace and the last reports.
+func (a *Actuator) connect(ctx context.Context) error {
+	a.client = asynq.NewClient(a.redis)
+	a.workCtx, a.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	a.reportCtx, a.cancelReports = context.WithCancel(context.WithoutCancel(ctx))
+	return nil
+}
+
+func (a *Actuator) disconnect() {
+	a.cancelWork()
+	a.cancelReports()
+	a.client.Close()
+	a.ssh.Close()
+	a.journal.Close()
+}
+
+// recoverOnStart reports what an earlier run left unfinished; a stop asked
+// for meanwhile is no failure.
+func (a *Actuator) recoverOnStart(ctx context.Context) error {
+	if err := a.recover(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}
-	// Orders and probes are served by two pools, so probes can never
-	// take the workers an approved order needs.
-	newServer := func(queue string, concurrency int) *asynq.Server {
-		return asynq.NewServer(a.redis, asynq.Config{
-			Concurrency:       concurrency,
-			Queues:            map[string]int{queue: 1},
-			TaskCheckInterval: a.cfg.TaskCheckInterval,
-			// drain bounds the handlers; asynq must not give up on them
-			// first and put their orders back on the queue.
-			ShutdownTimeout: a.cfg.ShutdownGrace + 30*time.Second,
-			Logger:          tasks.Logger(a.log),
-			LogLevel:        asynq.WarnLevel,
-		})
-	}
-	orders := newServer(tasks.QueueActuator, a.cfg.Concurrency)
-	orderMux := asynq.NewServeMux()
-	orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
-	if err := orders.Start(orderMux); err != nil {
-		return fmt.Errorf("start actuator: %w", err)
-	}
-	probes := newServer(tasks.QueueProbes, a.cfg.ProbeConcurrency)
-	probeMux := asynq.NewServeMux()
-	probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
-	probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
-	if err := probes.Start(probeMux); err != nil {
-		orders.Shutdown()
-		return fmt.Errorf("start actuator probes: %w", err)
-	}
-	a.log.Info("actuator ready", "name", a.cfg.Name, "queues", []string{tasks.QueueActuator, tasks.QueueProbes},
-		"concurrency", a.cfg.Concurrency, "probe_concurrency", a.cfg.ProbeConcurrency)
-
-	<-ctx.Done()
-	a.log.Info("actuator stopping", "running", a.activeCount())
-	orders.Stop()
-	probes.Stop()
-	a.drain(cancelWork, cancelReports)
-	orders.Shutdown()
-	probes.Shutdown()
-	a.log.Info("actuator stopped")
 	return nil
+}
+
+// queues are the two asynq servers: orders and probes are served by two
+// pools, so probes can never take the workers an approved order needs.
+type queues struct{ orders, probes *asynq.Server }
+
+func (q *queues) start(a *Actuator) func(context.Context) error {
+	return func(context.Context) error {
+		q.orders = a.newServer(tasks.QueueActuator, a.cfg.Concurrency)
+		orderMux := asynq.NewServeMux()
+		orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
+		if err := q.orders.Start(orderMux); err != nil {
+			return fmt.Errorf("start actuator: %w", err)
+		}
+		q.probes = a.newServer(tasks.QueueProbes, a.cfg.ProbeConcurrency)
+		probeMux := asynq.NewServeMux()
+		probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
+		probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
+		if err := q.probes.Start(probeMux); err != nil {
+			q.orders.Shutdown()
+			return fmt.Errorf("start actuator probes: %w", err)
+		}
+		a.log.Info("actuator ready", "name", a.cfg.Name, "queues", []string{tasks.QueueActuator, tasks.QueueProbes},
+			"concurrency", a.cfg.Concurrency, "probe_concurrency", a.cfg.ProbeConcurrency)
+		return nil
+	}
+}
+
+// stop stops taking work from both queues, drains what runs, then shuts
+// the servers down.
+func (q *queues) stop(a *Actuator) func() {
+	return func() {
+		a.log.Info("actuator stopping", "running", a.activeCount())
+		q.orders.Stop()
+		q.probes.Stop()
+		a.drain(a.cancelWork, a.cancelReports)
+		q.orders.Shutdown()
+		q.probes.Shutdown()
+		a.log.Info("actuator stopped")
+	}
+}
+
+func (a *Actuator) newServer(queue string, concurrency int) *asynq.Server {
+	return asynq.NewServer(a.redis, asynq.Config{
+		Concurrency:       concurrency,
+		Queues:            map[string]int{queue: 1},
+		TaskCheckInterval: a.cfg.TaskCheckInterval,
+		// drain bounds the handlers; asynq must not give up on them
+		// first and put their orders back on the queue.
+		ShutdownTimeout: a.cfg.ShutdownGrace + 30*time.Second,
+		Logger:          tasks.Logger(a.log),
+		LogLevel:        asynq.WarnLevel,
+	})
 }
 
 // drain waits for running handlers: for ShutdownGrace, then after killing
@@ -381,7 +419,7 @@ func (a *Actuator) deliverResult(ctx context.Context, res tasks.Result) error {
 		if err == nil {
 			return nil
 		}
-		a.log.Warn("could not enqueue a result; retrying", "execution_id", res.ExecutionID, "status", res.Status, "error", err)
+		a.log.Warn("could not enqueue a result; retrying", "execution_id", res.ExecutionID, "status", res.Status, "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("enqueue result: %w (last error: %v)", context.Cause(ctx), err)
@@ -400,7 +438,7 @@ func (a *Actuator) reportProgress(ctx context.Context, p tasks.Progress) {
 		err = a.enqueue(ctx, t)
 	}
 	if err != nil && ctx.Err() == nil {
-		a.log.Warn("could not enqueue progress", "execution_id", p.ExecutionID, "seq", p.Seq, "error", err)
+		a.log.Warn("could not enqueue progress", "execution_id", p.ExecutionID, "seq", p.Seq, "err", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/logctx"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -39,14 +40,14 @@ func (x *execution) why() string {
 	return lastLine(x.out.Tail(1, 300))
 }
 
-// execute runs a verified, journaled order and returns its result.
-func (a *Actuator) execute(o tasks.Order, plan policy.Plan, class policy.Class, started time.Time) tasks.Result {
-	ctx := a.workCtx
+// execute runs a verified, journaled order on ctx, which carries the
+// order's logger, and returns its result.
+func (a *Actuator) execute(ctx context.Context, o tasks.Order, plan policy.Plan, class policy.Class, started time.Time) tasks.Result {
 	x := &execution{
 		a:     a,
 		order: o,
 		plan:  plan,
-		log:   a.log.With("execution_id", o.ExecutionID),
+		log:   logctx.From(ctx),
 		out:   &outputBuffer{},
 		res:   tasks.Result{ExecutionID: o.ExecutionID, PlanHash: o.PlanHash, StartedAt: started},
 	}
@@ -153,7 +154,7 @@ func (x *execution) attempt(ctx context.Context, phase, cmd string, capture io.W
 	x.stderr = &outputBuffer{}
 	code, err := x.a.runner.Run(ctx, x.order.Target.HostAddr, cmd, stdout, io.MultiWriter(x.out, x.stderr))
 	if err != nil {
-		x.log.Warn("command did not complete", "phase", phase, "error", err)
+		x.log.Warn("command did not complete", "phase", phase, "err", err)
 	}
 	return code, err
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/internal/logctx"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -53,7 +53,7 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	if err != nil {
 		a.metrics.refuse(kindInventory, refusalFor(err))
 		claims := tasks.Claimed(t.Payload())
-		a.log.Warn("inventory request refused: it is not signed by the bot", "run_id", claims.RunID, "host_id", claims.HostID, "error", err)
+		a.log.Warn("inventory request refused: it is not signed by the bot", "run_id", claims.RunID, "host_id", claims.HostID, "err", err)
 		return fmt.Errorf("refuse inventory %s: %v: %w", claims.RunID, err, asynq.SkipRetry)
 	}
 	log := a.log.With("run_id", r.RunID, "host", r.Host, "node", r.Node)
@@ -63,14 +63,14 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 		return fmt.Errorf("refuse inventory %s: it is for actuator %q, not %q: %w", r.RunID, r.Actuator, a.cfg.Name, asynq.SkipRetry)
 	}
 	a.metrics.verify(kindInventory)
-	ctx, cancel := context.WithTimeoutCause(a.workCtx, inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))
+	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))
 	defer cancel()
 	res := tasks.InventoryResult{RunID: r.RunID, HostID: r.HostID, Actuator: a.cfg.Name, Node: r.Node}
-	res.Containers, res.Elsewhere, err = a.inventory(ctx, log, r)
+	res.Containers, res.Elsewhere, err = a.inventory(ctx, r)
 	if err != nil {
 		// Reported, not dropped: the bot learns the host did not answer,
 		// and marks nothing gone for it.
-		log.Warn("inventory failed", "error", err)
+		log.Warn("inventory failed", "err", err)
 		res.Containers, res.Elsewhere = nil, nil
 		res.Error = clipString(redact.String(err.Error()), tasks.MaxInventoryError)
 	}
@@ -80,7 +80,7 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 		return fmt.Errorf("report inventory %s: %w", r.RunID, err)
 	}
 	if err := a.enqueue(a.reportCtx, task); err != nil {
-		log.Warn("could not enqueue an inventory", "error", err)
+		log.Warn("could not enqueue an inventory", "err", err)
 		return fmt.Errorf("report inventory %s: %w", r.RunID, err)
 	}
 	log.Debug("inventory done", "containers", len(res.Containers), "elsewhere", len(res.Elsewhere))
@@ -119,7 +119,8 @@ var statusWordRE = regexp.MustCompile(`^[a-z]{1,16}$`)
 
 // inventory lists the containers of r.Node and the vmids the cluster has
 // elsewhere, then reads each local container's configuration.
-func (a *Actuator) inventory(ctx context.Context, log *slog.Logger, r tasks.InventoryRun) ([]tasks.InventoryContainer, []int, error) {
+func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks.InventoryContainer, []int, error) {
+	log := logctx.From(ctx)
 	out, errOut, code, err := a.capture(ctx, r.HostAddr, listResources, maxListingBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list the cluster's resources: %w", err)
@@ -190,7 +191,7 @@ func (a *Actuator) inventory(ctx context.Context, log *slog.Logger, r tasks.Inve
 			if ctx.Err() != nil {
 				return nil, nil, fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
 			}
-			log.Warn("inventory could not read a container's configuration", "vmid", c.VMID, "exit", code, "error", err)
+			log.Warn("inventory could not read a container's configuration", "vmid", c.VMID, "exit", code, "err", err)
 			c.Partial = true
 		}
 		var dropped []string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/internal/logctx"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -64,7 +65,7 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 			Error: "The actuator could not write its journal, so nothing ran: " + err.Error(),
 		}
 		if rerr := a.deliverResult(a.reportCtx, res); rerr != nil {
-			a.log.Error("could not report a journal failure", "execution_id", id, "error", rerr)
+			a.log.Error("could not report a journal failure", "execution_id", id, "err", rerr)
 		}
 		return fmt.Errorf("run execution %s: %w", id, err)
 	}
@@ -72,16 +73,16 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	log := a.log.With("execution_id", id, "action", o.Action, "target", o.Target.Slug, "host", o.Target.Host)
 	log.Info("execution started", "risk_class", class.String())
 
-	res := a.execute(o, plan, class, now)
+	res := a.execute(logctx.With(a.workCtx, log), o, plan, class, now)
 
 	if err := a.deliverResult(a.reportCtx, res); err != nil {
 		// The journal keeps the start without a finish, so the next start
 		// reports this execution as outcome_unknown.
-		log.Error("could not report a result", "status", res.Status, "error", err)
+		log.Error("could not report a result", "status", res.Status, "err", err)
 		return fmt.Errorf("run execution %s: %w", id, err)
 	}
 	if err := a.journal.Finish(id, res.Status); err != nil {
-		log.Error("could not journal a finished execution", "status", res.Status, "error", err)
+		log.Error("could not journal a finished execution", "status", res.Status, "err", err)
 		return fmt.Errorf("run execution %s: %w", id, err)
 	}
 	log.Info("execution finished", "status", res.Status, "failed_phase", res.FailedPhase, "exit_code", res.ExitCode,
@@ -161,7 +162,7 @@ func refusalSentence(why tasks.Refusal, cause error) string {
 // tells asynq never to retry it. planHash is that of the verified order the
 // refusal answers; empty when no order of the bot's stands behind it.
 func (a *Actuator) refuse(id string, why tasks.Refusal, cause error, now time.Time, planHash string) error {
-	a.log.Warn("order refused", "execution_id", id, "refusal", string(why), "error", cause)
+	a.log.Warn("order refused", "execution_id", id, "refusal", string(why), "err", cause)
 	a.metrics.refuse(kindOrder, why)
 	err := fmt.Errorf("refuse execution %s: %s: %v: %w", id, why, cause, asynq.SkipRetry)
 	if !validExecutionID(id) {
@@ -178,7 +179,7 @@ func (a *Actuator) refuse(id string, why tasks.Refusal, cause error, now time.Ti
 		FinishedAt:  now,
 	}
 	if rerr := a.deliverResult(a.reportCtx, res); rerr != nil {
-		a.log.Error("could not report a refusal", "execution_id", id, "refusal", string(why), "error", rerr)
+		a.log.Error("could not report a refusal", "execution_id", id, "refusal", string(why), "err", rerr)
 	}
 	return err
 }

@@ -57,7 +57,7 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 		// request the bot never made would lend the forgery credit.
 		a.metrics.refuse(kindProbe, refusalFor(err))
 		claims := tasks.Claimed(t.Payload())
-		a.log.Warn("probe request refused: it is not signed by the bot", "check_id", claims.CheckID, "target_id", claims.TargetID, "error", err)
+		a.log.Warn("probe request refused: it is not signed by the bot", "check_id", claims.CheckID, "target_id", claims.TargetID, "err", err)
 		return fmt.Errorf("refuse probe %s: %v: %w", claims.CheckID, err, asynq.SkipRetry)
 	}
 	log := a.log.With("check_id", c.CheckID, "target_id", c.TargetID, "kind", c.Kind)
@@ -79,7 +79,7 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 	if err != nil {
 		// A check that cannot run is reported, not dropped: otherwise its
 		// target would sit at "unknown" and nobody would learn why.
-		log.Error("probe request cannot run", "error", err)
+		log.Error("probe request cannot run", "err", err)
 		rep = probeReport{health: unhealthy, detail: "the check cannot run: " + err.Error()}
 	}
 	if rep.metrics == nil {
@@ -95,7 +95,7 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 		return fmt.Errorf("run probe %s: %w", c.CheckID, err)
 	}
 	if err := a.enqueue(a.reportCtx, task); err != nil {
-		log.Warn("could not enqueue a probe result", "error", err)
+		log.Warn("could not enqueue a probe result", "err", err)
 		return fmt.Errorf("run probe %s: report: %w", c.CheckID, err)
 	}
 	log.Debug("probe done", "health", rep.health)

@@ -203,7 +203,7 @@ func (r *SSHRunner) session(ctx context.Context, addr string) (*ssh.Session, err
 		if fresh || attempt > 0 {
 			return nil, fmt.Errorf("%w: open a session on %s: %v", ErrNotSent, addr, err)
 		}
-		r.log.Info("ssh connection went away; dialing again", "addr", addr, "error", err)
+		r.log.Info("ssh connection went away; dialing again", "addr", addr, "err", err)
 	}
 }
 
@@ -215,7 +215,7 @@ func (r *SSHRunner) watch(h *hostConn, c *ssh.Client, addr string) {
 		h.client = nil
 	}
 	h.mu.Unlock()
-	r.log.Debug("ssh connection closed", "addr", addr, "error", err)
+	r.log.Debug("ssh connection closed", "addr", addr, "err", err)
 }
 
 func (r *SSHRunner) host(addr string) (*hostConn, error) {

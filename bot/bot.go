@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto/cryptohelper"
@@ -20,6 +19,8 @@ import (
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/metrics"
+	"github.com/nomoshq/nomos/internal/supervisor"
+	"github.com/nomoshq/nomos/internal/zerobridge"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -47,7 +48,8 @@ type Config struct {
 	// Store and Executions are the source of truth and the lifecycle.
 	Store      *store.Store
 	Executions *executions.Service
-	// CryptoDB holds the E2EE state, device id and sync token.
+	// CryptoDB holds the E2EE state, device id and sync token. The caller
+	// closes it once Run has returned for the last time.
 	CryptoDB *dbutil.Database
 	// PickleKey encrypts the crypto store's secrets at rest. Required.
 	PickleKey []byte
@@ -119,6 +121,8 @@ type Bot struct {
 	readers map[id.UserID]bool
 	// inspector withdraws a cancelled plan's order from the queue.
 	inspector *asynq.Inspector
+	// results consumes the actuator's reports while the bot runs.
+	results *asynq.Server
 
 	startedAt time.Time
 	cards     *editor
@@ -185,13 +189,51 @@ func New(cfg Config) (*Bot, error) {
 	return b, nil
 }
 
-// Run logs in, sets up encryption and syncs until ctx ends. The results
-// consumer, the reconciler and the expiry watch run beside the sync.
+// Run logs in, sets up encryption and syncs until ctx ends, with the
+// results consumer, the reconciler, the card editor and the watches beside
+// the sync. Run may be called again once it has returned.
 func (b *Bot) Run(ctx context.Context) error {
+	return supervisor.New(b.logger, b.Services()...).Run(ctx)
+}
+
+// Services are the bot's parts in start order, for a supervisor: Run runs
+// them under one, and a process may run them under its own (only while it
+// leads, say). The last one, "sync", reports the homeserver's health.
+func (b *Bot) Services() []supervisor.Service {
+	svcs := []supervisor.Service{
+		// No Stop: closing the crypto helper would close CryptoDB, which
+		// its owner closes, and a later Run needs.
+		{Name: "matrix", Start: b.startMatrix},
+		{Name: "results", Start: b.startResults, Stop: b.stopResults},
+		{Name: "card_editor", Start: b.startEditor, Stop: func() { b.cards.stop() }},
+		{Name: "reconciler", Run: func(ctx context.Context) error { b.exec.RunReconciler(ctx); return nil }},
+	}
+	if b.cfg.RunChecks {
+		svcs = append(svcs, supervisor.Service{Name: "prober", Run: func(ctx context.Context) error { b.exec.RunProber(ctx); return nil }})
+	}
+	if b.cfg.RunDiscovery {
+		svcs = append(svcs, supervisor.Service{Name: "discovery", Run: func(ctx context.Context) error { b.exec.RunDiscovery(ctx); return nil }})
+	}
+	if b.cfg.AlertRoom != "" {
+		svcs = append(svcs, supervisor.Service{Name: "alerts", Run: func(ctx context.Context) error {
+			every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
+			return nil
+		}})
+	}
+	return append(svcs,
+		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error { every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring); return nil }},
+		supervisor.Service{Name: "executions_listener", Run: b.listenExecutions},
+		// Agent turns run on the sync's context: once it ends, they end.
+		supervisor.Service{Name: "sync", Start: b.catchUp, Run: b.sync, Stop: b.agentTurns.Wait, Health: b.SyncHealth},
+	)
+}
+
+// startMatrix logs in, loads the runbooks and fixes the time of the first
+// sync ever, before which no message is answered.
+func (b *Bot) startMatrix(ctx context.Context) error {
 	if err := b.connect(ctx); err != nil {
 		return err
 	}
-	defer b.crypto.Close()
 	if err := b.loadRunbooks(ctx); err != nil {
 		return err
 	}
@@ -200,65 +242,64 @@ func (b *Bot) Run(ctx context.Context) error {
 		return err
 	}
 	b.startedAt, _ = time.Parse(time.RFC3339Nano, first)
+	return nil
+}
 
-	results := asynq.NewServer(b.cfg.Redis, asynq.Config{
+// startResults consumes the actuator's reports; the inspector withdraws
+// cancelled orders.
+func (b *Bot) startResults(context.Context) error {
+	b.results = asynq.NewServer(b.cfg.Redis, asynq.Config{
 		Queues:            map[string]int{tasks.QueueResults: 1},
 		Concurrency:       4,
 		TaskCheckInterval: 20 * time.Millisecond, // results re-invoke the agent; a poll delay is felt
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
 	})
-	if err := results.Start(&executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport}); err != nil {
+	if err := b.results.Start(&executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport}); err != nil {
 		return fmt.Errorf("start results consumer: %w", err)
 	}
-	defer results.Shutdown()
 	b.inspector = asynq.NewInspector(b.cfg.Redis)
-	defer b.inspector.Close()
+	return nil
+}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wg.Add(3)
-	go func() { defer wg.Done(); b.exec.RunReconciler(ctx) }()
-	if b.cfg.RunChecks {
-		wg.Add(1)
-		go func() { defer wg.Done(); b.exec.RunProber(ctx) }()
+func (b *Bot) stopResults() {
+	b.inspector.Close()
+	b.results.Shutdown()
+}
+
+// startEditor gives this run a fresh card editor: a stopped one takes no
+// more edits.
+func (b *Bot) startEditor(context.Context) error {
+	b.cards = newEditor(b.cfg.EditInterval, b.cfg.Clock, b.editCard, b.logger)
+	return nil
+}
+
+// listenExecutions brings each execution's card up to date as it changes.
+// Each change is handled on its own goroutine: posting one card must not
+// hold up the result of another execution. Handlers re-read the execution,
+// so their order does not matter.
+func (b *Bot) listenExecutions(ctx context.Context) error {
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	onEvent := func(ev store.ExecutionEvent) {
+		handlers.Add(1)
+		go func() { defer handlers.Done(); b.onExecutionEvent(ev) }()
 	}
-	if b.cfg.RunDiscovery {
-		wg.Add(1)
-		go func() { defer wg.Done(); b.exec.RunDiscovery(ctx) }()
+	err := b.store.ListenExecutions(ctx, onEvent, func() { b.catchUpCards(ctx) })
+	if err != nil && ctx.Err() == nil {
+		b.logger.Error("executions listener stopped", "err", err)
 	}
-	if b.cfg.AlertRoom != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
-		}()
-	}
-	go func() { defer wg.Done(); every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring) }()
-	go func() {
-		defer wg.Done()
-		// Each change is handled on its own goroutine: posting one card must
-		// not hold up the result of another execution. Handlers re-read the
-		// execution, so their order does not matter.
-		var handlers sync.WaitGroup
-		defer handlers.Wait()
-		onEvent := func(ev store.ExecutionEvent) {
-			handlers.Add(1)
-			go func() { defer handlers.Done(); b.onExecutionEvent(ev) }()
-		}
-		err := b.store.ListenExecutions(ctx, onEvent, func() { b.catchUpCards(ctx) })
-		if err != nil {
-			b.logger.Error("executions listener stopped", "err", err)
-		}
-	}()
+	return nil
+}
+
+// catchUp brings the recent cards up to date before the first sync.
+func (b *Bot) catchUp(ctx context.Context) error {
 	b.catchUpCards(ctx)
-	defer b.cards.stop()
+	return nil
+}
 
-	// Runs first on the way out, once ctx is done: turns see it and end.
-	defer b.agentTurns.Wait()
-
+// sync runs /sync until ctx ends, retrying when it stops.
+func (b *Bot) sync(ctx context.Context) error {
 	b.logger.Info("bot syncing", "user_id", b.cli.UserID, "device_id", b.cli.DeviceID)
 	b.syncs.start()
 	for {
@@ -283,7 +324,7 @@ func (b *Bot) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("matrix client: %w", err)
 	}
-	cli.Log = zerolog.Nop()
+	cli.Log = zerobridge.Logger(b.logger)
 	b.cli = cli
 	b.watch(cli)
 	helper, err := cryptohelper.NewCryptoHelper(cli, b.cfg.PickleKey, b.cfg.CryptoDB)

@@ -34,10 +34,12 @@ type syncTracker struct {
 	lastErr error     // why the last /sync failed, since the last answer
 }
 
+// start begins a sync loop; what an earlier loop of the same bot heard
+// (before it stopped leading, say) says nothing of this one.
 func (t *syncTracker) start() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.started = t.now()
+	t.started, t.last, t.lastErr = t.now(), time.Time{}, nil
 }
 
 func (t *syncTracker) answered() {

@@ -82,4 +82,9 @@ func TestSyncHealth(t *testing.T) {
 
 	answer()
 	healthy("when the homeserver answers again")
+
+	// A new sync loop, as when the bot leads again after standing by,
+	// starts from nothing: the last loop's answers say nothing of it.
+	b.syncs.start()
+	notYet("when a new loop starts")
 }

@@ -142,7 +142,7 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 			ref.Reason, ref.Detail = RefusedReplayed, "the run has an outcome already"
 			return s.refuse(ctx, ref)
 		}
-		log.Warn("the host's inventory could not be taken; nothing changes", "error", r.Error)
+		log.Warn("the host's inventory could not be taken; nothing changes", "err", r.Error)
 		return err
 	}
 	obs := store.InventoryObservation{

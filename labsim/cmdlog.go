@@ -53,7 +53,7 @@ func ReadLog(path string) ([]LogEntry, error) {
 func (s *Sim) appendLog(e LogEntry) {
 	line, err := json.Marshal(e)
 	if err != nil {
-		s.log.Error("encode command log entry", "error", err)
+		s.log.Error("encode command log entry", "err", err)
 		return
 	}
 	line = append(line, '\n')
@@ -64,6 +64,6 @@ func (s *Sim) appendLog(e LogEntry) {
 		return
 	}
 	if _, err := s.logFile.Write(line); err != nil {
-		s.log.Error("write command log", "path", s.logPath, "error", err)
+		s.log.Error("write command log", "path", s.logPath, "err", err)
 	}
 }

@@ -156,7 +156,7 @@ func (s *Sim) currentFaults() faultSet {
 	defer s.faultMu.Unlock()
 	faults, err := s.readFaultFile()
 	if err != nil {
-		s.log.Error("read fault control file", "path", s.faultsPath, "error", err)
+		s.log.Error("read fault control file", "path", s.faultsPath, "err", err)
 		return s.lastFaults
 	}
 	s.lastFaults = faults

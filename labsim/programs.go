@@ -420,7 +420,7 @@ func (s *Sim) runLocked(b builtin, c *call) int {
 
 func (s *Sim) saveLocked() {
 	if err := saveState(s.statePath, s.state); err != nil {
-		s.log.Error("save state", "path", s.statePath, "error", err)
+		s.log.Error("save state", "path", s.statePath, "err", err)
 	}
 }
 

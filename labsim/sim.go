@@ -186,7 +186,7 @@ func (s *Sim) Start(ctx context.Context) error {
 			defer s.wg.Done()
 			err := h.srv.Serve(h.ln)
 			if !errors.Is(err, ssh.ErrServerClosed) {
-				s.log.Error("ssh server stopped", "host", h.name, "error", err)
+				s.log.Error("ssh server stopped", "host", h.name, "err", err)
 			}
 		}()
 		s.log.Info("simulated proxmox host listening", "host", h.name, "addr", h.ln.Addr().String())
@@ -353,7 +353,7 @@ func (s *Sim) authorizedKeys() ([]gossh.PublicKey, error) {
 func (s *Sim) allowKey(ctx ssh.Context, key ssh.PublicKey) bool {
 	keys, err := s.authorizedKeys()
 	if err != nil {
-		s.log.Error("refusing login: cannot read authorized keys", "error", err)
+		s.log.Error("refusing login: cannot read authorized keys", "err", err)
 		return false
 	}
 	blob := key.Marshal()

@@ -12,6 +12,10 @@ import (
 // homeserver sync before its first pass): reported, but not a failure.
 var ErrUnknown = errors.New("unknown")
 
+// ErrStandby is what a ReadyCheck of a leader-only part returns on a
+// standby process: reported as "standby", not a failure.
+var ErrStandby = errors.New("standby")
+
 // healthz says the process is alive; it reads nothing.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -55,6 +59,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			rep.Checks[c.Name] = "ok"
 		case errors.Is(err, ErrUnknown):
 			rep.Checks[c.Name] = "unknown"
+		case errors.Is(err, ErrStandby):
+			rep.Checks[c.Name] = "standby"
 		default:
 			rep.Checks[c.Name] = "unavailable"
 			rep.Status = "unavailable"

@@ -144,6 +144,7 @@ func TestHealthzAndReadyz(t *testing.T) {
 				{Name: "postgres", Check: c.Store.Ping},
 				{Name: "redis", Check: func(ctx context.Context) error { return rc.Ping(ctx).Err() }},
 				{Name: "homeserver_sync"},
+				{Name: "leader", Check: func(context.Context) error { return web.ErrStandby }},
 			}
 		}
 	}
@@ -157,8 +158,9 @@ func TestHealthzAndReadyz(t *testing.T) {
 		status int
 		want   report
 	}{
-		{"all up", up, http.StatusOK, report{"ok", map[string]string{"postgres": "ok", "redis": "ok", "homeserver_sync": "unknown"}}},
-		{"redis down", down, http.StatusServiceUnavailable, report{"unavailable", map[string]string{"postgres": "ok", "redis": "unavailable", "homeserver_sync": "unknown"}}},
+		// A standby bot is ready: it serves the page while the other leads.
+		{"all up", up, http.StatusOK, report{"ok", map[string]string{"postgres": "ok", "redis": "ok", "homeserver_sync": "unknown", "leader": "standby"}}},
+		{"redis down", down, http.StatusServiceUnavailable, report{"unavailable", map[string]string{"postgres": "ok", "redis": "unavailable", "homeserver_sync": "unknown", "leader": "standby"}}},
 	} {
 		b := setup(t, readyWith(c.rc))
 		if got := b.get(t, "/healthz", http.StatusOK); got != "ok\n" {

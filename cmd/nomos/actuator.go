@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/actuator"
+	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -79,14 +80,16 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	var svcs []supervisor.Service
 	if cfg.Actuator.MetricsListen != "" {
-		stop, err := serveMetrics(metricsAddr(cfg.Actuator.MetricsListen), a.Collector(), env.logger)
-		if err != nil {
+		var stop func()
+		svcs = append(svcs, supervisor.Service{Name: "metrics", Start: func(context.Context) (err error) {
+			stop, err = serveMetrics(metricsAddr(cfg.Actuator.MetricsListen), a.Collector(), env.logger)
 			return err
-		}
-		defer stop()
+		}, Stop: func() { stop() }})
 	}
-	return a.Run(ctx)
+	svcs = append(svcs, supervisor.Service{Name: "actuator", Run: a.Run})
+	return supervisor.New(env.logger, svcs...).Run(ctx)
 }
 
 // metricsAddr is where actuator.metrics_listen serves: a port alone means

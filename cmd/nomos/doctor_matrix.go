@@ -7,12 +7,13 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto"
 	"maunium.net/go/mautrix/crypto/signatures"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/nomoshq/nomos/internal/zerobridge"
 )
 
 // checkMatrix checks, in turn, that the homeserver answers, that the bot
@@ -25,7 +26,7 @@ func (d *doctor) checkMatrix(ctx context.Context) []checkLine {
 	if err != nil {
 		return []checkLine{fail("homeserver: "+err.Error(), "set matrix.homeserver_url to the homeserver's client URL, such as https://matrix.example.org")}
 	}
-	hs.Log = zerolog.Nop()
+	hs.Log = zerobridge.Logger(d.logger)
 	versions, err := hs.Versions(ctx)
 	if err != nil || len(versions.Versions) == 0 {
 		return []checkLine{fail(fmt.Sprintf("homeserver: %s does not answer GET /_matrix/client/versions: %v", m.HomeserverURL, err),
@@ -79,7 +80,7 @@ func (d *doctor) login(ctx context.Context) (*mautrix.Client, string, error) {
 	if err != nil {
 		return nil, how, err
 	}
-	cli.Log = zerolog.Nop()
+	cli.Log = zerobridge.Logger(d.logger)
 	if m.AccessToken != "" {
 		who, err := cli.Whoami(ctx)
 		if err != nil {
