@@ -39,6 +39,11 @@ type Config struct {
 	// another name is refused, and every report carries it. Default
 	// tasks.DefaultActuator.
 	Name string
+	// Site is the site this actuator serves. It consumes only that site's
+	// queues (tasks.OrderQueue, tasks.ProbeQueue) and refuses an order or
+	// probe signed for a host of another site, whichever queue it came
+	// from. Default tasks.DefaultSite.
+	Site string
 	// SSHSigner is the actuator's SSH private key. Required.
 	SSHSigner ssh.Signer
 	// KnownHostsFile pins every host's SSH key; a host that is not in it,
@@ -114,6 +119,7 @@ type Actuator struct {
 func New(cfg Config) (*Actuator, error) {
 	cfg.SSHUser = cmp.Or(cfg.SSHUser, "root")
 	cfg.Name = cmp.Or(cfg.Name, tasks.DefaultActuator)
+	cfg.Site = cmp.Or(cfg.Site, tasks.DefaultSite)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
@@ -151,6 +157,9 @@ func New(cfg Config) (*Actuator, error) {
 		errs = append(errs, fmt.Errorf("report signing key: want an Ed25519 private key of %d bytes, got %d", ed25519.PrivateKeySize, len(cfg.ReportSigningKey)))
 	}
 	if err := tasks.ValidateActuatorName(cfg.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if err := tasks.ValidateSiteName(cfg.Site); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.JournalPath == "" {
@@ -235,13 +244,14 @@ func (a *Actuator) Run(ctx context.Context) error {
 			LogLevel:        asynq.WarnLevel,
 		})
 	}
-	orders := newServer(tasks.QueueActuator, a.cfg.Concurrency)
+	orderQueue, probeQueue := tasks.OrderQueue(a.cfg.Site), tasks.ProbeQueue(a.cfg.Site)
+	orders := newServer(orderQueue, a.cfg.Concurrency)
 	orderMux := asynq.NewServeMux()
 	orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
 	if err := orders.Start(orderMux); err != nil {
 		return fmt.Errorf("start actuator: %w", err)
 	}
-	probes := newServer(tasks.QueueProbes, a.cfg.ProbeConcurrency)
+	probes := newServer(probeQueue, a.cfg.ProbeConcurrency)
 	probeMux := asynq.NewServeMux()
 	probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
 	probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
@@ -249,7 +259,7 @@ func (a *Actuator) Run(ctx context.Context) error {
 		orders.Shutdown()
 		return fmt.Errorf("start actuator probes: %w", err)
 	}
-	a.log.Info("actuator ready", "name", a.cfg.Name, "queues", []string{tasks.QueueActuator, tasks.QueueProbes},
+	a.log.Info("actuator ready", "name", a.cfg.Name, "site", a.cfg.Site, "queues", []string{orderQueue, probeQueue},
 		"concurrency", a.cfg.Concurrency, "probe_concurrency", a.cfg.ProbeConcurrency)
 
 	<-ctx.Done()

@@ -271,7 +271,7 @@ func (b *bundle) sign(t *testing.T, o tasks.Order) []byte {
 func (b *bundle) send(t *testing.T, o tasks.Order) []byte {
 	t.Helper()
 	env := b.sign(t, o)
-	if _, err := b.queue.Enqueue(tasks.NewRunTask(o.ExecutionID, env)); err != nil {
+	if _, err := b.queue.Enqueue(tasks.NewRunTask(o.Site, o.ExecutionID, env)); err != nil {
 		t.Fatalf("enqueue order %s: %v", o.ExecutionID, err)
 	}
 	return env
@@ -281,7 +281,7 @@ func (b *bundle) send(t *testing.T, o tasks.Order) []byte {
 // stranger with access to Redis would.
 func (b *bundle) deliver(t *testing.T, envelope []byte) {
 	t.Helper()
-	if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, envelope, asynq.Queue(tasks.QueueActuator), asynq.MaxRetry(0))); err != nil {
+	if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, envelope, asynq.Queue(tasks.OrderQueue(tasks.DefaultSite)), asynq.MaxRetry(0))); err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
 }

@@ -404,7 +404,7 @@ func TestForgedOrderFailsNothing(t *testing.T) {
 	}
 	client := asynq.NewClient(b.redis)
 	defer client.Close()
-	if _, err := client.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, forged, asynq.Queue(tasks.QueueActuator), asynq.MaxRetry(0))); err != nil {
+	if _, err := client.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, forged, asynq.Queue(tasks.OrderQueue(tasks.DefaultSite)), asynq.MaxRetry(0))); err != nil {
 		t.Fatal(err)
 	}
 	select {

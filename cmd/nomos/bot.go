@@ -118,7 +118,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 			{Name: "redis", Check: func(ctx context.Context) error { return rc.Ping(ctx).Err() }},
 			{Name: "homeserver_sync", Check: syncReady(b)},
 		},
-		Queues: inspector, QueueNames: []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults},
+		Queues: inspector, QueueNames: []string{tasks.OrderQueue(tasks.DefaultSite), tasks.ProbeQueue(tasks.DefaultSite), tasks.QueueResults},
 		Registry: reg,
 	})
 	if err != nil {

@@ -91,6 +91,7 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	webListen := fs.String("web-listen", devWebListen, "`address` of the bot's status page and MCP endpoint")
 	redisURL := fs.String("redis", "", "Redis `URL` for the stack (default: start or reuse Redis on 127.0.0.1:6379, database 0)")
 	bin := fs.String("bin", "", "the nomos `binary` to run the roles with (default: this one)")
+	nSites := fs.Int("sites", 1, "run the demo hosts as this many `sites`, each with its own actuator, SSH key and journal")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -158,6 +159,7 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	siteNames := assignDevSites(seed, *nSites)
 	if err := applySeed(ctx, state.DatabaseURL, seed, env); err != nil {
 		return err
 	}
@@ -166,10 +168,14 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	sites, authorizedKeys, err := ensureDevSiteKeys(absDir, keys, siteNames)
+	if err != nil {
+		return err
+	}
 	state.LabsimLog = filepath.Join(absDir, "labsim", "commands.jsonl")
 	sim, err := startLabsim(ctx, seed, LabsimConfig{
 		StateDir:           filepath.Join(absDir, "labsim"),
-		AuthorizedKeysFile: keys.authorizedKeys,
+		AuthorizedKeysFile: authorizedKeys,
 		LogFile:            state.LabsimLog,
 	}, logger)
 	if err != nil {
@@ -220,9 +226,20 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 
+	if err := writeDevSiteConfigs(sites, keys, state.Config); err != nil {
+		return err
+	}
 	children, err := startChildren(ctx, self, started, state.Config, env.environ, absDir, env)
 	if err != nil {
 		return err
+	}
+	siteChildren, err := startDevSites(ctx, self, sites, env)
+	if err != nil {
+		children.stop()
+		return err
+	}
+	for _, c := range siteChildren {
+		children.adopt(c)
 	}
 	// The stack runs until Ctrl-C, Dendrite exits or a role does.
 	stackCtx, stopStack := context.WithCancelCause(ctx)
@@ -237,6 +254,7 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 		}
 	}()
 	printDevSummary(env, state, absDir, *dir, self, started, sim, seed)
+	printDevSites(env.stdout, sites, seed)
 	if slices.Contains(started, "bot") {
 		runDevDoctor(stackCtx, env, state.Config)
 	}
@@ -370,7 +388,7 @@ func clearDevQueues(redisURL string, logger *slog.Logger) {
 	}
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
-	for _, q := range []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults} {
+	for _, q := range []string{tasks.OrderQueue(tasks.DefaultSite), tasks.ProbeQueue(tasks.DefaultSite), tasks.QueueResults} {
 		if err := insp.DeleteQueue(q, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
 			logger.Warn("cannot clear the old stack's queue", "queue", q, "err", err)
 		}
