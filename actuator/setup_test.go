@@ -426,13 +426,12 @@ func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey) *collect
 	}
 	c := &collector{t: t, pub: pub, changed: make(chan struct{})}
 	// One worker, so messages are recorded in queue order.
-	srv := asynq.NewServer(opt, asynq.Config{
+	srv := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency:       1,
-		Queues:            map[string]int{tasks.QueueResults: 1},
 		TaskCheckInterval: 10 * time.Millisecond,
 		Logger:            tasks.Logger(testenv.Logger(t).With("side", "collector")),
 		LogLevel:          asynq.WarnLevel,
-	})
+	}))
 	if err := srv.Start(asynq.HandlerFunc(c.handle)); err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +439,20 @@ func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey) *collect
 	return c
 }
 
-func (c *collector) handle(_ context.Context, task *asynq.Task) error {
+func (c *collector) handle(ctx context.Context, task *asynq.Task) error {
+	if task.Type() == tasks.TypeCheckResults {
+		payloads, err := tasks.SplitCheckResults(task.Payload())
+		if err != nil {
+			c.t.Errorf("the actuator's probe results make a batch that does not split: %v", err)
+			return errors.Join(err, asynq.SkipRetry)
+		}
+		for _, p := range payloads {
+			if err := c.handle(ctx, asynq.NewTask(tasks.TypeCheckResult, p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	m := message{Type: task.Type()}
 	var err error
 	switch task.Type() {

@@ -201,13 +201,12 @@ func (b *Bot) Run(ctx context.Context) error {
 	}
 	b.startedAt, _ = time.Parse(time.RFC3339Nano, first)
 
-	results := asynq.NewServer(b.cfg.Redis, asynq.Config{
-		Queues:            map[string]int{tasks.QueueResults: 1},
+	results := asynq.NewServer(b.cfg.Redis, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency:       4,
 		TaskCheckInterval: 20 * time.Millisecond, // results re-invoke the agent; a poll delay is felt
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
-	})
+	}))
 	if err := results.Start(&executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport}); err != nil {
 		return fmt.Errorf("start results consumer: %w", err)
 	}

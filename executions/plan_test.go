@@ -68,7 +68,7 @@ func (b *bundle) startActuator(t *testing.T, fleet *testenv.Fleet) {
 // func is called or the test ends.
 func (b *bundle) consumeResults(t *testing.T, svc *executions.Service) (stop func()) {
 	t.Helper()
-	results := asynq.NewServer(b.redis, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
 	if err := results.Start(&executions.ResultsHandler{Service: svc}); err != nil {
 		t.Fatal(err)
 	}
