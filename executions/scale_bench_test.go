@@ -22,7 +22,7 @@ import (
 	"github.com/nomoshq/nomos/tasks"
 )
 
-// BenchmarkProberLag runs the whole probe path for the generated fleet of
+// BenchmarkScaleProberLag runs the whole probe path for the generated fleet of
 // 10 hosts, 1,000 containers, 3,000 services and 5,000 checks (about 77
 // probes a second) on real Postgres, Redis, actuator and labsim: the
 // prober claims and signs each due check, the actuator runs it over SSH,
@@ -31,7 +31,7 @@ import (
 // reports how late each check ran after its slot (p50, p99, max) and how
 // many slots in the window got no result. The window is
 // NOMOS_BENCH_PROBER_WINDOW (default 70s); run it with -benchtime 1x.
-func BenchmarkProberLag(b *testing.B) {
+func BenchmarkScaleProberLag(b *testing.B) {
 	window := 70 * time.Second
 	if w, err := time.ParseDuration(os.Getenv("NOMOS_BENCH_PROBER_WINDOW")); err == nil {
 		window = w

@@ -18,12 +18,12 @@ import (
 	"github.com/nomoshq/nomos/internal/testenv"
 )
 
-// BenchmarkIdleRSS runs the dev stack as `make demo` does, with the bot
+// BenchmarkScaleIdleRSS runs the dev stack as `make demo` does, with the bot
 // and the actuator as processes of their own, and reports the resident
 // memory of each once the stack has settled: for the demo fleet, and for
 // the generated fleet of 1,000 containers, 3,000 services and 5,000
 // checks, which the bot probes all the while. Run it with -benchtime 1x.
-func BenchmarkIdleRSS(b *testing.B) {
+func BenchmarkScaleIdleRSS(b *testing.B) {
 	for _, f := range []struct {
 		name string
 		seed func(b *testing.B) string
