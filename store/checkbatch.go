@@ -11,9 +11,9 @@ import (
 )
 
 // RecordChecks records the results of check definitions in one
-// transaction of seven statements, whatever their number: each check's
-// latest result and signal, each target's worst latest result, the
-// roll-up of the containers they touch, and every metric sample. A result
+// transaction of at most eight statements, whatever their number: each
+// check's latest result and signal, each target's worst latest result,
+// the roll-up of the containers they touch, and every metric sample. A result
 // older than the one on record does not overwrite it; of two results of
 // one check, the newer counts. A result of a check that does not exist,
 // or does not observe the target it names, is left out. It returns how
