@@ -77,8 +77,9 @@ lint: ## gofmt, vet and staticcheck
 
 .PHONY: bench
 bench: prepare ## benchmarks (speed and memory are measured here, never in tests)
-	$(GO) test -run '^$$' -bench '^Benchmark([^E]|E[^2])' -benchmem -count 5 ./...
+	$(GO) test $(DEV_TAGS) -run '^$$' -bench '^Benchmark([^ES]|E[^2]|S[^c])' -benchmem -count 5 ./...
 	$(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 1 ./executions/ ./bot/
+	$(GO) test $(DEV_TAGS) -run '^$$' -bench '^BenchmarkScale' -benchtime 1x -count 1 ./executions/ ./cmd/nomos/
 
 .PHONY: screenshots
 screenshots: prepare ## write the status page's screenshots (1280 and 390 px) to docs/img

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/internal/supervisor"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -40,6 +41,11 @@ type Config struct {
 	// another name is refused, and every report carries it. Default
 	// tasks.DefaultActuator.
 	Name string
+	// Site is the site this actuator serves. It consumes only that site's
+	// queues (tasks.OrderQueue, tasks.ProbeQueue) and refuses an order or
+	// probe signed for a host of another site, whichever queue it came
+	// from. Default tasks.DefaultSite.
+	Site string
 	// SSHSigner is the actuator's SSH private key. Required.
 	SSHSigner ssh.Signer
 	// KnownHostsFile pins every host's SSH key; a host that is not in it,
@@ -117,6 +123,7 @@ type Actuator struct {
 func New(cfg Config) (*Actuator, error) {
 	cfg.SSHUser = cmp.Or(cfg.SSHUser, "root")
 	cfg.Name = cmp.Or(cfg.Name, tasks.DefaultActuator)
+	cfg.Site = cmp.Or(cfg.Site, tasks.DefaultSite)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
@@ -176,6 +183,9 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 		errs = append(errs, fmt.Errorf("report signing key: want an Ed25519 private key of %d bytes, got %d", ed25519.PrivateKeySize, len(cfg.ReportSigningKey)))
 	}
 	if err := tasks.ValidateActuatorName(cfg.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if err := policy.ValidateSiteName(cfg.Site); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.JournalPath == "" {
@@ -254,13 +264,13 @@ type queues struct{ orders, probes *asynq.Server }
 
 func (q *queues) start(a *Actuator) func(context.Context) error {
 	return func(context.Context) error {
-		q.orders = a.newServer(tasks.QueueActuator, a.cfg.Concurrency)
+		q.orders = a.newServer(tasks.OrderQueue(a.cfg.Site), a.cfg.Concurrency)
 		orderMux := asynq.NewServeMux()
 		orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
 		if err := q.orders.Start(orderMux); err != nil {
 			return fmt.Errorf("start actuator: %w", err)
 		}
-		q.probes = a.newServer(tasks.QueueProbes, a.cfg.ProbeConcurrency)
+		q.probes = a.newServer(tasks.ProbeQueue(a.cfg.Site), a.cfg.ProbeConcurrency)
 		probeMux := asynq.NewServeMux()
 		probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
 		probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
@@ -268,7 +278,7 @@ func (q *queues) start(a *Actuator) func(context.Context) error {
 			q.orders.Shutdown()
 			return fmt.Errorf("start actuator probes: %w", err)
 		}
-		a.log.Info("actuator ready", "name", a.cfg.Name, "queues", []string{tasks.QueueActuator, tasks.QueueProbes},
+		a.log.Info("actuator ready", "name", a.cfg.Name, "site", a.cfg.Site, "queues", []string{tasks.OrderQueue(a.cfg.Site), tasks.ProbeQueue(a.cfg.Site)},
 			"concurrency", a.cfg.Concurrency, "probe_concurrency", a.cfg.ProbeConcurrency)
 		return nil
 	}

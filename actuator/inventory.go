@@ -62,6 +62,11 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 		a.metrics.refuse(kindInventory, tasks.RefusedWrongActuator)
 		return fmt.Errorf("refuse inventory %s: it is for actuator %q, not %q: %w", r.RunID, r.Actuator, a.cfg.Name, asynq.SkipRetry)
 	}
+	if r.Site != a.cfg.Site {
+		log.Warn("inventory request refused: it is for a host of another site", "site", r.Site)
+		a.metrics.refuse(kindInventory, tasks.RefusedWrongSite)
+		return fmt.Errorf("refuse inventory %s: it is for site %q, not %q: %w", r.RunID, r.Site, a.cfg.Site, asynq.SkipRetry)
+	}
 	a.metrics.verify(kindInventory)
 	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))
 	defer cancel()

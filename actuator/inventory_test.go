@@ -155,7 +155,7 @@ func TestForgedInventoryRequestsRunNothing(t *testing.T) {
 			return p
 		}(),
 	} {
-		if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeInventoryRun, payload, asynq.Queue(tasks.QueueProbes), asynq.MaxRetry(0))); err != nil {
+		if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeInventoryRun, payload, asynq.Queue(tasks.ProbeQueue(tasks.DefaultSite)), asynq.MaxRetry(0))); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}

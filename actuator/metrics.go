@@ -25,6 +25,7 @@ const (
 var refusals = []tasks.Refusal{
 	tasks.RefusedBadSignature, tasks.RefusedExpired, tasks.RefusedMalformed, tasks.RefusedReplay,
 	tasks.RefusedPlanMismatch, tasks.RefusedWrongActuator, tasks.RefusedTTLTooLong,
+	tasks.RefusedWrongSite,
 }
 
 var (

@@ -31,6 +31,12 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	if o.Actuator != a.cfg.Name {
 		return a.refuse(id, tasks.RefusedWrongActuator, fmt.Errorf("the order is for actuator %q, and this is %q", o.Actuator, a.cfg.Name), now, "")
 	}
+	// Before the journal: the order is the bot's, but for another site's
+	// actuator, which must stay free to run it. No plan hash, so the bot
+	// does not take this refusal for the order's outcome.
+	if o.Site != a.cfg.Site {
+		return a.refuse(id, tasks.RefusedWrongSite, fmt.Errorf("the order is for a host of site %q, and this actuator serves %q", o.Site, a.cfg.Site), now, "")
+	}
 	// The journal comes before the expiry: a copy of an order that already
 	// ran is a replay, whenever it turns up.
 	if a.journal.Seen(id) {
@@ -152,6 +158,8 @@ func refusalSentence(why tasks.Refusal, cause error) string {
 		return "Nothing ran: the steps the actuator derives from this order do not match the plan that was approved. Request the plan again."
 	case tasks.RefusedWrongActuator:
 		return "Nothing ran: the order is addressed to another actuator (" + cause.Error() + "). Check actuator.name on the bot and the actuator."
+	case tasks.RefusedWrongSite:
+		return "Nothing ran here: the order reached the actuator of another site (" + cause.Error() + "). Only its own site's actuator may run it."
 	case tasks.RefusedTTLTooLong:
 		return "Nothing ran: the order claims to stay valid for longer than the actuator accepts (" + cause.Error() + "). Keep orders.ttl at 1h or less."
 	}

@@ -66,6 +66,11 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 		a.metrics.refuse(kindProbe, tasks.RefusedWrongActuator)
 		return fmt.Errorf("refuse probe %s: it is for actuator %q, not %q: %w", c.CheckID, c.Actuator, a.cfg.Name, asynq.SkipRetry)
 	}
+	if c.Site != a.cfg.Site {
+		log.Warn("probe request refused: it is for a host of another site", "site", c.Site)
+		a.metrics.refuse(kindProbe, tasks.RefusedWrongSite)
+		return fmt.Errorf("refuse probe %s: it is for site %q, not %q: %w", c.CheckID, c.Site, a.cfg.Site, asynq.SkipRetry)
+	}
 	if c.Target.HostAddr == "" {
 		a.metrics.refuse(kindProbe, tasks.RefusedMalformed)
 		log.Error("probe request lacks a host address")

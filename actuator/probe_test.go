@@ -256,7 +256,7 @@ func TestForgedProbesRunNothing(t *testing.T) {
 			return genuine(c)
 		}()},
 	} {
-		if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeCheckRun, tc.payload, asynq.Queue(tasks.QueueProbes), asynq.MaxRetry(0))); err != nil {
+		if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeCheckRun, tc.payload, asynq.Queue(tasks.ProbeQueue(tasks.DefaultSite)), asynq.MaxRetry(0))); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 	}

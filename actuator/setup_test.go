@@ -271,7 +271,7 @@ func (b *bundle) sign(t *testing.T, o tasks.Order) []byte {
 func (b *bundle) send(t *testing.T, o tasks.Order) []byte {
 	t.Helper()
 	env := b.sign(t, o)
-	if _, err := b.queue.Enqueue(tasks.NewRunTask(o.ExecutionID, env)); err != nil {
+	if _, err := b.queue.Enqueue(tasks.NewRunTask(o.Site, o.ExecutionID, env)); err != nil {
 		t.Fatalf("enqueue order %s: %v", o.ExecutionID, err)
 	}
 	return env
@@ -281,7 +281,7 @@ func (b *bundle) send(t *testing.T, o tasks.Order) []byte {
 // stranger with access to Redis would.
 func (b *bundle) deliver(t *testing.T, envelope []byte) {
 	t.Helper()
-	if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, envelope, asynq.Queue(tasks.QueueActuator), asynq.MaxRetry(0))); err != nil {
+	if _, err := b.queue.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, envelope, asynq.Queue(tasks.OrderQueue(tasks.DefaultSite)), asynq.MaxRetry(0))); err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
 }
@@ -426,13 +426,12 @@ func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey) *collect
 	}
 	c := &collector{t: t, pub: pub, changed: make(chan struct{})}
 	// One worker, so messages are recorded in queue order.
-	srv := asynq.NewServer(opt, asynq.Config{
+	srv := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency:       1,
-		Queues:            map[string]int{tasks.QueueResults: 1},
 		TaskCheckInterval: 10 * time.Millisecond,
 		Logger:            tasks.Logger(testenv.Logger(t).With("side", "collector")),
 		LogLevel:          asynq.WarnLevel,
-	})
+	}))
 	if err := srv.Start(asynq.HandlerFunc(c.handle)); err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +439,20 @@ func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey) *collect
 	return c
 }
 
-func (c *collector) handle(_ context.Context, task *asynq.Task) error {
+func (c *collector) handle(ctx context.Context, task *asynq.Task) error {
+	if task.Type() == tasks.TypeCheckResults {
+		payloads, err := tasks.SplitCheckResults(task.Payload())
+		if err != nil {
+			c.t.Errorf("the actuator's probe results make a batch that does not split: %v", err)
+			return errors.Join(err, asynq.SkipRetry)
+		}
+		for _, p := range payloads {
+			if err := c.handle(ctx, asynq.NewTask(tasks.TypeCheckResult, p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	m := message{Type: task.Type()}
 	var err error
 	switch task.Type() {

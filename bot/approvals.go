@@ -235,15 +235,23 @@ func (b *Bot) withdrawOrder(x store.Execution) {
 	b.deleteOrder(x.ID.String())
 }
 
-// deleteOrder deletes one order from the queue, if it is still there.
+// deleteOrder deletes one order from its site's queue, if it is still
+// there. The order may be on any site's queue, and there are few.
 func (b *Bot) deleteOrder(executionID string) {
-	err := b.inspector.DeleteTask(tasks.QueueActuator, executionID)
-	switch {
-	case err == nil:
-		b.logger.Warn("withdrew the order of a cancelled plan from the queue", "execution_id", executionID)
-	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
-	default:
+	sites, err := b.store.Sites(context.Background())
+	if err != nil {
 		b.logger.Error("withdraw the order of a cancelled plan", "execution_id", executionID, "err", err)
+		return
+	}
+	for _, site := range sites {
+		err := b.inspector.DeleteTask(tasks.OrderQueue(site), executionID)
+		switch {
+		case err == nil:
+			b.logger.Warn("withdrew the order of a cancelled plan from the queue", "execution_id", executionID, "site", site)
+		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+		default:
+			b.logger.Error("withdraw the order of a cancelled plan", "execution_id", executionID, "site", site, "err", err)
+		}
 	}
 }
 

@@ -248,13 +248,12 @@ func (b *Bot) startMatrix(ctx context.Context) error {
 // startResults consumes the actuator's reports; the inspector withdraws
 // cancelled orders.
 func (b *Bot) startResults(context.Context) error {
-	b.results = asynq.NewServer(b.cfg.Redis, asynq.Config{
-		Queues:            map[string]int{tasks.QueueResults: 1},
+	b.results = asynq.NewServer(b.cfg.Redis, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency:       4,
 		TaskCheckInterval: 20 * time.Millisecond, // results re-invoke the agent; a poll delay is felt
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
-	})
+	}))
 	if err := b.results.Start(&executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport}); err != nil {
 		return fmt.Errorf("start results consumer: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/nomoshq/nomos/internal/redact"
+	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -51,6 +52,9 @@ func (b *Bot) replyStatus(ctx context.Context, evt *event.Event) {
 		line := fmt.Sprintf("%ss: %d (%s)", typ, len(es), healthSummary(counts))
 		if len(states) > 0 {
 			line += "; " + stateSummary(states)
+		}
+		if len(bad) > maxNoticeNames {
+			bad = append(bad[:maxNoticeNames], fmt.Sprintf("and %d more", len(bad)-maxNoticeNames))
 		}
 		if len(bad) > 0 {
 			line += "; attention: " + strings.Join(bad, ", ")
@@ -127,14 +131,37 @@ func (b *Bot) replyContainers(ctx context.Context, evt *event.Event) {
 		b.sendNotice(ctx, evt.RoomID, "I could not read the containers just now.", "", evt)
 		return
 	}
+	plain, htm := containersCard(es)
+	b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+}
+
+// cardRows is how many containers "list containers" shows one per row.
+// Past it, the running containers with nothing to report (healthy, or
+// never checked) are folded into vmid ranges per host: a Matrix event
+// holds 64 KiB, and a row each for a thousand containers is three times
+// that, so the card would not be sent at all.
+const cardRows = 150
+
+// containersCard renders "list containers": the live containers with
+// their run state and health, then the ones that are gone.
+func containersCard(es []store.Entity) (plain, htm string) {
 	live := slices.DeleteFunc(slices.Clone(es), func(e store.Entity) bool { return e.Lifecycle == "destroyed" })
-	var plain, htm strings.Builder
-	fmt.Fprintf(&plain, "%d containers\n", len(live))
-	htm.WriteString("<table><tr><th>vmid</th><th>name</th><th>host</th><th>ip</th><th>state</th><th>health</th></tr>")
+	var pb, hb strings.Builder
+	fmt.Fprintf(&pb, "%d containers\n", len(live))
+	hb.WriteString("<table><tr><th>vmid</th><th>name</th><th>host</th><th>ip</th><th>state</th><th>health</th></tr>")
+	// folded[health][host] holds the vmids shown only as ranges.
+	folded := map[string]map[string][]int{}
 	for _, e := range live {
-		vmid, _ := e.Attrs["vmid"].(float64)
-		host, _ := e.Attrs["host"].(string)
-		ip, _ := e.Attrs["ip"].(string)
+		host := e.AttrString("host")
+		quiet := e.Lifecycle == "active" && e.RunState == "running" && (e.Health == "healthy" || e.Health == "unknown")
+		if len(live) > cardRows && quiet {
+			if folded[e.Health] == nil {
+				folded[e.Health] = map[string][]int{}
+			}
+			folded[e.Health][host] = append(folded[e.Health][host], e.AttrInt("vmid"))
+			continue
+		}
+		ip := e.AttrString("ip")
 		state := cmp.Or(e.RunState, "state unknown")
 		if d, _ := e.Attrs["discovered"].(bool); d {
 			state += ", discovered"
@@ -142,11 +169,30 @@ func (b *Bot) replyContainers(ctx context.Context, evt *event.Event) {
 		if e.Lifecycle != "active" {
 			state += ", " + e.Lifecycle
 		}
-		fmt.Fprintf(&plain, "%s %d %s on %s, %s, %s, %s\n", icon(e.Health), int(vmid), e.Name, host, ip, state, e.Health)
-		fmt.Fprintf(&htm, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s %s</td></tr>", int(vmid),
+		vmid := e.AttrInt("vmid")
+		fmt.Fprintf(&pb, "%s %d %s on %s, %s, %s, %s\n", icon(e.Health), vmid, e.Name, host, ip, state, e.Health)
+		fmt.Fprintf(&hb, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s %s</td></tr>", vmid,
 			html.EscapeString(e.Name), html.EscapeString(host), html.EscapeString(ip), html.EscapeString(state), icon(e.Health), html.EscapeString(e.Health))
 	}
-	htm.WriteString("</table>")
+	hb.WriteString("</table>")
+	for _, health := range []string{"healthy", "unknown"} {
+		hosts := slices.Sorted(maps.Keys(folded[health]))
+		if len(hosts) == 0 {
+			continue
+		}
+		what := "running and healthy"
+		if health == "unknown" {
+			what = "running, not checked yet"
+		}
+		fmt.Fprintf(&pb, "%s %s, by host (show <vmid> for one):\n", icon(health), what)
+		fmt.Fprintf(&hb, "<p>%s %s, by host (show &lt;vmid&gt; for one):</p><ul>", icon(health), what)
+		for _, h := range hosts {
+			line := h + ": " + mcpserver.VMIDRanges(folded[health][h])
+			pb.WriteString("• " + line + "\n")
+			hb.WriteString("<li>" + html.EscapeString(line) + "</li>")
+		}
+		hb.WriteString("</ul>")
+	}
 	var gone []string
 	for _, e := range es {
 		if e.Lifecycle == "destroyed" {
@@ -158,10 +204,10 @@ func (b *Bot) replyContainers(ctx context.Context, evt *event.Event) {
 			gone = append(gone[:maxNoticeNames], fmt.Sprintf("and %d more", len(gone)-maxNoticeNames))
 		}
 		line := "Gone: " + strings.Join(gone, ", ")
-		plain.WriteString(line + "\n")
-		htm.WriteString("<p>" + html.EscapeString(line) + "</p>")
+		pb.WriteString(line + "\n")
+		hb.WriteString("<p>" + html.EscapeString(line) + "</p>")
 	}
-	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+	return pb.String(), hb.String()
 }
 
 // replyShow answers "show <entity>".

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -264,30 +263,18 @@ func (s *Service) noteLate(ctx context.Context, id uuid.UUID, action string, r t
 // and observe that entity, and the result must be newer than the one on
 // record: an older one is a replay, or too late to matter.
 func (s *Service) applyCheckResult(ctx context.Context, c tasks.CheckResult) error {
-	ref := RefusedReport{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator}
 	checkID, err1 := uuid.Parse(c.CheckID)
-	targetID, err2 := uuid.Parse(c.TargetID)
+	_, err2 := uuid.Parse(c.TargetID)
 	if err1 != nil || err2 != nil {
-		ref.Reason, ref.Detail = RefusedMalformed, "the check id or target id is not a uuid"
-		return s.refuse(ctx, ref)
+		return s.refuse(ctx, RefusedReport{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator,
+			Reason: RefusedMalformed, Detail: "the check id or target id is not a uuid"})
 	}
-	rec, err := s.store.CheckByID(ctx, checkID)
-	if errors.Is(err, store.ErrNotFound) {
-		ref.Reason, ref.Detail = RefusedNotDispatched, "there is no such check"
-		return s.refuse(ctx, ref)
-	}
+	records, err := s.store.ChecksByID(ctx, []uuid.UUID{checkID})
 	if err != nil {
 		return err
 	}
-	if rec.TargetID != targetID {
-		ref.Reason, ref.Detail = RefusedNotDispatched, fmt.Sprintf("check %s observes %s, not %s", rec.Slug, rec.TargetID, targetID)
-		return s.refuse(ctx, ref)
-	}
-	// Postgres keeps microseconds.
-	if at := c.At.Truncate(time.Microsecond); rec.LastResultAt != nil && !at.After(*rec.LastResultAt) {
-		ref.Reason, ref.Detail = RefusedReplayed, fmt.Sprintf("a result of %s from %s, and one from %s is on record",
-			rec.Slug, at.UTC().Format(time.RFC3339Nano), rec.LastResultAt.UTC().Format(time.RFC3339Nano))
-		return s.refuse(ctx, ref)
+	if err := s.admitCheckResult(ctx, c, records); err != nil {
+		return err
 	}
 	return s.store.RecordCheck(ctx, store.CheckObservation{
 		CheckID: c.CheckID, TargetID: c.TargetID, Health: c.Health, Detail: c.Detail, Metrics: c.Metrics, At: c.At,

@@ -18,6 +18,7 @@ import (
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
 )
 
 // BenchmarkE2EApprovalToSSH measures, on real Postgres, Redis, actuator and
@@ -49,7 +50,7 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	results := asynq.NewServer(opt, asynq.Config{Queues: map[string]int{"nomos:results": 1}, Concurrency: 4, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	results := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{Concurrency: 4, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
 	if err := results.Start(&executions.ResultsHandler{Service: svc}); err != nil {
 		b.Fatal(err)
 	}

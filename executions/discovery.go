@@ -68,7 +68,7 @@ func (s *Service) DiscoverDue(ctx context.Context) (DiscoveryReport, error) {
 			continue
 		}
 		task, err := tasks.NewInventoryRunTask(s.cfg.SigningKey, tasks.InventoryRun{
-			RunID: r.ID.String(), HostID: r.HostID.String(), Actuator: s.cfg.Actuator,
+			RunID: r.ID.String(), HostID: r.HostID.String(), Actuator: s.cfg.Actuator, Site: r.Site,
 			Host: r.Host, Node: r.Node, HostAddr: r.SSH, IssuedAt: now, ExpiresAt: *r.ExpiresAt,
 		})
 		if err != nil {

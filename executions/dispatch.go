@@ -101,7 +101,7 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 		return fmt.Errorf("dispatch execution %s: its order deadline has passed", x.ID)
 	}
 	order := tasks.Order{
-		ExecutionID: x.ID.String(), Actuator: s.cfg.Actuator, Action: x.Action, Target: g.orderTarget(entity),
+		ExecutionID: x.ID.String(), Actuator: s.cfg.Actuator, Site: g.site(entity), Action: x.Action, Target: g.orderTarget(entity),
 		Params: x.Params, Steps: x.Steps, RiskClass: x.RiskClass, PlanHash: x.PlanHash,
 		IssuedAt: now, ExpiresAt: deadline,
 	}
@@ -112,7 +112,7 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 	if err != nil {
 		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
 	}
-	_, err = s.cfg.Queue.EnqueueContext(ctx, tasks.NewRunTask(x.ID.String(), envelope))
+	_, err = s.cfg.Queue.EnqueueContext(ctx, tasks.NewRunTask(order.Site, x.ID.String(), envelope))
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("dispatch execution %s: enqueue: %w", x.ID, err)
 	}

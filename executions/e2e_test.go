@@ -81,7 +81,7 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) <-chan executions.RefusedReport {
 	t.Helper()
 	refused := make(chan executions.RefusedReport, 64)
-	results := asynq.NewServer(b.redis, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
 	h := &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReport) { refused <- r }}
 	if err := results.Start(h); err != nil {
 		t.Fatal(err)

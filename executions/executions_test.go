@@ -174,7 +174,7 @@ func (b *bundle) request(t *testing.T, action, target, params string) executions
 // queuedOrder returns the verified order queued for id.
 func (b *bundle) queuedOrder(t *testing.T, id uuid.UUID) tasks.Order {
 	t.Helper()
-	info, err := b.inspector.GetTaskInfo(tasks.QueueActuator, id.String())
+	info, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), id.String())
 	if err != nil {
 		t.Fatalf("no task queued for %s: %v", id, err)
 	}
@@ -215,7 +215,7 @@ func TestRequestPlansAndWaits(t *testing.T) {
 	if len(x.PlanHash) != 64 || len(x.PlanCode) != 4 {
 		t.Errorf("plan hash %q code %q", x.PlanHash, x.PlanCode)
 	}
-	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 		t.Error("an unapproved plan was queued for the actuator")
 	}
 	pg := b.request(t, "restart", "postgres", "")
@@ -308,7 +308,7 @@ func TestFreeFormAndAgentPlansWaitForAPerson(t *testing.T) {
 		if x.RiskClass != "read_only" || x.State != store.StateAwaitingApproval || x.Approval != nil {
 			t.Errorf("%s via %s: %s %s approval %+v, want a read_only plan awaiting approval", r.Action, r.Via, x.RiskClass, x.State, x.Approval)
 		}
-		if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+		if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 			t.Errorf("%s via %s: an order was queued before anyone approved", r.Action, r.Via)
 		}
 	}
@@ -494,7 +494,7 @@ func TestReportsBeforeTheDispatchIsRecorded(t *testing.T) {
 	if rep, err := b.svc.Reconcile(b.ctx); err != nil || rep != (executions.ReconcileReport{}) {
 		t.Errorf("reconcile = %+v %v, want nothing to do", rep, err)
 	}
-	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, id); err == nil {
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), id); err == nil {
 		t.Error("the finished execution's order was queued again")
 	}
 }
@@ -535,7 +535,7 @@ func TestReconcilerRecoversLostDispatches(t *testing.T) {
 	if err := rdb.FlushDB(b.ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 		t.Fatal("the order survived the flush")
 	}
 	b.clock.Advance(45 * time.Second)
@@ -545,10 +545,10 @@ func TestReconcilerRecoversLostDispatches(t *testing.T) {
 	}
 	// The client remembers it registered the queue before the flush, so
 	// the registry the inspector reads is gone; the task itself is back.
-	if n, err := rdb.Exists(b.ctx, "asynq:{"+tasks.QueueActuator+"}:t:"+x.ID.String()).Result(); err != nil || n != 1 {
+	if n, err := rdb.Exists(b.ctx, "asynq:{"+tasks.OrderQueue(tasks.DefaultSite)+"}:t:"+x.ID.String()).Result(); err != nil || n != 1 {
 		t.Fatalf("resent task missing from redis: %d %v", n, err)
 	}
-	rdb.SAdd(b.ctx, "asynq:queues", tasks.QueueActuator)
+	rdb.SAdd(b.ctx, "asynq:queues", tasks.OrderQueue(tasks.DefaultSite))
 	o := b.queuedOrder(t, x.ID)
 	if o.ExpiresAt.After(got.UpdatedAt.Add(15*time.Minute + time.Second)) {
 		t.Errorf("resent order expires %s, later than the first dispatch's deadline", o.ExpiresAt)
@@ -646,7 +646,7 @@ func TestTargetChangedAfterApprovalIsNotSent(t *testing.T) {
 	if got.State != store.StateFailed || !strings.Contains(got.Error, "target changed") {
 		t.Errorf("state %s error %q, want failed because the target changed", got.State, got.Error)
 	}
-	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 		t.Error("an order for the changed target was queued")
 	}
 }

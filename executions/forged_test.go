@@ -35,10 +35,9 @@ func (b *bundle) startResults(t *testing.T) *redisWriter {
 	t.Helper()
 	w := &redisWriter{client: asynq.NewClient(b.redis), refused: make(chan executions.RefusedReport, 64)}
 	t.Cleanup(func() { w.client.Close() })
-	srv := asynq.NewServer(b.redis, asynq.Config{
-		Queues: map[string]int{tasks.QueueResults: 1}, Concurrency: 1,
-		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel,
-	})
+	srv := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{
+		Concurrency: 1, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel,
+	}))
 	h := &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReport) { w.refused <- r }}
 	if err := srv.Start(h); err != nil {
 		t.Fatal(err)
@@ -404,7 +403,7 @@ func TestForgedOrderFailsNothing(t *testing.T) {
 	}
 	client := asynq.NewClient(b.redis)
 	defer client.Close()
-	if _, err := client.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, forged, asynq.Queue(tasks.QueueActuator), asynq.MaxRetry(0))); err != nil {
+	if _, err := client.Enqueue(asynq.NewTask(tasks.TypeExecutionRun, forged, asynq.Queue(tasks.OrderQueue(tasks.DefaultSite)), asynq.MaxRetry(0))); err != nil {
 		t.Fatal(err)
 	}
 	select {

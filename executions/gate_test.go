@@ -97,7 +97,7 @@ func TestHostileCommandsWaitForAPerson(t *testing.T) {
 				if want := where + policy.ShellQuote(cmd); len(x.Steps) != 1 || x.Steps[0] != want {
 					t.Errorf("%s %s via %s %q: steps %q, want exactly %q", action, target, via, cmd, x.Steps, want)
 				}
-				if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+				if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 					t.Errorf("%s %s via %s %q: an order was queued with nobody approving", action, target, via, cmd)
 				}
 			}
@@ -139,7 +139,7 @@ func TestApproveTakesOnlyAPersonsDecision(t *testing.T) {
 		if got.State != store.StateAwaitingApproval || got.Approval != nil {
 			t.Errorf("%s: state %s approval %+v after automatic approvals were handed in, want still awaiting a person", x.Action, got.State, got.Approval)
 		}
-		if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+		if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 			t.Errorf("%s: an order was queued with nobody approving", x.Action)
 		}
 		if audit := strings.Join(auditActions(t, b, x.ID), " "); strings.Count(audit, "execution.decision_refused") != 4 {

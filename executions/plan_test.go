@@ -68,7 +68,7 @@ func (b *bundle) startActuator(t *testing.T, fleet *testenv.Fleet) {
 // func is called or the test ends.
 func (b *bundle) consumeResults(t *testing.T, svc *executions.Service) (stop func()) {
 	t.Helper()
-	results := asynq.NewServer(b.redis, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
 	if err := results.Start(&executions.ResultsHandler{Service: svc}); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestPlanStopsAtTheFailedStep(t *testing.T) {
 	if len(fleet.Commands(t)) != 2 || ran[restartJellyfin] != 1 || ran[restartNosuch] != 1 {
 		t.Errorf("the fleet ran %q, want exactly the first two steps once each", fleet.Commands(t))
 	}
-	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, steps[2].ID.String()); err == nil {
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), steps[2].ID.String()); err == nil {
 		t.Error("the skipped step's order was queued")
 	}
 	audit := strings.Join(auditActions(t, b, steps[2].ID), " ")
@@ -241,7 +241,7 @@ func TestPlanSurvivesARestartBetweenSteps(t *testing.T) {
 	})
 	// The service stops here, with step 2 approved and never sent.
 	stopResults()
-	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, got[1].ID.String()); err == nil {
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), got[1].ID.String()); err == nil {
 		t.Fatal("step 2 was queued while Redis refused the bot")
 	}
 
@@ -349,7 +349,7 @@ func TestPlanDecisionsTakeEveryStep(t *testing.T) {
 			t.Errorf("a %s plan's steps are %s", want, got)
 		}
 		for _, x := range steps {
-			if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, x.ID.String()); err == nil {
+			if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 				t.Errorf("step %d of the %s plan was queued", x.Position, want)
 			}
 		}
@@ -482,7 +482,7 @@ func TestDestructiveQuorum(t *testing.T) {
 	if _, err := phrase(operator); !errors.Is(err, executions.ErrSameApprover) {
 		t.Fatalf("the same operator's second phrase = %v, want ErrSameApprover", err)
 	}
-	if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, id.String()); err == nil {
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), id.String()); err == nil {
 		t.Fatal("the plan went out on one operator's phrase")
 	}
 	x, err = phrase(operator2)
@@ -602,7 +602,7 @@ func TestPlanApprovesItselfOnlyWhenEveryStepWould(t *testing.T) {
 		t.Fatalf("a plan with a free-form step is %s with approval %+v, want it waiting for a person", mixed.Execution.State, mixed.Execution.Approval)
 	}
 	for _, st := range mixed.Steps {
-		if _, err := b.inspector.GetTaskInfo(tasks.QueueActuator, st.Execution.ID.String()); err == nil {
+		if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), st.Execution.ID.String()); err == nil {
 			t.Errorf("step %d was queued before anyone approved", st.Execution.Position)
 		}
 	}

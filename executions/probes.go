@@ -64,7 +64,8 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 			continue
 		}
 		task, err := tasks.NewCheckRunTask(s.cfg.SigningKey, tasks.CheckRun{
-			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Actuator: s.cfg.Actuator, Kind: c.Kind, Target: target, Spec: c.Spec,
+			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Actuator: s.cfg.Actuator, Site: g.site(e),
+			Kind: c.Kind, Target: target, Spec: c.Spec,
 			IssuedAt: now, ExpiresAt: now.Add(min(c.Interval, tasks.MaxOrderTTL)),
 		})
 		if err != nil {

@@ -31,10 +31,11 @@ var _ asynq.Handler = (*ResultsHandler)(nil)
 // ProcessTask implements asynq.Handler. A refused message is not retried.
 func (h *ResultsHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	a, err := h.Service.ApplyReport(ctx, t.Type(), t.Payload())
-	var refused *RefusedReport
-	if errors.As(err, &refused) {
-		if h.OnRefused != nil {
-			h.OnRefused(ctx, *refused)
+	if refused := refusedReports(err); len(refused) > 0 {
+		for _, r := range refused {
+			if h.OnRefused != nil {
+				h.OnRefused(ctx, *r)
+			}
 		}
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
@@ -43,6 +44,23 @@ func (h *ResultsHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	if a.Changed && h.OnChange != nil {
 		h.OnChange(ctx, a)
+	}
+	return nil
+}
+
+// refusedReports returns the refusals err carries: one for a message, as
+// many as a batch had refused.
+func refusedReports(err error) []*RefusedReport {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []*RefusedReport
+		for _, e := range joined.Unwrap() {
+			out = append(out, refusedReports(e)...)
+		}
+		return out
+	}
+	var refused *RefusedReport
+	if errors.As(err, &refused) {
+		return []*RefusedReport{refused}
 	}
 	return nil
 }
@@ -176,6 +194,8 @@ func (s *Service) ApplyReport(ctx context.Context, typ string, payload []byte) (
 			return Applied{}, err
 		}
 		return Applied{}, s.applyCheckResult(ctx, c)
+	case tasks.TypeCheckResults:
+		return Applied{}, s.applyCheckResults(ctx, payload)
 	case tasks.TypeInventoryResult:
 		r, err := tasks.VerifyInventoryResult(key, payload)
 		if err != nil {

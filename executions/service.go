@@ -705,6 +705,14 @@ func (g *graph) policyTarget(e store.Entity) policy.Target {
 	return t
 }
 
+// site is the site of e's host, whose actuator alone may act on e.
+func (g *graph) site(e store.Entity) string {
+	if e.Type != "host" {
+		e = g.entities["host:"+g.policyTarget(e).Host]
+	}
+	return cmp.Or(e.Site, tasks.DefaultSite)
+}
+
 // orderTarget is the resolved target the actuator needs, including where
 // to reach the host.
 func (g *graph) orderTarget(e store.Entity) tasks.Target {

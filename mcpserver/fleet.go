@@ -106,7 +106,7 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		fmt.Fprintf(&b, "%s, folded by host (list_lxcs host=<name> shows their rows):\n", what)
 		for _, h := range hostNames {
 			if ids := folded[health][h]; len(ids) > 0 {
-				fmt.Fprintf(&b, "%s: %s\n", h, vmidRanges(ids))
+				fmt.Fprintf(&b, "%s: %s\n", h, VMIDRanges(ids))
 			}
 		}
 	}
@@ -155,8 +155,9 @@ func statusNote(e store.Entity, now time.Time) string {
 	return oneLine(e.Detail, 120) + " (" + ago(now, *e.LastCheckAt) + ")"
 }
 
-// vmidRanges folds sorted vmids into ranges: 101-107, 110.
-func vmidRanges(ids []int) string {
+// VMIDRanges folds vmids into sorted ranges, "101-107, 110", so a long
+// list of containers reads in one line. It sorts ids in place.
+func VMIDRanges(ids []int) string {
 	slices.Sort(ids)
 	var parts []string
 	for i := 0; i < len(ids); {

@@ -79,8 +79,8 @@ func TestVMIDRanges(t *testing.T) {
 		{[]int{100, 102, 104}, "100, 102, 104"},
 	}
 	for _, c := range cases {
-		if got := vmidRanges(c.in); got != c.want {
-			t.Errorf("vmidRanges(%v) = %q, want %q", c.in, got, c.want)
+		if got := VMIDRanges(c.in); got != c.want {
+			t.Errorf("VMIDRanges(%v) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -38,10 +38,9 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 	actDone := make(chan struct{})
 	go func() { defer close(actDone); act.Run(actCtx) }()
 	t.Cleanup(func() { stopAct(); <-actDone })
-	results := asynq.NewServer(b.redis, asynq.Config{
-		Queues: map[string]int{tasks.QueueResults: 1}, Concurrency: 2,
-		TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.WarnLevel,
-	})
+	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{
+		Concurrency: 2, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.WarnLevel,
+	}))
 	if err := results.Start(&executions.ResultsHandler{Service: b.exec}); err != nil {
 		t.Fatal(err)
 	}

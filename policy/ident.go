@@ -345,3 +345,13 @@ func validEntityID(s string) bool {
 	return s != "" && len(s) <= 128 &&
 		allBytes(s, func(c byte) bool { return isAlnum(c) || c == '.' || c == '_' || c == ':' || c == '-' })
 }
+
+// ValidateSiteName accepts a site's name: a DNS label of at most 32
+// characters, since it is part of queue names. It is the sites table's
+// check constraint too.
+func ValidateSiteName(site string) error {
+	if len(site) > 32 || ValidateHostname(site) != nil {
+		return fmt.Errorf("site name %s: want a DNS label (a-z, 0-9, -) of at most 32 characters", quoted(site))
+	}
+	return nil
+}

@@ -154,6 +154,29 @@ type CheckRecord struct {
 	LastResultAt *time.Time
 }
 
+// ChecksByID loads what the store knows of the results of each check
+// definition named, in one query. A check that does not exist is left
+// out.
+func (s *Store) ChecksByID(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]CheckRecord, error) {
+	out := make(map[uuid.UUID]CheckRecord, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, slug, target_id, last_result_at FROM check_defs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d checks: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c CheckRecord
+		if err := rows.Scan(&c.ID, &c.Slug, &c.TargetID, &c.LastResultAt); err != nil {
+			return nil, fmt.Errorf("load %d checks: %w", len(ids), err)
+		}
+		out[c.ID] = c
+	}
+	return out, rows.Err()
+}
+
 // CheckByID loads what the store knows of one check definition's results.
 func (s *Store) CheckByID(ctx context.Context, id uuid.UUID) (CheckRecord, error) {
 	c := CheckRecord{ID: id}

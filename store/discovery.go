@@ -55,10 +55,12 @@ type InventoryRun struct {
 	HostID uuid.UUID
 	// Host is the host's name, Node its Proxmox node name (attrs.node,
 	// else the name) and SSH its address; empty when it has none.
-	Host        string
-	Node        string
-	SSH         string
-	HostLive    bool
+	Host     string
+	Node     string
+	SSH      string
+	HostLive bool
+	// Site is the host's site, whose actuator takes the request.
+	Site        string
 	RequestedBy string
 	RequestedAt time.Time
 	SentAt      *time.Time
@@ -146,13 +148,14 @@ type InventoryObservation struct {
 }
 
 const inventoryRunColumns = `r.id, r.host_id, h.name, coalesce(nullif(h.attrs->>'node', ''), h.name), coalesce(h.attrs->>'ssh', ''),
-	h.lifecycle <> 'destroyed', r.requested_by, r.requested_at, r.sent_at, r.expires_at, r.applied_at, r.error, r.changes`
+	h.lifecycle <> 'destroyed', r.requested_by, r.requested_at, r.sent_at, r.expires_at, r.applied_at, r.error, r.changes,
+	coalesce(h.site, 'default')`
 
 func scanInventoryRun(row pgx.Row) (InventoryRun, error) {
 	var r InventoryRun
 	var changes []byte
 	err := row.Scan(&r.ID, &r.HostID, &r.Host, &r.Node, &r.SSH, &r.HostLive, &r.RequestedBy, &r.RequestedAt,
-		&r.SentAt, &r.ExpiresAt, &r.AppliedAt, &r.Error, &changes)
+		&r.SentAt, &r.ExpiresAt, &r.AppliedAt, &r.Error, &changes, &r.Site)
 	if err != nil {
 		return InventoryRun{}, interpretError(err)
 	}

@@ -27,6 +27,9 @@ type Entity struct {
 	// inventory has seen it.
 	RunState   string
 	RunStateAt *time.Time
+	// Site is a host's site (see migrations/009_sites.sql); empty for
+	// every other type, which belongs to its host's.
+	Site string
 }
 
 // Relationship is a typed edge of the fleet graph, named by slugs.
@@ -38,14 +41,14 @@ type Relationship struct {
 
 const entityColumns = `e.id, e.slug, e.type, e.name, e.attrs, e.lifecycle,
 	coalesce(s.health, 'unknown'), coalesce(s.detail, ''), s.last_check_at,
-	coalesce(s.run_state, ''), s.run_state_at`
+	coalesce(s.run_state, ''), s.run_state_at, coalesce(e.site, '')`
 
 const entityFrom = `entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
 
 func scanEntity(row pgx.Row) (Entity, error) {
 	var e Entity
 	var attrs []byte
-	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &attrs, &e.Lifecycle, &e.Health, &e.Detail, &e.LastCheckAt, &e.RunState, &e.RunStateAt)
+	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &attrs, &e.Lifecycle, &e.Health, &e.Detail, &e.LastCheckAt, &e.RunState, &e.RunStateAt, &e.Site)
 	if err != nil {
 		return Entity{}, interpretError(err)
 	}

@@ -71,7 +71,7 @@ func (s *Store) ListContainers(ctx context.Context) ([]Container, error) {
 		var c Container
 		var attrs, services []byte
 		err := rows.Scan(&c.ID, &c.Slug, &c.Type, &c.Name, &attrs, &c.Lifecycle, &c.Health, &c.Detail, &c.LastCheckAt,
-			&c.RunState, &c.RunStateAt, &services)
+			&c.RunState, &c.RunStateAt, &c.Site, &services)
 		if err != nil {
 			return nil, fmt.Errorf("list containers: %w", err)
 		}

@@ -31,9 +31,12 @@ type Seed struct {
 
 // SeedHost is a Proxmox node and the containers it runs.
 type SeedHost struct {
-	Name       string          `yaml:"name"`
-	SSH        string          `yaml:"ssh"`
-	Node       string          `yaml:"node"`
+	Name string `yaml:"name"`
+	SSH  string `yaml:"ssh"`
+	Node string `yaml:"node"`
+	// Site is the site whose actuator reaches this host; default
+	// "default". A site named here for the first time is created.
+	Site       string          `yaml:"site"`
 	Cores      int             `yaml:"cores"`
 	MemoryMB   int             `yaml:"memory_mb"`
 	Storage    string          `yaml:"storage"`
@@ -332,6 +335,9 @@ func (v *seedValidator) ref(file string, line int, what, slug string) {
 func (v *seedValidator) host(h SeedHost) {
 	if policy.ValidateHostname(h.Name) != nil {
 		v.bad(h.File, h.Line, "host name %q: want a DNS label (a-z, 0-9, -)", h.Name)
+	}
+	if h.Site != "" && policy.ValidateSiteName(h.Site) != nil {
+		v.bad(h.File, h.Line, "host %s: site %q: want a DNS label of at most 32 characters", h.Name, h.Site)
 	}
 	if h.SSH != "" {
 		if _, err := netip.ParseAddrPort(h.SSH); err != nil {

@@ -94,6 +94,9 @@ func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error
 	if err != nil {
 		return err
 	}
+	if err := a.hostSite(ctx, st, hostSlug, cmp.Or(h.Site, defaultSite)); err != nil {
+		return err
+	}
 	for _, c := range h.Containers {
 		lxcSlug := fmt.Sprintf("lxc:%d", c.VMID)
 		err := a.entity(ctx, st, lxcSlug, c.Hostname, map[string]any{
@@ -207,6 +210,20 @@ func (a *seedApplier) entity(ctx context.Context, st *SeedStats, slug, name stri
 	if _, err := a.tx.Exec(ctx, `INSERT INTO entity_status (entity_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
 		return fmt.Errorf("entity status %s: %w", slug, err)
 	}
+	return nil
+}
+
+// hostSite puts a host in its site, creating the site on first mention.
+func (a *seedApplier) hostSite(ctx context.Context, st *SeedStats, slug, site string) error {
+	if _, err := a.tx.Exec(ctx, `INSERT INTO sites (name) VALUES ($1) ON CONFLICT DO NOTHING`, site); err != nil {
+		return fmt.Errorf("site %s of %s: %w", site, slug, err)
+	}
+	tag, err := a.tx.Exec(ctx, `UPDATE entities SET site = $2, updated_at = now()
+		WHERE slug = $1 AND site IS DISTINCT FROM $2`, slug, site)
+	if err != nil {
+		return fmt.Errorf("site %s of %s: %w", site, slug, err)
+	}
+	st.Entities += int(tag.RowsAffected())
 	return nil
 }
 

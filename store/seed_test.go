@@ -144,6 +144,7 @@ func TestLoadSeedErrorsNameFileAndLine(t *testing.T) {
 		{"dangling edge", "fleet.yaml", "hosts:\n  - name: a\nrelationships:\n  - { from: host:a, to: service:nope, type: depends_on }\n", 4, "no such entity"},
 		{"bad edge type", "fleet.yaml", "hosts:\n  - name: a\n  - name: b\nrelationships:\n  - { from: host:a, to: host:b, type: likes }\n", 5, "want one of"},
 		{"check target", "fleet.yaml", "hosts:\n  - name: a\nchecks:\n  - { slug: c, target: host:zz, kind: http }\n", 4, "no such entity"},
+		{"site with a colon", "fleet.yaml", "hosts:\n  - name: a\n    site: \"east:orders\"\n", 2, "site \"east:orders\""},
 		{"risk class", "fleet.yaml", "hosts:\n  - name: a\npolicy:\n  - { target: host:a, risk_class: scary }\n", 4, "risk_class"},
 	}
 	for _, tt := range tests {

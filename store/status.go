@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -28,54 +27,35 @@ type CheckObservation struct {
 // A result of a check definition is kept on the check, and the target's
 // health becomes the worst latest result among its enabled checks. A
 // check that turns unhealthy or degraded opens a signal named after it
-// (critical or warning); one that is healthy again resolves it.
+// (critical or warning); one that is healthy again resolves it. It is
+// RecordChecks for one result.
 func (s *Store) RecordCheck(ctx context.Context, o CheckObservation) error {
 	id, err := uuid.Parse(o.TargetID)
 	if err != nil {
 		return fmt.Errorf("record check: bad target id %q", o.TargetID)
 	}
-	var checkID *uuid.UUID
 	if o.CheckID != "" {
-		c, err := uuid.Parse(o.CheckID)
-		if err != nil {
-			return fmt.Errorf("record check: bad check id %q", o.CheckID)
+		n, err := s.RecordChecks(ctx, []CheckObservation{o})
+		if err == nil && n == 0 {
+			err = fmt.Errorf("record check %s: %w: no such check observes %s", o.CheckID, ErrNotFound, o.TargetID)
 		}
-		checkID = &c
+		return err
 	}
 	at := o.At
 	if at.IsZero() {
 		at = s.now()
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		health, detail := o.Health, o.Detail
-		if checkID != nil {
-			var err error
-			if health, detail, err = recordCheckResult(ctx, tx, *checkID, id, o.Health, o.Detail, at); err != nil {
-				return err
-			}
-		}
-		// A check's result always sets the aggregate (keeping the newest
-		// time seen); a one-off observation only overwrites an older one.
+		// A one-off observation only overwrites an older one.
 		_, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id, health, detail, last_check_at, updated_at)
 			VALUES ($1, $2, $3, $4, $4)
 			ON CONFLICT (entity_id) DO UPDATE SET health = excluded.health, detail = excluded.detail,
 				last_check_at = greatest(entity_status.last_check_at, excluded.last_check_at),
 				updated_at = greatest(entity_status.updated_at, excluded.updated_at)
-			WHERE $5 OR entity_status.last_check_at IS NULL OR entity_status.last_check_at <= excluded.last_check_at`,
-			id, health, detail, at, checkID != nil)
+			WHERE entity_status.last_check_at IS NULL OR entity_status.last_check_at <= excluded.last_check_at`,
+			id, o.Health, o.Detail, at)
 		if err != nil {
 			return fmt.Errorf("record check for %s: %w", id, err)
-		}
-		if checkID != nil {
-			// A container's health rolls up its own checks and those of
-			// the services inside it.
-			ids, err := containersOf(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			if _, err := rollUp(ctx, tx, ids, s.now()); err != nil {
-				return err
-			}
 		}
 		for metric, v := range o.Metrics {
 			_, err := tx.Exec(ctx, `INSERT INTO metric_samples (entity_id, metric, value, at) VALUES ($1, $2, $3, $4)
@@ -86,83 +66,6 @@ func (s *Store) RecordCheck(ctx context.Context, o CheckObservation) error {
 		}
 		return nil
 	})
-}
-
-// recordCheckResult keeps a check definition's latest result, opens or
-// resolves its signal, and returns the target's aggregate health and the
-// detail of its worst check.
-func recordCheckResult(ctx context.Context, tx pgx.Tx, checkID, targetID uuid.UUID, health, detail string, at time.Time) (string, string, error) {
-	var slug string
-	var newer bool
-	err := tx.QueryRow(ctx, `UPDATE check_defs SET
-			last_health = CASE WHEN last_result_at IS NULL OR last_result_at <= $3 THEN $4 ELSE last_health END,
-			last_detail = CASE WHEN last_result_at IS NULL OR last_result_at <= $3 THEN $5 ELSE last_detail END,
-			last_result_at = greatest(last_result_at, $3)
-		WHERE id = $1 AND target_id = $2
-		RETURNING slug, last_result_at = $3`, checkID, targetID, at, health, detail).Scan(&slug, &newer)
-	if err != nil {
-		err = interpretError(err)
-		if errors.Is(err, ErrNotFound) {
-			return "", "", fmt.Errorf("record check %s: %w: no such check observes %s", checkID, ErrNotFound, targetID)
-		}
-		return "", "", fmt.Errorf("record check %s: %w", checkID, err)
-	}
-	if newer {
-		if err := checkSignal(ctx, tx, checkID, targetID, slug, health, detail, at); err != nil {
-			return "", "", err
-		}
-	}
-	var aggHealth, aggDetail, worst string
-	err = tx.QueryRow(ctx, `SELECT last_health, last_detail, slug FROM check_defs
-		WHERE target_id = $1 AND enabled AND last_health IS NOT NULL
-		ORDER BY array_position(ARRAY['unhealthy', 'degraded', 'healthy'], last_health), last_result_at DESC
-		LIMIT 1`, targetID).Scan(&aggHealth, &aggDetail, &worst)
-	if err != nil {
-		err = interpretError(err)
-		if errors.Is(err, ErrNotFound) { // the check is disabled: it speaks for itself
-			return health, slug + ": " + detail, nil
-		}
-		return "", "", fmt.Errorf("record check %s: %w", checkID, err)
-	}
-	return aggHealth, worst + ": " + aggDetail, nil
-}
-
-// checkSignal opens, updates or resolves the signal of one check.
-func checkSignal(ctx context.Context, tx pgx.Tx, checkID, targetID uuid.UUID, slug, health, detail string, at time.Time) error {
-	kind := "check:" + slug
-	severity := map[string]string{"unhealthy": "critical", "degraded": "warning"}[health]
-	if severity == "" {
-		_, err := tx.Exec(ctx, `UPDATE signals SET state = 'resolved', resolved_at = $3
-			WHERE entity_id = $1 AND kind = $2 AND state IN ('raised', 'acknowledged', 'acting')`, targetID, kind, at)
-		if err != nil {
-			return fmt.Errorf("resolve signal %s: %w", kind, err)
-		}
-		return nil
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO signals (id, entity_id, check_id, kind, severity, summary, raised_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (entity_id, kind) WHERE state IN ('raised', 'acknowledged', 'acting')
-		DO UPDATE SET severity = excluded.severity, summary = excluded.summary`,
-		newID(), targetID, checkID, kind, severity, slug+": "+detail, at)
-	if err != nil {
-		return fmt.Errorf("raise signal %s: %w", kind, err)
-	}
-	return nil
-}
-
-// containersOf returns the container id itself, or the containers that run
-// the service id.
-func containersOf(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM entities WHERE id = $1 AND type = 'lxc'
-		UNION SELECT from_id FROM relationships WHERE to_id = $1 AND type = 'runs'`, id)
-	if err != nil {
-		return nil, fmt.Errorf("containers of %s: %w", id, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("containers of %s: %w", id, err)
-	}
-	return ids, nil
 }
 
 // rollUpSQL sets each container's health ($1, at $2) to the worst of:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/nomoshq/nomos/policy"
 )
 
 // Fleet discovery: the bot asks for an inventory of one host's containers
@@ -38,6 +39,8 @@ type InventoryRun struct {
 	HostID  string `json:"host_id"`
 	// Actuator names the actuator the request is for.
 	Actuator string `json:"actuator"`
+	// Site is the host's site; another site's actuator drops the request.
+	Site string `json:"site,omitempty"`
 	// Host is the host's name in the fleet; Node is its Proxmox node
 	// name, which the cluster lists its containers under.
 	Host     string    `json:"host"`
@@ -152,6 +155,9 @@ func (r InventoryRun) validate() error {
 	case r.HostAddr == "":
 		return errors.New("a host address is required")
 	}
+	if err := policy.ValidateSiteName(siteOf(r.Site)); err != nil {
+		return err
+	}
 	return ValidateNode(r.Node)
 }
 
@@ -194,6 +200,7 @@ func (r InventoryResult) validate() error {
 // order key.
 func SignInventoryRun(key ed25519.PrivateKey, r InventoryRun) ([]byte, error) {
 	r.Version = Version
+	r.Site = siteOf(r.Site)
 	if err := r.validate(); err != nil {
 		return nil, fmt.Errorf("sign inventory run: %w: %v", ErrMalformed, err)
 	}
@@ -210,20 +217,21 @@ func VerifyInventoryRun(keys VerifyKeys, payload []byte, now time.Time) (Invento
 	if err := r.validate(); err != nil {
 		return InventoryRun{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	r.Site = siteOf(r.Site)
 	if !now.Before(r.ExpiresAt) {
 		return r, fmt.Errorf("the inventory request %w at %s", ErrExpired, r.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return r, nil
 }
 
-// NewInventoryRunTask signs an inventory request and wraps it for the
-// probes queue, whose workers never hold up an order.
+// NewInventoryRunTask signs an inventory request and wraps it for its
+// site's probes queue, whose workers never hold up an order.
 func NewInventoryRunTask(key ed25519.PrivateKey, r InventoryRun) (*asynq.Task, error) {
 	env, err := SignInventoryRun(key, r)
 	if err != nil {
 		return nil, err
 	}
-	return asynq.NewTask(TypeInventoryRun, env, asynq.Queue(QueueProbes), asynq.MaxRetry(0)), nil
+	return asynq.NewTask(TypeInventoryRun, env, asynq.Queue(ProbeQueue(siteOf(r.Site))), asynq.MaxRetry(0)), nil
 }
 
 // SignInventoryResult encodes and signs an inventory with the actuator's

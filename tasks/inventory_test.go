@@ -15,7 +15,7 @@ import (
 
 func testInventoryRun() tasks.InventoryRun {
 	return tasks.InventoryRun{
-		RunID: "0193a1b2-0000-7000-8000-0000000000a1", HostID: "0193a1b2-0000-7000-8000-0000000000b1", Actuator: "actuator",
+		RunID: "0193a1b2-0000-7000-8000-0000000000a1", HostID: "0193a1b2-0000-7000-8000-0000000000b1", Actuator: "actuator", Site: tasks.DefaultSite,
 		Host: "strong", Node: "strong", HostAddr: "127.0.0.1:2201", IssuedAt: now, ExpiresAt: now.Add(5 * time.Minute),
 	}
 }

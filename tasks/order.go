@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/nomoshq/nomos/policy"
 )
 
 // MaxOrderTTL caps how long an order stays valid. The bot refuses a
@@ -35,7 +36,10 @@ type Order struct {
 	Version     int    `json:"v"`
 	ExecutionID string `json:"execution_id"`
 	// Actuator names the actuator the order is for; any other refuses it.
-	Actuator  string          `json:"actuator"`
+	Actuator string `json:"actuator"`
+	// Site is the site of the target's host. Only that site's actuator
+	// runs the order; empty means DefaultSite.
+	Site      string          `json:"site,omitempty"`
 	Action    string          `json:"action"`
 	Target    Target          `json:"target"`
 	Params    json.RawMessage `json:"params"`
@@ -71,8 +75,12 @@ type Target struct {
 // SignOrder encodes and signs an order with the bot's key.
 func SignOrder(key ed25519.PrivateKey, o Order) ([]byte, error) {
 	o.Version = Version
+	o.Site = siteOf(o.Site)
 	if o.ExecutionID == "" || o.Actuator == "" || o.Action == "" || o.PlanHash == "" || o.IssuedAt.IsZero() || o.ExpiresAt.IsZero() {
 		return nil, fmt.Errorf("sign order: %w: execution id, actuator, action, plan hash, issue time and expiry are required", ErrMalformed)
+	}
+	if err := policy.ValidateSiteName(o.Site); err != nil {
+		return nil, fmt.Errorf("sign order: %w: %v", ErrMalformed, err)
 	}
 	env, err := seal(key, TypeExecutionRun, o)
 	if err != nil {
@@ -96,6 +104,7 @@ func VerifyOrder(keys VerifyKeys, payload []byte, now time.Time) (Order, error) 
 	if o.ExecutionID == "" || o.Actuator == "" || o.Action == "" || o.IssuedAt.IsZero() {
 		return Order{}, fmt.Errorf("%w: missing execution id, actuator, action or issue time", ErrMalformed)
 	}
+	o.Site = siteOf(o.Site)
 	if o.ExpiresAt.Sub(o.IssuedAt) > MaxOrderTTL {
 		return o, fmt.Errorf("%w: issued at %s and valid until %s, more than %s", ErrTTLTooLong,
 			o.IssuedAt.UTC().Format(time.RFC3339), o.ExpiresAt.UTC().Format(time.RFC3339), MaxOrderTTL)
@@ -106,12 +115,13 @@ func VerifyOrder(keys VerifyKeys, payload []byte, now time.Time) (Order, error) 
 	return o, nil
 }
 
-// NewRunTask wraps a signed order for the actuator queue. The TaskID is the
-// execution id and the task is retained after it finishes, so enqueueing the
-// same execution twice yields asynq.ErrTaskIDConflict instead of a second run.
-func NewRunTask(executionID string, envelope []byte) *asynq.Task {
+// NewRunTask wraps a signed order for its site's order queue. The TaskID is
+// the execution id and the task is retained after it finishes, so enqueueing
+// the same execution twice yields asynq.ErrTaskIDConflict instead of a
+// second run.
+func NewRunTask(site, executionID string, envelope []byte) *asynq.Task {
 	return asynq.NewTask(TypeExecutionRun, envelope,
-		asynq.Queue(QueueActuator),
+		asynq.Queue(OrderQueue(siteOf(site))),
 		asynq.TaskID(executionID),
 		asynq.Retention(RunRetention),
 		asynq.MaxRetry(0))
@@ -122,8 +132,12 @@ func NewRunTask(executionID string, envelope []byte) *asynq.Task {
 // pass for an order.
 func SignCheckRun(key ed25519.PrivateKey, c CheckRun) ([]byte, error) {
 	c.Version = Version
+	c.Site = siteOf(c.Site)
 	if c.CheckID == "" || c.TargetID == "" || c.Actuator == "" || c.IssuedAt.IsZero() || c.ExpiresAt.IsZero() {
 		return nil, fmt.Errorf("sign probe: %w: check id, target id, actuator, issue time and expiry are required", ErrMalformed)
+	}
+	if err := policy.ValidateSiteName(c.Site); err != nil {
+		return nil, fmt.Errorf("sign probe: %w: %v", ErrMalformed, err)
 	}
 	return seal(key, TypeCheckRun, c)
 }
@@ -138,6 +152,7 @@ func VerifyCheckRun(keys VerifyKeys, payload []byte, now time.Time) (CheckRun, e
 	if c.CheckID == "" || c.TargetID == "" || c.Actuator == "" || c.IssuedAt.IsZero() || c.ExpiresAt.IsZero() {
 		return CheckRun{}, fmt.Errorf("%w: missing check id, target id, actuator, issue time or expiry", ErrMalformed)
 	}
+	c.Site = siteOf(c.Site)
 	// A copied request can be replayed until it expires; like an order's,
 	// that window is at most MaxOrderTTL.
 	if c.ExpiresAt.Sub(c.IssuedAt) > MaxOrderTTL {
@@ -150,11 +165,12 @@ func VerifyCheckRun(keys VerifyKeys, payload []byte, now time.Time) (CheckRun, e
 	return c, nil
 }
 
-// NewCheckRunTask signs a probe request and wraps it for the probes queue.
+// NewCheckRunTask signs a probe request and wraps it for its site's probes
+// queue.
 func NewCheckRunTask(key ed25519.PrivateKey, c CheckRun) (*asynq.Task, error) {
 	env, err := SignCheckRun(key, c)
 	if err != nil {
 		return nil, err
 	}
-	return asynq.NewTask(TypeCheckRun, env, asynq.Queue(QueueProbes), asynq.MaxRetry(0)), nil
+	return asynq.NewTask(TypeCheckRun, env, asynq.Queue(ProbeQueue(siteOf(c.Site))), asynq.MaxRetry(0)), nil
 }

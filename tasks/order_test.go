@@ -19,6 +19,7 @@ func testOrder() tasks.Order {
 	return tasks.Order{
 		ExecutionID: "0193a1b2-0000-7000-8000-000000000001",
 		Actuator:    "actuator",
+		Site:        tasks.DefaultSite,
 		Action:      "restart",
 		Target:      tasks.Target{Slug: "service:jellyfin", Type: "service", Host: "strong", HostAddr: "127.0.0.1:2201", VMID: 101, Unit: "jellyfin.service"},
 		Params:      json.RawMessage(`{}`),
@@ -33,7 +34,7 @@ func testOrder() tasks.Order {
 func testCheckRun() tasks.CheckRun {
 	return tasks.CheckRun{
 		CheckID: "0193a1b2-0000-7000-8000-0000000000c1", TargetID: "0193a1b2-0000-7000-8000-0000000000e1", Actuator: "actuator",
-		Kind: "http", Target: tasks.Target{Slug: "service:jellyfin", HostAddr: "127.0.0.1:2201", Hostname: "jellyfin", Port: 8096},
+		Site: tasks.DefaultSite, Kind: "http", Target: tasks.Target{Slug: "service:jellyfin", HostAddr: "127.0.0.1:2201", Hostname: "jellyfin", Port: 8096},
 		IssuedAt: now, ExpiresAt: now.Add(30 * time.Second),
 	}
 }

@@ -97,11 +97,11 @@ func NewResultTask(key ed25519.PrivateKey, r Result) (*asynq.Task, error) {
 }
 
 // NewCheckResultTask signs a probe result and wraps it for the results
-// queue.
+// queue, in the group whose results the bot takes in batches.
 func NewCheckResultTask(key ed25519.PrivateKey, c CheckResult) (*asynq.Task, error) {
 	env, err := SignCheckResult(key, c)
 	if err != nil {
 		return nil, err
 	}
-	return asynq.NewTask(TypeCheckResult, env, asynq.Queue(QueueResults), asynq.MaxRetry(3)), nil
+	return asynq.NewTask(TypeCheckResult, env, asynq.Queue(QueueResults), asynq.Group(CheckResultGroup), asynq.MaxRetry(3)), nil
 }

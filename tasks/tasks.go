@@ -6,12 +6,10 @@ import (
 	"time"
 )
 
-// Queues. The actuator consumes the first two; the bot consumes results.
-const (
-	QueueActuator = "nomos:actuator"
-	QueueProbes   = "nomos:probes"
-	QueueResults  = "nomos:results"
-)
+// QueueResults carries every actuator's reports to the bot. Orders and
+// probes go on the queues of the target host's site (OrderQueue,
+// ProbeQueue).
+const QueueResults = "nomos:results"
 
 // Task types.
 const (
@@ -64,6 +62,10 @@ const (
 	RefusedWrongActuator Refusal = "wrong_actuator"
 	// RefusedTTLTooLong means the order claims a lifetime over MaxOrderTTL.
 	RefusedTTLTooLong Refusal = "ttl_too_long"
+	// RefusedWrongSite means the order is signed by the bot for a host of
+	// another site: it reached this actuator's queue by mistake or by a
+	// hand on Redis, and this actuator's SSH key is not the one for it.
+	RefusedWrongSite Refusal = "wrong_site"
 )
 
 // Progress is a coalesced snapshot of a running execution's output.
@@ -134,7 +136,10 @@ type CheckRun struct {
 	CheckID  string `json:"check_id"`
 	TargetID string `json:"target_id"`
 	// Actuator names the actuator the probe is for.
-	Actuator string         `json:"actuator"`
+	Actuator string `json:"actuator"`
+	// Site is the site of the target's host; another site's actuator
+	// drops the request.
+	Site     string         `json:"site,omitempty"`
 	Kind     string         `json:"kind"`
 	Target   Target         `json:"target"`
 	Spec     map[string]any `json:"spec,omitempty"`

@@ -6,17 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/fleetgen"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
 )
 
 // BenchmarkOverview renders the overview server-side, queries included,
-// for a generated fleet of 1,000 LXCs running 1,000 services watched by
-// 5,000 checks, with a tenth of the checks answered (some failing, some
-// gone stale) and a page of executions in flight.
+// for the generated fleet (internal/fleetgen) of 10 hosts and 1,000 LXCs
+// running 3,000 services watched by 5,000 checks, with a tenth of the
+// checks answered (some failing, some gone stale) and a page of
+// executions in flight.
 func BenchmarkOverview(b *testing.B) {
 	bb := setup(b)
-	seed := generatedFleet(1000, 5)
+	seed := fleetgen.Seed(fleetgen.Config{})
 	start := time.Now()
 	if _, err := bb.st.ApplySeed(bb.ctx, seed); err != nil {
 		b.Fatal(err)
@@ -25,6 +27,7 @@ func BenchmarkOverview(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	obs := make([]store.CheckObservation, 0, len(due))
 	for i, c := range due {
 		health, at := "healthy", time.Now()
 		switch {
@@ -33,17 +36,17 @@ func BenchmarkOverview(b *testing.B) {
 		case i%10 == 0:
 			at = at.Add(-time.Hour) // stale once marked
 		}
-		if err := bb.st.RecordCheck(bb.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(),
-			Health: health, Detail: "probe said so", At: at}); err != nil {
-			b.Fatal(err)
-		}
+		obs = append(obs, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: health, Detail: "probe said so", At: at})
+	}
+	if _, err := bb.st.RecordChecks(bb.ctx, obs); err != nil {
+		b.Fatal(err)
 	}
 	if _, err := bb.st.MarkStale(bb.ctx, time.Now()); err != nil {
 		b.Fatal(err)
 	}
 	for range 20 {
-		bb.plan(b, "service:app1001", "", store.StateAwaitingApproval)
-		bb.plan(b, "service:app1002", "", store.StateRunning)
+		bb.plan(b, "service:app1001-web", "", store.StateAwaitingApproval)
+		bb.plan(b, "service:app1002-web", "", store.StateRunning)
 	}
 	b.Logf("generated fleet in %s", time.Since(start).Round(time.Millisecond))
 	b.Run("fleet-query", func(b *testing.B) {
@@ -62,7 +65,7 @@ func BenchmarkOverview(b *testing.B) {
 		var size int
 		b.ReportAllocs()
 		for b.Loop() {
-			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
 			rec := httptest.NewRecorder()
 			t0 := time.Now()
 			bb.srv.ServeHTTP(rec, req)

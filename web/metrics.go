@@ -101,8 +101,10 @@ func (c opsCollector) queues(ch chan<- prometheus.Metric) error {
 				return err
 			}
 		}
+		// aggregating: probe results waiting in their group for the bot to
+		// take them as a batch (tasks.CheckResultGroup).
 		for state, n := range map[string]int{"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
-			"retry": info.Retry, "archived": info.Archived} {
+			"retry": info.Retry, "archived": info.Archived, "aggregating": info.Aggregating} {
 			ch <- prometheus.MustNewConstMetric(descQueueTasks, prometheus.GaugeValue, float64(n), q, state)
 		}
 		ch <- prometheus.MustNewConstMetric(descQueueAge, prometheus.GaugeValue, info.Latency.Seconds(), q)

@@ -71,6 +71,7 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 		PreviousVerifyKey: previousKey,
 		ReportSigningKey:  reportKey,
 		Name:              cfg.Actuator.Name,
+		Site:              cfg.Actuator.Site,
 		SSHSigner:         signer,
 		KnownHostsFile:    cfg.Actuator.KnownHostsFile,
 		SSHUser:           cfg.Actuator.SSHUser,

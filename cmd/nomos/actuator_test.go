@@ -112,7 +112,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	first := start()
 	client := asynq.NewClient(opt)
 	defer client.Close()
-	if _, err := client.Enqueue(tasks.NewRunTask(id, envelope)); err != nil {
+	if _, err := client.Enqueue(tasks.NewRunTask(tasks.DefaultSite, id, envelope)); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until the command is on the host: the actuator acknowledges with
@@ -139,7 +139,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 		t.Fatalf("after the restart the actuator reported %s for %s, want outcome_unknown", r.Status, r.ExecutionID)
 	}
 	// The same order delivered again is refused, never re-run.
-	if _, err := client.Enqueue(tasks.NewRunTask(id+"-again", envelope)); err != nil {
+	if _, err := client.Enqueue(tasks.NewRunTask(tasks.DefaultSite, id+"-again", envelope)); err != nil {
 		t.Fatal(err)
 	}
 	task = waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })

@@ -165,7 +165,7 @@ func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, b
 	f.status, err = web.New(web.Config{
 		Store: l.store, Logger: logger.With("component", "web"), Auth: webAuth, Operators: cfg.Matrix.Operators,
 		Ready:  append(ready, botChecks...),
-		Queues: f.inspector, QueueNames: []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults},
+		Queues: f.inspector, QueueNames: []string{tasks.OrderQueue(tasks.DefaultSite), tasks.ProbeQueue(tasks.DefaultSite), tasks.QueueResults},
 		Registry: reg,
 	})
 	if err == nil {

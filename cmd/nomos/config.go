@@ -133,7 +133,12 @@ type LLMConfig struct {
 // reads the name too: it addresses its orders to it and takes reports only
 // from it.
 type ActuatorConfig struct {
-	Name           string `koanf:"name"`
+	Name string `koanf:"name"`
+	// Site is the site this actuator serves (docs/operations.md, "Sites"):
+	// it consumes only that site's queues and refuses orders for hosts of
+	// any other. Only the actuator reads it; the bot takes each host's
+	// site from the fleet. Default "default".
+	Site           string `koanf:"site"`
 	SSHKeyFile     string `koanf:"ssh_key_file"`
 	KnownHostsFile string `koanf:"known_hosts_file"`
 	SSHUser        string `koanf:"ssh_user"`
@@ -292,6 +297,7 @@ var defaults = map[string]any{
 	"llm.max_tool_result_bytes": 16384,
 	"actuator.ssh_user":         "root",
 	"actuator.name":             "actuator",
+	"actuator.site":             "default",
 	"orders.ttl":                "15m",
 	"web.listen":                "127.0.0.1:8080",
 	"mcp.request_rate":          10,
@@ -601,6 +607,11 @@ func (c *Config) validateKeys(n need, bad func(string, string, ...any)) {
 	if n.signing || n.verify {
 		if err := tasks.ValidateActuatorName(c.Actuator.Name); err != nil {
 			bad("actuator.name", "want one word of letters, digits, '.', '_' and '-', at most 64 characters, got %q", c.Actuator.Name)
+		}
+	}
+	if n.verify {
+		if err := policy.ValidateSiteName(c.Actuator.Site); err != nil {
+			bad("actuator.site", "want a DNS label (a-z, 0-9, -) of at most 32 characters, got %q", c.Actuator.Site)
 		}
 	}
 	if n.signing && c.Inventory.Interval != 0 && (c.Inventory.Interval < 10*time.Second || c.Inventory.Interval > 24*time.Hour) {

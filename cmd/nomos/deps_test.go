@@ -84,7 +84,7 @@ var importRules = []importRule{
 		"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go",
 	}},
 	{pkg: "policy", allowedDirect: []string{"mvdan.cc/sh/v3/syntax"}, noIO: true},
-	{pkg: "tasks", allowedDirect: []string{"github.com/hibiken/asynq"}},
+	{pkg: "tasks", allowedDirect: []string{"github.com/hibiken/asynq", module + "/policy"}},
 	// labsim's shell is mvdan's interpreter (interp, expand, syntax).
 	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh", module + "/hostgate", "mvdan.cc/sh/v3"}},
 	// nomos gate runs as root on every Proxmox host: the standard library,

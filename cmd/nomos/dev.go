@@ -47,6 +47,7 @@ var devRoles = []string{"actuator", "bot"}
 type devFlags struct {
 	dir, matrixListen, database, webListen, redisURL, bin string
 	prepare, reset                                        bool
+	sites                                                 int
 }
 
 func parseDevFlags(env *roleEnv, args []string) (devFlags, error) {
@@ -61,21 +62,24 @@ func parseDevFlags(env *roleEnv, args []string) (devFlags, error) {
 	fs.StringVar(&f.webListen, "web-listen", devWebListen, "`address` of the bot's status page and MCP endpoint")
 	fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` for the stack (default: start or reuse Redis on 127.0.0.1:6379, database 0)")
 	fs.StringVar(&f.bin, "bin", "", "the nomos `binary` to run the roles with (default: this one)")
+	fs.IntVar(&f.sites, "sites", 1, "run the demo hosts as this many `sites`, each with its own actuator, SSH key and journal")
 	return f, fs.Parse(args)
 }
 
 // devStack is one run of `nomos dev`, filled in step by step.
 type devStack struct {
-	flags    devFlags
-	dir      string // absolute
-	self     string // the binary the roles run with
-	resetCmd string
-	state    devState
-	seed     *store.Seed
-	keys     devKeys
-	sim      *labsim.Sim
-	hs       *devstack.Dendrite
-	started  []string // the roles running as children
+	flags     devFlags
+	dir       string // absolute
+	self      string // the binary the roles run with
+	resetCmd  string
+	state     devState
+	seed      *store.Seed
+	keys      devKeys
+	sim       *labsim.Sim
+	hs        *devstack.Dendrite
+	started   []string  // the roles running as children
+	siteNames []string  // the site of each demo host, in turn
+	sites     []devSite // the sites beyond the first, each with its own actuator
 }
 
 func runDev(ctx context.Context, env *roleEnv, args []string) error {
@@ -172,6 +176,7 @@ func (s *devStack) loadSchema(ctx context.Context, env *roleEnv) error {
 	if s.seed, err = store.LoadSeed(seedFS(lookupEnv(env.environ, "NOMOS_SEEDS__DIR"))); err != nil {
 		return err
 	}
+	s.siteNames = assignDevSites(s.seed, s.flags.sites)
 	return applySeed(ctx, s.state.DatabaseURL, s.seed, env)
 }
 
@@ -182,10 +187,14 @@ func (s *devStack) startServices(ctx context.Context, logger *slog.Logger) error
 	if s.keys, err = ensureDevKeys(filepath.Join(s.dir, "keys")); err != nil {
 		return err
 	}
+	var authorizedKeys string
+	if s.sites, authorizedKeys, err = ensureDevSiteKeys(s.dir, s.keys, s.siteNames); err != nil {
+		return err
+	}
 	s.state.LabsimLog = filepath.Join(s.dir, "labsim", "commands.jsonl")
 	s.sim, err = startLabsim(ctx, s.seed, LabsimConfig{
 		StateDir:           filepath.Join(s.dir, "labsim"),
-		AuthorizedKeysFile: s.keys.authorizedKeys,
+		AuthorizedKeysFile: authorizedKeys,
 		LogFile:            s.state.LabsimLog,
 	}, logger)
 	if err != nil {
@@ -244,9 +253,20 @@ func (s *devStack) writeConfig() error {
 // serve starts the roles and runs the stack until Ctrl-C, Dendrite exits or
 // a role does.
 func (s *devStack) serve(ctx context.Context, env *roleEnv) error {
+	if err := writeDevSiteConfigs(s.sites, s.keys, s.state.Config); err != nil {
+		return err
+	}
 	children, err := startChildren(ctx, s.self, s.started, s.state.Config, env.environ, s.dir, env)
 	if err != nil {
 		return err
+	}
+	siteChildren, err := startDevSites(ctx, s.self, s.sites, env)
+	if err != nil {
+		children.stop()
+		return err
+	}
+	for _, c := range siteChildren {
+		children.adopt(c)
 	}
 	stackCtx, stopStack := context.WithCancelCause(ctx)
 	defer stopStack(nil)
@@ -260,6 +280,7 @@ func (s *devStack) serve(ctx context.Context, env *roleEnv) error {
 		}
 	}()
 	printDevSummary(env, s.state, s.dir, s.flags.dir, s.self, s.started, s.sim, s.seed)
+	printDevSites(env.stdout, s.sites, s.seed)
 	if slices.Contains(s.started, "bot") {
 		runDevDoctor(stackCtx, env, s.state.Config)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hibiken/asynq"
@@ -122,7 +123,16 @@ func clearDevQueues(redisURL string, logger *slog.Logger) {
 	}
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
-	for _, q := range []string{tasks.QueueActuator, tasks.QueueProbes, tasks.QueueResults} {
+	queues := []string{tasks.OrderQueue(tasks.DefaultSite), tasks.ProbeQueue(tasks.DefaultSite), tasks.QueueResults}
+	// Every site's queues: a stack of several sites has more.
+	if all, err := insp.Queues(); err == nil {
+		for _, q := range all {
+			if strings.HasPrefix(q, "nomos:") && !slices.Contains(queues, q) {
+				queues = append(queues, q)
+			}
+		}
+	}
+	for _, q := range queues {
 		if err := insp.DeleteQueue(q, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
 			logger.Warn("cannot clear the old stack's queue", "queue", q, "err", err)
 		}

@@ -32,7 +32,7 @@ import (
 )
 
 // devSeedDir copies the demo seed, moving labsim's hosts to free ports.
-func devSeedDir(t *testing.T) string {
+func devSeedDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	names, _ := fs.Glob(seeds.FS, "*.yaml")
@@ -60,7 +60,7 @@ type devRun struct {
 // startDev runs `nomos dev` in-process with args until stop is called,
 // and returns once the stack has printed its summary and its doctor's
 // report.
-func startDev(t *testing.T, seedDir string, args ...string) devRun {
+func startDev(t testing.TB, seedDir string, args ...string) devRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
@@ -100,7 +100,7 @@ func startDev(t *testing.T, seedDir string, args ...string) devRun {
 }
 
 // checkDevDoctor checks that the stack's own doctor passed every check.
-func checkDevDoctor(t *testing.T, out string) {
+func checkDevDoctor(t testing.TB, out string) {
 	t.Helper()
 	if !strings.Contains(out, "Checking the stack (nomos doctor)") || !strings.Contains(out, "checks passed.") || strings.Contains(out, "✗") {
 		t.Errorf("the dev stack's doctor did not pass:\n%s", out)

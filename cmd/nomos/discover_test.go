@@ -88,7 +88,7 @@ func TestDiscoverAsksAndSaysWhatItFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := asynq.NewServer(l.redis, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+	results := asynq.NewServer(l.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
 	if err := results.Start(&executions.ResultsHandler{Service: l.execs}); err != nil {
 		t.Fatal(err)
 	}

@@ -181,6 +181,7 @@ func (d *doctor) checks() []doctorCheck {
 		{c.Reports.SigningKeyFile != "" || c.Reports.VerifyKeyFile != "", doctorCheck{"report keys", d.checkReportKeys}},
 		{c.Actuator.SSHKeyFile != "" || c.Actuator.KnownHostsFile != "", doctorCheck{"ssh", d.checkSSH}},
 		{d.hasRole("bot") && c.Database.URL != "", doctorCheck{"hosts", d.checkHosts}},
+		{d.hasRole("actuator") && c.Database.URL != "", doctorCheck{"site", d.checkSite}},
 		{c.LLM.Model != "", doctorCheck{"llm", d.checkLLM}},
 		{len(c.MCP.Tokens) > 0 || c.MCP.Token != "" || c.MCP.ClientToken != "" || c.MCP.URL != "", doctorCheck{"mcp", d.checkMCP}},
 		{d.hasRole("bot"), doctorCheck{"status page", d.checkWeb}},

@@ -145,10 +145,11 @@ func (d *doctor) checkHosts(ctx context.Context) []checkLine {
 				"add a check on the host or one of its containers to the seed files, such as {slug: "+h.Name+"-disk, target: "+h.Slug+", kind: disk}, and run `nomos seed`"))
 		case h.At == nil:
 			lines = append(lines, fail(name+": no probe result yet",
-				"start the bot (checks.enabled) and the actuator with the same redis.url and actuator.name; the first results come within seconds"))
+				"start the bot (checks.enabled) and the actuator with the same redis.url and actuator.name; the first results come within seconds. "+
+					"A host of another site is probed by that site's actuator (actuator.site, docs/operations.md \"Sites\")"))
 		case now.Sub(*h.At) > store.StaleAfter*h.MinInterval:
 			lines = append(lines, fail(fmt.Sprintf("%s: the newest probe result is %s old", name, ago(now, *h.At)),
-				"is the actuator running, with the same redis.url and actuator.name as the bot? its log says why probes stopped"))
+				"is the actuator running (the one of this host's site), with the same redis.url and actuator.name as the bot? its log says why probes stopped"))
 		case strings.HasPrefix(h.Detail, probeUnreachable):
 			fix := "check the address, that sshd runs on the host, and that the actuator's key is in its authorized_keys"
 			if strings.Contains(h.Detail, "host key") || strings.Contains(h.Detail, "known_hosts") {

@@ -207,6 +207,7 @@ func doctorAllPass(t *testing.T, s *doctorStack) {
 		"✓ known_hosts: ",
 		"✓ host hubris ",
 		"✓ host strong ",
+		"✓ site default: the actuator serves hubris, strong",
 		"✓ llm: ",
 		"✓ mcp tokens: 1 well formed",
 		"✓ mcp client: mcp.client_token is the token named claude",

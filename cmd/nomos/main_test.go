@@ -32,7 +32,7 @@ func (b *syncBuffer) String() string {
 }
 
 // buildNomos builds the nomos binary the dev stack runs its roles with.
-func buildNomos(t *testing.T) string {
+func buildNomos(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "nomos")
 	cmd := exec.Command("go", "build", "-o", bin, ".")

@@ -132,7 +132,7 @@ func TestRotationThroughTheConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client.Enqueue(tasks.NewRunTask(id, envelope)); err != nil {
+		if _, err := client.Enqueue(tasks.NewRunTask(tasks.DefaultSite, id, envelope)); err != nil {
 			t.Fatal(err)
 		}
 		task := waitReport(t, reports, func(task *asynq.Task) bool { return task.Type() == tasks.TypeExecutionResult })

@@ -63,7 +63,6 @@ func WithGate(rules hostgate.Rules) FleetOption {
 // f.Seed to a store so executions address the same ports.
 func NewFleet(t testing.TB, opts ...FleetOption) *Fleet {
 	t.Helper()
-	dir := t.TempDir()
 	fsys := fstest.MapFS{}
 	names, err := fs.Glob(seeds.FS, "*.yaml")
 	if err != nil {
@@ -83,6 +82,20 @@ func NewFleet(t testing.TB, opts ...FleetOption) *Fleet {
 	seed, err := store.LoadSeed(fsys)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return StartFleet(t, seed, opts...)
+}
+
+// StartFleet starts labsim serving seed, such as a fleet from
+// internal/fleetgen. A host without an ssh address gets a free loopback
+// port, written into the seed; apply the seed to a store afterwards.
+func StartFleet(t testing.TB, seed *store.Seed, opts ...FleetOption) *Fleet {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range seed.Hosts {
+		if seed.Hosts[i].SSH == "" {
+			seed.Hosts[i].SSH = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		}
 	}
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {

@@ -1,0 +1,81 @@
+package bot
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nomoshq/nomos/internal/fleetgen"
+	"github.com/nomoshq/nomos/store"
+)
+
+// fleetEntities is the generated fleet's containers as the store returns
+// them: all running, one in twenty-five unhealthy, one in ten not checked.
+func fleetEntities(n int) []store.Entity {
+	seed := fleetgen.Seed(fleetgen.Config{Containers: n})
+	var es []store.Entity
+	i := 0
+	for _, h := range seed.Hosts {
+		for _, c := range h.Containers {
+			health := "healthy"
+			switch {
+			case i%25 == 0:
+				health = "unhealthy"
+			case i%10 == 0:
+				health = "unknown"
+			}
+			es = append(es, store.Entity{
+				Slug: fmt.Sprintf("lxc:%d", c.VMID), Type: "lxc", Name: c.Hostname, Lifecycle: "active", Health: health, RunState: "running",
+				Attrs: map[string]any{"vmid": float64(c.VMID), "host": h.Name, "ip": c.IP},
+			})
+			i++
+		}
+	}
+	return es
+}
+
+// maxEventBytes is what a Matrix event's content may take, leaving room
+// for the rest of the event (the spec's limit is 65,536 bytes in all).
+const maxEventBytes = 60 << 10
+
+// A thousand containers still make one card a homeserver accepts: every
+// container in trouble keeps its row, and the quiet ones are folded by
+// host. A small fleet keeps a row for every container.
+func TestContainersCardFitsAMatrixEvent(t *testing.T) {
+	t.Parallel()
+	plain, htm := containersCard(fleetEntities(1000))
+	if n := len(plain) + len(htm); n > maxEventBytes {
+		t.Errorf("the card for 1,000 containers is %d bytes; a Matrix event holds %d", n, maxEventBytes)
+	}
+	for _, want := range []string{"1000 containers", "🔴 1001 ct1001 on node00", "🔴 1026 ct1026",
+		"running and healthy, by host", "• node00: 1002-1010, 1012-1020", "running, not checked yet, by host", "• node09: "} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("the card for 1,000 containers lacks %q:\n%s", want, plain)
+		}
+	}
+	if strings.Contains(plain, "1002 ct1002") {
+		t.Errorf("a healthy container has a row of its own in a folded card:\n%s", plain)
+	}
+
+	small, _ := containersCard(fleetEntities(13))
+	for vmid := 1001; vmid <= 1013; vmid++ {
+		if !strings.Contains(small, fmt.Sprintf(" %d ct%d on ", vmid, vmid)) {
+			t.Errorf("container %d has no row in the card for 13:\n%s", vmid, small)
+		}
+	}
+	if strings.Contains(small, "by host") {
+		t.Errorf("the card for 13 containers is folded:\n%s", small)
+	}
+}
+
+// BenchmarkContainersCard renders "list containers" for the generated
+// fleet of 1,000 containers and reports the card's size.
+func BenchmarkContainersCard(b *testing.B) {
+	es := fleetEntities(1000)
+	var size int
+	for b.Loop() {
+		plain, htm := containersCard(es)
+		size = len(plain) + len(htm)
+	}
+	b.ReportMetric(float64(size), "card-bytes")
+}

@@ -1,0 +1,68 @@
+package tasks
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Probe results travel in batches. Each check:result is enqueued in the
+// CheckResultGroup of the results queue, and the bot's results server has
+// asynq aggregate the group into one check:results task (a batch) once no
+// result has come for a second, two seconds have passed, or
+// MaxCheckResultBatch are waiting. The bot then verifies each result on
+// its own and writes the whole batch in one transaction, so Postgres work
+// per result falls as the fleet grows. The group lives in Redis: a bot
+// that stops finds its results there when it is back.
+const (
+	TypeCheckResults = "check:results"
+	// CheckResultGroup is the asynq group of probe results.
+	CheckResultGroup = "check_results"
+	// MaxCheckResultBatch bounds a batch. A larger one is malformed.
+	MaxCheckResultBatch = 500
+)
+
+// AggregateCheckResults is the results server's asynq.GroupAggregator:
+// it puts the signed payloads of a group's probe results into one batch.
+// Nothing is verified here; the bot verifies each payload of a batch.
+var AggregateCheckResults = asynq.GroupAggregatorFunc(func(_ string, ts []*asynq.Task) *asynq.Task {
+	payloads := make([][]byte, len(ts))
+	for i, t := range ts {
+		payloads[i] = t.Payload()
+	}
+	// [][]byte encodes as base64 strings, so any bytes a writer to Redis
+	// put in the group make a batch that still decodes.
+	body, _ := json.Marshal(payloads)
+	return asynq.NewTask(TypeCheckResults, body, asynq.MaxRetry(3))
+})
+
+// SplitCheckResults returns the signed payloads of a batch, each still to
+// be verified with VerifyCheckResult.
+func SplitCheckResults(payload []byte) ([][]byte, error) {
+	var payloads [][]byte
+	if err := json.Unmarshal(payload, &payloads); err != nil {
+		return nil, fmt.Errorf("%w: a batch of probe results: %v", ErrMalformed, err)
+	}
+	if len(payloads) > MaxCheckResultBatch {
+		return nil, fmt.Errorf("%w: a batch of %d probe results, more than %d", ErrMalformed, len(payloads), MaxCheckResultBatch)
+	}
+	return payloads, nil
+}
+
+// ResultsServerConfig is cfg for a server that consumes the results
+// queue: the queue, and the aggregation of probe results into batches.
+// Every consumer of the results queue must use it: without an aggregator
+// probe results wait in their group.
+func ResultsServerConfig(cfg asynq.Config) asynq.Config {
+	if cfg.Queues == nil {
+		cfg.Queues = map[string]int{QueueResults: 1}
+	}
+	cfg.GroupAggregator = AggregateCheckResults
+	cfg.GroupGracePeriod = cmp.Or(cfg.GroupGracePeriod, time.Second)
+	cfg.GroupMaxDelay = cmp.Or(cfg.GroupMaxDelay, 2*time.Second)
+	cfg.GroupMaxSize = cmp.Or(cfg.GroupMaxSize, MaxCheckResultBatch)
+	return cfg
+}

@@ -1,0 +1,23 @@
+package tasks
+
+// DefaultSite is the site of a host that names none, and of an actuator
+// configured without one, so a deployment of one site needs no setting.
+const DefaultSite = "default"
+
+// OrderQueue is the queue of a site's approved orders. Only that site's
+// actuator consumes it, and an order that turns up on another site's
+// queue is refused by the order's signed site, not by the queue.
+func OrderQueue(site string) string { return "nomos:orders:" + site }
+
+// ProbeQueue is the queue of a site's probe and inventory requests, served
+// by that site's actuator from a pool apart from its orders.
+func ProbeQueue(site string) string { return "nomos:probes:" + site }
+
+// siteOf is the site a signed request is for; a request signed before
+// sites existed is for the default one.
+func siteOf(s string) string {
+	if s == "" {
+		return DefaultSite
+	}
+	return s
+}
