@@ -73,13 +73,16 @@ func (l *LeaderLock) Held(ctx context.Context) error {
 	return nil
 }
 
-// Release gives the lock up by closing its connection.
+// Release gives the lock up and closes its connection.
 func (l *LeaderLock) Release() {
 	if l.conn == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	// Unlock first: a closed connection's backend frees the lock only as
+	// it exits, a moment later, and a release must be over on return.
+	_, _ = l.conn.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
 	_ = l.conn.Close(ctx)
 	l.conn = nil
 }
