@@ -185,16 +185,27 @@ func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks
 	}
 	slices.SortFunc(local, func(x, y tasks.InventoryContainer) int { return x.VMID - y.VMID })
 	slices.Sort(elsewhere)
+	if err := a.readConfigs(ctx, r.HostAddr, local); err != nil {
+		return nil, nil, err
+	}
+	return local, elsewhere, nil
+}
+
+// readConfigs fills each listed container in from its configuration. A
+// configuration it cannot read leaves the container as listed, marked
+// partial; only the end of ctx fails the inventory.
+func (a *Actuator) readConfigs(ctx context.Context, addr string, local []tasks.InventoryContainer) error {
+	log := logctx.From(ctx)
 	for i, c := range local {
 		cmd := pctConfigCmd + strconv.Itoa(c.VMID)
-		conf, _, code, err := a.capture(ctx, r.HostAddr, cmd, maxConfigBytes)
+		conf, _, code, err := a.capture(ctx, addr, cmd, maxConfigBytes)
 		if err == nil && code == 0 {
 			c = parsePctConfig(c, conf)
 		} else {
 			// Destroyed since the listing, or the host is struggling:
 			// what the listing said is still news.
 			if ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
+				return fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
 			}
 			log.Warn("inventory could not read a container's configuration", "vmid", c.VMID, "exit", code, "err", err)
 			c.Partial = true
@@ -205,7 +216,7 @@ func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks
 			log.Warn("inventory left out values the host gave that are not what Proxmox allows", "vmid", c.VMID, "fields", dropped)
 		}
 	}
-	return local, elsewhere, nil
+	return nil
 }
 
 // capture runs cmd and returns its output and exit code; stdout past

@@ -49,16 +49,9 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	if err != nil {
 		return a.refuse(id, why, err, now, o.PlanHash)
 	}
-	class, err := policy.ParseClass(o.RiskClass)
-	if err != nil || !class.Valid() {
-		// The bot signs the class it gated on; without one, fall back to
-		// the catalogue's own, which errs on the side of a snapshot.
-		risk, cerr := policy.Classify(plan.Params, plan.Target, nil)
-		if cerr != nil {
-			return a.refuse(id, tasks.RefusedMalformed, cerr, now, o.PlanHash)
-		}
-		a.log.Warn("order carries no valid risk class; using the catalogue's", "execution_id", id, "risk_class", o.RiskClass, "class", risk.Class.String())
-		class = risk.Class
+	class, err := a.orderClass(o, plan)
+	if err != nil {
+		return a.refuse(id, tasks.RefusedMalformed, err, now, o.PlanHash)
 	}
 
 	if err := a.journal.Begin(id, now); err != nil {
@@ -94,6 +87,22 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	log.Info("execution finished", "status", res.Status, "failed_phase", res.FailedPhase, "exit_code", res.ExitCode,
 		"duration_ms", res.FinishedAt.Sub(res.StartedAt).Milliseconds())
 	return nil
+}
+
+// orderClass is the risk class the bot signed into o. Without a valid one
+// it falls back to the catalogue's own, which errs on the side of a
+// snapshot.
+func (a *Actuator) orderClass(o tasks.Order, plan policy.Plan) (policy.Class, error) {
+	class, err := policy.ParseClass(o.RiskClass)
+	if err == nil && class.Valid() {
+		return class, nil
+	}
+	risk, err := policy.Classify(plan.Params, plan.Target, nil)
+	if err != nil {
+		return 0, err
+	}
+	a.log.Warn("order carries no valid risk class; using the catalogue's", "execution_id", o.ExecutionID, "risk_class", o.RiskClass, "class", risk.Class.String())
+	return risk.Class, nil
 }
 
 // derivePlan rebuilds the plan from the order's action, parameters and

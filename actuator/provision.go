@@ -45,57 +45,20 @@ func (x *execution) provision(ctx context.Context, p policy.PctCreateParams) {
 	defer cancel()
 
 	steps := x.plan.Steps
-	want := 2
-	if len(p.Services) > 0 {
-		want += 2
-	}
-	if p.PostInstall != "" {
-		want++
-	}
-	shaped := len(steps) == want && strings.HasPrefix(steps[0], "pct create ") && strings.HasPrefix(steps[1], "pct start ")
-	for _, s := range steps[min(2, len(steps)):] {
-		shaped = shaped && strings.HasPrefix(s, "pct exec ")
-	}
-	if !shaped {
+	if !provisionShaped(steps, p) {
 		x.fail(tasks.StatusFailed, "create", -1, x.a.now(), "", "The pct_create plan does not have the shape this actuator knows, so nothing ran; the actuator and the bot may run different versions.")
 		return
 	}
 
-	var vmid int
-	created := false
+	vmid, tmpl, ok := x.create(ctx, p, steps[0])
+	if !ok {
+		return
+	}
 	defer func() {
-		if created && x.res.Status != "" {
+		if x.res.Status != "" {
 			x.note("Container %d was created and is left as it is for inspection; request pct_destroy on lxc:%d if you do not want it.", vmid, vmid)
 		}
 	}()
-
-	tmpl := p.Template
-	for try := 1; ; try++ {
-		vmid = p.VMID
-		if vmid == 0 {
-			var ok bool
-			if vmid, ok = x.allocate(ctx); !ok {
-				return
-			}
-		}
-		if tmpl == "" {
-			var ok bool
-			if tmpl, ok = x.pickTemplate(ctx); !ok {
-				return
-			}
-		}
-		start := x.a.now()
-		code, err := x.attempt(ctx, "create", fill(steps[0], vmid, tmpl), nil)
-		if err == nil && code != 0 && p.VMID == 0 && try < allocateAttempts && strings.Contains(x.why(), "already exists") {
-			x.addPhase("create", tasks.StatusFailed, code, start, fmt.Sprintf("vmid %d was taken meanwhile; allocating another", vmid))
-			continue
-		}
-		if !x.record("create", start, code, err, fmt.Sprintf("container %d from %s", vmid, tmpl)) {
-			return
-		}
-		break
-	}
-	created = true
 	x.res.Created = &tasks.CreatedContainer{VMID: vmid, Host: x.order.Target.Host, Hostname: p.Hostname, IP: p.IP}
 	x.note("Created container %d (%s) on %s from %s, with address %s.", vmid, p.Hostname, x.order.Target.Host, tmpl, p.IP)
 
@@ -121,6 +84,50 @@ func (x *execution) provision(ctx context.Context, p policy.PctCreateParams) {
 	// instead of being hidden by a later one.
 	cmd := "pct exec " + strconv.Itoa(vmid) + " -- sh -e -c " + policy.ShellQuote(p.PostInstall)
 	x.phase(ctx, "post_install", cmd)
+}
+
+// provisionShaped reports whether steps are the summary a pct_create plan
+// of p has: create, start, then the pct exec phases p asks for.
+func provisionShaped(steps []string, p policy.PctCreateParams) bool {
+	want := 2
+	if len(p.Services) > 0 {
+		want += 2
+	}
+	if p.PostInstall != "" {
+		want++
+	}
+	shaped := len(steps) == want && strings.HasPrefix(steps[0], "pct create ") && strings.HasPrefix(steps[1], "pct start ")
+	for _, s := range steps[min(2, len(steps)):] {
+		shaped = shaped && strings.HasPrefix(s, "pct exec ")
+	}
+	return shaped
+}
+
+// create runs the create step, allocating a vmid and picking a template
+// when p names none, and allocating again when another vmid was taken
+// meanwhile. ok is false when it failed, the failure recorded.
+func (x *execution) create(ctx context.Context, p policy.PctCreateParams, step string) (vmid int, tmpl string, ok bool) {
+	tmpl = p.Template
+	for try := 1; ; try++ {
+		vmid = p.VMID
+		if vmid == 0 {
+			if vmid, ok = x.allocate(ctx); !ok {
+				return 0, "", false
+			}
+		}
+		if tmpl == "" {
+			if tmpl, ok = x.pickTemplate(ctx); !ok {
+				return 0, "", false
+			}
+		}
+		start := x.a.now()
+		code, err := x.attempt(ctx, "create", fill(step, vmid, tmpl), nil)
+		if err == nil && code != 0 && p.VMID == 0 && try < allocateAttempts && strings.Contains(x.why(), "already exists") {
+			x.addPhase("create", tasks.StatusFailed, code, start, fmt.Sprintf("vmid %d was taken meanwhile; allocating another", vmid))
+			continue
+		}
+		return vmid, tmpl, x.record("create", start, code, err, fmt.Sprintf("container %d from %s", vmid, tmpl))
+	}
 }
 
 // fill puts the vmid and template the actuator picked into a summary step.
