@@ -19,6 +19,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -233,10 +234,10 @@ func (b *Bot) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
+			loop.Every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
 		}()
 	}
-	go func() { defer wg.Done(); every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring) }()
+	go func() { defer wg.Done(); loop.Every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring) }()
 	go func() {
 		defer wg.Done()
 		// Each change is handled on its own goroutine: posting one card must
