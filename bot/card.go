@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
@@ -354,7 +355,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 	case store.StateRunning:
 		rest := approved
 		if elapsed > 0 {
-			rest = "for " + shortDuration(elapsed) + "; " + approved
+			rest = "for " + humantime.Duration(elapsed) + "; " + approved
 		}
 		what := "running"
 		if n := len(v.Planned.Steps); n > 0 {
@@ -365,7 +366,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 	case store.StateSucceeded:
 		rest := approved
 		if elapsed > 0 {
-			rest = "in " + shortDuration(elapsed) + "; " + approved
+			rest = "in " + humantime.Duration(elapsed) + "; " + approved
 		}
 		status("✅", "succeeded", rest)
 	case store.StateFailed:
@@ -377,7 +378,7 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 			what += " in phase " + res.FailedPhase
 		}
 		if elapsed > 0 {
-			what += " after " + shortDuration(elapsed)
+			what += " after " + humantime.Duration(elapsed)
 		}
 		status("❌", what, approved)
 		errText := x.Error
@@ -486,7 +487,7 @@ func expiry(at, now time.Time) string {
 	if left <= 0 {
 		return "expired at " + absTime(at, now)
 	}
-	return "expires in " + shortDuration(left.Round(time.Second)) + " (" + absTime(at, now) + ")"
+	return "expires in " + humantime.Duration(left.Round(time.Second)) + " (" + absTime(at, now) + ")"
 }
 
 // absTime is "14:35 UTC", with the date when it is not now's UTC day.
@@ -496,29 +497,6 @@ func absTime(at, now time.Time) string {
 		return at.Format("15:04 UTC")
 	}
 	return at.Format("2006-01-02 15:04 UTC")
-}
-
-// shortDuration is compact and human: 45s, 3m12s, 1h05m.
-func shortDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		d = 0
-		fallthrough
-	case d < time.Minute:
-		if d < time.Second && d > 0 {
-			return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-		}
-		return strconv.Itoa(int(d/time.Second)) + "s"
-	case d < time.Hour:
-		if sec := int(d % time.Minute / time.Second); sec != 0 {
-			return fmt.Sprintf("%dm%02ds", int(d/time.Minute), sec)
-		}
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	}
-	if m := int(d % time.Hour / time.Minute); m != 0 {
-		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), m)
-	}
-	return strconv.Itoa(int(d/time.Hour)) + "h"
 }
 
 // addOutput adds a redacted output tail and, when it was cut and the
@@ -598,7 +576,7 @@ func phaseMark(ph tasks.Phase) string {
 		s = "•"
 	}
 	if ph.Elapsed > 0 {
-		s += " " + shortDuration(time.Duration(ph.Elapsed))
+		s += " " + humantime.Duration(time.Duration(ph.Elapsed))
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
@@ -150,9 +151,9 @@ func statusNote(e store.Entity, now time.Time) string {
 		return "never checked"
 	}
 	if e.Detail == "" {
-		return "checked " + ago(now, *e.LastCheckAt)
+		return "checked " + humantime.Ago(now, *e.LastCheckAt)
 	}
-	return oneLine(e.Detail, 120) + " (" + ago(now, *e.LastCheckAt) + ")"
+	return oneLine(e.Detail, 120) + " (" + humantime.Ago(now, *e.LastCheckAt) + ")"
 }
 
 // vmidRanges folds sorted vmids into ranges: 101-107, 110.
@@ -330,7 +331,7 @@ func (s *Server) stateSnapshot(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 				fmt.Fprintf(&b, " … %d more (query_metrics metric=%s)", len(disks)-i, diskMetric)
 				break
 			}
-			fmt.Fprintf(&b, " %s %s%% (%s);", d.Slug, num(d.Value), ago(now, d.At))
+			fmt.Fprintf(&b, " %s %s%% (%s);", d.Slug, num(d.Value), humantime.Ago(now, d.At))
 		}
 		b.WriteString("\n")
 	} else {
@@ -353,7 +354,7 @@ func (s *Server) stateSnapshot(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 				fmt.Fprintf(&b, "  … %d more (get_signal_history)\n", open-i)
 				break
 			}
-			fmt.Fprintf(&b, "  %s %s %s: %s (%s, %s)\n", g.Severity, g.Kind, g.EntitySlug, oneLine(g.Summary, 120), g.State, ago(now, g.RaisedAt))
+			fmt.Fprintf(&b, "  %s %s %s: %s (%s, %s)\n", g.Severity, g.Kind, g.EntitySlug, oneLine(g.Summary, 120), g.State, humantime.Ago(now, g.RaisedAt))
 		}
 	}
 	if len(inFlight) == 0 {
@@ -366,7 +367,7 @@ func (s *Server) stateSnapshot(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 				break
 			}
 			fmt.Fprintf(&b, "  %s %s %s: %s (%s), by %s via %s, %s\n", x.ID, x.Action, x.TargetSlug, x.State, x.RiskClass,
-				x.RequestedBy, x.RequestedVia, ago(now, x.CreatedAt))
+				x.RequestedBy, x.RequestedVia, humantime.Ago(now, x.CreatedAt))
 		}
 	}
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
@@ -518,14 +519,14 @@ func (s *Server) getEntity(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if len(metrics) > 0 {
 		var ms []string
 		for _, m := range metrics {
-			ms = append(ms, fmt.Sprintf("%s %s (%s)", m.Metric, num(m.Value), ago(now, m.At)))
+			ms = append(ms, fmt.Sprintf("%s %s (%s)", m.Metric, num(m.Value), humantime.Ago(now, m.At)))
 		}
 		b.WriteString("metrics: " + strings.Join(ms, "; ") + "\n")
 	}
 	var open []string
 	for _, g := range signals {
 		if g.Open() {
-			open = append(open, fmt.Sprintf("%s %s: %s (%s)", g.Severity, g.Kind, oneLine(g.Summary, 120), ago(now, g.RaisedAt)))
+			open = append(open, fmt.Sprintf("%s %s: %s (%s)", g.Severity, g.Kind, oneLine(g.Summary, 120), humantime.Ago(now, g.RaisedAt)))
 		}
 	}
 	if len(open) > 0 {

@@ -32,6 +32,7 @@ import (
 	"maunium.net/go/mautrix/crypto/signatures"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/mcpserver/proxy"
 	"github.com/nomoshq/nomos/store"
@@ -679,23 +680,19 @@ func (d *doctor) checkHosts(ctx context.Context) []checkLine {
 			lines = append(lines, fail(name+": no probe result yet",
 				"start the bot (checks.enabled) and the actuator with the same redis.url and actuator.name; the first results come within seconds"))
 		case now.Sub(*h.At) > store.StaleAfter*h.MinInterval:
-			lines = append(lines, fail(fmt.Sprintf("%s: the newest probe result is %s old", name, ago(now, *h.At)),
+			lines = append(lines, fail(fmt.Sprintf("%s: the newest probe result is %s old", name, humantime.Duration(now.Sub(*h.At))),
 				"is the actuator running, with the same redis.url and actuator.name as the bot? its log says why probes stopped"))
 		case strings.HasPrefix(h.Detail, probeUnreachable):
 			fix := "check the address, that sshd runs on the host, and that the actuator's key is in its authorized_keys"
 			if strings.Contains(h.Detail, "host key") || strings.Contains(h.Detail, "known_hosts") {
 				fix = "pin the host's key in the actuator's known_hosts after checking its fingerprint on the host (ssh-keyscan, ssh-keygen -lf)"
 			}
-			lines = append(lines, fail(fmt.Sprintf("%s: the actuator cannot reach it (%s, %s ago): %s", name, h.Check, ago(now, *h.At), strings.TrimSpace(strings.TrimPrefix(h.Detail, probeUnreachable))), fix))
+			lines = append(lines, fail(fmt.Sprintf("%s: the actuator cannot reach it (%s, %s ago): %s", name, h.Check, humantime.Duration(now.Sub(*h.At)), strings.TrimSpace(strings.TrimPrefix(h.Detail, probeUnreachable))), fix))
 		default:
-			lines = append(lines, pass(fmt.Sprintf("%s: the actuator reaches it with its pinned key (probe %s, %s ago: %s)", name, h.Check, ago(now, *h.At), h.Health)))
+			lines = append(lines, pass(fmt.Sprintf("%s: the actuator reaches it with its pinned key (probe %s, %s ago: %s)", name, h.Check, humantime.Duration(now.Sub(*h.At)), h.Health)))
 		}
 	}
 	return lines
-}
-
-func ago(now, t time.Time) string {
-	return max(now.Sub(t), 0).Round(time.Second).String()
 }
 
 // checkLLM asks the endpoint for its models, with the bot's key and
