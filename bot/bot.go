@@ -129,7 +129,7 @@ type Bot struct {
 	mu           sync.Mutex
 	lastOperator map[id.RoomID]time.Time
 	undecryptNot map[string]bool
-	runbooks     []Runbook
+	runbooks     []store.Runbook
 	refused      refusedWarner
 	// refusedAt is when each person was last told, per plan, why their
 	// decision did not count.
@@ -373,13 +373,6 @@ func (b *Bot) loadRunbooks(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.runbooks = b.runbooks[:0]
-	for _, r := range rbs {
-		rb := Runbook{Slug: r.Slug, Title: r.Title, TargetType: r.TargetType, Triggers: r.Triggers}
-		for _, st := range r.Steps {
-			rb.Steps = append(rb.Steps, RunbookStep{Action: st.Action, Params: st.Params})
-		}
-		b.runbooks = append(b.runbooks, rb)
-	}
+	b.runbooks = rbs
 	return nil
 }

@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"unicode"
@@ -76,7 +75,7 @@ type Command struct {
 	Runbook string
 	// Steps are the matched runbook's steps, "{{target}}" filled in; the
 	// first is Action and Params.
-	Steps []RunbookStep
+	Steps []store.RunbookStep
 	// Phrase is a CmdConfirm's text as typed, without a leading mention.
 	// Check it with policy.MatchPhrase against each pending destructive
 	// plan; never treat a CmdConfirm as a new request.
@@ -86,41 +85,6 @@ type Command struct {
 	Hint string
 	// Raw is the message as received.
 	Raw string
-}
-
-// Runbook is a named plan with the phrases that trigger it. A trigger
-// holds "{target}" where the entity's name goes.
-type Runbook struct {
-	Slug        string
-	Title       string
-	Description string
-	// TargetType is host, lxc or service; a trigger's target of another
-	// type does not match.
-	TargetType string
-	Triggers   []string
-	Steps      []RunbookStep
-}
-
-// RunbookStep is one gated action of a runbook. String params may name the
-// target as "{{target}}".
-type RunbookStep struct {
-	Action string
-	Params map[string]any
-}
-
-// RunbooksFromSeed converts seed runbooks (as store loads them) for
-// ParseCommand.
-func RunbooksFromSeed(seed []store.SeedRunbook) []Runbook {
-	out := make([]Runbook, 0, len(seed))
-	for _, r := range seed {
-		rb := Runbook{Slug: r.Slug, Title: r.Title, Description: r.Description, TargetType: r.TargetType,
-			Triggers: slices.Clone(r.Triggers)}
-		for _, s := range r.Steps {
-			rb.Steps = append(rb.Steps, RunbookStep{Action: s.Action, Params: maps.Clone(s.Params)})
-		}
-		out = append(out, rb)
-	}
-	return out
 }
 
 // maxCommandBytes bounds what ParseCommand reads: the longest exec command
@@ -133,7 +97,7 @@ const maxCommandBytes = policy.MaxCommandLen + 256
 // are forgiven. In order, the first that fits wins: a typed confirmation
 // phrase, an assent or refusal (policy.ParseDecision), the command grammar,
 // the runbooks' triggers; otherwise CmdUnknown.
-func ParseCommand(text string, runbooks []Runbook) Command {
+func ParseCommand(text string, runbooks []store.Runbook) Command {
 	c := Command{Raw: text}
 	if len(text) > maxCommandBytes {
 		c.Hint = "That message is too long for a command."
@@ -821,9 +785,9 @@ func parseResolve(c *Command, body string, fs []rawField) (string, bool) {
 
 // matchRunbooks matches the message against every trigger. The trigger
 // with the most literal words wins; on a tie, the first runbook.
-func matchRunbooks(c *Command, toks []token, runbooks []Runbook) bool {
+func matchRunbooks(c *Command, toks []token, runbooks []store.Runbook) bool {
 	bestScore := -1
-	var best *Runbook
+	var best *store.Runbook
 	var bestRef string
 	for i := range runbooks {
 		rb := &runbooks[i]
@@ -850,13 +814,13 @@ func matchRunbooks(c *Command, toks []token, runbooks []Runbook) bool {
 	}
 	c.Kind, c.Target, c.Runbook = CmdAction, bestRef, best.Slug
 	for _, s := range best.Steps {
-		c.Steps = append(c.Steps, RunbookStep{Action: s.Action, Params: fillTarget(s.Params, bestRef)})
+		c.Steps = append(c.Steps, store.RunbookStep{Action: s.Action, Params: fillTarget(s.Params, bestRef)})
 	}
 	c.Action, c.Params = policy.Action(c.Steps[0].Action), c.Steps[0].Params
 	return true
 }
 
-func knownSteps(steps []RunbookStep) bool {
+func knownSteps(steps []store.RunbookStep) bool {
 	for _, s := range steps {
 		if _, err := policy.Lookup(policy.Action(s.Action)); err != nil {
 			return false

@@ -26,7 +26,7 @@ type Seed struct {
 	Checks        []SeedCheck
 	Policy        []SeedPolicy
 	Knowledge     []SeedDoc
-	Runbooks      []SeedRunbook
+	Runbooks      []Runbook
 }
 
 // SeedHost is a Proxmox node and the containers it runs.
@@ -109,25 +109,6 @@ type SeedDoc struct {
 	File     string   `yaml:"-"`
 }
 
-// SeedRunbook is a named plan with the phrases that trigger it.
-type SeedRunbook struct {
-	Slug        string            `yaml:"slug"`
-	Title       string            `yaml:"title"`
-	Description string            `yaml:"description"`
-	Triggers    []string          `yaml:"triggers"`
-	TargetType  string            `yaml:"target_type"`
-	Steps       []SeedRunbookStep `yaml:"steps"`
-	Line        int               `yaml:"-"`
-	File        string            `yaml:"-"`
-}
-
-// SeedRunbookStep is one request_execution call of a runbook. Params may
-// name the runbook's target as "{{target}}".
-type SeedRunbookStep struct {
-	Action string         `yaml:"action" json:"action"`
-	Params map[string]any `yaml:"params" json:"params,omitempty"`
-}
-
 // SeedError locates a problem in a seed file.
 type SeedError struct {
 	File string
@@ -203,7 +184,7 @@ func (s *Seed) parseFile(name string, data []byte) error {
 		Checks        []SeedCheck        `yaml:"checks"`
 		Policy        []SeedPolicy       `yaml:"policy"`
 		Knowledge     []SeedDoc          `yaml:"knowledge"`
-		Runbooks      []SeedRunbook      `yaml:"runbooks"`
+		Runbooks      []Runbook          `yaml:"runbooks"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
