@@ -43,6 +43,17 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// SkipIfShort skips a slow test that needs the real stack beyond Postgres
+// and Redis (a homeserver, a browser, the nomos binary) under go test
+// -short, saying why. It is the only way a test may skip itself: without
+// -short, as in make test and CI, every test runs.
+func SkipIfShort(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped under -short: " + why)
+	}
+}
+
 func atShutdown(fn func()) {
 	shutdownMu.Lock()
 	defer shutdownMu.Unlock()
