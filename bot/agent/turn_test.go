@@ -377,3 +377,18 @@ func (b *turnBundle) finish(t *testing.T, id uuid.UUID) store.Execution {
 	}
 	return x
 }
+
+// TestContinueIgnoresExecutionsTheAgentDidNotAsk: a result for an
+// execution no session asked for (an MCP client's, or an id a Redis writer
+// made up) starts no turn and costs no model call.
+func TestContinueIgnoresExecutionsTheAgentDidNotAsk(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := store.Execution{ID: uuid.New(), State: store.StateSucceeded, RequestedBy: "mcp:claude", RequestedVia: "mcp"}
+	if _, _, _, ok, err := b.agent.Continue(b.ctx, x); err != nil || ok {
+		t.Errorf("Continue for an execution no session asked for: ok %v, err %v; want no turn", ok, err)
+	}
+	if n := len(b.llm.Requests()); n != 0 {
+		t.Errorf("%d model calls, want none", n)
+	}
+}
