@@ -11,6 +11,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/bot/agent"
+	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/store"
 )
@@ -125,17 +126,10 @@ func (b *Bot) keepTyping(ctx context.Context, room id.RoomID) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(15 * time.Second)
-		defer t.Stop()
-		for {
+		loop.Every(ctx, 15*time.Second, func(ctx context.Context) {
 			_, _ = b.cli.UserTyping(ctx, room, true, 20*time.Second)
-			select {
-			case <-ctx.Done():
-				_, _ = b.cli.UserTyping(context.Background(), room, false, 0)
-				return
-			case <-t.C:
-			}
-		}
+		})
+		_, _ = b.cli.UserTyping(context.Background(), room, false, 0)
 	}()
 	return func() { cancel(); <-done }
 }

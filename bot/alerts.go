@@ -9,6 +9,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/store"
 )
@@ -99,7 +100,7 @@ func (b *Bot) noteRecovery(ctx context.Context, a store.SignalAlert) {
 	}
 	after := ""
 	if a.ResolvedAt != nil {
-		after = " after " + roundDuration(a.ResolvedAt.Sub(a.RaisedAt))
+		after = " after " + humantime.Duration(a.ResolvedAt.Sub(a.RaisedAt))
 	}
 	plain := fmt.Sprintf("🟢 %s recovered%s (%s).", a.EntitySlug, after, a.Kind)
 	htm := fmt.Sprintf("🟢 <code>%s</code> recovered%s (<code>%s</code>).", html.EscapeString(a.EntitySlug), after, html.EscapeString(a.Kind))
@@ -120,20 +121,4 @@ func alertText(a store.SignalAlert) (plain, htm string) {
 	htm = fmt.Sprintf("<p>%s <b><code>%s</code></b> %s: %s</p><p>Say <code>show %s</code> for details.</p>",
 		icon, html.EscapeString(a.EntitySlug), what, html.EscapeString(summary), html.EscapeString(a.EntitySlug))
 	return plain, htm
-}
-
-// roundDuration says d in seconds under a minute, else in hours and
-// minutes: 45s, 4m, 2h5m.
-func roundDuration(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%ds", int(d.Seconds()+0.5))
-	}
-	m := int(d.Round(time.Minute).Minutes())
-	if m < 60 {
-		return fmt.Sprintf("%dm", m)
-	}
-	if m%60 == 0 {
-		return fmt.Sprintf("%dh", m/60)
-	}
-	return fmt.Sprintf("%dh%dm", m/60, m%60)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/internal/zerobridge"
@@ -132,7 +133,7 @@ type Bot struct {
 	mu           sync.Mutex
 	lastOperator map[id.RoomID]time.Time
 	undecryptNot map[string]bool
-	runbooks     []Runbook
+	runbooks     []store.Runbook
 	refused      refusedWarner
 	// refusedAt is when each person was last told, per plan, why their
 	// decision did not count.
@@ -216,12 +217,12 @@ func (b *Bot) Services() []supervisor.Service {
 	}
 	if b.cfg.AlertRoom != "" {
 		svcs = append(svcs, supervisor.Service{Name: "alerts", Run: func(ctx context.Context) error {
-			every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
+			loop.Every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
 			return nil
 		}})
 	}
 	return append(svcs,
-		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error { every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring); return nil }},
+		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error { loop.Every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring); return nil }},
 		supervisor.Service{Name: "executions_listener", Run: b.listenExecutions},
 		// Agent turns run on the sync's context: once it ends, they end.
 		supervisor.Service{Name: "sync", Start: b.catchUp, Run: b.sync, Stop: b.agentTurns.Wait, Health: b.SyncHealth},
@@ -412,13 +413,6 @@ func (b *Bot) loadRunbooks(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.runbooks = b.runbooks[:0]
-	for _, r := range rbs {
-		rb := Runbook{Slug: r.Slug, Title: r.Title, TargetType: r.TargetType, Triggers: r.Triggers}
-		for _, st := range r.Steps {
-			rb.Steps = append(rb.Steps, RunbookStep{Action: st.Action, Params: st.Params})
-		}
-		b.runbooks = append(b.runbooks, rb)
-	}
+	b.runbooks = rbs
 	return nil
 }

@@ -122,8 +122,12 @@ func withLLM(llm *testenv.ScriptedLLM) func(*bundle) {
 	return func(b *bundle) { b.llm = llm }
 }
 
+// setup starts a bot on its own database, Redis database, fleet and room
+// of the shared homeserver. Under -short the test is skipped before any of
+// that is built.
 func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	t.Helper()
+	testenv.SkipIfShort(t, "the bot needs the Dendrite homeserver")
 	b := &bundle{ctx: testenv.Context(t), dir: t.TempDir()}
 	for _, o := range opts {
 		o(b)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
@@ -141,7 +142,7 @@ func stepState(x store.Execution) (mark, words string) {
 	r := stepResult(x)
 	took := ""
 	if r != nil && !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
-		took = " in " + shortDuration(r.FinishedAt.Sub(r.StartedAt))
+		took = " in " + humantime.Duration(r.FinishedAt.Sub(r.StartedAt))
 	}
 	switch x.State {
 	case store.StateAwaitingApproval:

@@ -158,7 +158,7 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 	}
 	steps := cmd.Steps
 	if len(steps) == 0 {
-		steps = []RunbookStep{{Action: string(cmd.Action), Params: cmd.Params}}
+		steps = []store.RunbookStep{{Action: string(cmd.Action), Params: cmd.Params}}
 	}
 	via := executions.ViaChat
 	if cmd.Runbook != "" {
@@ -174,7 +174,7 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 			return
 		}
 		if state == "running" {
-			steps = append([]RunbookStep{{Action: string(policy.ActionPctStop)}}, steps...)
+			steps = append([]store.RunbookStep{{Action: string(policy.ActionPctStop)}}, steps...)
 		}
 	}
 	r := executions.Request{Target: cmd.Target, RequestedBy: evt.Sender.String(), Via: via, RoomID: evt.RoomID.String()}

@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -135,9 +136,9 @@ func (b *Bot) actOnSignal(ctx context.Context, evt *event.Event, a store.SignalA
 			return
 		}
 		at := until.UTC().Format("Jan 2 15:04 UTC")
-		plain := fmt.Sprintf("🔇 %s muted %s on %s for %s: no new alert of it here until %s. Its recovery is still noted.", who, a.Kind, a.EntitySlug, roundDuration(d), at)
+		plain := fmt.Sprintf("🔇 %s muted %s on %s for %s: no new alert of it here until %s. Its recovery is still noted.", who, a.Kind, a.EntitySlug, humantime.Duration(d), at)
 		htm := fmt.Sprintf("🔇 %s muted <code>%s</code> on <code>%s</code> for %s: no new alert of it here until %s. Its recovery is still noted.",
-			html.EscapeString(who), html.EscapeString(a.Kind), html.EscapeString(a.EntitySlug), roundDuration(d), at)
+			html.EscapeString(who), html.EscapeString(a.Kind), html.EscapeString(a.EntitySlug), humantime.Duration(d), at)
 		b.sendNotice(ctx, evt.RoomID, plain, htm, alert)
 	}
 }

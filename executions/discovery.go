@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -90,7 +91,7 @@ func (s *Service) DiscoverDue(ctx context.Context) (DiscoveryReport, error) {
 // until ctx ends, and prunes finished runs now and then.
 func (s *Service) RunDiscovery(ctx context.Context) {
 	var pruned time.Time
-	every(ctx, s.cfg.InventoryTick, func(ctx context.Context) {
+	loop.Every(ctx, s.cfg.InventoryTick, func(ctx context.Context) {
 		rep, err := s.DiscoverDue(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.logger.Error("fleet discovery", "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -85,7 +86,7 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 
 // RunProber probes at once and then every ProbeInterval until ctx ends.
 func (s *Service) RunProber(ctx context.Context) {
-	every(ctx, s.cfg.ProbeInterval, func(ctx context.Context) {
+	loop.Every(ctx, s.cfg.ProbeInterval, func(ctx context.Context) {
 		rep, err := s.ProbeDue(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.logger.Error("probe due checks", "err", err)

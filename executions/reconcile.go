@@ -3,8 +3,8 @@ package executions
 import (
 	"context"
 	"errors"
-	"time"
 
+	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -118,23 +118,9 @@ func isConflict(err error) bool {
 // RunReconciler reconciles at once and then every ReconcileInterval until
 // ctx ends.
 func (s *Service) RunReconciler(ctx context.Context) {
-	every(ctx, s.cfg.ReconcileInterval, func(ctx context.Context) {
+	loop.Every(ctx, s.cfg.ReconcileInterval, func(ctx context.Context) {
 		if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Error("reconcile", "err", err)
 		}
 	})
-}
-
-// every runs fn at once and then every d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		fn(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
@@ -334,11 +335,11 @@ func (s *Server) describeExecution(x store.Execution) string {
 	if x.OnBehalfOf != "" {
 		fmt.Fprintf(&b, " for %s", x.OnBehalfOf)
 	}
-	fmt.Fprintf(&b, " %s (%s)", stamp(x.CreatedAt), ago(now, x.CreatedAt))
+	fmt.Fprintf(&b, " %s (%s)", stamp(x.CreatedAt), humantime.Ago(now, x.CreatedAt))
 	if a := x.Approval; a != nil {
-		fmt.Fprintf(&b, "; %s by %s (%s) %s", a.Decision, a.DecidedBy, a.Method, ago(now, a.DecidedAt))
+		fmt.Fprintf(&b, "; %s by %s (%s) %s", a.Decision, a.DecidedBy, a.Method, humantime.Ago(now, a.DecidedAt))
 	} else if x.State == store.StateAwaitingApproval {
-		fmt.Fprintf(&b, "; awaiting approval, expires %s", ago(now, x.ExpiresAt))
+		fmt.Fprintf(&b, "; awaiting approval, expires %s", humantime.Ago(now, x.ExpiresAt))
 	}
 	b.WriteString("\n")
 	if x.Reason != "" {
@@ -521,7 +522,7 @@ func (s *Server) agentActivity(ctx context.Context, req mcp.CallToolRequest) (*m
 	for _, n := range a.Messages {
 		msgs += n
 	}
-	fmt.Fprintf(&b, "Agent activity in the last %s: %d of %d sessions active, %d messages", span(since), a.Active, a.Sessions, msgs)
+	fmt.Fprintf(&b, "Agent activity in the last %s: %d of %d sessions active, %d messages", humantime.Duration(since), a.Active, a.Sessions, msgs)
 	if msgs > 0 {
 		b.WriteString(" (" + countLine(a.Messages) + ")")
 	}
@@ -533,7 +534,7 @@ func (s *Server) agentActivity(ctx context.Context, req mcp.CallToolRequest) (*m
 			if x.ThreadID != "" {
 				where += " thread " + x.ThreadID
 			}
-			fmt.Fprintf(&b, "  %s %q — %d messages, updated %s\n", where, cmp.Or(x.Title, "untitled"), x.Messages, ago(now, x.UpdatedAt))
+			fmt.Fprintf(&b, "  %s %q — %d messages, updated %s\n", where, cmp.Or(x.Title, "untitled"), x.Messages, humantime.Ago(now, x.UpdatedAt))
 		}
 	}
 	if len(xs) == 0 {
@@ -542,7 +543,7 @@ func (s *Server) agentActivity(ctx context.Context, req mcp.CallToolRequest) (*m
 		b.WriteString("latest executions via agent or mcp:\n")
 		for _, x := range xs {
 			fmt.Fprintf(&b, "  %s %s %s: %s (%s), by %s via %s, %s\n", x.ID, x.Action, x.TargetSlug, x.State, x.RiskClass,
-				x.RequestedBy, x.RequestedVia, ago(now, x.CreatedAt))
+				x.RequestedBy, x.RequestedVia, humantime.Ago(now, x.CreatedAt))
 		}
 	}
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil

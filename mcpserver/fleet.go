@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
@@ -58,17 +59,7 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	for i, h := range hostNames {
 		perHost[i] = fmt.Sprintf("%s %d", h, hosts[h])
 	}
-	var conds []string
-	if host != "" {
-		conds = append(conds, "host="+host)
-	}
-	if health != "" && health != "all" && health != "any" {
-		conds = append(conds, "health="+health)
-	}
-	filter := ""
-	if len(conds) > 0 {
-		filter = " with " + strings.Join(conds, " ")
-	}
+	filter := lxcFilter(host, health)
 	if len(cs) == 0 {
 		fmt.Fprintf(&b, "no containers%s (of %d in the fleet)", filter, len(all))
 		return mcp.NewToolResultText(b.String()), nil
@@ -79,12 +70,35 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	}
 	fmt.Fprintf(&b, "%s%s on %s (%s): %s%s. Health is the worst of each container's run state, its checks and its services'.\n",
 		plural(len(cs), "container"), filter, plural(len(hosts), "host"), strings.Join(perHost, ", "), countLine(counts), running)
-	b.WriteString("vmid name host ip health services\n")
+	writeLXCRows(&b, cs, host == "", hostNames, now)
+	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
+}
+
+// lxcFilter says which filters list_lxcs applied: " with host=strong
+// health=unhealthy", or "".
+func lxcFilter(host, health string) string {
+	var conds []string
+	if host != "" {
+		conds = append(conds, "host="+host)
+	}
+	if health != "" && health != "all" && health != "any" {
+		conds = append(conds, "health="+health)
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return " with " + strings.Join(conds, " ")
+}
+
+// writeLXCRows writes a row per container. In a long fleet-wide list,
+// quiet containers (healthy, or never checked) are folded into vmid ranges
+// per host, so the answer stays small.
+func writeLXCRows(b *strings.Builder, cs []store.Container, fleetWide bool, hostNames []string, now time.Time) {
 	// folded[health][host] lists the vmids shown only as ranges.
 	folded := map[string]map[string][]int{}
 	for _, c := range cs {
 		quiet := c.Lifecycle == "active" && (c.Health == "healthy" || (c.Health == "unknown" && c.LastCheckAt == nil))
-		if len(cs) > fullRows && host == "" && quiet && !slices.ContainsFunc(c.Services, noisy) {
+		if len(cs) > fullRows && fleetWide && quiet && !slices.ContainsFunc(c.Services, noisy) {
 			if folded[c.Health] == nil {
 				folded[c.Health] = map[string][]int{}
 			}
@@ -103,14 +117,13 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		if health == "unknown" {
 			what = "never checked"
 		}
-		fmt.Fprintf(&b, "%s, folded by host (list_lxcs host=<name> shows their rows):\n", what)
+		fmt.Fprintf(b, "%s, folded by host (list_lxcs host=<name> shows their rows):\n", what)
 		for _, h := range hostNames {
 			if ids := folded[health][h]; len(ids) > 0 {
-				fmt.Fprintf(&b, "%s: %s\n", h, VMIDRanges(ids))
+				fmt.Fprintf(b, "%s: %s\n", h, VMIDRanges(ids))
 			}
 		}
 	}
-	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
 
 // noisy reports whether a service's health is worth a row of its own.
@@ -150,9 +163,9 @@ func statusNote(e store.Entity, now time.Time) string {
 		return "never checked"
 	}
 	if e.Detail == "" {
-		return "checked " + ago(now, *e.LastCheckAt)
+		return "checked " + humantime.Ago(now, *e.LastCheckAt)
 	}
-	return oneLine(e.Detail, 120) + " (" + ago(now, *e.LastCheckAt) + ")"
+	return oneLine(e.Detail, 120) + " (" + humantime.Ago(now, *e.LastCheckAt) + ")"
 }
 
 // VMIDRanges folds vmids into sorted ranges, "101-107, 110", so a long
@@ -324,19 +337,31 @@ func (s *Server) stateSnapshot(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 	if lines := attention(es, now, 12); len(lines) > 0 {
 		b.WriteString("attention:\n  " + strings.Join(lines, "\n  ") + "\n")
 	}
+	writeDisks(&b, disks, now)
+	writeOpenSignals(&b, signals, now)
+	writeInFlight(&b, inFlight, now)
+	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
+}
+
+// writeDisks lists the fullest disks, at most eight.
+func writeDisks(b *strings.Builder, disks []store.MetricSample, now time.Time) {
 	if len(disks) > 0 {
 		b.WriteString("disk used (latest, fullest first):")
 		for i, d := range disks {
 			if i == 8 {
-				fmt.Fprintf(&b, " … %d more (query_metrics metric=%s)", len(disks)-i, diskMetric)
+				fmt.Fprintf(b, " … %d more (query_metrics metric=%s)", len(disks)-i, diskMetric)
 				break
 			}
-			fmt.Fprintf(&b, " %s %s%% (%s);", d.Slug, num(d.Value), ago(now, d.At))
+			fmt.Fprintf(b, " %s %s%% (%s);", d.Slug, num(d.Value), humantime.Ago(now, d.At))
 		}
 		b.WriteString("\n")
 	} else {
 		b.WriteString("disk used: no disk samples yet\n")
 	}
+}
+
+// writeOpenSignals counts the open signals by severity and lists ten.
+func writeOpenSignals(b *strings.Builder, signals []store.Signal, now time.Time) {
 	open := 0
 	bySev := map[string]int{}
 	for _, g := range signals {
@@ -348,29 +373,32 @@ func (s *Server) stateSnapshot(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 	if open == 0 {
 		b.WriteString("open signals: none\n")
 	} else {
-		fmt.Fprintf(&b, "open signals: %d (%s)\n", open, countLine(bySev))
+		fmt.Fprintf(b, "open signals: %d (%s)\n", open, countLine(bySev))
 		for i, g := range signals {
 			if i == 10 {
-				fmt.Fprintf(&b, "  … %d more (get_signal_history)\n", open-i)
+				fmt.Fprintf(b, "  … %d more (get_signal_history)\n", open-i)
 				break
 			}
-			fmt.Fprintf(&b, "  %s %s %s: %s (%s, %s)\n", g.Severity, g.Kind, g.EntitySlug, oneLine(g.Summary, 120), g.State, ago(now, g.RaisedAt))
+			fmt.Fprintf(b, "  %s %s %s: %s (%s, %s)\n", g.Severity, g.Kind, g.EntitySlug, oneLine(g.Summary, 120), g.State, humantime.Ago(now, g.RaisedAt))
 		}
 	}
+}
+
+// writeInFlight lists the executions not yet ended, at most ten.
+func writeInFlight(b *strings.Builder, inFlight []store.Execution, now time.Time) {
 	if len(inFlight) == 0 {
 		b.WriteString("executions in flight: none")
 	} else {
-		fmt.Fprintf(&b, "executions in flight: %d\n", len(inFlight))
+		fmt.Fprintf(b, "executions in flight: %d\n", len(inFlight))
 		for i, x := range inFlight {
 			if i == 10 {
-				fmt.Fprintf(&b, "  … %d more\n", len(inFlight)-i)
+				fmt.Fprintf(b, "  … %d more\n", len(inFlight)-i)
 				break
 			}
-			fmt.Fprintf(&b, "  %s %s %s: %s (%s), by %s via %s, %s\n", x.ID, x.Action, x.TargetSlug, x.State, x.RiskClass,
-				x.RequestedBy, x.RequestedVia, ago(now, x.CreatedAt))
+			fmt.Fprintf(b, "  %s %s %s: %s (%s), by %s via %s, %s\n", x.ID, x.Action, x.TargetSlug, x.State, x.RiskClass,
+				x.RequestedBy, x.RequestedVia, humantime.Ago(now, x.CreatedAt))
 		}
 	}
-	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
 
 // listLimit bounds list_entities.
@@ -472,6 +500,29 @@ func (s *Server) getEntity(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	now := s.now()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s (%s, %s): %s — %s\n", e.Slug, e.Name, e.Type, e.Lifecycle, e.Health, statusNote(e, now))
+	writeEntityAttrs(&b, e)
+	writeEntityRelations(&b, e, rels, ovs)
+	if len(metrics) > 0 {
+		var ms []string
+		for _, m := range metrics {
+			ms = append(ms, fmt.Sprintf("%s %s (%s)", m.Metric, num(m.Value), humantime.Ago(now, m.At)))
+		}
+		b.WriteString("metrics: " + strings.Join(ms, "; ") + "\n")
+	}
+	var open []string
+	for _, g := range signals {
+		if g.Open() {
+			open = append(open, fmt.Sprintf("%s %s: %s (%s)", g.Severity, g.Kind, oneLine(g.Summary, 120), humantime.Ago(now, g.RaisedAt)))
+		}
+	}
+	if len(open) > 0 {
+		b.WriteString("open signals: " + strings.Join(open, "; ") + "\n")
+	}
+	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
+}
+
+// writeEntityAttrs lists an entity's attributes, sorted by key.
+func writeEntityAttrs(b *strings.Builder, e store.Entity) {
 	keys := make([]string, 0, len(e.Attrs))
 	for k := range e.Attrs {
 		keys = append(keys, k)
@@ -486,6 +537,11 @@ func (s *Server) getEntity(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if len(attrs) > 0 {
 		b.WriteString("attrs: " + strings.Join(attrs, " ") + "\n")
 	}
+}
+
+// writeEntityRelations lists an entity's relations out and in, and the
+// policy overrides on it and on what it runs.
+func writeEntityRelations(b *strings.Builder, e store.Entity, rels []store.Relationship, ovs []store.PolicyOverride) {
 	var out, in, ran []string
 	for _, r := range rels {
 		switch {
@@ -516,23 +572,6 @@ func (s *Server) getEntity(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if len(pol) > 0 {
 		b.WriteString("policy: " + strings.Join(pol, "; ") + "\n")
 	}
-	if len(metrics) > 0 {
-		var ms []string
-		for _, m := range metrics {
-			ms = append(ms, fmt.Sprintf("%s %s (%s)", m.Metric, num(m.Value), ago(now, m.At)))
-		}
-		b.WriteString("metrics: " + strings.Join(ms, "; ") + "\n")
-	}
-	var open []string
-	for _, g := range signals {
-		if g.Open() {
-			open = append(open, fmt.Sprintf("%s %s: %s (%s)", g.Severity, g.Kind, oneLine(g.Summary, 120), ago(now, g.RaisedAt)))
-		}
-	}
-	if len(open) > 0 {
-		b.WriteString("open signals: " + strings.Join(open, "; ") + "\n")
-	}
-	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
 
 func (s *Server) blastRadius(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

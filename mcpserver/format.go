@@ -16,30 +16,6 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-// ago says how long before now t was, in the largest whole unit.
-func ago(now, t time.Time) string {
-	d := now.Sub(t)
-	future := d < 0
-	if future {
-		d = -d
-	}
-	var s string
-	switch {
-	case d < 45*time.Second:
-		return "just now"
-	case d < time.Hour:
-		s = fmt.Sprintf("%dm", int(d.Round(time.Minute)/time.Minute))
-	case d < 48*time.Hour:
-		s = fmt.Sprintf("%dh", int(d.Round(time.Hour)/time.Hour))
-	default:
-		s = fmt.Sprintf("%dd", int(d.Round(24*time.Hour)/(24*time.Hour)))
-	}
-	if future {
-		return "in " + s
-	}
-	return s + " ago"
-}
-
 // plural counts things: "1 host", "2 hosts".
 func plural(n int, noun string) string {
 	if n == 1 {
@@ -83,19 +59,6 @@ func parseSince(s string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("since %q: want a duration such as 30m, 6h or 7d", s)
 	}
 	return min(d, maxSince), nil
-}
-
-// span names a window the way a person would: 90m, 6h, 7d.
-func span(d time.Duration) string {
-	switch {
-	case d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	}
-	return d.String()
 }
 
 // limitArg reads a positive integer argument, clamped to [1, hi].

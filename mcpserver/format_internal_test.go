@@ -103,27 +103,3 @@ func TestPctStatus(t *testing.T) {
 		}
 	}
 }
-
-func TestAgo(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	cases := map[time.Duration]string{
-		10 * time.Second:    "just now",
-		5 * time.Minute:     "5m ago",
-		3 * time.Hour:       "3h ago",
-		47 * time.Hour:      "47h ago",
-		72 * time.Hour:      "3d ago",
-		-20 * time.Minute:   "in 20m",
-		-49 * time.Hour:     "in 2d",
-		-30 * time.Second:   "just now",
-		90 * time.Second:    "2m ago",
-		59 * time.Minute:    "59m ago",
-		61 * time.Minute:    "1h ago",
-		25 * 24 * time.Hour: "25d ago",
-	}
-	for d, want := range cases {
-		if got := ago(now, now.Add(-d)); got != want {
-			t.Errorf("ago(%v) = %q, want %q", d, got, want)
-		}
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -35,7 +36,7 @@ func (s *Server) signalHistory(ctx context.Context, req mcp.CallToolRequest) (*m
 		return s.internal(ctx, "get_signal_history", err, "could not read the signals just now; try again shortly"), nil
 	}
 	if len(signals) == 0 {
-		return mcp.NewToolResultText(fmt.Sprintf("No signals for %s: none open, none raised or resolved in the last %s.", scope, span(since))), nil
+		return mcp.NewToolResultText(fmt.Sprintf("No signals for %s: none open, none raised or resolved in the last %s.", scope, humantime.Duration(since))), nil
 	}
 	var b strings.Builder
 	open := 0
@@ -44,11 +45,11 @@ func (s *Server) signalHistory(ctx context.Context, req mcp.CallToolRequest) (*m
 			open++
 		}
 	}
-	fmt.Fprintf(&b, "Signals for %s: %d open, %d closed in the last %s (open first, worst first):\n", scope, open, len(signals)-open, span(since))
+	fmt.Fprintf(&b, "Signals for %s: %d open, %d closed in the last %s (open first, worst first):\n", scope, open, len(signals)-open, humantime.Duration(since))
 	for _, g := range signals {
-		line := fmt.Sprintf("%s %s %s %s: %s — raised %s", g.State, g.Severity, g.Kind, g.EntitySlug, oneLine(g.Summary, 160), ago(now, g.RaisedAt))
+		line := fmt.Sprintf("%s %s %s %s: %s — raised %s", g.State, g.Severity, g.Kind, g.EntitySlug, oneLine(g.Summary, 160), humantime.Ago(now, g.RaisedAt))
 		if g.ResolvedAt != nil {
-			line += ", resolved " + ago(now, *g.ResolvedAt)
+			line += ", resolved " + humantime.Ago(now, *g.ResolvedAt)
 		}
 		b.WriteString(line + "\n")
 	}
@@ -80,7 +81,7 @@ func (s *Server) queryMetrics(ctx context.Context, req mcp.CallToolRequest) (*mc
 		return s.internal(ctx, "query_metrics", err, "could not read the metrics just now; try again shortly"), nil
 	}
 	if len(rows) == 0 {
-		return s.metricNames(ctx, from, since, fmt.Sprintf("No %s samples in the last %s%s.", metric, span(since), typeNote(typ)))
+		return s.metricNames(ctx, from, since, fmt.Sprintf("No %s samples in the last %s%s.", metric, humantime.Duration(since), typeNote(typ)))
 	}
 	value := func(a store.MetricAggregate) float64 {
 		switch agg {
@@ -95,14 +96,14 @@ func (s *Server) queryMetrics(ctx context.Context, req mcp.CallToolRequest) (*mc
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return value(rows[i]) > value(rows[j]) })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s over the last %s%s, %s per entity, highest first (%d entities):\n", metric, span(since), typeNote(typ), agg, len(rows))
+	fmt.Fprintf(&b, "%s over the last %s%s, %s per entity, highest first (%d entities):\n", metric, humantime.Duration(since), typeNote(typ), agg, len(rows))
 	for i, a := range rows {
 		if i == limit {
 			fmt.Fprintf(&b, "… %d more (raise limit or filter by type)\n", len(rows)-i)
 			break
 		}
 		fmt.Fprintf(&b, "%s %s — latest %s (%s), avg %s, min %s, max %s, n=%d\n", a.Slug, num(value(a)),
-			num(a.Latest), ago(now, a.LatestAt), num(a.Avg), num(a.Min), num(a.Max), a.Count)
+			num(a.Latest), humantime.Ago(now, a.LatestAt), num(a.Avg), num(a.Min), num(a.Max), a.Count)
 	}
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
@@ -126,13 +127,13 @@ func (s *Server) metricNames(ctx context.Context, from time.Time, since time.Dur
 		b.WriteString(lead + " ")
 	}
 	if len(names) == 0 {
-		fmt.Fprintf(&b, "No metric has samples in the last %s.", span(since))
+		fmt.Fprintf(&b, "No metric has samples in the last %s.", humantime.Duration(since))
 		return mcp.NewToolResultText(b.String()), nil
 	}
-	fmt.Fprintf(&b, "Metrics with samples in the last %s:\n", span(since))
+	fmt.Fprintf(&b, "Metrics with samples in the last %s:\n", humantime.Duration(since))
 	now := s.now()
 	for _, n := range names {
-		fmt.Fprintf(&b, "%s — %d entities, %d samples, latest %s\n", n.Name, n.Entities, n.Samples, ago(now, n.LatestAt))
+		fmt.Fprintf(&b, "%s — %d entities, %d samples, latest %s\n", n.Name, n.Entities, n.Samples, humantime.Ago(now, n.LatestAt))
 	}
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
@@ -162,11 +163,11 @@ func (s *Server) trend(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 		if err != nil {
 			return s.internal(ctx, "get_trend", err, "could not read the metrics just now; try again shortly"), nil
 		}
-		msg := fmt.Sprintf("No %s samples for %s in the last %s.", metric, e.Slug, span(since))
+		msg := fmt.Sprintf("No %s samples for %s in the last %s.", metric, e.Slug, humantime.Duration(since))
 		if len(latest) > 0 {
 			var ms []string
 			for _, m := range latest {
-				ms = append(ms, fmt.Sprintf("%s (latest %s)", m.Metric, ago(now, m.At)))
+				ms = append(ms, fmt.Sprintf("%s (latest %s)", m.Metric, humantime.Ago(now, m.At)))
 			}
 			msg += " Its metrics: " + strings.Join(ms, ", ") + "."
 		} else {
@@ -181,7 +182,7 @@ func (s *Server) trend(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	first, last := points[0].Avg, points[len(points)-1].Avg
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s over the last %s in %s buckets (UTC): %s → %s (%+.2f), min %s, max %s, %d samples\n",
-		e.Slug, metric, span(since), span(width), num(first), num(last), last-first, num(lo), num(hi), n)
+		e.Slug, metric, humantime.Duration(since), humantime.Duration(width), num(first), num(last), last-first, num(lo), num(hi), n)
 	layout := "15:04"
 	if since > 24*time.Hour {
 		layout = "01-02 15:04"

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -32,8 +33,14 @@ const (
 	sinceHelp  = "how far back, as 30m, 6h, 7d (at most 90d)"
 )
 
-// tools is the registry, in the order clients list it.
+// tools is the registry, in the order clients list it: the fleet, what
+// it observed and knows, then the tools that reach hosts or the web.
 func (s *Server) tools() []server.ServerTool {
+	return slices.Concat(s.fleetTools(), s.historyTools(), s.actionTools())
+}
+
+// fleetTools read the fleet graph and its health.
+func (s *Server) fleetTools() []server.ServerTool {
 	return []server.ServerTool{
 		{Tool: tool("list_lxcs", "List containers",
 			"Every LXC container with its vmid, name, host, IP, health, services and run state (when not running), in ONE call. "+
@@ -67,6 +74,12 @@ func (s *Server) tools() []server.ServerTool {
 				"Check it before requesting a restart or stop of anything shared.", false,
 			mcp.WithString("entity", mcp.Required(), mcp.Description("a slug, name, vmid or hostname")),
 		), Handler: s.blastRadius},
+	}
+}
+
+// historyTools read signals, metrics and the operators' knowledge.
+func (s *Server) historyTools() []server.ServerTool {
+	return []server.ServerTool{
 		{Tool: tool("get_signal_history", "Signals",
 			"Open signals (failing checks, a disk check among them, and alerts from Alertmanager) and those raised or resolved recently, for the fleet or one entity.", false,
 			mcp.WithString("entity", mcp.Description("only this entity's signals; empty means the whole fleet")),
@@ -104,6 +117,13 @@ func (s *Server) tools() []server.ServerTool {
 			mcp.WithString("entity", mcp.Required(), mcp.Description("a slug, name, vmid or hostname")),
 			mcp.WithNumber("limit", mcp.Description("at most this many documents; default 5, at most 20")),
 		), Handler: s.entityKnowledge},
+	}
+}
+
+// actionTools reach a host or the web, or follow what did: live container
+// state, requests and their executions, the agent's activity, http_get.
+func (s *Server) actionTools() []server.ServerTool {
+	return []server.ServerTool{
 		{Tool: tool("get_lxc_state", "Live container status",
 			"Runs `pct status` for ONE container on its host right now, as a read-only execution: a live SSH round-trip that takes seconds. "+
 				"Use it only to confirm the current state of a specific container the operator named, such as after a start or stop. "+

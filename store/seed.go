@@ -26,7 +26,7 @@ type Seed struct {
 	Checks        []SeedCheck
 	Policy        []SeedPolicy
 	Knowledge     []SeedDoc
-	Runbooks      []SeedRunbook
+	Runbooks      []Runbook
 }
 
 // SeedHost is a Proxmox node and the containers it runs.
@@ -112,25 +112,6 @@ type SeedDoc struct {
 	File     string   `yaml:"-"`
 }
 
-// SeedRunbook is a named plan with the phrases that trigger it.
-type SeedRunbook struct {
-	Slug        string            `yaml:"slug"`
-	Title       string            `yaml:"title"`
-	Description string            `yaml:"description"`
-	Triggers    []string          `yaml:"triggers"`
-	TargetType  string            `yaml:"target_type"`
-	Steps       []SeedRunbookStep `yaml:"steps"`
-	Line        int               `yaml:"-"`
-	File        string            `yaml:"-"`
-}
-
-// SeedRunbookStep is one request_execution call of a runbook. Params may
-// name the runbook's target as "{{target}}".
-type SeedRunbookStep struct {
-	Action string         `yaml:"action" json:"action"`
-	Params map[string]any `yaml:"params" json:"params,omitempty"`
-}
-
 // SeedError locates a problem in a seed file.
 type SeedError struct {
 	File string
@@ -206,7 +187,7 @@ func (s *Seed) parseFile(name string, data []byte) error {
 		Checks        []SeedCheck        `yaml:"checks"`
 		Policy        []SeedPolicy       `yaml:"policy"`
 		Knowledge     []SeedDoc          `yaml:"knowledge"`
-		Runbooks      []SeedRunbook      `yaml:"runbooks"`
+		Runbooks      []Runbook          `yaml:"runbooks"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -445,7 +426,7 @@ func (v *seedValidator) knowledge(docs []SeedDoc) {
 	}
 }
 
-func (v *seedValidator) runbooks(runbooks []SeedRunbook) {
+func (v *seedValidator) runbooks(runbooks []Runbook) {
 	slugs := map[string]bool{}
 	for _, r := range runbooks {
 		if !docSlug.MatchString(r.Slug) || slugs[r.Slug] {
@@ -458,7 +439,7 @@ func (v *seedValidator) runbooks(runbooks []SeedRunbook) {
 		if len(r.Triggers) == 0 || len(r.Steps) == 0 {
 			v.bad(r.File, r.Line, "runbook %s: needs at least one trigger and one step", r.Slug)
 		}
-		if slices.ContainsFunc(r.Steps, func(st SeedRunbookStep) bool { return st.Action == "" }) {
+		if slices.ContainsFunc(r.Steps, func(st RunbookStep) bool { return st.Action == "" }) {
 			v.bad(r.File, r.Line, "runbook %s: every step needs an action", r.Slug)
 		}
 	}

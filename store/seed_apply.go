@@ -165,7 +165,7 @@ func (a *seedApplier) doc(ctx context.Context, st *SeedStats, d SeedDoc) error {
 	return nil
 }
 
-func (a *seedApplier) runbook(ctx context.Context, st *SeedStats, r SeedRunbook) error {
+func (a *seedApplier) runbook(ctx context.Context, st *SeedStats, r Runbook) error {
 	steps, err := json.Marshal(r.Steps)
 	if err != nil {
 		return fmt.Errorf("runbook %s: %w", r.Slug, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/nomoshq/nomos/internal/devstack"
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -32,9 +33,11 @@ type tab struct {
 }
 
 // newTab starts Debian's Chromium with a fresh profile. Without Chromium
-// the test fails: `make prepare` installs it.
+// the test fails: `make prepare` installs it. Under -short the test is
+// skipped.
 func newTab(t testing.TB, width, height int) *tab {
 	t.Helper()
+	testenv.SkipIfShort(t, "it drives Chromium")
 	path, err := devstack.ChromiumPath()
 	if err != nil {
 		t.Fatal(err)

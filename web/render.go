@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/internal/redact"
 )
 
@@ -32,7 +33,7 @@ type base struct {
 
 var funcs = template.FuncMap{
 	"redact":    redact.String,
-	"ago":       ago,
+	"ago":       humantime.Ago,
 	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"short":     func(s string) string { return shorten(s, 8) },
@@ -91,29 +92,6 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, dat
 
 func (s *Server) base(title, active string) base {
 	return base{Title: title, Active: active, Now: s.now()}
-}
-
-// ago says how long before now t was, in the largest sensible unit.
-func ago(now, t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := now.Sub(t)
-	suffix := " ago"
-	if d < 0 {
-		d, suffix = -d, " from now"
-	}
-	switch {
-	case d < time.Second:
-		return "just now"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds%s", int(d.Seconds()), suffix)
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%s", int(d.Minutes()), suffix)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%s", int(d.Hours()), suffix)
-	}
-	return fmt.Sprintf("%dd%s", int(d.Hours()/24), suffix)
 }
 
 func shorten(s string, n int) string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -188,10 +189,8 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) pollFleet(ctx context.Context) {
-	t := time.NewTicker(s.cfg.FleetPoll)
-	defer t.Stop()
 	last := ""
-	for {
+	loop.Every(ctx, s.cfg.FleetPoll, func(ctx context.Context) {
 		mark, err := s.store.FleetMark(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -204,12 +203,7 @@ func (s *Server) pollFleet(ctx context.Context) {
 		if err == nil {
 			last = mark
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // fail shows a fixed sentence; the log keeps the cause.

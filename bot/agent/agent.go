@@ -229,114 +229,138 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 	if err != nil {
 		return Reply{}, err
 	}
-	caller := mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: sender, RoomID: sess.RoomID,
+	caller := mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: cmp.Or(sender, "agent"), RoomID: sess.RoomID,
 		Session: &store.SessionLink{SessionID: sess.ID, ChainDepth: chainDepth}}
-	if caller.RequestedBy == "" {
-		caller.RequestedBy = "agent"
+	st := turnState{
+		toolCtx: mcpserver.WithCaller(ctx, caller),
+		// A turn that starts from an execution's result has read host
+		// output before its first call.
+		sawHostOutput: in.Role == store.AgentRoleNote,
 	}
-	toolCtx := mcpserver.WithCaller(ctx, caller)
-	var reply Reply
-	queued := false
-	// A turn that starts from an execution's result has read host output
-	// before its first call.
-	sawHostOutput := in.Role == store.AgentRoleNote
-	for i := 0; i < a.cfg.MaxIterations; i++ {
-		if err := a.compact(ctx, sess.ID); err != nil {
-			a.logger.Warn("summarise history", "session_id", sess.ID, "err", err)
+	for range a.cfg.MaxIterations {
+		offer := tools
+		if st.queued {
+			offer = nil // a step waits for approval: the model answers in text
 		}
-		history, err := a.store.AgentMessages(ctx, sess.ID)
+		msg, err := a.complete(ctx, &sess, offer)
 		if err != nil {
-			return reply, err
+			return st.reply, err
 		}
-		sess, err = a.store.AgentSession(ctx, sess.ID)
-		if err != nil {
-			return reply, err
-		}
-		system, err := a.systemPrompt(ctx)
-		if err != nil {
-			return reply, err
-		}
-		messages := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system)}
-		messages = append(messages, summaryMessages(sess.Summary)...)
-		params := openai.ChatCompletionNewParams{
-			Model:     a.cfg.Model,
-			Messages:  append(messages, replay(history)...),
-			MaxTokens: openai.Int(int64(a.cfg.MaxTokens)),
-		}
-		if !queued {
-			params.Tools = tools
-		}
-		callCtx, cancel := context.WithTimeout(ctx, a.cfg.CallTimeout)
-		resp, err := a.llm.Chat.Completions.New(callCtx, params)
-		cancel()
-		if err != nil {
-			a.logger.Warn("llm call failed", "session_id", sess.ID, "err", err)
-			return reply, fmt.Errorf("%w: %v", ErrLLM, err)
-		}
-		a.countTokens(resp)
-		if len(resp.Choices) == 0 {
-			return reply, fmt.Errorf("%w: an empty response", ErrLLM)
-		}
-		msg := resp.Choices[0].Message
-		if len(msg.ToolCalls) == 0 || queued {
-			text := strings.TrimSpace(msg.Content)
-			if text == "" {
-				text = "(no answer)"
-			}
+		if len(msg.ToolCalls) == 0 || st.queued {
+			text := cmp.Or(strings.TrimSpace(msg.Content), "(no answer)")
 			if _, err := a.store.AppendAgentMessages(ctx, sess.ID, store.AgentMessage{Role: store.AgentRoleAssistant, Content: text}); err != nil {
-				return reply, err
+				return st.reply, err
 			}
-			reply.Text = text
-			return reply, nil
+			st.reply.Text = text
+			return st.reply, nil
 		}
 		calls, err := json.Marshal(msg.ToolCalls)
 		if err != nil {
-			return reply, err
+			return st.reply, err
 		}
 		out := []store.AgentMessage{{Role: store.AgentRoleAssistant, Content: msg.Content, ToolCalls: calls}}
 		for _, tc := range msg.ToolCalls {
-			name := tc.Function.Name
-			var result string
-			var res *mcp.CallToolResult
-			if name == httpGetTool && sawHostOutput {
-				a.logger.Info("http_get refused after host output", "session_id", sess.ID)
-				result = httpGetRefused
-			} else {
-				result, res = a.callTool(toolCtx, name, tc.Function.Arguments)
-			}
-			sawHostOutput = sawHostOutput || hostOutputTools[name]
-			out = append(out, store.AgentMessage{Role: store.AgentRoleTool, Content: result, ToolCallID: tc.ID})
-			if name != "request_execution" {
-				continue
-			}
-			a.logger.Debug("request_execution result", "result", firstLine(result, 300))
-			req, ok := requested(res)
-			if !ok {
-				continue
-			}
-			reply.Requested = append(reply.Requested, req.id)
-			if !req.done {
-				// The step waits for approval or is still running: the
-				// turn ends, and its result re-invokes the session.
-				queued = true
-				continue
-			}
-			// Only a probe the gate approves by itself (pct_status) can
-			// have ended already: the model has its result, so the result
-			// arriving later must not re-invoke the session.
-			for _, id := range req.all {
-				if _, _, err := a.store.ClaimContinuation(ctx, id); err != nil {
-					a.logger.Warn("mark an inline result as continued", "execution_id", id, "err", err)
-				}
-			}
+			out = append(out, a.runToolCall(ctx, sess.ID, tc, &st))
 		}
 		if _, err := a.store.AppendAgentMessages(ctx, sess.ID, out...); err != nil {
-			return reply, err
+			return st.reply, err
 		}
 	}
-	reply.Text = fmt.Sprintf("I stopped after %d steps without finishing. Tell me how to go on, or ask something narrower.", a.cfg.MaxIterations)
-	_, err = a.store.AppendAgentMessages(ctx, sess.ID, store.AgentMessage{Role: store.AgentRoleAssistant, Content: reply.Text})
-	return reply, err
+	st.reply.Text = fmt.Sprintf("I stopped after %d steps without finishing. Tell me how to go on, or ask something narrower.", a.cfg.MaxIterations)
+	_, err = a.store.AppendAgentMessages(ctx, sess.ID, store.AgentMessage{Role: store.AgentRoleAssistant, Content: st.reply.Text})
+	return st.reply, err
+}
+
+// turnState is what one turn carries from a model call to the next.
+type turnState struct {
+	toolCtx context.Context // carries the MCP caller
+	reply   Reply
+	// queued: a step waits for approval or is still running, so the turn
+	// ends with the model's next text and the result re-invokes the
+	// session.
+	queued bool
+	// sawHostOutput: the turn has read text from a host; http_get is
+	// refused from then on.
+	sawHostOutput bool
+}
+
+// complete sends the session's history, freshly read and summarised when
+// too long, to the model with the tools offered, and returns its message.
+// sess is re-read, for its summary.
+func (a *Agent) complete(ctx context.Context, sess *store.AgentSession, tools []openai.ChatCompletionToolUnionParam) (openai.ChatCompletionMessage, error) {
+	if err := a.compact(ctx, sess.ID); err != nil {
+		a.logger.Warn("summarise history", "session_id", sess.ID, "err", err)
+	}
+	history, err := a.store.AgentMessages(ctx, sess.ID)
+	if err != nil {
+		return openai.ChatCompletionMessage{}, err
+	}
+	if *sess, err = a.store.AgentSession(ctx, sess.ID); err != nil {
+		return openai.ChatCompletionMessage{}, err
+	}
+	system, err := a.systemPrompt(ctx)
+	if err != nil {
+		return openai.ChatCompletionMessage{}, err
+	}
+	messages := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system)}
+	messages = append(messages, summaryMessages(sess.Summary)...)
+	params := openai.ChatCompletionNewParams{
+		Model:     a.cfg.Model,
+		Messages:  append(messages, replay(history)...),
+		MaxTokens: openai.Int(int64(a.cfg.MaxTokens)),
+		Tools:     tools,
+	}
+	callCtx, cancel := context.WithTimeout(ctx, a.cfg.CallTimeout)
+	resp, err := a.llm.Chat.Completions.New(callCtx, params)
+	cancel()
+	if err != nil {
+		a.logger.Warn("llm call failed", "session_id", sess.ID, "err", err)
+		return openai.ChatCompletionMessage{}, fmt.Errorf("%w: %v", ErrLLM, err)
+	}
+	a.countTokens(resp)
+	if len(resp.Choices) == 0 {
+		return openai.ChatCompletionMessage{}, fmt.Errorf("%w: an empty response", ErrLLM)
+	}
+	return resp.Choices[0].Message, nil
+}
+
+// runToolCall runs one tool call of the model's and returns its result
+// message. A request_execution that created an execution is added to the
+// reply; one still waiting ends the turn (st.queued).
+func (a *Agent) runToolCall(ctx context.Context, sessID uuid.UUID, tc openai.ChatCompletionMessageToolCallUnion, st *turnState) store.AgentMessage {
+	name := tc.Function.Name
+	var result string
+	var res *mcp.CallToolResult
+	if name == httpGetTool && st.sawHostOutput {
+		a.logger.Info("http_get refused after host output", "session_id", sessID)
+		result = httpGetRefused
+	} else {
+		result, res = a.callTool(st.toolCtx, name, tc.Function.Arguments)
+	}
+	st.sawHostOutput = st.sawHostOutput || hostOutputTools[name]
+	msg := store.AgentMessage{Role: store.AgentRoleTool, Content: result, ToolCallID: tc.ID}
+	if name != "request_execution" {
+		return msg
+	}
+	a.logger.Debug("request_execution result", "result", firstLine(result, 300))
+	req, ok := requested(res)
+	if !ok {
+		return msg
+	}
+	st.reply.Requested = append(st.reply.Requested, req.id)
+	if !req.done {
+		st.queued = true
+		return msg
+	}
+	// Only a probe the gate approves by itself (pct_status) can have ended
+	// already: the model has its result, so the result arriving later must
+	// not re-invoke the session.
+	for _, id := range req.all {
+		if _, _, err := a.store.ClaimContinuation(ctx, id); err != nil {
+			a.logger.Warn("mark an inline result as continued", "execution_id", id, "err", err)
+		}
+	}
+	return msg
 }
 
 // callTool runs one MCP tool and returns its text, fenced as untrusted

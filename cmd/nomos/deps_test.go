@@ -94,6 +94,9 @@ var importRules = []importRule{
 	// The process's own metrics are a leaf every part may feed: the
 	// Prometheus client and nothing of Nomos.
 	{pkg: "internal/metrics", allowedDirect: []string{"github.com/prometheus/client_golang"}},
+	// Leaves every part may use: the standard library only.
+	{pkg: "internal/loop", allowedDirect: []string{}},
+	{pkg: "internal/humantime", allowedDirect: []string{}},
 	{pkg: "store", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
 }
 

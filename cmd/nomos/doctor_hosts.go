@@ -9,10 +9,10 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -148,21 +148,17 @@ func (d *doctor) checkHosts(ctx context.Context) []checkLine {
 				"start the bot (checks.enabled) and the actuator with the same redis.url and actuator.name; the first results come within seconds. "+
 					"A host of another site is probed by that site's actuator (actuator.site, docs/operations.md \"Sites\")"))
 		case now.Sub(*h.At) > store.StaleAfter*h.MinInterval:
-			lines = append(lines, fail(fmt.Sprintf("%s: the newest probe result is %s old", name, ago(now, *h.At)),
+			lines = append(lines, fail(fmt.Sprintf("%s: the newest probe result is %s old", name, humantime.Duration(now.Sub(*h.At))),
 				"is the actuator running (the one of this host's site), with the same redis.url and actuator.name as the bot? its log says why probes stopped"))
 		case strings.HasPrefix(h.Detail, probeUnreachable):
 			fix := "check the address, that sshd runs on the host, and that the actuator's key is in its authorized_keys"
 			if strings.Contains(h.Detail, "host key") || strings.Contains(h.Detail, "known_hosts") {
 				fix = "pin the host's key in the actuator's known_hosts after checking its fingerprint on the host (ssh-keyscan, ssh-keygen -lf)"
 			}
-			lines = append(lines, fail(fmt.Sprintf("%s: the actuator cannot reach it (%s, %s ago): %s", name, h.Check, ago(now, *h.At), strings.TrimSpace(strings.TrimPrefix(h.Detail, probeUnreachable))), fix))
+			lines = append(lines, fail(fmt.Sprintf("%s: the actuator cannot reach it (%s, %s ago): %s", name, h.Check, humantime.Duration(now.Sub(*h.At)), strings.TrimSpace(strings.TrimPrefix(h.Detail, probeUnreachable))), fix))
 		default:
-			lines = append(lines, pass(fmt.Sprintf("%s: the actuator reaches it with its pinned key (probe %s, %s ago: %s)", name, h.Check, ago(now, *h.At), h.Health)))
+			lines = append(lines, pass(fmt.Sprintf("%s: the actuator reaches it with its pinned key (probe %s, %s ago: %s)", name, h.Check, humantime.Duration(now.Sub(*h.At)), h.Health)))
 		}
 	}
 	return lines
-}
-
-func ago(now, t time.Time) string {
-	return max(now.Sub(t), 0).Round(time.Second).String()
 }

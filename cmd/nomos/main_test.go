@@ -32,8 +32,10 @@ func (b *syncBuffer) String() string {
 }
 
 // buildNomos builds the nomos binary the dev stack runs its roles with.
+// Tests of the binary are skipped under -short.
 func buildNomos(t testing.TB) string {
 	t.Helper()
+	testenv.SkipIfShort(t, "it builds and runs the nomos binary")
 	bin := filepath.Join(t.TempDir(), "nomos")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false -tags=goolm", "CGO_ENABLED=0")

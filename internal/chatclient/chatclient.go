@@ -220,75 +220,23 @@ type message struct {
 // start logs in, joins, and prints the room's header and backlog. It
 // returns the sync token to continue from.
 func (c *client) start(ctx context.Context) (string, error) {
-	cli, err := mautrix.NewClient(c.cfg.HomeserverURL, "", "")
+	if err := c.login(ctx); err != nil {
+		return "", err
+	}
+	justJoined, err := c.join(ctx)
 	if err != nil {
-		return "", fmt.Errorf("homeserver URL: %w", err)
+		return "", err
 	}
-	_, err = cli.Login(ctx, &mautrix.ReqLogin{
-		Type:                     mautrix.AuthTypePassword,
-		Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: c.cfg.UserID},
-		Password:                 c.cfg.Password,
-		DeviceID:                 id.DeviceID(c.cfg.DeviceID),
-		InitialDeviceDisplayName: "nomos chat",
-		StoreCredentials:         true,
-	})
+	if err := c.createFilter(ctx); err != nil {
+		return "", err
+	}
+	resp, err := c.firstSync(ctx, justJoined)
 	if err != nil {
-		return "", fmt.Errorf("log in as %s: %w", c.cfg.UserID, err)
-	}
-	c.cli = cli
-	c.logger.Debug("logged in", "device_id", cli.DeviceID)
-
-	joined, err := cli.JoinedRooms(ctx)
-	if err != nil {
-		return "", fmt.Errorf("list joined rooms: %w", err)
-	}
-	justJoined := false
-	if !slices.Contains(joined.JoinedRooms, c.room) {
-		if _, err := cli.JoinRoomByID(ctx, c.room); err != nil {
-			return "", fmt.Errorf("join %s: %w", c.room, err)
-		}
-		c.logger.Info("joined room")
-		justJoined = true
-	}
-
-	types := []event.Type{event.EventMessage, event.EventEncrypted, event.EventReaction, event.EventRedaction}
-	f, err := cli.CreateFilter(ctx, &mautrix.Filter{
-		Room: &mautrix.RoomFilter{
-			Rooms:    []id.RoomID{c.room},
-			Timeline: &mautrix.FilterPart{Limit: historyLimit, Types: types},
-			State:    &mautrix.FilterPart{Types: []event.Type{event.StateRoomName, event.StateEncryption}},
-			// Receipts and typing are not shown.
-			Ephemeral:   &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
-			AccountData: &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
-		},
-		Presence:    &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
-		AccountData: &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
-	})
-	if err != nil {
-		return "", fmt.Errorf("create sync filter: %w", err)
-	}
-	c.filterID = f.FilterID
-
-	resp, err := cli.SyncRequest(ctx, 0, "", c.filterID, false, "")
-	if err != nil {
-		return "", fmt.Errorf("first sync: %w", err)
-	}
-	// Right after a join the homeserver's sync view can lag behind it, and
-	// until it shows the room joined, /messages shows nothing of the room's
-	// past: wait for it (a few seconds at most).
-	for wait := 0; justJoined && resp.Rooms.Join[c.room] == nil && wait < 25; wait++ {
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if resp, err = cli.SyncRequest(ctx, 0, "", c.filterID, false, ""); err != nil {
-			return "", fmt.Errorf("first sync: %w", err)
-		}
+		return "", err
 	}
 	// The backlog comes from /messages: the first sync's timeline can be
 	// empty right after a join, and is limited to what that sync saw.
-	history, err := cli.Messages(ctx, c.room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: types}, historyLimit)
+	history, err := c.cli.Messages(ctx, c.room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: shownTypes}, historyLimit)
 	if err != nil {
 		return "", fmt.Errorf("read the room's history: %w", err)
 	}
@@ -311,6 +259,91 @@ func (c *client) start(ctx context.Context) (string, error) {
 	}
 	c.printHeader()
 	return resp.NextBatch, nil
+}
+
+// shownTypes are the room events the client reads: messages, reactions and
+// redactions, encrypted or not.
+var shownTypes = []event.Type{event.EventMessage, event.EventEncrypted, event.EventReaction, event.EventRedaction}
+
+// login logs in with the password, as the configured device.
+func (c *client) login(ctx context.Context) error {
+	cli, err := mautrix.NewClient(c.cfg.HomeserverURL, "", "")
+	if err != nil {
+		return fmt.Errorf("homeserver URL: %w", err)
+	}
+	_, err = cli.Login(ctx, &mautrix.ReqLogin{
+		Type:                     mautrix.AuthTypePassword,
+		Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: c.cfg.UserID},
+		Password:                 c.cfg.Password,
+		DeviceID:                 id.DeviceID(c.cfg.DeviceID),
+		InitialDeviceDisplayName: "nomos chat",
+		StoreCredentials:         true,
+	})
+	if err != nil {
+		return fmt.Errorf("log in as %s: %w", c.cfg.UserID, err)
+	}
+	c.cli = cli
+	c.logger.Debug("logged in", "device_id", cli.DeviceID)
+	return nil
+}
+
+// join joins the room unless the user is in it already.
+func (c *client) join(ctx context.Context) (justJoined bool, err error) {
+	joined, err := c.cli.JoinedRooms(ctx)
+	if err != nil {
+		return false, fmt.Errorf("list joined rooms: %w", err)
+	}
+	if slices.Contains(joined.JoinedRooms, c.room) {
+		return false, nil
+	}
+	if _, err := c.cli.JoinRoomByID(ctx, c.room); err != nil {
+		return false, fmt.Errorf("join %s: %w", c.room, err)
+	}
+	c.logger.Info("joined room")
+	return true, nil
+}
+
+// createFilter makes the sync filter: the room's shown events and its
+// name and encryption, nothing else.
+func (c *client) createFilter(ctx context.Context) error {
+	f, err := c.cli.CreateFilter(ctx, &mautrix.Filter{
+		Room: &mautrix.RoomFilter{
+			Rooms:    []id.RoomID{c.room},
+			Timeline: &mautrix.FilterPart{Limit: historyLimit, Types: shownTypes},
+			State:    &mautrix.FilterPart{Types: []event.Type{event.StateRoomName, event.StateEncryption}},
+			// Receipts and typing are not shown.
+			Ephemeral:   &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
+			AccountData: &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
+		},
+		Presence:    &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
+		AccountData: &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}},
+	})
+	if err != nil {
+		return fmt.Errorf("create sync filter: %w", err)
+	}
+	c.filterID = f.FilterID
+	return nil
+}
+
+// firstSync runs the first sync. Right after a join the homeserver's sync
+// view can lag behind it, and until it shows the room joined, /messages
+// shows nothing of the room's past: wait for it (a few seconds at most).
+func (c *client) firstSync(ctx context.Context, justJoined bool) (*mautrix.RespSync, error) {
+	resp, err := c.cli.SyncRequest(ctx, 0, "", c.filterID, false, "")
+	if err != nil {
+		return nil, fmt.Errorf("first sync: %w", err)
+	}
+	for wait := 0; justJoined && resp.Rooms.Join[c.room] == nil && wait < 25; wait++ {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if resp, err = c.cli.SyncRequest(ctx, 0, "", c.filterID, false, ""); err != nil {
+			return nil, fmt.Errorf("first sync: %w", err)
+		}
+	}
+	return resp, nil
 }
 
 // printHeader prints who and where, then the backlog with edits applied.

@@ -67,16 +67,7 @@ func (r *renderer) node(n *html.Node) {
 		r.text(attr(n, "alt"))
 		return
 	case atom.Pre:
-		r.newline()
-		var inner renderer
-		inner.pre = true
-		inner.children(n)
-		code := strings.Trim(inner.b.String(), "\n")
-		for line := range strings.SplitSeq(code, "\n") {
-			r.b.WriteString("  ")
-			r.b.WriteString(strings.TrimRight(line, " \t"))
-			r.b.WriteByte('\n')
-		}
+		r.preBlock(n)
 		return
 	case atom.Code, atom.Tt:
 		if r.pre {
@@ -96,18 +87,7 @@ func (r *renderer) node(n *html.Node) {
 		}
 		return
 	case atom.Li:
-		r.newline()
-		bullet := "• "
-		if p := n.Parent; p != nil && p.DataAtom == atom.Ol {
-			bullet = strconv.Itoa(listIndex(n)) + ". "
-		}
-		r.b.WriteString(strings.Repeat("  ", listDepth(n)-1) + bullet)
-		r.bulletEnd = r.b.Len()
-		r.children(n)
-		r.trimTrailingSpace()
-		if !bytes.HasSuffix(r.b.Bytes(), []byte("\n")) {
-			r.b.WriteByte('\n')
-		}
+		r.listItem(n)
 		return
 	case atom.Td, atom.Th:
 		if hasElementBefore(n) {
@@ -117,16 +97,7 @@ func (r *renderer) node(n *html.Node) {
 		r.children(n)
 		return
 	case atom.A:
-		before := r.b.Len()
-		r.children(n)
-		// A link whose text is not its address shows both; a pill to a
-		// user or room shows just its text.
-		text := strings.TrimSpace(string(r.b.Bytes()[before:]))
-		href := attr(n, "href")
-		bare := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(href, "https://"), "http://"), "mailto:")
-		if href != "" && !strings.HasPrefix(href, "https://matrix.to/") && text != href && text != bare {
-			r.b.WriteString(" (" + href + ")")
-		}
+		r.link(n)
 		return
 	}
 	if n.Data == "mx-reply" {
@@ -139,6 +110,50 @@ func (r *renderer) node(n *html.Node) {
 		return
 	}
 	r.children(n)
+}
+
+// preBlock renders preformatted text indented by two spaces, as typed.
+func (r *renderer) preBlock(n *html.Node) {
+	r.newline()
+	var inner renderer
+	inner.pre = true
+	inner.children(n)
+	code := strings.Trim(inner.b.String(), "\n")
+	for line := range strings.SplitSeq(code, "\n") {
+		r.b.WriteString("  ")
+		r.b.WriteString(strings.TrimRight(line, " \t"))
+		r.b.WriteByte('\n')
+	}
+}
+
+// listItem renders a list item on its own line, with a bullet or its
+// number, indented by its depth.
+func (r *renderer) listItem(n *html.Node) {
+	r.newline()
+	bullet := "• "
+	if p := n.Parent; p != nil && p.DataAtom == atom.Ol {
+		bullet = strconv.Itoa(listIndex(n)) + ". "
+	}
+	r.b.WriteString(strings.Repeat("  ", listDepth(n)-1) + bullet)
+	r.bulletEnd = r.b.Len()
+	r.children(n)
+	r.trimTrailingSpace()
+	if !bytes.HasSuffix(r.b.Bytes(), []byte("\n")) {
+		r.b.WriteByte('\n')
+	}
+}
+
+// link renders a link's text, and its address when the text is not the
+// address; a pill to a user or room shows just its text.
+func (r *renderer) link(n *html.Node) {
+	before := r.b.Len()
+	r.children(n)
+	text := strings.TrimSpace(string(r.b.Bytes()[before:]))
+	href := attr(n, "href")
+	bare := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(href, "https://"), "http://"), "mailto:")
+	if href != "" && !strings.HasPrefix(href, "https://matrix.to/") && text != href && text != bare {
+		r.b.WriteString(" (" + href + ")")
+	}
 }
 
 func (r *renderer) children(n *html.Node) {

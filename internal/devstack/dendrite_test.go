@@ -21,6 +21,7 @@ import (
 // TestDendrite runs a real Dendrite: accounts, a room two users share, and a
 // restart on the same state dir that keeps the accounts and the server key.
 func TestDendrite(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	ctx := t.Context()
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -119,6 +120,7 @@ func TestDendrite(t *testing.T) {
 // TestDendriteStopsOrphan covers a Dendrite left running by a parent that died
 // without Stop: the next start on the same dir stops it and takes over.
 func TestDendriteStopsOrphan(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	binDir, err := EnsureDendrite(t.Context(), nil)
 	if err != nil {
@@ -144,6 +146,7 @@ func TestDendriteStopsOrphan(t *testing.T) {
 // TestDendriteStartFailureShowsLog checks that a Dendrite that dies during
 // start-up yields an error carrying its own explanation from the log.
 func TestDendriteStartFailureShowsLog(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	binDir, err := EnsureDendrite(t.Context(), nil)
 	if err != nil {
@@ -270,4 +273,14 @@ func readDendriteFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(raw)
+}
+
+// skipIfShort skips a test that starts Dendrite under go test -short, as
+// testenv.Homeserver does for the packages above this one (which this
+// package cannot import).
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped under -short: it starts the Dendrite homeserver")
+	}
 }

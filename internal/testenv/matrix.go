@@ -26,9 +26,12 @@ var (
 // Homeserver returns the Dendrite shared by the tests of this package,
 // starting it on first use. It runs on a free loopback port with
 // federation and open registration off, and stops when the package's
-// tests end (see Main).
+// tests end (see Main). Under go test -short the test is skipped instead:
+// -short runs the fast half of the suite, without a homeserver; make test
+// and CI run everything.
 func Homeserver(t testing.TB) *devstack.Dendrite {
 	t.Helper()
+	SkipIfShort(t, "it needs the Dendrite homeserver")
 	hsOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()

@@ -31,16 +31,29 @@ var (
 	shutdowns  []func()
 )
 
-// Main runs the package's tests, then stops what the package started.
+// Main runs the package's tests, waits for their databases to be dropped,
+// then stops what the package started.
 // Use it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
+	drops.Wait()
 	shutdownMu.Lock()
 	for i := len(shutdowns) - 1; i >= 0; i-- {
 		shutdowns[i]()
 	}
 	shutdownMu.Unlock()
 	os.Exit(code)
+}
+
+// SkipIfShort skips a slow test that needs the real stack beyond Postgres
+// and Redis (a homeserver, a browser, the nomos binary) under go test
+// -short, saying why. It is the only way a test may skip itself: without
+// -short, as in make test and CI, every test runs.
+func SkipIfShort(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped under -short: " + why)
+	}
 }
 
 func atShutdown(fn func()) {
@@ -100,14 +113,26 @@ func DatabaseURL(t testing.TB) string {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmplDB)); err != nil {
 		t.Fatalf("testenv: clone template: %v", err)
 	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { dropLater(name) })
+	return pg.URL(name)
+}
+
+// drops counts the databases still being dropped; Main waits for them.
+var drops sync.WaitGroup
+
+// dropLater drops a test's database in the background. A drop waits for a
+// checkpoint, most of a second, which the test need not wait for; drops
+// that overlap share their checkpoint.
+func dropLater(name string) {
+	drops.Add(1)
+	go func() {
+		defer drops.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := pg.DropDatabase(ctx, name); err != nil {
-			t.Logf("testenv: leaving %s behind: %v", name, err)
+			fmt.Fprintf(os.Stderr, "testenv: leaving %s behind: %v\n", name, err)
 		}
-	})
-	return pg.URL(name)
+	}()
 }
 
 // EmptyDatabaseURL returns the URL of a new database with no schema at all,

@@ -250,20 +250,6 @@ func (b *Bot) catchUpCards(ctx context.Context) {
 	}
 }
 
-// every runs fn at once and then every d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		fn(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // warnExpiring warns, with a mention, about plans close to expiring.
 func (b *Bot) warnExpiring(ctx context.Context) {
 	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{store.StateAwaitingApproval}, Limit: 200})

@@ -14,15 +14,15 @@ import (
 )
 
 // seedRunbooks loads the runbooks the demo ships, once.
-var seedRunbooks = sync.OnceValues(func() ([]Runbook, error) {
+var seedRunbooks = sync.OnceValues(func() ([]store.Runbook, error) {
 	s, err := store.LoadSeed(seeds.FS)
 	if err != nil {
 		return nil, err
 	}
-	return RunbooksFromSeed(s.Runbooks), nil
+	return s.Runbooks, nil
 })
 
-func testRunbooks(t testing.TB) []Runbook {
+func testRunbooks(t testing.TB) []store.Runbook {
 	t.Helper()
 	rbs, err := seedRunbooks()
 	if err != nil {
@@ -194,30 +194,30 @@ var commandTests = []struct {
 
 	// Runbooks: natural phrasings; the grammar wins where both match.
 	{text: "jellyfin is down, restart it", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionRestart, Params: kv{},
-		Runbook: "restart-service", Steps: []RunbookStep{{Action: "restart", Params: kv{}}}}},
+		Runbook: "restart-service", Steps: []store.RunbookStep{{Action: "restart", Params: kv{}}}}},
 	{text: "Jellyfin is down!", want: Command{Kind: CmdAction, Target: "Jellyfin", Action: policy.ActionRestart, Params: kv{},
-		Runbook: "restart-service", Steps: []RunbookStep{{Action: "restart", Params: kv{}}}}},
+		Runbook: "restart-service", Steps: []store.RunbookStep{{Action: "restart", Params: kv{}}}}},
 	{text: "@nomos the jellyfin service is down", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionRestart, Params: kv{},
-		Runbook: "restart-service", Steps: []RunbookStep{{Action: "restart", Params: kv{}}}}},
+		Runbook: "restart-service", Steps: []store.RunbookStep{{Action: "restart", Params: kv{}}}}},
 	{text: "jellyfin’s down", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionRestart, Params: kv{},
-		Runbook: "restart-service", Steps: []RunbookStep{{Action: "restart", Params: kv{}}}}},
+		Runbook: "restart-service", Steps: []store.RunbookStep{{Action: "restart", Params: kv{}}}}},
 	{text: "gitea isn't responding", want: Command{Kind: CmdAction, Target: "gitea", Action: policy.ActionRestart, Params: kv{},
-		Runbook: "restart-service", Steps: []RunbookStep{{Action: "restart", Params: kv{}}}}},
+		Runbook: "restart-service", Steps: []store.RunbookStep{{Action: "restart", Params: kv{}}}}},
 	{text: "reload jellyfin", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionSystemctl, Params: kv{"verb": "reload"},
-		Runbook: "reload-service", Steps: []RunbookStep{{Action: "systemctl", Params: kv{"verb": "reload"}}}}},
+		Runbook: "reload-service", Steps: []store.RunbookStep{{Action: "systemctl", Params: kv{"verb": "reload"}}}}},
 	{text: "upgrade 101 please", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "upgrade"},
-		Runbook: "upgrade-container", Steps: []RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "upgrade"}}}}},
+		Runbook: "upgrade-container", Steps: []store.RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "upgrade"}}}}},
 	{text: "upgrade and reboot 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "upgrade"},
-		Runbook: "upgrade-and-reboot", Steps: []RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "upgrade"}}, {Action: "pct_reboot", Params: kv{}}}}},
+		Runbook: "upgrade-and-reboot", Steps: []store.RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "upgrade"}}, {Action: "pct_reboot", Params: kv{}}}}},
 	{text: "What needs updating on lxc:101?", want: Command{Kind: CmdAction, Target: "lxc:101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"},
-		Runbook: "audit-updates", Steps: []RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "audit"}}}}},
+		Runbook: "audit-updates", Steps: []store.RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "audit"}}}}},
 	{text: "check updates on 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"},
-		Runbook: "audit-updates", Steps: []RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "audit"}}}}},
+		Runbook: "audit-updates", Steps: []store.RunbookStep{{Action: "apt_upgrade", Params: kv{"mode": "audit"}}}}},
 	{text: "gitea is hung", want: Command{Kind: CmdAction, Target: "gitea", Action: policy.ActionPctReboot, Params: kv{},
-		Runbook: "reboot-container", Steps: []RunbookStep{{Action: "pct_reboot", Params: kv{}}}}},
+		Runbook: "reboot-container", Steps: []store.RunbookStep{{Action: "pct_reboot", Params: kv{}}}}},
 	{text: "fix dns on 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctExec,
 		Params:  kv{"command": "printf 'nameserver 1.1.1.1\\nnameserver 9.9.9.9\\n' > /etc/resolv.conf && getent hosts deb.debian.org"},
-		Runbook: "fix-container-dns", Steps: []RunbookStep{{Action: "pct_exec", Params: kv{"command": "printf 'nameserver 1.1.1.1\\nnameserver 9.9.9.9\\n' > /etc/resolv.conf && getent hosts deb.debian.org"}}}}},
+		Runbook: "fix-container-dns", Steps: []store.RunbookStep{{Action: "pct_exec", Params: kv{"command": "printf 'nameserver 1.1.1.1\\nnameserver 9.9.9.9\\n' > /etc/resolv.conf && getent hosts deb.debian.org"}}}}},
 	{text: "reboot 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctReboot, Params: kv{}}},
 	// A slug of the wrong type does not fit a service runbook.
 	{text: "lxc:101 is down", want: Command{}},
@@ -279,12 +279,12 @@ func TestParseCommandTooLong(t *testing.T) {
 // and that an unknown step action disqualifies a runbook.
 func TestRunbookPrecedence(t *testing.T) {
 	t.Parallel()
-	rbs := []Runbook{
-		{Slug: "catch-restart", TargetType: "service", Triggers: []string{"restart {target}"}, Steps: []RunbookStep{{Action: "restart"}}},
-		{Slug: "bogus", TargetType: "service", Triggers: []string{"{target} is on fire"}, Steps: []RunbookStep{{Action: "ignite"}}},
-		{Slug: "no-slot", TargetType: "service", Triggers: []string{"everything is on fire"}, Steps: []RunbookStep{{Action: "restart"}}},
-		{Slug: "weak", TargetType: "service", Triggers: []string{"{target} down"}, Steps: []RunbookStep{{Action: "restart"}}},
-		{Slug: "strong", TargetType: "service", Triggers: []string{"{target} down hard"}, Steps: []RunbookStep{{Action: "restart", Params: kv{"unit": "{{target}}.service"}}}},
+	rbs := []store.Runbook{
+		{Slug: "catch-restart", TargetType: "service", Triggers: []string{"restart {target}"}, Steps: []store.RunbookStep{{Action: "restart"}}},
+		{Slug: "bogus", TargetType: "service", Triggers: []string{"{target} is on fire"}, Steps: []store.RunbookStep{{Action: "ignite"}}},
+		{Slug: "no-slot", TargetType: "service", Triggers: []string{"everything is on fire"}, Steps: []store.RunbookStep{{Action: "restart"}}},
+		{Slug: "weak", TargetType: "service", Triggers: []string{"{target} down"}, Steps: []store.RunbookStep{{Action: "restart"}}},
+		{Slug: "strong", TargetType: "service", Triggers: []string{"{target} down hard"}, Steps: []store.RunbookStep{{Action: "restart", Params: kv{"unit": "{{target}}.service"}}}},
 	}
 	tests := []struct {
 		text        string

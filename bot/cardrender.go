@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/humantime"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
@@ -134,6 +135,24 @@ func RenderCard(v CardView) (plain, html string) {
 	}
 
 	var m bodies
+	headLines(&m, v, t, class)
+	if len(v.Planned.Steps) > 0 {
+		renderPlan(&m, v, class, t)
+		return m.done()
+	}
+	commandLines(&m, v, t)
+	phaseLine(&m, v, x, class, res, t)
+	if res != nil {
+		resultDetails(&m, v, res, t)
+	}
+	detailsLink(&m, v)
+	return m.done()
+}
+
+// headLines adds the card's title, why it was asked for, its target, risk
+// and blast radius.
+func headLines(m *bodies, v CardView, t cardTarget, class policy.Class) {
+	x := v.Planned.Execution
 	verb := x.Action
 	if spec, err := policy.Lookup(policy.Action(x.Action)); err == nil {
 		verb = spec.Verb
@@ -156,7 +175,6 @@ func RenderCard(v CardView) (plain, html string) {
 			"<strong>Why:</strong> "+escape(why)+" (asked by "+escape(asker)+")")
 	}
 
-	// Target and risk.
 	targetPlain, targetHTML := t.describe()
 	m.plain.WriteString("Target: " + targetPlain + "\n")
 	riskPlain := "Risk: " + RiskBadge(class)
@@ -170,39 +188,31 @@ func RenderCard(v CardView) (plain, html string) {
 	m.plain.WriteString(riskPlain + "\n" + "Blast radius: " + blastPlain + "\n")
 	m.html.WriteString("<p><strong>Target:</strong> " + targetHTML + "<br>\n" + riskHTML + "<br>\n" +
 		"<strong>Blast radius:</strong> " + blastHTML + "</p>\n")
+}
 
-	if len(v.Planned.Steps) > 0 {
-		renderPlan(&m, v, class, t)
-		return m.done()
-	}
-
-	// The exact commands.
+// commandLines adds the exact commands of a one-action card, after the
+// snapshot that comes first when there is one.
+func commandLines(m *bodies, v CardView, t cardTarget) {
+	x := v.Planned.Execution
 	if v.Planned.Snapshot {
 		p := "📸 First, the actuator takes a snapshot of CT " + strconv.Itoa(t.vmid) + ", so the change can be rolled back."
 		m.para(p, escape(p))
 	}
-	if len(x.Steps) > 0 {
-		where := "Runs"
-		if t.host != "" {
-			where += " on " + t.host
-		}
-		m.para(where+":", "<strong>"+escape(where)+":</strong>")
-		// Never redacted: a card shows exactly what runs. The gate refuses
-		// a plan whose steps look like they hold a secret.
-		steps, cut := cutHead(strings.Join(x.Steps, "\n"), stepsBytes)
-		if cut {
-			steps += "\n… (plan cut short here; the status page shows all of it)"
-		}
-		m.code(steps)
+	if len(x.Steps) == 0 {
+		return
 	}
-
-	phaseLine(&m, v, x, class, res, t)
-
-	if res != nil {
-		resultDetails(&m, v, res, t)
+	where := "Runs"
+	if t.host != "" {
+		where += " on " + t.host
 	}
-	detailsLink(&m, v)
-	return m.done()
+	m.para(where+":", "<strong>"+escape(where)+":</strong>")
+	// Never redacted: a card shows exactly what runs. The gate refuses a
+	// plan whose steps look like they hold a secret.
+	steps, cut := cutHead(strings.Join(x.Steps, "\n"), stepsBytes)
+	if cut {
+		steps += "\n… (plan cut short here; the status page shows all of it)"
+	}
+	m.code(steps)
 }
 
 // cardTarget is the resolved target as a card shows it.
@@ -298,18 +308,105 @@ func viaText(a policy.Affected) string {
 	return ""
 }
 
+// phaseLine adds the card's status line for the execution's state, and
+// what goes with that state: how to decide, the latest output, the error.
 func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res *tasks.Result, t cardTarget) {
-	by, method := v.ApprovedBy, v.DecidedMethod
+	by, method := deciderOf(v, x)
+	approved := approvedText(by, method, class)
+	elapsed := v.Elapsed
+	if res != nil && !res.StartedAt.IsZero() && res.FinishedAt.After(res.StartedAt) {
+		elapsed = res.FinishedAt.Sub(res.StartedAt)
+	}
+	steps := len(v.Planned.Steps)
+
+	switch x.State {
+	case store.StateAwaitingApproval:
+		awaitingLines(m, v, x, class)
+	case store.StateApproved:
+		m.status("👍", strings.ToUpper(approved[:1])+approved[1:], "queuing")
+	case store.StateDispatched:
+		m.status("📤", "queued", approved+"; waiting for the actuator to start")
+	case store.StateRunning:
+		rest := approved
+		if elapsed > 0 {
+			rest = "for " + humantime.Duration(elapsed) + "; " + approved
+		}
+		what := "running"
+		if steps > 0 {
+			what = fmt.Sprintf("running step %d of %d", x.Position, steps)
+		}
+		m.status("⚙️", what, rest)
+		addOutput(m, cmp.Or(v.Tail, x.ProgressTail), "Latest output", executionURL(v))
+	case store.StateSucceeded:
+		rest := approved
+		if elapsed > 0 {
+			rest = "in " + humantime.Duration(elapsed) + "; " + approved
+		}
+		m.status("✅", "succeeded", rest)
+	case store.StateFailed:
+		failedLines(m, x, steps, res, elapsed, approved)
+	case store.StateOutcomeUnknown:
+		unknownLines(m, x, steps, approved, t)
+	case store.StateReconciled:
+		m.status("🧾", "reconciled", "an operator checked the outcome and recorded it")
+	case store.StateDenied:
+		denied := "denied"
+		if by != "" {
+			denied += " by " + by
+			if method != "" {
+				denied += " (" + method + ")"
+			}
+		}
+		m.status("🚫", denied, "nothing ran")
+	case store.StateExpired:
+		m.status("⌛", "expired", "no decision by "+absTime(x.ExpiresAt, v.Now)+"; nothing ran. Ask again for a fresh plan.")
+	case store.StateCancelled:
+		if x.Position > 1 {
+			m.status("✖️", "cancelled", fmt.Sprintf("steps %d to %d did not run", x.Position, steps))
+			break
+		}
+		m.status("✖️", "cancelled", "nothing ran")
+	default:
+		m.status("•", string(x.State), "")
+	}
+}
+
+// status adds the card's status line: an emoji, its headline in bold and
+// the rest after a dash.
+func (m *bodies) status(emoji, head, rest string) {
+	p := "Status: " + emoji + " " + head
+	h := "<strong>Status:</strong> " + emoji + " <strong>" + escape(head) + "</strong>"
+	if rest != "" {
+		p += " — " + rest
+		h += " — " + escape(rest)
+	}
+	m.para(p, h)
+}
+
+// deciderOf is who decided the plan and how; a quorum's approval names
+// every voter.
+func deciderOf(v CardView, x store.Execution) (by, method string) {
+	by, method = v.ApprovedBy, v.DecidedMethod
 	if x.Approval != nil {
 		by, method = cmp.Or(by, x.Approval.DecidedBy), cmp.Or(method, x.Approval.Method)
 	}
 	if len(x.Votes) > 1 && x.Approval != nil && x.Approval.Decision == "approved" && by == x.Approval.DecidedBy {
-		voters := make([]string, len(x.Votes))
-		for i, vt := range x.Votes {
-			voters[i] = vt.Voter
-		}
-		by = strings.Join(voters, " and ")
+		by = voterNames(x.Votes)
 	}
+	return by, method
+}
+
+func voterNames(votes []store.Vote) string {
+	voters := make([]string, len(votes))
+	for i, vt := range votes {
+		voters[i] = vt.Voter
+	}
+	return strings.Join(voters, " and ")
+}
+
+// approvedText is "approved by @ann (reaction)" or "approved automatically
+// (safe)".
+func approvedText(by, method string, class policy.Class) string {
 	approved := "approved"
 	if method == string(policy.MethodAuto) {
 		approved += " automatically (" + class.String() + ")"
@@ -319,112 +416,62 @@ func phaseLine(m *bodies, v CardView, x store.Execution, class policy.Class, res
 			approved += " (" + method + ")"
 		}
 	}
-	elapsed := v.Elapsed
-	if res != nil && !res.StartedAt.IsZero() && res.FinishedAt.After(res.StartedAt) {
-		elapsed = res.FinishedAt.Sub(res.StartedAt)
-	}
+	return approved
+}
 
-	status := func(emoji, cutHead, rest string) {
-		p := "Status: " + emoji + " " + cutHead
-		h := "<strong>Status:</strong> " + emoji + " <strong>" + escape(cutHead) + "</strong>"
-		if rest != "" {
-			p += " — " + rest
-			h += " — " + escape(rest)
-		}
-		m.para(p, h)
+// awaitingLines adds the status of a plan waiting for a decision: when it
+// expires, the quorum so far, and how to decide.
+func awaitingLines(m *bodies, v CardView, x store.Execution, class policy.Class) {
+	m.status("⏳", "awaiting approval", expiry(x.ExpiresAt, v.Now))
+	if len(x.Votes) > 0 {
+		p := fmt.Sprintf("Approved so far by %s (%d of %d); another operator must type the phrase too.",
+			voterNames(x.Votes), len(x.Votes), max(v.Quorum, len(x.Votes)+1))
+		m.para(p, escape(p))
 	}
+	howToDecide(m, v.Planned, class, v.VerifiedOnly, v.Quorum)
+}
 
-	switch x.State {
-	case store.StateAwaitingApproval:
-		status("⏳", "awaiting approval", expiry(x.ExpiresAt, v.Now))
-		if len(x.Votes) > 0 {
-			voters := make([]string, len(x.Votes))
-			for i, vt := range x.Votes {
-				voters[i] = vt.Voter
-			}
-			p := fmt.Sprintf("Approved so far by %s (%d of %d); another operator must type the phrase too.",
-				strings.Join(voters, " and "), len(x.Votes), max(v.Quorum, len(x.Votes)+1))
-			m.para(p, escape(p))
-		}
-		howToDecide(m, v.Planned, class, v.VerifiedOnly, v.Quorum)
-	case store.StateApproved:
-		status("👍", strings.ToUpper(approved[:1])+approved[1:], "queuing")
-	case store.StateDispatched:
-		status("📤", "queued", approved+"; waiting for the actuator to start")
-	case store.StateRunning:
-		rest := approved
-		if elapsed > 0 {
-			rest = "for " + shortDuration(elapsed) + "; " + approved
-		}
-		what := "running"
-		if n := len(v.Planned.Steps); n > 0 {
-			what = fmt.Sprintf("running step %d of %d", x.Position, n)
-		}
-		status("⚙️", what, rest)
-		addOutput(m, cmp.Or(v.Tail, x.ProgressTail), "Latest output", executionURL(v))
-	case store.StateSucceeded:
-		rest := approved
-		if elapsed > 0 {
-			rest = "in " + shortDuration(elapsed) + "; " + approved
-		}
-		status("✅", "succeeded", rest)
-	case store.StateFailed:
-		what := "failed"
-		if n := len(v.Planned.Steps); n > 0 {
-			what += fmt.Sprintf(" at step %d of %d", x.Position, n)
-		}
-		if res != nil && res.FailedPhase != "" {
-			what += " in phase " + res.FailedPhase
-		}
-		if elapsed > 0 {
-			what += " after " + shortDuration(elapsed)
-		}
-		status("❌", what, approved)
-		errText := x.Error
-		if errText == "" && res != nil {
-			errText = res.Error
-		}
-		if errText != "" {
-			e := clip(redact.String(errText), errorBytes)
-			m.para("Error: "+e, "<strong>Error:</strong> "+escape(e))
-		}
-		stoppedHere(m, x.Position, len(v.Planned.Steps))
-	case store.StateOutcomeUnknown:
-		what := "outcome unknown"
-		if n := len(v.Planned.Steps); n > 0 {
-			what += fmt.Sprintf(" at step %d of %d", x.Position, n)
-		}
-		status("❓", what, approved)
-		stoppedHere(m, x.Position, len(v.Planned.Steps))
-		code := cmp.Or(x.PlanCode, "<code>")
-		p := "The actuator started this but its result never arrived, so it may or may not have run. " +
-			"It will not be retried on its own. Check " + t.display + ", then record what you found: resolve " + code + " <what happened>"
-		h := "The actuator started this but its result never arrived, so it may or may not have run. " +
-			"It will not be retried on its own. Check " + escape(t.display) + ", then record what you found: " +
-			codeSpan("resolve "+code+" <what happened>")
-		m.para(p, h)
-	case store.StateReconciled:
-		status("🧾", "reconciled", "an operator checked the outcome and recorded it")
-	case store.StateDenied:
-		denied := "denied"
-		if by != "" {
-			denied += " by " + by
-			if method != "" {
-				denied += " (" + method + ")"
-			}
-		}
-		status("🚫", denied, "nothing ran")
-	case store.StateExpired:
-		status("⌛", "expired", "no decision by "+absTime(x.ExpiresAt, v.Now)+"; nothing ran. Ask again for a fresh plan.")
-	case store.StateCancelled:
-		if x.Position > 1 {
-			status("✖️", "cancelled", fmt.Sprintf("steps %d to %d did not run", x.Position, len(v.Planned.Steps)))
-			break
-		}
-		status("✖️", "cancelled", "nothing ran")
-	default:
-		status("•", string(x.State), "")
+// failedLines adds the status of a failed execution: where and after how
+// long it failed, the redacted error and the steps that did not run.
+func failedLines(m *bodies, x store.Execution, steps int, res *tasks.Result, elapsed time.Duration, approved string) {
+	what := "failed"
+	if steps > 0 {
+		what += fmt.Sprintf(" at step %d of %d", x.Position, steps)
 	}
+	if res != nil && res.FailedPhase != "" {
+		what += " in phase " + res.FailedPhase
+	}
+	if elapsed > 0 {
+		what += " after " + humantime.Duration(elapsed)
+	}
+	m.status("❌", what, approved)
+	errText := x.Error
+	if errText == "" && res != nil {
+		errText = res.Error
+	}
+	if errText != "" {
+		e := clip(redact.String(errText), errorBytes)
+		m.para("Error: "+e, "<strong>Error:</strong> "+escape(e))
+	}
+	stoppedHere(m, x.Position, steps)
+}
+
+// unknownLines adds the status of an execution whose result never came,
+// and how an operator records what they find.
+func unknownLines(m *bodies, x store.Execution, steps int, approved string, t cardTarget) {
+	what := "outcome unknown"
+	if steps > 0 {
+		what += fmt.Sprintf(" at step %d of %d", x.Position, steps)
+	}
+	m.status("❓", what, approved)
+	stoppedHere(m, x.Position, steps)
+	code := cmp.Or(x.PlanCode, "<code>")
+	p := "The actuator started this but its result never arrived, so it may or may not have run. " +
+		"It will not be retried on its own. Check " + t.display + ", then record what you found: resolve " + code + " <what happened>"
+	h := "The actuator started this but its result never arrived, so it may or may not have run. " +
+		"It will not be retried on its own. Check " + escape(t.display) + ", then record what you found: " +
+		codeSpan("resolve "+code+" <what happened>")
+	m.para(p, h)
 }
 
 // stoppedHere says which steps of a plan of n steps did not run because
@@ -486,7 +533,7 @@ func expiry(at, now time.Time) string {
 	if left <= 0 {
 		return "expired at " + absTime(at, now)
 	}
-	return "expires in " + shortDuration(left.Round(time.Second)) + " (" + absTime(at, now) + ")"
+	return "expires in " + humantime.Duration(left.Round(time.Second)) + " (" + absTime(at, now) + ")"
 }
 
 // absTime is "14:35 UTC", with the date when it is not now's UTC day.
@@ -496,29 +543,6 @@ func absTime(at, now time.Time) string {
 		return at.Format("15:04 UTC")
 	}
 	return at.Format("2006-01-02 15:04 UTC")
-}
-
-// shortDuration is compact and human: 45s, 3m12s, 1h05m.
-func shortDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		d = 0
-		fallthrough
-	case d < time.Minute:
-		if d < time.Second && d > 0 {
-			return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-		}
-		return strconv.Itoa(int(d/time.Second)) + "s"
-	case d < time.Hour:
-		if sec := int(d % time.Minute / time.Second); sec != 0 {
-			return fmt.Sprintf("%dm%02ds", int(d/time.Minute), sec)
-		}
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	}
-	if m := int(d % time.Hour / time.Minute); m != 0 {
-		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), m)
-	}
-	return strconv.Itoa(int(d/time.Hour)) + "h"
 }
 
 // addOutput adds a redacted output tail and, when it was cut and the
@@ -598,7 +622,7 @@ func phaseMark(ph tasks.Phase) string {
 		s = "•"
 	}
 	if ph.Elapsed > 0 {
-		s += " " + shortDuration(time.Duration(ph.Elapsed))
+		s += " " + humantime.Duration(time.Duration(ph.Elapsed))
 	}
 	return s
 }
@@ -658,175 +682,4 @@ func safeURL(u string) string {
 		return ""
 	}
 	return p.String()
-}
-
-// Notices for the router: each returns a plain and an HTML body.
-
-// NoticeAlreadyDecided says who decided a plan first.
-func NoticeAlreadyDecided(a store.Approval) (plain, html string) {
-	when := a.DecidedAt.UTC().Format("15:04 UTC")
-	p := fmt.Sprintf("That plan was already %s by %s at %s.", a.Decision, a.DecidedBy, when)
-	return p, escape(p)
-}
-
-// NoticeExpired says a plan expired and nothing will run.
-func NoticeExpired(x store.Execution, now time.Time) (plain, html string) {
-	p := fmt.Sprintf("Plan %s expired at %s, so nothing will run. Ask again for a fresh plan.", x.PlanCode, absTime(x.ExpiresAt, now))
-	return p, escape(p)
-}
-
-// NoticeNotPending says a plan is past deciding.
-func NoticeNotPending(x store.Execution) (plain, html string) {
-	p := fmt.Sprintf("Plan %s is %s; it can't be decided any more.", x.PlanCode, strings.ReplaceAll(string(x.State), "_", " "))
-	return p, escape(p)
-}
-
-// NoticeNotOperator politely refuses someone who is not an operator.
-func NoticeNotOperator(userID string) (plain, html string) {
-	p := fmt.Sprintf("Sorry %s, only the operators can request changes or decide plans here. I have noted the attempt. You can still ask for status.", userID)
-	return p, escape(p)
-}
-
-// NoticeNeedsPhrase explains that a destructive plan takes only its typed
-// phrase.
-func NoticeNeedsPhrase(phrase string) (plain, html string) {
-	p := "This plan is destructive: a reaction or a yes does not approve it. To go ahead, type exactly: " + phrase
-	h := "This plan is <strong>destructive</strong>: a reaction or a “yes” does not approve it. To go ahead, type exactly: " + codeSpan(phrase)
-	return p, h
-}
-
-// NoticePhraseUnmatched answers a CmdConfirm that matches no plan waiting
-// in the room.
-func NoticePhraseUnmatched(typed string) (plain, html string) {
-	typed = clip(typed, 120)
-	p := "\"" + typed + "\" looks like a confirmation phrase, but it matches no plan waiting here, so nothing was approved. Copy the phrase from the plan's card exactly."
-	h := codeSpan(typed) + " looks like a confirmation phrase, but it matches no plan waiting here, so nothing was approved. Copy the phrase from the plan's card exactly."
-	return p, h
-}
-
-// NoticeNotReader refuses history or details to someone who is neither an
-// operator nor a listed reader.
-func NoticeNotReader(userID string) (plain, html string) {
-	p := fmt.Sprintf("Sorry %s, only the operators and the readers listed in my configuration can read the history of executions or the details of hosts, containers and services here. You can still ask for status.", userID)
-	return p, escape(p)
-}
-
-// askerText names who asked for a plan: "claude via mcp", "the agent for
-// @op:example.org", or the operator.
-func askerText(x store.Execution) string {
-	switch {
-	case x.RequestedVia == "agent" && x.OnBehalfOf != "":
-		return "the agent for " + x.OnBehalfOf
-	case x.RequestedVia == "mcp" || x.RequestedVia == "agent":
-		return x.RequestedBy + " via " + x.RequestedVia
-	}
-	return x.RequestedBy
-}
-
-// NoticeAssentNotBound answers a bare "yes" when the one plan waiting was
-// not asked for by the sender with a command.
-func NoticeAssentNotBound(x store.Execution) (plain, html string) {
-	asker := askerText(x)
-	p := fmt.Sprintf("Nothing was approved. A plain \"yes\" approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
-		"To approve it, reply to its card, react ✅ to it, or say: approve %s", x.PlanCode, x.Action, x.TargetSlug, asker, x.PlanCode)
-	h := fmt.Sprintf("Nothing was approved. A plain “yes” approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
-		"To approve it, reply to its card, react ✅ to it, or say: %s", codeSpan(x.PlanCode), escape(x.Action), escape(x.TargetSlug), escape(asker), codeSpan("approve "+x.PlanCode))
-	return p, h
-}
-
-// NoticeSelfApproval refuses an approval from whoever asked for the plan,
-// or from the operator the agent asked for it on behalf of, while
-// approvals.self_approval is off.
-func NoticeSelfApproval(userID string, x store.Execution) (plain, html string) {
-	how := "you asked for it"
-	if x.OnBehalfOf == userID {
-		how = "the agent asked for it on your behalf"
-	}
-	p := fmt.Sprintf("%s, your approval of plan %s was not counted: %s, and here a plan needs the approval of another operator (approvals.self_approval is off). "+
-		"Ask another operator to approve it; you can still deny it.", userID, x.PlanCode, how)
-	return p, escape(p)
-}
-
-// NoticeSameApprover refuses a second approval of a destructive plan from
-// an operator who already gave it, while it needs several operators.
-func NoticeSameApprover(userID, code string, quorum int) (plain, html string) {
-	p := fmt.Sprintf("%s, you have already approved plan %s. It is destructive and needs the phrase from %d different operators: another operator must type it too.",
-		userID, code, quorum)
-	return p, escape(p)
-}
-
-// NoticeQuorumPending tells an operator that their approval of a
-// destructive plan counted, and that it needs more.
-func NoticeQuorumPending(userID, code string, votes, quorum int) (plain, html string) {
-	p := fmt.Sprintf("%s, your approval of plan %s is recorded (%d of %d). It is destructive, so it waits for the phrase from another operator; nothing runs until then.",
-		userID, code, votes, quorum)
-	return p, escape(p)
-}
-
-// NoticeUnverifiedDevice tells an operator that an approval from one of
-// their devices did not count because they have not verified it.
-func NoticeUnverifiedDevice(userID, deviceID string) (plain, html string) {
-	dev := "a session"
-	if deviceID != "" {
-		dev = "the session " + deviceID
-	}
-	p := fmt.Sprintf("%s, your approval was not counted: it came from %s that you have not verified, and in this encrypted room only approvals from your verified sessions count. "+
-		"To verify it in Element: open Settings → Sessions, select this session and choose Verify, or verify it from another session where you are already signed in. Then approve again.", userID, dev)
-	h := fmt.Sprintf("%s, your approval was <strong>not counted</strong>: it came from %s that you have not verified, and in this encrypted room only approvals from your verified sessions count. "+
-		"To verify it in Element: open <em>Settings → Sessions</em>, select this session and choose <em>Verify</em>, or verify it from another session where you are already signed in. Then approve again.", escape(userID), escape(dev))
-	return p, h
-}
-
-// NoticeApprovalNotEncrypted tells an operator that an unencrypted
-// approval (a reaction, which clients send in the clear) did not count in
-// an encrypted room.
-func NoticeApprovalNotEncrypted(userID, code string) (plain, html string) {
-	p := fmt.Sprintf("%s, your approval was not counted: it was not encrypted (Element sends reactions in the clear), so I cannot tell which of your sessions sent it, "+
-		"and in this encrypted room only approvals from your verified sessions count. Reply \"go ahead\" to this plan's card, or say approve %s, from a verified session.", userID, code)
-	h := fmt.Sprintf("%s, your approval was <strong>not counted</strong>: it was not encrypted (Element sends reactions in the clear), so I cannot tell which of your sessions sent it, "+
-		"and in this encrypted room only approvals from your verified sessions count. Reply “go ahead” to this plan's card, or say %s, from a verified session.", escape(userID), codeSpan("approve "+code))
-	return p, h
-}
-
-// NoticeNoPending says there is nothing to decide.
-func NoticeNoPending() (plain, html string) {
-	p := "No plan is waiting for a decision here."
-	return p, escape(p)
-}
-
-// NoticeNotADecision answers a reply to a card that is neither yes nor no.
-func NoticeNotADecision() (plain, html string) {
-	return "I read that as neither a yes nor a no. Reply \"go ahead\" to approve or \"no\" to deny.",
-		"I read that as neither a yes nor a no. Reply “go ahead” to approve or “no” to deny."
-}
-
-// NoticeWhichPlan asks which plan a bare decision meant when several wait.
-func NoticeWhichPlan(pending []store.Execution, now time.Time) (plain, html string) {
-	var m bodies
-	n := fmt.Sprintf("%d plans are waiting, so I won't guess which one you mean. Reply to its card, react to it, or say approve <code> / deny <code>:", len(pending))
-	m.para(n, escape(n))
-	var ps, hs []string
-	for i, x := range pending {
-		if i == 10 {
-			more := fmt.Sprintf("and %d more (say pending)", len(pending)-10)
-			ps, hs = append(ps, more), append(hs, escape(more))
-			break
-		}
-		class, _ := policy.ParseClass(x.GateClass())
-		line := fmt.Sprintf("%s %s, %s, %s", x.Action, x.TargetSlug, RiskBadge(class), expiry(x.ExpiresAt, now))
-		ps = append(ps, x.PlanCode+": "+line)
-		hs = append(hs, codeSpan(x.PlanCode)+": "+escape(line))
-	}
-	m.list(ps, hs)
-	return m.done()
-}
-
-// NoticeUnknown answers a message Nomos did not understand: the usage hint
-// when the verb was known, else ShortHelp.
-func NoticeUnknown(c Command) (plain, html string) {
-	if c.Hint != "" {
-		return c.Hint, escape(c.Hint)
-	}
-	s := ShortHelp()
-	return s, escape(s)
 }

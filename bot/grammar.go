@@ -1,0 +1,477 @@
+package bot
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/nomoshq/nomos/policy"
+)
+
+// codeAlphabet is policy's plan-code alphabet.
+const codeAlphabet = "23456789abcdefghjkmnpqrstuvwxyz"
+
+func isPlanCode(s string) bool {
+	if len(s) != policy.PlanCodeLen {
+		return false
+	}
+	for _, r := range strings.ToLower(s) {
+		if !strings.ContainsRune(codeAlphabet, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// verbActions maps each catalogue verb to its action.
+var verbActions = func() map[string]policy.Action {
+	m := map[string]policy.Action{}
+	for _, s := range policy.Catalogue() {
+		m[s.Verb] = s.Action
+	}
+	return m
+}()
+
+// parseConfirm recognises "<verb> <slug> <code>", and tolerates surrounding
+// punctuation in the recognition so that a near miss is never read as a new
+// request; c.Phrase keeps the text as typed for policy.MatchPhrase.
+func parseConfirm(c *Command, body string) bool {
+	toks := tokenize(body)
+	if len(toks) != 3 {
+		return false
+	}
+	a, ok := verbActions[toks[0].norm]
+	if !ok || !isPlanCode(toks[2].norm) {
+		return false
+	}
+	slug := normSlug(toks[1].raw)
+	if _, _, err := policy.ParseSlug(slug); err != nil {
+		return false
+	}
+	c.Kind, c.Action, c.Target, c.Phrase = CmdConfirm, a, slug, body
+	if a == policy.ActionPctRollback {
+		// The code's place is also where a snapshot name goes.
+		c.Params = map[string]any{"name": toks[2].raw}
+	}
+	return true
+}
+
+// parseGrammar reads the fixed command grammar. When the verb is known but
+// the rest is not, it returns a usage hint.
+func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) {
+	words := norms(toks)
+	if kind, ok := fixedPhrase(words); ok {
+		c.Kind = kind
+		return "", true
+	}
+	verb, args := words[0], toks[1:]
+	switch verb {
+	case "history", "log", "recent":
+		return parseHistory(c, args)
+	case "show", "info", "describe", "details", "inspect", "status", "check":
+		return parseShow(c, verb, args)
+	case "approve", "deny", "reject", "cancel", "confirm":
+		return parseDecision(c, verb, args)
+	case "resolve", "reconcile", "resolved", "reconciled":
+		return parseResolve(c, body, argFields(body, toks[0].raw))
+	case "exec", "execute":
+		return parseExec(c, body, argFields(body, toks[0].raw))
+	case "restart", "bounce":
+		return targetAction(c, args, "usage: restart <service>, e.g. restart jellyfin", restartAction)
+	case "start", "stop", "shutdown", "shut":
+		return parsePower(c, verb, args)
+	case "reboot":
+		return targetAction(c, args, "usage: reboot <lxc>, e.g. reboot 101", rebootAction)
+	case "destroy":
+		return targetAction(c, args, "usage: destroy <lxc>, e.g. destroy lxc:131", destroyAction)
+	case "snapshot", "snap":
+		return parseSnapshot(c, args)
+	case "take", "make", "create":
+		if hasWords(args, "a", "snapshot") || hasWords(args, "snapshot") {
+			for args[0].norm != "snapshot" {
+				args = args[1:]
+			}
+			return parseSnapshot(c, args[1:])
+		}
+		return "", false
+	case "rollback", "revert", "restore", "roll":
+		if verb == "roll" {
+			if !hasWords(args, "back") {
+				return "", false
+			}
+			args = args[1:]
+		}
+		return parseRollback(c, args)
+	}
+	return "", false
+}
+
+// fixedPhrase matches the whole message against the phrases that need no
+// target: help, status, pending and the container list.
+func fixedPhrase(words []string) (CommandKind, bool) {
+	phrase := strings.Join(words, " ")
+	switch {
+	case slices.Contains(helpPhrases, phrase) || words[0] == "help":
+		return CmdHelp, true
+	case slices.Contains(statusPhrases, phrase):
+		return CmdStatus, true
+	case slices.Contains(pendingPhrases, phrase):
+		return CmdPending, true
+	case isListCommand(words):
+		return CmdListContainers, true
+	}
+	return CmdUnknown, false
+}
+
+// parseHistory reads "history [of] [name]".
+func parseHistory(c *Command, args []token) (string, bool) {
+	c.Kind = CmdHistory
+	if len(args) == 0 || (len(args) == 1 && historyNouns[args[0].norm]) {
+		return "", true
+	}
+	if ref, _, rest, ok := targetArg(args, "of", "for", "on"); ok && len(rest) == 0 {
+		c.Target = ref
+		return "", true
+	}
+	return "usage: history [name]", false
+}
+
+// showWords are the lone words after "show" that name a listing, not an
+// entity: "show status", "show pending".
+var showWords = map[string]CommandKind{
+	"history": CmdHistory, "log": CmdHistory,
+	"status": CmdStatus, "fleet": CmdStatus, "everything": CmdStatus, "all": CmdStatus,
+	"pending": CmdPending, "plans": CmdPending,
+	"help": CmdHelp,
+}
+
+// parseShow reads "show [me] [the] <name>", "show history of <name>" and
+// the listings in showWords.
+func parseShow(c *Command, verb string, args []token) (string, bool) {
+	if hasWords(args, "me") {
+		args = args[1:]
+	}
+	for len(args) > 1 && (articles[args[0].norm] || args[0].norm == "of") {
+		args = args[1:]
+	}
+	if len(args) == 1 {
+		if kind, ok := showWords[args[0].norm]; ok {
+			c.Kind = kind
+			return "", true
+		}
+	}
+	if verb == "show" && len(args) > 1 && (args[0].norm == "history" || args[0].norm == "log") {
+		if ref, _, rest, ok := targetArg(args[1:], "of", "for", "on"); ok && len(rest) == 0 {
+			c.Kind, c.Target = CmdHistory, ref
+			return "", true
+		}
+	}
+	if ref, _, rest, ok := targetArg(args, "of", "on", "for", "about"); ok && len(rest) == 0 {
+		c.Kind, c.Target = CmdShow, ref
+		return "", true
+	}
+	return "usage: show <name>, e.g. show jellyfin or show lxc:101", false
+}
+
+// parseDecision reads "approve|deny [plan] [code]" and "approve it".
+func parseDecision(c *Command, verb string, args []token) (string, bool) {
+	kind := CmdDeny
+	if verb == "approve" || verb == "confirm" {
+		kind = CmdApprove
+	}
+	if onlyPronouns(args) {
+		c.Kind = kind
+		return "", true
+	}
+	if ref, _, rest, ok := targetArg(args, "plan"); ok && len(rest) == 0 {
+		c.Kind, c.Target = kind, ref
+		return "", true
+	}
+	return "usage: " + verb + " [plan code], e.g. " + verb + " k7q2", false
+}
+
+// parsePower reads "start|stop|shutdown|shut down <lxc or service>"; "stop
+// it" is a refusal of the plan in question.
+func parsePower(c *Command, verb string, args []token) (string, bool) {
+	if verb == "stop" && onlyPronouns(args) {
+		// "stop it", "stop that": a refusal, not a container.
+		c.Kind = CmdDeny
+		return "", true
+	}
+	if verb == "shut" {
+		if !hasWords(args, "down") {
+			return "usage: stop <lxc>", false
+		}
+		verb, args = "shutdown", args[1:]
+	}
+	usage := "usage: " + verb + " <lxc>, e.g. " + verb + " 101"
+	return targetAction(c, args, usage, func(typ string) (policy.Action, map[string]any, bool) {
+		switch typ {
+		case "service":
+			v := policy.VerbStart
+			if verb != "start" {
+				v = policy.VerbStop
+			}
+			return policy.ActionSystemctl, map[string]any{"verb": string(v)}, true
+		case "host":
+			return "", nil, false
+		}
+		if verb == "start" {
+			return policy.ActionPctStart, map[string]any{}, true
+		}
+		return policy.ActionPctStop, map[string]any{}, true
+	})
+}
+
+// restartAction restarts a service, or reboots a container named as one.
+func restartAction(typ string) (policy.Action, map[string]any, bool) {
+	switch typ {
+	case "lxc":
+		return policy.ActionPctReboot, map[string]any{}, true
+	case "host":
+		return "", nil, false
+	}
+	return policy.ActionRestart, map[string]any{}, true
+}
+
+// rebootAction reboots a container, or restarts a service named as one.
+func rebootAction(typ string) (policy.Action, map[string]any, bool) {
+	switch typ {
+	case "service":
+		return policy.ActionRestart, map[string]any{}, true
+	case "host":
+		return "", nil, false
+	}
+	return policy.ActionPctReboot, map[string]any{}, true
+}
+
+// destroyAction destroys a container and nothing else.
+func destroyAction(typ string) (policy.Action, map[string]any, bool) {
+	return policy.ActionPctDestroy, map[string]any{}, typ == "" || typ == "lxc"
+}
+
+// onlyPronouns reports whether args name nothing but the plan in
+// question: "it", "this plan", "that one".
+func onlyPronouns(args []token) bool {
+	for _, t := range args {
+		switch t.norm {
+		case "it", "this", "that", "the", "plan", "one":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+var historyNouns = map[string]bool{"executions": true, "runs": true, "plans": true, "actions": true, "changes": true}
+
+var (
+	helpPhrases = []string{
+		"h", "commands", "usage", "what can you do", "how do i use you", "how does this work", "man",
+	}
+	statusPhrases = []string{
+		"status", "fleet", "fleet status", "overview", "health", "summary", "status report",
+		"how is everything", "how is the fleet", "how are things", "what is up", "sitrep", "hosts",
+		"list hosts", "show hosts", "nodes",
+	}
+	pendingPhrases = []string{
+		"pending", "show pending", "list pending", "what is pending", "pending plans", "plans",
+		"show plans", "list plans", "open plans", "waiting", "what is waiting", "queue",
+		"approvals", "pending approvals",
+	}
+)
+
+// isListCommand matches "list containers", "ls", "containers", "show all
+// lxcs" and the like.
+func isListCommand(words []string) bool {
+	rest := words
+	if rest[0] == "list" || rest[0] == "ls" || rest[0] == "show" || rest[0] == "pct" {
+		if rest[0] == "show" && len(rest) == 1 {
+			return false
+		}
+		if rest[0] == "pct" {
+			return len(rest) == 2 && rest[1] == "list"
+		}
+		rest = rest[1:]
+	}
+	noun := false
+	for _, w := range rest {
+		switch w {
+		case "all", "the", "my", "list":
+		case "containers", "lxcs", "lxc", "cts", "ct", "services", "guests":
+			noun = true
+		default:
+			return false
+		}
+	}
+	return noun || ((words[0] == "list" || words[0] == "ls") && len(rest) == 0)
+}
+
+// targetAction completes a one-target action. pick maps the type named by
+// the words ("lxc", "service", "host" or "") to the action and params.
+func targetAction(c *Command, args []token, usage string, pick func(typ string) (policy.Action, map[string]any, bool)) (string, bool) {
+	ref, typ, rest, ok := targetArg(args, "on", "in")
+	if !ok || len(rest) != 0 {
+		return usage, false
+	}
+	a, params, ok := pick(typ)
+	if !ok {
+		return usage, false
+	}
+	c.Kind, c.Target, c.Action, c.Params = CmdAction, ref, a, params
+	return "", true
+}
+
+func parseSnapshot(c *Command, args []token) (string, bool) {
+	const usage = "usage: snapshot <lxc> [name], e.g. snapshot 101 before-upgrade"
+	ref, typ, rest, ok := targetArg(args, "of", "on")
+	if !ok || (typ != "" && typ != "lxc") {
+		return usage, false
+	}
+	params := map[string]any{}
+	if len(rest) > 0 && slices.Contains([]string{"named", "called", "as", "name"}, rest[0].norm) {
+		rest = rest[1:]
+	}
+	switch {
+	case len(rest) == 1 && rest[0].raw != "":
+		params["name"] = rest[0].raw
+	case len(rest) != 0:
+		return usage, false
+	}
+	c.Kind, c.Target, c.Action, c.Params = CmdAction, ref, policy.ActionPctSnapshot, params
+	return "", true
+}
+
+func parseRollback(c *Command, args []token) (string, bool) {
+	const usage = "usage: rollback <lxc> <snapshot>, e.g. rollback lxc:101 nomos-20260706-101500"
+	ref, typ, rest, ok := targetArg(args)
+	if !ok || (typ != "" && typ != "lxc") {
+		return usage, false
+	}
+	for len(rest) > 1 && (rest[0].norm == "to" || rest[0].norm == "snapshot" || rest[0].norm == "the") {
+		rest = rest[1:]
+	}
+	if len(rest) != 1 || rest[0].raw == "" {
+		return usage, false
+	}
+	c.Kind, c.Target, c.Action = CmdAction, ref, policy.ActionPctRollback
+	c.Params = map[string]any{"name": rest[0].raw}
+	return "", true
+}
+
+// rawField is one whitespace-separated word of a message and its offset, so
+// the rest of the line can be taken verbatim.
+type rawField struct {
+	text  string
+	start int
+}
+
+func rawFields(s string) []rawField {
+	var out []rawField
+	start := -1
+	for i, r := range s {
+		if unicode.IsSpace(r) {
+			if start >= 0 {
+				out = append(out, rawField{s[start:i], start})
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, rawField{s[start:], start})
+	}
+	return out
+}
+
+// argFields returns the fields after the verb: after the first field that
+// is verb, ignoring case and punctuation.
+func argFields(body, verb string) []rawField {
+	fs := rawFields(body)
+	for i, f := range fs {
+		if strings.EqualFold(strings.Trim(f.text, ",.:;!?"), verb) {
+			return fs[i+1:]
+		}
+	}
+	return nil
+}
+
+// parseExec reads "exec [in] [container] <lxc> [--] <command...>"; the
+// command is the rest of the line as typed, unwrapped from Markdown code
+// marks (`...` or ```...```) that chat clients add.
+func parseExec(c *Command, body string, fs []rawField) (string, bool) {
+	const usage = "usage: exec <lxc> <command>, e.g. exec 101 df -h"
+	for len(fs) > 0 {
+		w := strings.ToLower(fs[0].text)
+		if w == "in" || w == "on" || articles[w] {
+			fs = fs[1:]
+			continue
+		}
+		if t, ok := typeWords[w]; ok && t == "lxc" && len(fs) > 1 {
+			fs = fs[1:]
+		}
+		break
+	}
+	if len(fs) < 2 {
+		return usage, false
+	}
+	ref := normSlug(strings.TrimRight(fs[0].text, ":,"))
+	if !isRef(ref) {
+		return usage, false
+	}
+	if typ, _, isSlug := strings.Cut(ref, ":"); isSlug && typ != "lxc" {
+		return usage, false
+	}
+	fs = fs[1:]
+	if fs[0].text == "--" {
+		fs = fs[1:]
+	}
+	if len(fs) == 0 {
+		return usage, false
+	}
+	cmd := unwrapCode(strings.TrimSpace(body[fs[0].start:]))
+	if strings.TrimSpace(cmd) == "" {
+		return usage, false
+	}
+	c.Kind, c.Target, c.Action = CmdAction, ref, policy.ActionPctExec
+	c.Params = map[string]any{"command": cmd}
+	return "", true
+}
+
+// unwrapCode removes Markdown code marks around a whole command: a chat
+// client's `df -h` means the text df -h, not a shell command substitution.
+func unwrapCode(s string) string {
+	if inner, ok := strings.CutPrefix(s, "```"); ok {
+		if inner, ok := strings.CutSuffix(inner, "```"); ok && !strings.Contains(inner, "```") {
+			// Drop a language tag on the opening line: ```sh\n...
+			if first, rest, ok := strings.Cut(inner, "\n"); ok && !strings.ContainsFunc(first, unicode.IsSpace) {
+				inner = rest
+			}
+			return strings.TrimSpace(inner)
+		}
+		return s
+	}
+	if len(s) >= 2 && s[0] == '`' && s[len(s)-1] == '`' && strings.Count(s, "`") == 2 {
+		return strings.TrimSpace(s[1 : len(s)-1])
+	}
+	return s
+}
+
+// parseResolve reads "resolve <code> <note...>", the note verbatim.
+func parseResolve(c *Command, body string, fs []rawField) (string, bool) {
+	const usage = "usage: resolve <plan code> <what really happened>, e.g. resolve k7q2 it did restart"
+	if len(fs) > 0 && strings.EqualFold(fs[0].text, "plan") {
+		fs = fs[1:]
+	}
+	if len(fs) < 2 {
+		return usage, false
+	}
+	ref := strings.TrimRight(fs[0].text, ":,")
+	if !isRef(ref) {
+		return usage, false
+	}
+	c.Kind, c.Target = CmdResolve, ref
+	c.Params = map[string]any{"note": strings.TrimSpace(body[fs[1].start:])}
+	return "", true
+}
