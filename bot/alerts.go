@@ -17,7 +17,7 @@ import (
 // announceSignals announces, in the ops room, each check that starts
 // failing and, as a reply, its recovery.
 func (b *Bot) announceSignals(ctx context.Context) {
-	room := id.RoomID(b.cfg.AlertRoom)
+	room := id.RoomID(b.cfg.OpsRoom)
 	now := b.now()
 	list, err := b.store.SignalsToAnnounce(ctx, now.Add(-b.cfg.AlertDelay))
 	if err != nil {

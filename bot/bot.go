@@ -85,9 +85,9 @@ type Config struct {
 	// through the actuator every inventory interval and on `nomos
 	// discover`, and applied to the fleet.
 	RunDiscovery bool
-	// AlertRoom is where failing checks and what discovery finds are
+	// OpsRoom is where failing checks and what discovery finds are
 	// announced (the ops room); empty means they are not announced.
-	AlertRoom string
+	OpsRoom string
 	// SignalCheckInterval is how often signals are looked at for
 	// announcing. Default 5s.
 	SignalCheckInterval time.Duration
@@ -215,7 +215,7 @@ func (b *Bot) Services() []supervisor.Service {
 	if b.cfg.RunDiscovery {
 		svcs = append(svcs, supervisor.Service{Name: "discovery", Run: func(ctx context.Context) error { b.exec.RunDiscovery(ctx); return nil }})
 	}
-	if b.cfg.AlertRoom != "" {
+	if b.cfg.OpsRoom != "" {
 		svcs = append(svcs, supervisor.Service{Name: "alerts", Run: func(ctx context.Context) error {
 			loop.Every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
 			return nil

@@ -259,7 +259,7 @@ func (b *bundle) startBot(t testing.TB) {
 		}
 	}
 	if b.alerts {
-		cfg.AlertRoom, cfg.SignalCheckInterval = b.room.String(), 100*time.Millisecond
+		cfg.OpsRoom, cfg.SignalCheckInterval = b.room.String(), 100*time.Millisecond
 	}
 	if b.tune != nil {
 		b.tune(&cfg)
@@ -786,7 +786,7 @@ func TestAlertThatCannotBePostedIsRetried(t *testing.T) {
 	}
 	alerts := resp.RoomID
 	b.stopBot()
-	b.tune = func(c *bot.Config) { c.AlertRoom, c.SignalCheckInterval = alerts.String(), 100*time.Millisecond }
+	b.tune = func(c *bot.Config) { c.OpsRoom, c.SignalCheckInterval = alerts.String(), 100*time.Millisecond }
 	b.startBot(t)
 
 	due, err := b.store.ClaimDueChecks(b.ctx, time.Now().Add(-time.Minute), 1000)

@@ -15,7 +15,7 @@ import (
 // inventory that found containers new, back, changed or gone. An
 // inventory that changed nothing says nothing.
 func (b *Bot) announceDiscoveries(ctx context.Context) {
-	room := id.RoomID(b.cfg.AlertRoom)
+	room := id.RoomID(b.cfg.OpsRoom)
 	list, err := b.store.InventoryNotices(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -30,7 +30,7 @@ type refusedWarner struct {
 func (b *Bot) onRefusedReport(ctx context.Context, r executions.RefusedReport) {
 	room := id.RoomID(r.RoomID)
 	if room == "" {
-		room = id.RoomID(b.cfg.AlertRoom)
+		room = id.RoomID(b.cfg.OpsRoom)
 	}
 	if room == "" {
 		return
