@@ -319,11 +319,35 @@ func (b *Bot) connect(ctx context.Context) error {
 		b.logger.Warn("cross-signing not set up; Element will show the device as unverified", "err", err)
 	}
 	syncer := cli.Syncer.(mautrix.ExtensibleSyncer)
-	syncer.OnEventType(event.StateMember, b.onMember)
-	syncer.OnEventType(event.EventMessage, b.onMessage)
-	syncer.OnEventType(event.EventReaction, b.onReaction)
-	syncer.OnEventType(event.EventRedaction, b.onRedaction)
+	syncer.OnEventType(event.StateMember, b.withStore(b.onMember))
+	syncer.OnEventType(event.EventMessage, b.withStore(b.onMessage))
+	syncer.OnEventType(event.EventReaction, b.withStore(b.onReaction))
+	syncer.OnEventType(event.EventRedaction, b.withStore(b.onRedaction))
 	return nil
+}
+
+// withStore holds an event until Postgres answers. A handler that meets
+// a database down takes the event for no decision and moves on, so an
+// approval sent while Postgres restarts would be lost; waiting here
+// blocks the sync loop instead, and the event is handled once it is back.
+func (b *Bot) withStore(handle func(context.Context, *event.Event)) func(context.Context, *event.Event) {
+	return func(ctx context.Context, evt *event.Event) {
+		wait := 100 * time.Millisecond
+		for {
+			err := b.store.Ping(ctx)
+			if err == nil {
+				break
+			}
+			b.logger.Warn("database unreachable; holding the event until it answers", "event_id", evt.ID, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 5*time.Second)
+		}
+		handle(ctx, evt)
+	}
 }
 
 // deferredSyncStore persists a sync token only once the response that

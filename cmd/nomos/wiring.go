@@ -70,7 +70,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 	}
 	l.execs, err = executions.New(executions.Config{
 		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, PreviousReportVerifyKey: previousReportKey, Actuator: cfg.Actuator.Name, Rules: rules,
-		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
+		OrderTTL: cfg.Orders.TTL, AckTimeout: cfg.Orders.AckTimeout, ReconcileInterval: cfg.Orders.ReconcileInterval, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
 		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
 	})
 	if err != nil {

@@ -9,13 +9,13 @@ import (
 	"github.com/nomoshq/nomos/labsim"
 )
 
-// TestActuatorKilledMidOrder SIGKILLs the actuator at a random point of a
+// actuatorKilled SIGKILLs the actuator at a random point of a
 // running order and starts it again. Every order ends succeeded or
 // outcome_unknown, its command reached the host at most once, and
 // outcome_unknown only for an order whose command did reach the host.
-func TestActuatorKilledMidOrder(t *testing.T) {
-	s := newStack(t, stackOptions{})
+func actuatorKilled(t *testing.T, s *stack) {
 	res := result{Case: "actuator SIGKILLed mid-order", Trials: trials(4, 100)}
+	from := len(s.log())
 	unknown := 0
 	for i := range res.Trials {
 		p := s.ask(s.operators[0], i)
@@ -64,7 +64,7 @@ func TestActuatorKilledMidOrder(t *testing.T) {
 		}
 	}
 	res.Note = noteUnknown(unknown)
-	checkNoLateRuns(t, s, res.RunsSeen)
+	checkNoLateRuns(t, s, from, res.RunsSeen)
 	record(t, res)
 }
 
@@ -113,12 +113,12 @@ func noteUnknown(n int) string {
 
 // checkNoLateRuns waits a little and checks that no restart reached a host
 // after its trial was counted: a redelivered order run late.
-func checkNoLateRuns(t *testing.T, s *stack, seen int) {
+func checkNoLateRuns(t *testing.T, s *stack, from, seen int) {
 	t.Helper()
 	time.Sleep(2 * time.Second)
 	total := 0
 	for _, svc := range services {
-		total += runs(s.log(), 0, svc.command)
+		total += runs(s.log(), from, svc.command)
 	}
 	if total != seen {
 		t.Errorf("the hosts saw %d restarts in all, but the trials counted %d: something ran late or twice", total, seen)

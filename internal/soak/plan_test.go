@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +40,7 @@ func (s *stack) ask(op *operator, i int) *plan {
 	s.t.Helper()
 	svc := services[i%len(services)]
 	p := &plan{op: op, service: svc.name, command: svc.command, logFrom: len(s.log())}
+	s.asked++
 	p.msg = op.say("restart " + svc.name)
 	p.card = s.timeline.waitFor("the card for restart "+svc.name, 60*time.Second, func(e roomEvent) bool { return e.isCardFor(s.botUser, p.msg) })
 	return p
@@ -70,6 +70,15 @@ var terminal = map[string]bool{"succeeded": true, "failed": true, "outcome_unkno
 // errors are retried: some cases restart Postgres.
 func (s *stack) waitEnd(p *plan, d time.Duration) execution {
 	s.t.Helper()
+	x, ok := s.awaitEnd(p, d)
+	if !ok {
+		s.t.Fatalf("%s did not end within %s; last state %q", p, d, x.State)
+	}
+	return x
+}
+
+// awaitEnd is waitEnd for a case that counts an order that never ends.
+func (s *stack) awaitEnd(p *plan, d time.Duration) (execution, bool) {
 	deadline := time.Now().Add(d)
 	var last execution
 	for time.Now().Before(deadline) {
@@ -77,13 +86,53 @@ func (s *stack) waitEnd(p *plan, d time.Duration) execution {
 		if err == nil && ok {
 			last = x
 			if terminal[x.State] {
-				return x
+				return x, true
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.t.Fatalf("restart %s (card %s) did not end within %s; last state %q", p.service, p.card.ID, d, last.State)
-	return last
+	return last, false
+}
+
+// waitState waits until the card's execution is in state.
+func (s *stack) waitState(p *plan, state string) {
+	s.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		x, ok, err := s.execution(p.card.ID)
+		if err == nil && ok && x.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s never reached %s; it is %q", p, state, x.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitSays waits until the card says one of subs.
+func (s *stack) waitSays(p *plan, d time.Duration, subs ...string) bool {
+	deadline := time.Now().Add(d)
+	for !s.says(p, subs...) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+// checkAsked checks that each request made one execution and no message
+// was handled again: as many restarts on record as were asked for.
+func (s *stack) checkAsked() {
+	s.t.Helper()
+	var n int
+	if err := s.db.QueryRow(s.ctx, `SELECT count(*) FROM executions WHERE action = 'restart'`).Scan(&n); err != nil {
+		s.t.Fatal(err)
+	}
+	if n != s.asked {
+		s.t.Errorf("%d restarts on record, but %d were asked for", n, s.asked)
+	}
 }
 
 // log reads labsim's command log.
@@ -124,13 +173,19 @@ func (s *stack) audited(executionID, action string) int {
 	return n
 }
 
-// checkCards checks that every plan got exactly one card and that the bot
-// posted no card for anything else twice.
-func (s *stack) checkCards(plans []*plan) {
+// checkReplies checks that the bot answered no operator message twice:
+// no card posted twice, no old message handled again after a restart.
+func (s *stack) checkReplies() {
 	s.t.Helper()
-	for _, p := range plans {
-		if n := len(s.timeline.cardsFor(s.botUser, p.msg)); n != 1 {
-			s.t.Errorf("restart %s got %d cards, want 1", p.service, n)
+	ops := map[id.UserID]bool{}
+	for _, op := range s.operators {
+		ops[op.id] = true
+	}
+	for _, e := range s.timeline.snapshot() {
+		if ops[e.Sender] && e.isMessage() {
+			if n := len(s.timeline.cardsFor(s.botUser, e.ID)); n > 1 {
+				s.t.Errorf("the bot answered %q (%s) %d times", e.Body, e.ID, n)
+			}
 		}
 	}
 }
@@ -142,4 +197,3 @@ func (s *stack) says(p *plan, subs ...string) bool {
 	return contains(s.timeline.lastBody(s.botUser, p.card), subs...)
 }
 
-var _ = strings.Contains

@@ -140,18 +140,27 @@ func (tl *timeline) snapshot() []roomEvent {
 // waitFor returns the first event matching match, waiting up to d.
 func (tl *timeline) waitFor(what string, d time.Duration, match func(roomEvent) bool) roomEvent {
 	tl.t.Helper()
+	e, ok := tl.await(d, match)
+	if !ok {
+		tl.t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+	return e
+}
+
+// await is waitFor for any goroutine: ok is false when d passed.
+func (tl *timeline) await(d time.Duration, match func(roomEvent) bool) (roomEvent, bool) {
 	deadline := time.After(d)
 	for {
 		for _, e := range tl.snapshot() {
 			if match(e) {
-				return e
+				return e, true
 			}
 		}
 		select {
 		case <-tl.notify:
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		case <-deadline:
-			tl.t.Fatalf("timed out after %s waiting for %s", d, what)
+			return roomEvent{}, false
 		}
 	}
 }

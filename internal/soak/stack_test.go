@@ -76,6 +76,18 @@ type stack struct {
 	botUser   id.UserID
 	operators []*operator
 	timeline  *timeline
+	status    id.EventID
+	// asked counts the restarts asked for in the room.
+	asked int
+}
+
+// use points the stack's failures at t, the subtest now running; the
+// subtests share one stack and run one after another.
+func (s *stack) use(t *testing.T) {
+	s.t, s.timeline.t, s.bot.t, s.actuator.t = t, t, t, t
+	for _, op := range s.operators {
+		op.t = t
+	}
 }
 
 // stackOptions shape a stack.
@@ -123,7 +135,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.bot.start()
 	s.timeline = follow(t, s.operators[0].cli, s.room)
 	// The bot is ready once it answers in the room.
-	s.operators[0].say("status")
+	s.status = s.operators[0].say("status")
 	s.timeline.waitFor("the bot's first reply", 90*time.Second, func(e roomEvent) bool { return e.Sender == s.botUser && e.isMessage() })
 	return s
 }
@@ -246,9 +258,14 @@ func (s *stack) writeConfig(dbURL string) string {
 			"ssh_key_file": s.fleet.SSHKeyFile, "known_hosts_file": s.fleet.KnownHostsFile,
 			"journal_file": filepath.Join(s.dir, "journal"),
 		},
-		"orders":  map[string]any{"signing_key_file": k("orders.key"), "verify_key_file": k("orders.pub")},
 		"reports": map[string]any{"signing_key_file": k("reports.key"), "verify_key_file": k("reports.pub")},
 		"web":     map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))},
+		// The reconciler's timings short, so a lost Redis is repaired in
+		// seconds rather than a minute.
+		"orders": map[string]any{
+			"signing_key_file": k("orders.key"), "verify_key_file": k("orders.pub"),
+			"ack_timeout": "3s", "reconcile_interval": "1s",
+		},
 	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -304,6 +321,33 @@ func (r *role) start() {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
 	r.cmd, r.exited = cmd, exited
+}
+
+// running reports whether the process is still up.
+func (r *role) running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return false
+	}
+	select {
+	case <-r.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// checkUp checks that both roles are still running: they ride out a fault
+// of their own accord.
+func (s *stack) checkUp() {
+	s.t.Helper()
+	for _, r := range []*role{s.bot, s.actuator} {
+		if !r.running() {
+			s.t.Errorf("nomos %s exited during the fault instead of reconnecting", r.name)
+			r.start()
+		}
+	}
 }
 
 // kill SIGKILLs the process and waits for it to be gone.
