@@ -47,4 +47,3 @@ func botKilled(t *testing.T, s *stack) {
 	checkNoLateRuns(t, s, from, res.RunsSeen)
 	record(t, res)
 }
-

@@ -196,4 +196,3 @@ func (p *plan) String() string { return fmt.Sprintf("restart %s (card %s)", p.se
 func (s *stack) says(p *plan, subs ...string) bool {
 	return contains(s.timeline.lastBody(s.botUser, p.card), subs...)
 }
-
