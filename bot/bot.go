@@ -332,21 +332,30 @@ func (b *Bot) connect(ctx context.Context) error {
 // blocks the sync loop instead, and the event is handled once it is back.
 func (b *Bot) withStore(handle func(context.Context, *event.Event)) func(context.Context, *event.Event) {
 	return func(ctx context.Context, evt *event.Event) {
-		wait := 100 * time.Millisecond
-		for {
-			err := b.store.Ping(ctx)
-			if err == nil {
-				break
-			}
-			b.logger.Warn("database unreachable; holding the event until it answers", "event_id", evt.ID, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, 5*time.Second)
-		}
+		b.awaitStore(ctx)
 		handle(ctx, evt)
+	}
+}
+
+// awaitStore waits until Postgres answers and reports whether it had to:
+// false means the database was up, so an error just met was not its
+// absence.
+func (b *Bot) awaitStore(ctx context.Context) (waited bool) {
+	wait := 100 * time.Millisecond
+	for {
+		err := b.store.Ping(ctx)
+		if err == nil || ctx.Err() != nil {
+			return waited && err == nil
+		}
+		if !waited {
+			b.logger.Warn("database unreachable; waiting for it", "err", err)
+		}
+		waited = true
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 

@@ -17,7 +17,7 @@ func botKilled(t *testing.T, s *stack) {
 	for i := range res.Trials {
 		p := s.ask(s.operators[i%len(s.operators)], i)
 		p.op.approve(p.card.ID)
-		time.Sleep(between(0, 600*time.Millisecond))
+		time.Sleep(between(0, 300*time.Millisecond))
 		s.bot.kill()
 		x, _, _ := s.execution(p.card.ID)
 		if s.decisions(x.ID) == 0 {
