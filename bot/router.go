@@ -400,6 +400,9 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 		return
 	}
 	x, err := b.executionForCard(ctx, evt.RoomID, target)
+	for err != nil && b.awaitStore(ctx) {
+		x, err = b.executionForCard(ctx, evt.RoomID, target)
+	}
 	if err != nil {
 		return // reactions on anything but a card are not decisions
 	}

@@ -98,7 +98,9 @@ type stackOptions struct {
 
 func newStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
-	ctx := testenv.Context(t)
+	// The stack outlives testenv.Context's five minutes under make soak.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
+	t.Cleanup(cancel)
 	s := &stack{t: t, ctx: ctx, dir: t.TempDir()}
 	began := time.Now()
 	defer func() { t.Logf("stack up in %s", time.Since(began).Round(time.Millisecond)) }()
@@ -295,8 +297,12 @@ func newRole(t *testing.T, bin, config, name, dir string) *role {
 	t.Cleanup(func() {
 		r.stop()
 		if t.Failed() {
+			// The test's directory goes with it: keep the whole log.
 			data, _ := os.ReadFile(r.logPath)
-			t.Logf("%s.log (tail):\n%s", name, tail(string(data), 6000))
+			kept := filepath.Join(os.TempDir(), fmt.Sprintf("nomos-soak-%s-%d.log", name, time.Now().Unix()))
+			if err := os.WriteFile(kept, data, 0o644); err == nil {
+				t.Logf("%s.log kept in %s; its tail:\n%s", name, kept, tail(string(data), 3000))
+			}
 		}
 	})
 	return r
