@@ -164,15 +164,6 @@ func (s *stack) decisions(executionID string) int {
 	return n
 }
 
-// audited counts the audit entries of action for an execution.
-func (s *stack) audited(executionID, action string) int {
-	var n int
-	if err := s.db.QueryRow(s.ctx, `SELECT count(*) FROM audit_log WHERE execution_id = $1 AND action = $2`, executionID, action).Scan(&n); err != nil {
-		s.t.Fatal(err)
-	}
-	return n
-}
-
 // checkReplies checks that the bot answered no operator message twice:
 // no card posted twice, no old message handled again after a restart.
 func (s *stack) checkReplies() {
