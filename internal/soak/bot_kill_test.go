@@ -25,7 +25,9 @@ func botKilled(t *testing.T, s *stack) {
 		}
 		restarted := time.Now()
 		s.bot.start()
-		x, ended := s.awaitEnd(p, 90*time.Second)
+		// A report the killed bot had taken off the queue comes back only
+		// when asynq recovers its lease: up to a minute and a half.
+		x, ended := s.awaitEnd(p, 3*time.Minute)
 		n := runs(s.log(), p.logFrom, p.command)
 		res.RunsExpected++
 		res.RunsSeen += n
