@@ -8,6 +8,9 @@ import (
 // leaves the stack whole again for the next. A case's name selects it
 // alone, as in -run 'TestFaults/redis'.
 func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault suite runs the whole stack, Dendrite included; not in -short")
+	}
 	s := newStack(t, stackOptions{operators: 3})
 	cases := []struct {
 		name string
