@@ -151,6 +151,12 @@ func (x *execution) attempt(ctx context.Context, phase, cmd string, capture io.W
 		stdout = io.MultiWriter(x.out, capture)
 	}
 	x.stderr = &outputBuffer{}
+	// Journaled first, so that after a crash the actuator knows whether
+	// anything could have reached the host.
+	if err := x.a.journal.Sent(x.order.ExecutionID, x.a.now()); err != nil {
+		x.log.Error("journal the first command; not sending it", "err", err)
+		return -1, fmt.Errorf("%w: journal: %w", ErrNotSent, err)
+	}
 	code, err := x.a.runner.Run(ctx, x.order.Target.HostAddr, cmd, stdout, io.MultiWriter(x.out, x.stderr))
 	if err != nil {
 		x.log.Warn("command did not complete", "phase", phase, "error", err)

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 func actuatorKilled(t *testing.T, s *stack) {
 	res := result{Case: "actuator SIGKILLed mid-order", Trials: trials(4, 100)}
 	from := len(s.log())
-	unknown := 0
+	unknown, notSent := 0, 0
 	for i := range res.Trials {
 		p := s.ask(s.operators[0], i)
 		// Every other trial holds the command on the host, so the kill
@@ -55,6 +56,10 @@ func actuatorKilled(t *testing.T, s *stack) {
 			if n == 0 && !running {
 				t.Errorf("%s: outcome_unknown, but its command never reached the host", p)
 			}
+		case x.State == "failed" && n == 0 && strings.Contains(x.Error, "nothing ran"):
+			// Killed after it journaled the start and before it sent
+			// anything: the actuator knows nothing ran, and says so.
+			notSent++
 		case x.State != "succeeded":
 			res.LostDecisions++
 			t.Errorf("%s ended %s (%s), want succeeded or outcome_unknown", p, x.State, x.Error)
@@ -64,6 +69,9 @@ func actuatorKilled(t *testing.T, s *stack) {
 		}
 	}
 	res.Note = noteUnknown(unknown)
+	if notSent > 0 {
+		res.Note += fmt.Sprintf(", %d failed before anything was sent (nothing ran)", notSent)
+	}
 	checkNoLateRuns(t, s, from, res.RunsSeen)
 	record(t, res)
 }
