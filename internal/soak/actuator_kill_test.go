@@ -14,6 +14,8 @@ import (
 // running order and starts it again. Every order ends succeeded or
 // outcome_unknown, its command reached the host at most once, and
 // outcome_unknown only for an order whose command did reach the host.
+// One killed after it took the order but before it sent anything ends
+// failed, saying nothing ran: the actuator's journal knows.
 func actuatorKilled(t *testing.T, s *stack) {
 	res := result{Case: "actuator SIGKILLed mid-order", Trials: trials(4, 100)}
 	from := len(s.log())
