@@ -70,12 +70,31 @@ func record(t interface{ Logf(string, ...any) }, r result) {
 	if !full() && os.Getenv("NOMOS_SOAK_REPORT") == "" {
 		return
 	}
-	if err := os.WriteFile(filepath.Join("..", "..", "docs", "reliability.md"), []byte(renderReport(results)), 0o644); err != nil {
+	path := filepath.Join("..", "..", "docs", "reliability.md")
+	if err := os.WriteFile(path, []byte(renderReport(results, earlierRows(path))), 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "soak: write docs/reliability.md: %v\n", err)
 	}
 }
 
-func renderReport(rs map[string]result) string {
+// earlierRows reads the table rows of the report at path by case, so a
+// run of some cases (-run 'TestFaults/redis') keeps the others' figures.
+func earlierRows(path string) map[string]string {
+	rows := map[string]string{}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return rows
+	}
+	for line := range strings.Lines(string(data)) {
+		for _, name := range caseOrder {
+			if strings.HasPrefix(line, "| "+name+" |") && !strings.Contains(line, "| not run |") {
+				rows[name] = strings.TrimRight(line, "\n")
+			}
+		}
+	}
+	return rows
+}
+
+func renderReport(rs map[string]result, earlier map[string]string) string {
 	var b strings.Builder
 	b.WriteString(`# Reliability
 
@@ -106,7 +125,11 @@ the ops room and approves them with ✅.
 	for _, name := range caseOrder {
 		r, ok := rs[name]
 		if !ok {
-			fmt.Fprintf(&b, "| %s | not run | | | | | |\n", name)
+			if row, ok := earlier[name]; ok {
+				b.WriteString(row + " (earlier run)\n")
+			} else {
+				fmt.Fprintf(&b, "| %s | not run | | | | | |\n", name)
+			}
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s |\n", r.Case, r.Trials, r.RunsExpected, r.RunsSeen, r.LostDecisions, recovery(r.Recover), r.Note)
