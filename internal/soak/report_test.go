@@ -87,7 +87,8 @@ func earlierRows(path string) map[string]string {
 	for line := range strings.Lines(string(data)) {
 		for _, name := range caseOrder {
 			if strings.HasPrefix(line, "| "+name+" |") && !strings.Contains(line, "| not run |") {
-				rows[name] = strings.TrimRight(line, "\n")
+				row := strings.ReplaceAll(strings.TrimRight(line, "\n"), " (earlier run)", "")
+				rows[name] = strings.TrimSuffix(row, " |") + " (earlier run) |"
 			}
 		}
 	}
@@ -126,7 +127,7 @@ the ops room and approves them with ✅.
 		r, ok := rs[name]
 		if !ok {
 			if row, ok := earlier[name]; ok {
-				b.WriteString(row + " (earlier run)\n")
+				b.WriteString(row + "\n")
 			} else {
 				fmt.Fprintf(&b, "| %s | not run | | | | | |\n", name)
 			}
