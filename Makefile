@@ -63,6 +63,11 @@ test: prepare ## vet, then run the whole test suite against real services
 	# grammar and checks that none classifies read_only.
 	$(GO) test -run '^$$' -fuzz FuzzClassifyDangerous -fuzztime $(FUZZTIME) ./policy/
 
+.PHONY: soak
+soak: prepare ## the fault suite at full counts (about an hour); writes docs/reliability.md
+	NOMOS_SOAK=1 $(GO) test -count=1 -timeout 3h -run '^TestFaults$$' ./internal/soak/
+	@cat docs/reliability.md
+
 .PHONY: test/race
 test/race: prepare ## the test suite with the race detector (needs cgo)
 	CGO_ENABLED=1 $(GO) test -race $(DEV_TAGS) $(GO_TEST_FLAGS) ./...

@@ -375,7 +375,8 @@ func (a *Actuator) activeCount() int {
 }
 
 // recover reports every execution the journal saw start but not finish as
-// outcome_unknown, then marks it finished. The mark follows the report, so
+// outcome_unknown (or failed, when no command of it was sent), then marks
+// it finished. The mark follows the report, so
 // a crash in between reports it again rather than never.
 func (a *Actuator) recover(ctx context.Context) error {
 	for _, u := range a.journal.Unfinished() {
@@ -388,13 +389,18 @@ func (a *Actuator) recover(ctx context.Context) error {
 			StartedAt:  u.StartedAt,
 			FinishedAt: now,
 		}
+		if !u.Sent {
+			res.Status = tasks.StatusFailed
+			res.Error = fmt.Sprintf("The actuator stopped before it sent any command of this execution to the host (it started at %s): "+
+				"nothing ran. Ask again to try it.", u.StartedAt.UTC().Format(time.RFC3339))
+		}
 		if err := a.deliverResult(ctx, res); err != nil {
 			return fmt.Errorf("recover execution %s: %w", u.ID, err)
 		}
 		if err := a.journal.Finish(u.ID, res.Status); err != nil {
 			return fmt.Errorf("recover execution %s: %w", u.ID, err)
 		}
-		a.log.Warn("reported an execution interrupted by a stop as outcome_unknown", "execution_id", u.ID, "started_at", u.StartedAt)
+		a.log.Warn("reported an execution interrupted by a stop", "execution_id", u.ID, "started_at", u.StartedAt, "status", res.Status)
 	}
 	return nil
 }

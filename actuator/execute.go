@@ -152,6 +152,16 @@ func (x *execution) attempt(ctx context.Context, phase, cmd string, capture io.W
 		stdout = io.MultiWriter(x.out, capture)
 	}
 	x.stderr = &outputBuffer{}
+	// Journaled at the last moment before the command goes out, so that
+	// after a crash the actuator knows whether anything could have
+	// reached the host.
+	ctx = WithBeforeSend(ctx, func() error {
+		if err := x.a.journal.Sent(x.order.ExecutionID, x.a.now()); err != nil {
+			x.log.Error("journal the first command; not sending it", "err", err)
+			return fmt.Errorf("journal: %w", err)
+		}
+		return nil
+	})
 	code, err := x.a.runner.Run(ctx, x.order.Target.HostAddr, cmd, stdout, io.MultiWriter(x.out, x.stderr))
 	if err != nil {
 		x.log.Warn("command did not complete", "phase", phase, "err", err)

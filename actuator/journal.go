@@ -28,13 +28,18 @@ func validExecutionID(id string) bool { return executionIDRE.MatchString(id) }
 // wrote it returns:
 //
 //	started <id> <rfc3339>
+//	sent <id> <rfc3339>
 //	finished <id> <status>
+//
+// sent is written just before the execution's first command goes to the
+// host: an execution that started but has no sent line never reached it.
 type journal struct {
 	path string
 
 	mu       sync.Mutex
 	f        *os.File
 	started  map[string]time.Time
+	sent     map[string]bool
 	finished map[string]tasks.Status
 	order    []string // started ids, in journal order
 }
@@ -43,6 +48,8 @@ type journal struct {
 type unfinished struct {
 	ID        string
 	StartedAt time.Time
+	// Sent is false when no command of it was sent to the host.
+	Sent bool
 }
 
 // openJournal reads the journal at path, creating it and its directory if
@@ -60,7 +67,7 @@ func openJournal(path string, now time.Time) (*journal, error) {
 	if err != nil && !created {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
-	j := &journal{path: path, started: map[string]time.Time{}, finished: map[string]tasks.Status{}}
+	j := &journal{path: path, started: map[string]time.Time{}, sent: map[string]bool{}, finished: map[string]tasks.Status{}}
 	good := len(data)
 	var torn string
 	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
@@ -131,6 +138,11 @@ func (j *journal) apply(line string) error {
 		if !j.seen(f[1]) {
 			j.start(f[1], at)
 		}
+	case "sent":
+		if !j.seen(f[1]) {
+			return fmt.Errorf("%s sent but never started", f[1])
+		}
+		j.sent[f[1]] = true
 	case "finished":
 		if !j.seen(f[1]) {
 			return fmt.Errorf("%s finished but never started", f[1])
@@ -176,6 +188,22 @@ func (j *journal) Begin(id string, at time.Time) error {
 	return j.append("started " + id + " " + at.UTC().Format(time.RFC3339Nano) + "\n")
 }
 
+// Sent records, before the first command of id goes to the host, that
+// one may have, and syncs it to disk. The command must not be sent if it
+// fails. A torn line reads back as not sent, rightly: the command was not.
+func (j *journal) Sent(id string, at time.Time) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.sent[id] {
+		return nil
+	}
+	if err := j.append("sent " + id + " " + at.UTC().Format(time.RFC3339Nano) + "\n"); err != nil {
+		return err
+	}
+	j.sent[id] = true
+	return nil
+}
+
 // Finish records how id ended and syncs it to disk.
 func (j *journal) Finish(id string, status tasks.Status) error {
 	if strings.ContainsAny(string(status), " \n") || status == "" {
@@ -201,7 +229,7 @@ func (j *journal) Unfinished() []unfinished {
 	var out []unfinished
 	for _, id := range j.order {
 		if _, ok := j.finished[id]; !ok {
-			out = append(out, unfinished{ID: id, StartedAt: j.started[id]})
+			out = append(out, unfinished{ID: id, StartedAt: j.started[id], Sent: j.sent[id]})
 		}
 	}
 	return out

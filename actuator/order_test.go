@@ -160,7 +160,8 @@ func TestRefusedOrdersRunNothing(t *testing.T) {
 
 	diff(t, "labsim saw only the good order", last.Steps, commandLines(b.commands(t)))
 	journal := b.journalOnce(t, func(j string) bool { return strings.Contains(j, "finished x-after ") })
-	diff(t, "journal lines", 2, strings.Count(journal, "\n"))
+	// started, sent (just before its command went out) and finished.
+	diff(t, "journal lines", 3, strings.Count(journal, "\n"))
 }
 
 func TestHostKeyRefused(t *testing.T) {
@@ -212,7 +213,10 @@ func TestInterruptedExecutionIsReportedOnce(t *testing.T) {
 		if err := os.MkdirAll(b.dir+"/actuator", 0o700); err != nil {
 			t.Fatal(err)
 		}
-		line := "started x-crash " + started.Format(time.RFC3339) + "\n"
+		// x-crash had sent its command; x-unsent died before it sent any.
+		line := "started x-crash " + started.Format(time.RFC3339) + "\n" +
+			"sent x-crash " + started.Format(time.RFC3339) + "\n" +
+			"started x-unsent " + started.Format(time.RFC3339) + "\n"
 		if err := os.WriteFile(b.journal, []byte(line), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -221,6 +225,11 @@ func TestInterruptedExecutionIsReportedOnce(t *testing.T) {
 	diff(t, "status", tasks.StatusOutcomeUnknown, res.Status)
 	contains(t, "error", res.Error, "actuator stopped while this execution was running", "reconciled")
 	diff(t, "started at", started, res.StartedAt.UTC())
+	// Nothing of x-unsent reached the host: not outcome_unknown, but
+	// failed, saying that nothing ran.
+	unsent := b.results.result(t, "x-unsent")
+	diff(t, "status of an order that sent nothing", tasks.StatusFailed, unsent.Status)
+	contains(t, "error", unsent.Error, "before it sent any command", "nothing ran")
 
 	// Once reported, a restart does not report it again.
 	b.restart(t)

@@ -111,6 +111,16 @@ func NewSSHRunner(cfg SSHConfig) (*SSHRunner, error) {
 	}, nil
 }
 
+// beforeSendKey carries a func(), called with the session open and just
+// before the command is sent: the last moment at which nothing has.
+type beforeSendKey struct{}
+
+// WithBeforeSend returns a context under which Run calls fn right before
+// it sends the command, and sends nothing if fn fails.
+func WithBeforeSend(ctx context.Context, fn func() error) context.Context {
+	return context.WithValue(ctx, beforeSendKey{}, fn)
+}
+
 // Run implements Runner. Output is copied to stdout and stderr as it
 // arrives; they may be the same writer, which must then be safe for
 // concurrent use.
@@ -123,6 +133,11 @@ func (r *SSHRunner) Run(ctx context.Context, addr, command string, stdout, stder
 	sess.Stdout, sess.Stderr = stdout, stderr
 	if err := ctx.Err(); err != nil {
 		return -1, fmt.Errorf("%w to %s: %w", ErrNotSent, addr, context.Cause(ctx))
+	}
+	if before, ok := ctx.Value(beforeSendKey{}).(func() error); ok {
+		if err := before(); err != nil {
+			return -1, fmt.Errorf("%w to %s: %w", ErrNotSent, addr, err)
+		}
 	}
 	if err := sess.Start(command); err != nil {
 		// A failure to send the exec request leaves us not knowing whether

@@ -30,6 +30,11 @@ func (b *Bot) verifiedOnly(ctx context.Context, room id.RoomID) bool {
 		return false
 	}
 	enc, err := b.cli.StateStore.IsEncrypted(ctx, room)
+	for err != nil && b.awaitStore(ctx) {
+		// Postgres went away and is back: ask again rather than refuse an
+		// approval for a moment's outage.
+		enc, err = b.cli.StateStore.IsEncrypted(ctx, room)
+	}
 	if err != nil {
 		// Not knowing is treated as encrypted: the stricter rule.
 		b.logger.Warn("room encryption state", "room_id", room, "err", err)

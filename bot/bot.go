@@ -360,11 +360,44 @@ func (b *Bot) connect(ctx context.Context) error {
 		b.logger.Warn("cross-signing not set up; Element will show the device as unverified", "err", err)
 	}
 	syncer := cli.Syncer.(mautrix.ExtensibleSyncer)
-	syncer.OnEventType(event.StateMember, b.onMember)
-	syncer.OnEventType(event.EventMessage, b.onMessage)
-	syncer.OnEventType(event.EventReaction, b.onReaction)
-	syncer.OnEventType(event.EventRedaction, b.onRedaction)
+	syncer.OnEventType(event.StateMember, b.withStore(b.onMember))
+	syncer.OnEventType(event.EventMessage, b.withStore(b.onMessage))
+	syncer.OnEventType(event.EventReaction, b.withStore(b.onReaction))
+	syncer.OnEventType(event.EventRedaction, b.withStore(b.onRedaction))
 	return nil
+}
+
+// withStore holds an event until Postgres answers. A handler that meets
+// a database down takes the event for no decision and moves on, so an
+// approval sent while Postgres restarts would be lost; waiting here
+// blocks the sync loop instead, and the event is handled once it is back.
+func (b *Bot) withStore(handle func(context.Context, *event.Event)) func(context.Context, *event.Event) {
+	return func(ctx context.Context, evt *event.Event) {
+		b.awaitStore(ctx)
+		handle(ctx, evt)
+	}
+}
+
+// awaitStore waits until Postgres answers and reports whether it had to:
+// false means the database was up, so an error just met was not its
+// absence.
+func (b *Bot) awaitStore(ctx context.Context) (waited bool) {
+	wait := 100 * time.Millisecond
+	for {
+		err := b.store.Ping(ctx)
+		if err == nil || ctx.Err() != nil {
+			return waited && err == nil
+		}
+		if !waited {
+			b.logger.Warn("database unreachable; waiting for it", "err", err)
+		}
+		waited = true
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // deferredSyncStore persists a sync token only once the response that

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"time"
@@ -95,10 +96,18 @@ func cardMsgType(x store.Execution) event.MessageType {
 }
 
 // editCard renders the execution's current state into its card.
-func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) {
+// It returns an error when the card should be edited again later: the
+// homeserver or the database did not answer.
+func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) error {
 	x, err := b.store.GetExecution(ctx, execID)
-	if err != nil || x.CardEventID == "" || x.RoomID == "" {
-		return
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	if x.CardEventID == "" || x.RoomID == "" {
+		return nil
 	}
 	p, err := b.exec.Describe(ctx, x)
 	if err != nil {
@@ -107,8 +116,10 @@ func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) {
 	}
 	plain, htm := RenderCard(b.cardView(ctx, p))
 	if err := b.editMessage(ctx, id.RoomID(x.RoomID), id.EventID(x.CardEventID), cardMsgType(x), plain, htm); err != nil {
-		b.logger.Warn("edit card", "execution_id", execID, "err", err)
+		b.logger.Warn("edit card; trying again", "execution_id", execID, "err", err)
+		return err
 	}
+	return nil
 }
 
 func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {

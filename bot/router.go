@@ -400,6 +400,9 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 		return
 	}
 	x, err := b.executionForCard(ctx, evt.RoomID, target)
+	for err != nil && b.awaitStore(ctx) {
+		x, err = b.executionForCard(ctx, evt.RoomID, target)
+	}
 	if err != nil {
 		return // reactions on anything but a card are not decisions
 	}
@@ -422,10 +425,15 @@ func (b *Bot) decide(ctx context.Context, evt *event.Event, x store.Execution, d
 	}
 	dec := executions.Decision{ExecutionID: x.ID, By: evt.Sender.String(), Method: m, EventID: evt.ID.String(), Phrase: phrase}
 	var err error
-	if d == policy.Approve {
-		_, err = b.exec.Approve(ctx, dec)
-	} else {
-		_, err = b.exec.Deny(ctx, dec)
+	// The event is claimed already: a decision cut off by Postgres going
+	// away is tried again once it is back, or it would be lost. A retry of
+	// one that did commit meets the first decision and is refused as such.
+	for retry := true; retry; retry = err != nil && b.awaitStore(ctx) {
+		if d == policy.Approve {
+			_, err = b.exec.Approve(ctx, dec)
+		} else {
+			_, err = b.exec.Deny(ctx, dec)
+		}
 	}
 	if err == nil {
 		b.cards.update(x.ID)

@@ -113,10 +113,36 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
 	}
 	_, err = s.cfg.Queue.EnqueueContext(ctx, tasks.NewRunTask(order.Site, x.ID.String(), envelope))
+	if errors.Is(err, asynq.ErrTaskIDConflict) && s.reviveArchived(order.Site, x.ID.String()) {
+		_, err = s.cfg.Queue.EnqueueContext(ctx, tasks.NewRunTask(order.Site, x.ID.String(), envelope))
+	}
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("dispatch execution %s: enqueue: %w", x.ID, err)
 	}
 	return nil
+}
+
+// reviveArchived deletes the order with task id id when asynq archived
+// it, and reports whether it did. An order is archived when the actuator
+// that took it died before it finished (orders are never retried by
+// asynq), and its id then blocks every resend. Sending it again is safe:
+// if that actuator had begun it, its journal refuses the copy and reports
+// outcome_unknown; if not, the order runs now rather than never.
+func (s *Service) reviveArchived(site, id string) bool {
+	if s.cfg.Inspector == nil {
+		return false
+	}
+	queue := tasks.OrderQueue(site)
+	info, err := s.cfg.Inspector.GetTaskInfo(queue, id)
+	if err != nil || info.State != asynq.TaskStateArchived {
+		return false
+	}
+	if err := s.cfg.Inspector.DeleteTask(queue, id); err != nil {
+		s.logger.Warn("delete an archived order to send it again", "execution_id", id, "err", err)
+		return false
+	}
+	s.logger.Info("an order the actuator took and never finished is sent again", "execution_id", id)
+	return true
 }
 
 // checkTurn checks that a step of a plan of several may go out: the

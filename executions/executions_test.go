@@ -116,7 +116,7 @@ func setup(t testing.TB) *bundle {
 	}
 	q := &flakyQueue{next: client}
 	svc, err := executions.New(executions.Config{
-		Store: st, Queue: q, SigningKey: keys.OrderSigning, ReportVerifyKey: keys.ReportVerify, Rules: rules,
+		Store: st, Queue: q, Inspector: inspector, SigningKey: keys.OrderSigning, ReportVerifyKey: keys.ReportVerify, Rules: rules,
 		Logger: testenv.Logger(t), Clock: clk.Now,
 	})
 	if err != nil {
@@ -569,6 +569,33 @@ func TestReconcilerRecoversLostDispatches(t *testing.T) {
 	got, err = b.svc.Reconciled(b.ctx, x.ID, operator, "jellyfin was restarted; verified by hand")
 	if err != nil || got.State != store.StateReconciled {
 		t.Errorf("reconciled: %s %v", got.State, err)
+	}
+}
+
+// TestReconcilerResendsAnArchivedOrder: an actuator took the order and
+// was SIGKILLed before it began; asynq archives such a task (orders are
+// never retried by asynq) and its id would block every resend, leaving
+// the order to end outcome_unknown though it never ran. The reconciler
+// replaces it. Found by the soak's actuator case.
+func TestReconcilerResendsAnArchivedOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+		t.Fatal(err)
+	}
+	b.queuedOrder(t, x.ID)
+	if err := b.inspector.ArchiveTask(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(45 * time.Second)
+	rep, err := b.svc.Reconcile(b.ctx)
+	if err != nil || rep.Resent != 1 {
+		t.Fatalf("reconcile = %+v %v, want one resend", rep, err)
+	}
+	info, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String())
+	if err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("after the resend the order is %v (%v), want pending again", info, err)
 	}
 }
 

@@ -32,12 +32,25 @@ type Enqueuer interface {
 
 var _ Enqueuer = (*asynq.Client)(nil)
 
+// TaskInspector reads and deletes a queued task: an *asynq.Inspector.
+type TaskInspector interface {
+	GetTaskInfo(queue, id string) (*asynq.TaskInfo, error)
+	DeleteTask(queue, id string) error
+}
+
+var _ TaskInspector = (*asynq.Inspector)(nil)
+
 // Config configures a Service.
 type Config struct {
 	// Store is the source of truth. Required.
 	Store *store.Store
 	// Queue carries signed orders to the actuator. Required.
 	Queue Enqueuer
+	// Inspector lets a resend replace an order asynq archived: one the
+	// actuator took and died holding, which asynq will not retry. Without
+	// it such an order waits out its TTL and ends outcome_unknown.
+	// Optional.
+	Inspector TaskInspector
 	// SigningKey signs orders and probe requests; the actuator holds its
 	// public half. Required.
 	SigningKey ed25519.PrivateKey

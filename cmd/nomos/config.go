@@ -160,6 +160,12 @@ type OrdersConfig struct {
 	// (docs/operations.md, "Rotating keys").
 	PreviousVerifyKeyFile string        `koanf:"previous_verify_key_file"`
 	TTL                   time.Duration `koanf:"ttl"`
+	// AckTimeout is how long a dispatched order may go unacknowledged
+	// before the reconciler sends it again from Postgres (a lost Redis);
+	// ReconcileInterval is how often the reconciler looks. Defaults 30s
+	// and 1m.
+	AckTimeout        time.Duration `koanf:"ack_timeout"`
+	ReconcileInterval time.Duration `koanf:"reconcile_interval"`
 }
 
 // ReportsConfig holds the Ed25519 keys that sign and verify what the
@@ -299,6 +305,8 @@ var defaults = map[string]any{
 	"actuator.name":             "actuator",
 	"actuator.site":             "default",
 	"orders.ttl":                "15m",
+	"orders.ack_timeout":        "30s",
+	"orders.reconcile_interval": "1m",
 	"web.listen":                "127.0.0.1:8080",
 	"mcp.request_rate":          10,
 	"mcp.request_burst":         5,
@@ -593,6 +601,12 @@ func (c *Config) validateKeys(n need, bad func(string, string, ...any)) {
 	if n.verify {
 		checkFile(bad, "orders.verify_key_file", c.Orders.VerifyKeyFile)
 		checkPreviousKey(bad, "orders", c.Orders.VerifyKeyFile, c.Orders.PreviousVerifyKeyFile)
+	}
+	if n.signing && (c.Orders.AckTimeout < time.Second || c.Orders.AckTimeout > c.Orders.TTL) {
+		bad("orders.ack_timeout", "want a duration between 1s and orders.ttl (%s), got %s", c.Orders.TTL, c.Orders.AckTimeout)
+	}
+	if n.signing && (c.Orders.ReconcileInterval < time.Second || c.Orders.ReconcileInterval > time.Hour) {
+		bad("orders.reconcile_interval", "want a duration between 1s and 1h, got %s", c.Orders.ReconcileInterval)
 	}
 	if (n.signing || n.verify) && (c.Orders.TTL < time.Minute || c.Orders.TTL > tasks.MaxOrderTTL) {
 		bad("orders.ttl", "want a duration between 1m and 1h, got %s: an order stays valid that long, and the actuator refuses one valid for more than an hour", c.Orders.TTL)

@@ -21,7 +21,9 @@ type lifecycle struct {
 	store *store.Store
 	redis asynq.RedisConnOpt
 	queue *asynq.Client
-	execs *executions.Service
+	// inspector lets the reconciler replace an order asynq archived.
+	inspector *asynq.Inspector
+	execs     *executions.Service
 	// metrics are the process's own figures, fed by every part it builds.
 	metrics *metrics.Metrics
 }
@@ -36,7 +38,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		st.Close()
 		return nil, fmt.Errorf("redis.url: %w", err)
 	}
-	l := &lifecycle{store: st, redis: redisOpt, queue: asynq.NewClient(redisOpt), metrics: metrics.New()}
+	l := &lifecycle{store: st, redis: redisOpt, queue: asynq.NewClient(redisOpt), inspector: asynq.NewInspector(redisOpt), metrics: metrics.New()}
 	signingKey, err := tasks.LoadSigningKey(cfg.Orders.SigningKeyFile)
 	if err != nil {
 		l.Close()
@@ -69,8 +71,8 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		return nil, fmt.Errorf("approvals.destructive_quorum: %d needs between 1 and the %d operators in matrix.operators", q, len(cfg.Matrix.Operators))
 	}
 	l.execs, err = executions.New(executions.Config{
-		Store: st, Queue: l.queue, SigningKey: signingKey, ReportVerifyKey: reportKey, PreviousReportVerifyKey: previousReportKey, Actuator: cfg.Actuator.Name, Rules: rules,
-		OrderTTL: cfg.Orders.TTL, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
+		Store: st, Queue: l.queue, Inspector: l.inspector, SigningKey: signingKey, ReportVerifyKey: reportKey, PreviousReportVerifyKey: previousReportKey, Actuator: cfg.Actuator.Name, Rules: rules,
+		OrderTTL: cfg.Orders.TTL, AckTimeout: cfg.Orders.AckTimeout, ReconcileInterval: cfg.Orders.ReconcileInterval, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
 		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
 	})
 	if err != nil {
@@ -82,5 +84,6 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 
 func (l *lifecycle) Close() {
 	l.queue.Close()
+	l.inspector.Close()
 	l.store.Close()
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/pem"
 	"fmt"
@@ -128,10 +129,14 @@ func StartFleet(t testing.TB, seed *store.Seed, opts ...FleetOption) *Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Sim.Start(Context(t)); err != nil {
+	// Not Context(t): labsim serves until the test ends, however long
+	// (the fault suite runs for an hour), and Close stops it.
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := f.Sim.Start(ctx); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Sim.Close() })
+	t.Cleanup(func() { f.Sim.Close(); cancel() })
 	f.KnownHostsFile = filepath.Join(dir, "known_hosts")
 	if err := labsim.WriteKnownHosts(f.KnownHostsFile, f.Sim.KnownHostsLines()); err != nil {
 		t.Fatal(err)
