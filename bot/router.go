@@ -54,10 +54,7 @@ func (b *Bot) onMember(ctx context.Context, evt *event.Event) {
 // claim de-duplicates events by id and skips those older than the bot's
 // first sync, so neither a restart nor a first start acts on old history.
 func (b *Bot) claim(ctx context.Context, evt *event.Event) bool {
-	if evt.Sender == b.cli.UserID {
-		return false
-	}
-	if time.UnixMilli(evt.Timestamp).Before(b.startedAt.Add(-time.Minute)) {
+	if !b.current(evt) {
 		return false
 	}
 	ok, err := b.store.MarkEventHandled(ctx, evt.RoomID.String(), evt.ID.String())
@@ -66,6 +63,34 @@ func (b *Bot) claim(ctx context.Context, evt *event.Event) bool {
 		return false
 	}
 	return ok
+}
+
+// claimDecision is claim for an event that carries a decision: a decision
+// that the bot was handling when it died is claimed again when the sync
+// replays, instead of being lost. finishDecision ends the claim. Deciding
+// twice is safe, since the first decision on a plan is the only one.
+func (b *Bot) claimDecision(ctx context.Context, evt *event.Event) bool {
+	if !b.current(evt) {
+		return false
+	}
+	ok, err := b.store.ClaimEvent(ctx, evt.RoomID.String(), evt.ID.String())
+	if err != nil {
+		b.logger.Error("claim a decision", "event_id", evt.ID, "err", err)
+		return false
+	}
+	return ok
+}
+
+func (b *Bot) finishDecision(ctx context.Context, evt *event.Event) {
+	if err := b.store.FinishEvent(ctx, evt.ID.String()); err != nil {
+		b.logger.Error("finish a decision", "event_id", evt.ID, "err", err)
+	}
+}
+
+// current reports whether evt is someone else's and no older than the
+// bot's first sync.
+func (b *Bot) current(evt *event.Event) bool {
+	return evt.Sender != b.cli.UserID && !time.UnixMilli(evt.Timestamp).Before(b.startedAt.Add(-time.Minute))
 }
 
 func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
@@ -406,8 +431,12 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 	if err != nil {
 		return // reactions on anything but a card are not decisions
 	}
-	if !b.claim(ctx, evt) {
+	if !b.claimDecision(ctx, evt) {
 		return
+	}
+	defer b.finishDecision(ctx, evt)
+	if x.Approval != nil && x.Approval.EventID == evt.ID.String() {
+		return // decided by this very reaction before the bot restarted
 	}
 	if b.isOperator(evt.Sender) {
 		b.mu.Lock()

@@ -12,12 +12,34 @@ import (
 // MarkEventHandled records that the bot handled a Matrix event. It returns
 // false when the event was already recorded, so the caller skips it.
 func (s *Store) MarkEventHandled(ctx context.Context, roomID, eventID string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO bot_handled_events (event_id, room_id, handled_at) VALUES ($1, $2, $3)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO bot_handled_events (event_id, room_id, handled_at, done_at) VALUES ($1, $2, $3, $3)
 		ON CONFLICT DO NOTHING`, eventID, roomID, s.now())
 	if err != nil {
 		return false, fmt.Errorf("mark event %s handled: %w", eventID, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// ClaimEvent claims an event whose handling may safely run again, such
+// as a decision: it reports true for an event never claimed, and for one
+// claimed by a handler that never finished (the bot died mid-way), so
+// that a replayed sync handles it again. FinishEvent ends the claim.
+func (s *Store) ClaimEvent(ctx context.Context, roomID, eventID string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO bot_handled_events (event_id, room_id, handled_at) VALUES ($1, $2, $3)
+		ON CONFLICT (event_id) DO UPDATE SET handled_at = EXCLUDED.handled_at WHERE bot_handled_events.done_at IS NULL`,
+		eventID, roomID, s.now())
+	if err != nil {
+		return false, fmt.Errorf("claim event %s: %w", eventID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// FinishEvent records that a claimed event's handling ended.
+func (s *Store) FinishEvent(ctx context.Context, eventID string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE bot_handled_events SET done_at = $2 WHERE event_id = $1`, eventID, s.now()); err != nil {
+		return fmt.Errorf("finish event %s: %w", eventID, err)
+	}
+	return nil
 }
 
 // EventHandled reports whether the bot already handled an event.
