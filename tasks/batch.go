@@ -64,5 +64,21 @@ func ResultsServerConfig(cfg asynq.Config) asynq.Config {
 	cfg.GroupGracePeriod = cmp.Or(cfg.GroupGracePeriod, time.Second)
 	cfg.GroupMaxDelay = cmp.Or(cfg.GroupMaxDelay, 2*time.Second)
 	cfg.GroupMaxSize = cmp.Or(cfg.GroupMaxSize, MaxCheckResultBatch)
+	if cfg.RetryDelayFunc == nil {
+		cfg.RetryDelayFunc = ResultRetryDelay
+	}
 	return cfg
+}
+
+// ResultRetryDelay is how long a report that could not be stored waits
+// before it is tried again. A report fails when Postgres is away, most
+// often for a restart of seconds: it is tried again after 1, 2, 4 … 128
+// seconds, so results reach their cards soon after the database is back,
+// and then on asynq's own schedule, which stretches over days, so a long
+// outage loses no result either.
+func ResultRetryDelay(n int, err error, t *asynq.Task) time.Duration {
+	if n < 8 {
+		return time.Duration(1<<n) * time.Second
+	}
+	return asynq.DefaultRetryDelayFunc(n, err, t)
 }
