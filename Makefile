@@ -68,6 +68,10 @@ soak: prepare ## the fault suite at full counts (about an hour); writes docs/rel
 	NOMOS_SOAK=1 $(GO) test -count=1 -timeout 3h -run '^TestFaults$$' ./internal/soak/
 	@cat docs/reliability.md
 
+.PHONY: test/short
+test/short: ## the fast half of the tests: everything but what needs the homeserver, a browser or the built binary
+	$(GO) test $(DEV_TAGS) -short -count=1 ./...
+
 .PHONY: test/race
 test/race: prepare ## the test suite with the race detector (needs cgo)
 	CGO_ENABLED=1 $(GO) test -race $(DEV_TAGS) $(GO_TEST_FLAGS) ./...
