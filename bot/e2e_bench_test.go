@@ -133,7 +133,9 @@ func startEcho(b *testing.B, bun *bundle) id.RoomID {
 }
 
 // BenchmarkE2EResultToContinuation measures the time from a result being
-// enqueued on nomos:results to the model being asked to continue.
+// enqueued on nomos:results to the model being asked to continue, and the
+// floor in the same run: a bare asynq round trip (queue-floor), polled as
+// the bot polls the results queue.
 func BenchmarkE2EResultToContinuation(b *testing.B) {
 	llm := testenv.NewScriptedLLM(b)
 	bun := setup(b, withLLM(llm))
@@ -183,5 +185,11 @@ func BenchmarkE2EResultToContinuation(b *testing.B) {
 		}
 		lat = append(lat, reqs[before].At.Sub(enqueued))
 	}
+	queueFloor := testenv.QueueFloor(b, bun.redis, tasks.PollInterval)
+	var floor []time.Duration
+	for range lat {
+		floor = append(floor, queueFloor())
+	}
 	testenv.ReportPercentiles(b, "result-to-llm", lat)
+	testenv.ReportPercentiles(b, "queue-floor", floor)
 }
