@@ -74,8 +74,8 @@ type Config struct {
 	// running execution, output or not. Default 10s.
 	HeartbeatInterval time.Duration
 	// TaskCheckInterval is how often idle queues are polled for new work.
-	// Default 20ms; asynq's own default of 1s adds a second to every
-	// order.
+	// Default tasks.PollInterval (10ms); asynq's own default of 1s adds a
+	// second to every order.
 	TaskCheckInterval time.Duration
 	// RetryDelay is the pause between attempts of the DNS gate and of apt
 	// during pct_create. Default 5s.
@@ -130,7 +130,7 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)
 	cfg.ProgressInterval = cmp.Or(cfg.ProgressInterval, 2*time.Second)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, 10*time.Second)
-	cfg.TaskCheckInterval = cmp.Or(cfg.TaskCheckInterval, 20*time.Millisecond)
+	cfg.TaskCheckInterval = cmp.Or(cfg.TaskCheckInterval, tasks.PollInterval)
 	cfg.RetryDelay = cmp.Or(cfg.RetryDelay, 5*time.Second)
 	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, 10*time.Second)
 	if cfg.Clock == nil {

@@ -251,7 +251,7 @@ func (b *Bot) startMatrix(ctx context.Context) error {
 func (b *Bot) startResults(context.Context) error {
 	b.results = asynq.NewServer(b.cfg.Redis, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency:       4,
-		TaskCheckInterval: 20 * time.Millisecond, // results re-invoke the agent; a poll delay is felt
+		TaskCheckInterval: tasks.PollInterval, // results re-invoke the agent; a poll delay is felt
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
 	}))

@@ -292,11 +292,17 @@ func (b *bundle) startBot(t testing.TB) {
 // say sends a message as u and returns its event id.
 func (b *bundle) say(t testing.TB, u *testenv.MatrixUser, text string, replyTo id.EventID) id.EventID {
 	t.Helper()
+	return b.sayIn(t, b.room, u, text, replyTo)
+}
+
+// sayIn is say in any room.
+func (b *bundle) sayIn(t testing.TB, room id.RoomID, u *testenv.MatrixUser, text string, replyTo id.EventID) id.EventID {
+	t.Helper()
 	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
 	if replyTo != "" {
 		content.RelatesTo = (&event.RelatesTo{}).SetReplyTo(replyTo)
 	}
-	resp, err := u.Client.SendMessageEvent(b.ctx, b.room, event.EventMessage, content)
+	resp, err := u.Client.SendMessageEvent(b.ctx, room, event.EventMessage, content)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
@@ -52,13 +54,17 @@ func (tl *timeline) next(b *testing.B, what string, match func(*event.Event) boo
 }
 
 // BenchmarkE2EMessageToCard measures, as a second client sees it, the time
-// from an operator's "restart jellyfin" to the bot's plan card, and the
-// homeserver's own floor in the same run: the time for the operator's
-// message itself to reach that client. Nomos's share is the difference.
+// from an operator's "restart jellyfin" to the bot's plan card, and two
+// floors in the same run: the homeserver's, the time for the operator's
+// message itself to reach that client, and the echo floor, what a bare
+// mautrix bot on the same homeserver adds to answer a message in another
+// room. Nomos's share (nomos-added) is the card's time past the message's;
+// echo-added is the least any bot could add on this stack.
 func BenchmarkE2EMessageToCard(b *testing.B) {
 	bun := setup(b)
+	echoRoom := startEcho(b, bun)
 	tl := followRoom(b, bun)
-	var total, floor, added []time.Duration
+	var total, floor, added, echoed []time.Duration
 	for b.Loop() {
 		sent := time.Now()
 		evID := bun.say(b, bun.operator, "restart jellyfin", "")
@@ -79,13 +85,57 @@ func BenchmarkE2EMessageToCard(b *testing.B) {
 			return m.RelatesTo.GetReplaceID() == cardEvt.ID && m.NewContent != nil && strings.Contains(m.NewContent.Body, "denied")
 		})
 	}
+	// The echo floor, as many times, paced the same way: the next ping
+	// goes as soon as the last answer is seen.
+	for range total {
+		pingID := bun.sayIn(b, echoRoom, bun.operator, "ping", "")
+		pinged, _ := tl.next(b, "the ping", func(e *event.Event) bool { return e.ID == pingID })
+		pong, _ := tl.next(b, "the echo", func(e *event.Event) bool { return e.Content.AsMessage().RelatesTo.GetReplyTo() == pingID })
+		echoed = append(echoed, pong.Sub(pinged))
+	}
 	testenv.ReportPercentiles(b, "message-to-card", total)
 	testenv.ReportPercentiles(b, "homeserver-floor", floor)
 	testenv.ReportPercentiles(b, "nomos-added", added)
+	testenv.ReportPercentiles(b, "echo-added", echoed)
+}
+
+// startEcho runs a bare mautrix bot, with no database and no encryption,
+// that answers every message in a room of its own (the operator's, the
+// guest's and its, not the bot's) with a notice replying to it. It
+// returns that room.
+func startEcho(b *testing.B, bun *bundle) id.RoomID {
+	echo := testenv.NewMatrixUser(b, "echo")
+	resp, err := bun.operator.Client.CreateRoom(bun.ctx, &mautrix.ReqCreateRoom{
+		Preset: "private_chat", Name: "echo", Invite: []id.UserID{echo.UserID, bun.guest.UserID},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, u := range []*testenv.MatrixUser{echo, bun.guest} {
+		if _, err := u.Client.JoinRoomByID(bun.ctx, resp.RoomID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cli := echo.Client
+	syncer := cli.Syncer.(*mautrix.DefaultSyncer)
+	syncer.OnEventType(event.EventMessage, func(ctx context.Context, e *event.Event) {
+		if e.Sender == cli.UserID || e.RoomID != resp.RoomID {
+			return
+		}
+		content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: "pong", RelatesTo: (&event.RelatesTo{}).SetReplyTo(e.ID)}
+		_, _ = cli.SendMessageEvent(ctx, e.RoomID, event.EventMessage, content)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = cli.SyncWithContext(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return resp.RoomID
 }
 
 // BenchmarkE2EResultToContinuation measures the time from a result being
-// enqueued on nomos:results to the model being asked to continue.
+// enqueued on nomos:results to the model being asked to continue, and the
+// floor in the same run: a bare asynq round trip (queue-floor), polled as
+// the bot polls the results queue.
 func BenchmarkE2EResultToContinuation(b *testing.B) {
 	llm := testenv.NewScriptedLLM(b)
 	bun := setup(b, withLLM(llm))
@@ -135,5 +185,11 @@ func BenchmarkE2EResultToContinuation(b *testing.B) {
 		}
 		lat = append(lat, reqs[before].At.Sub(enqueued))
 	}
+	queueFloor := testenv.QueueFloor(b, bun.redis, tasks.PollInterval)
+	var floor []time.Duration
+	for range lat {
+		floor = append(floor, queueFloor())
+	}
 	testenv.ReportPercentiles(b, "result-to-llm", lat)
+	testenv.ReportPercentiles(b, "queue-floor", floor)
 }

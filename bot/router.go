@@ -412,6 +412,9 @@ func (b *Bot) decideByText(ctx context.Context, evt *event.Event, x store.Execut
 }
 
 func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
+	if evt.Sender == b.cli.UserID {
+		return // its own ✅ and ❌ on each card; claim refuses them, but only after a query
+	}
 	r := evt.Content.AsReaction()
 	target := r.RelatesTo.GetAnnotationID()
 	if target == "" {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -662,16 +663,20 @@ type graph struct {
 }
 
 func (s *Service) loadGraph(ctx context.Context) (*graph, error) {
-	rels, err := s.store.Relationships(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ovs, err := s.store.PolicyOverrides(ctx)
-	if err != nil {
-		return nil, err
-	}
+	// Three independent reads, on three connections at once: they sit on
+	// the path from an operator's message to the plan card.
+	var (
+		wg           sync.WaitGroup
+		rels         []store.Relationship
+		ovs          []store.PolicyOverride
+		relErr, oErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); rels, relErr = s.store.Relationships(ctx) }()
+	go func() { defer wg.Done(); ovs, oErr = s.store.PolicyOverrides(ctx) }()
 	ents, err := s.store.ListEntities(ctx, "")
-	if err != nil {
+	wg.Wait()
+	if err := cmp.Or(relErr, oErr, err); err != nil {
 		return nil, err
 	}
 	g := &graph{entities: map[string]store.Entity{}}

@@ -297,8 +297,9 @@ func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution,
 				auto, head.State = nil, StateAwaitingApproval
 			}
 		}
+		p := newPipeline(tx)
 		if plan != nil {
-			_, err := tx.Exec(ctx, `INSERT INTO plans (id, plan_hash, risk_class, steps, created_at) VALUES ($1, $2, $3, $4, $5)`,
+			_, err := p.Exec(ctx, `INSERT INTO plans (id, plan_hash, risk_class, steps, created_at) VALUES ($1, $2, $3, $4, $5)`,
 				head.ID, plan.Hash, plan.RiskClass, len(steps), s.now())
 			if err != nil {
 				return err
@@ -321,41 +322,47 @@ func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution,
 				}
 				detail["plan_id"], detail["position"], detail["of"], detail["whole_plan_hash"] = head.ID, pos, len(steps), plan.Hash
 			}
-			if err := insertExecution(ctx, tx, *n, planID, position, s.now()); err != nil {
+			if err := insertExecution(ctx, p, *n, planID, position, s.now()); err != nil {
 				return err
 			}
-			if err := audit(ctx, tx, AuditEntry{
+			if err := audit(ctx, p, AuditEntry{
 				Actor: n.RequestedBy, Action: "execution.requested", ExecutionID: &n.ID, EntityID: n.TargetID, Detail: detail,
 			}); err != nil {
 				return err
 			}
 			if n.Session != nil {
+				if err := p.flush(ctx); err != nil {
+					return err
+				}
 				if err := linkExecution(ctx, tx, n.ID, *n.Session, s.now()); err != nil {
 					return err
 				}
 			}
 		}
 		if auto != nil {
+			if err := p.flush(ctx); err != nil {
+				return err
+			}
 			if err := insertApproval(ctx, tx, head.ID, *auto); err != nil {
 				return err
 			}
-			if err := audit(ctx, tx, AuditEntry{Actor: auto.DecidedBy, Action: "execution.approved", ExecutionID: &head.ID,
+			if err := audit(ctx, p, AuditEntry{Actor: auto.DecidedBy, Action: "execution.approved", ExecutionID: &head.ID,
 				Detail: map[string]any{"method": auto.Method, "plan_hash": auto.PlanHash}}); err != nil {
 				return err
 			}
 		}
 		out = out[:0]
 		for _, n := range steps {
-			if err := notify(ctx, tx, n.ID, n.State); err != nil {
+			if err := notify(ctx, p, n.ID, n.State); err != nil {
 				return err
 			}
-			x, err := getExecution(ctx, tx, n.ID)
+			x, err := getExecution(ctx, p, n.ID)
 			if err != nil {
 				return err
 			}
 			out = append(out, x)
 		}
-		return nil
+		return p.flush(ctx)
 	})
 	if err != nil {
 		return nil, err
@@ -363,7 +370,7 @@ func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution,
 	return out, nil
 }
 
-func insertExecution(ctx context.Context, tx pgx.Tx, n NewExecution, planID *uuid.UUID, position *int, now time.Time) error {
+func insertExecution(ctx context.Context, q execer, n NewExecution, planID *uuid.UUID, position *int, now time.Time) error {
 	steps, err := json.Marshal(n.Steps)
 	if err != nil {
 		return err
@@ -372,7 +379,7 @@ func insertExecution(ctx context.Context, tx pgx.Tx, n NewExecution, planID *uui
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
+	_, err = q.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
 		risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at, reason,
 		on_behalf_of, plan_id, plan_position)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15, $16, $17, $18, $19)`,
@@ -528,21 +535,27 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 		}
 		a := t.Audit
 		a.ExecutionID = &t.ID
-		if err := audit(ctx, tx, a); err != nil {
+		p := newPipeline(tx)
+		if err := audit(ctx, p, a); err != nil {
 			return err
 		}
-		if err := notify(ctx, tx, t.ID, t.To); err != nil {
+		if err := notify(ctx, p, t.ID, t.To); err != nil {
 			return err
 		}
 		if planID != nil {
 			// The plan moves on in the same transaction: no crash can leave
 			// a step done and the next one neither ready nor skipped.
+			if err := p.flush(ctx); err != nil {
+				return err
+			}
 			if err := settlePlan(ctx, tx, *planID, s.now()); err != nil {
 				return err
 			}
 		}
-		x, err = getExecution(ctx, tx, t.ID)
-		return err
+		if x, err = getExecution(ctx, p, t.ID); err != nil {
+			return err
+		}
+		return p.flush(ctx)
 	})
 	if err != nil {
 		var conflict *ErrStateConflict

@@ -52,6 +52,14 @@ func SplitCheckResults(payload []byte) ([][]byte, error) {
 	return payloads, nil
 }
 
+// PollInterval is how often the bot's results server and the actuator's
+// order server poll an idle queue: asynq polls rather than blocks, and
+// sleeps between half and one and a half of this, so a task waits about
+// two thirds of it on average. 10ms keeps that under the chat path's
+// budget (docs/architecture.md, "Latency, measured") at a hundred cheap
+// Redis calls a second per idle server.
+const PollInterval = 10 * time.Millisecond
+
 // ResultsServerConfig is cfg for a server that consumes the results
 // queue: the queue, and the aggregation of probe results into batches.
 // Every consumer of the results queue must use it: without an aggregator

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -286,22 +287,30 @@ type turnState struct {
 
 // complete sends the session's history, freshly read and summarised when
 // too long, to the model with the tools offered, and returns its message.
-// sess is re-read, for its summary.
+// sess is re-read, for its summary. The reads after compact are
+// independent and run at once: they sit between a result and the model.
 func (a *Agent) complete(ctx context.Context, sess *store.AgentSession, tools []openai.ChatCompletionToolUnionParam) (openai.ChatCompletionMessage, error) {
-	if err := a.compact(ctx, sess.ID); err != nil {
+	history, unchanged, err := a.compact(ctx, sess.ID)
+	if err != nil {
 		a.logger.Warn("summarise history", "session_id", sess.ID, "err", err)
 	}
-	history, err := a.store.AgentMessages(ctx, sess.ID)
-	if err != nil {
+	var (
+		wg               sync.WaitGroup
+		cur              store.AgentSession
+		system           string
+		hErr, sErr, pErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); cur, sErr = a.store.AgentSession(ctx, sess.ID) }()
+	go func() { defer wg.Done(); system, pErr = a.systemPrompt(ctx) }()
+	if !unchanged {
+		history, hErr = a.store.AgentMessages(ctx, sess.ID)
+	}
+	wg.Wait()
+	if err := cmp.Or(hErr, sErr, pErr); err != nil {
 		return openai.ChatCompletionMessage{}, err
 	}
-	if *sess, err = a.store.AgentSession(ctx, sess.ID); err != nil {
-		return openai.ChatCompletionMessage{}, err
-	}
-	system, err := a.systemPrompt(ctx)
-	if err != nil {
-		return openai.ChatCompletionMessage{}, err
-	}
+	*sess = cur
 	messages := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system)}
 	messages = append(messages, summaryMessages(sess.Summary)...)
 	params := openai.ChatCompletionNewParams{

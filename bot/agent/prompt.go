@@ -75,11 +75,13 @@ func (a *Agent) systemPrompt(ctx context.Context) (string, error) {
 
 // compact summarises the oldest turns once the replayed history passes
 // the budget. The cut falls just before an operator message, so no tool
-// call is separated from its result.
-func (a *Agent) compact(ctx context.Context, sessionID uuid.UUID) error {
+// call is separated from its result. When it summarised nothing it
+// returns the history it read (unchanged true), so the caller need not
+// read it again.
+func (a *Agent) compact(ctx context.Context, sessionID uuid.UUID) (history []store.AgentMessage, unchanged bool, err error) {
 	msgs, err := a.store.AgentMessages(ctx, sessionID)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	size := func(ms []store.AgentMessage) int {
 		n := 0
@@ -89,7 +91,7 @@ func (a *Agent) compact(ctx context.Context, sessionID uuid.UUID) error {
 		return n
 	}
 	if size(msgs) <= a.cfg.HistoryBudget {
-		return nil
+		return msgs, true, nil
 	}
 	// Keep the newest messages that fit in half the budget, starting at an
 	// operator message.
@@ -101,14 +103,14 @@ func (a *Agent) compact(ctx context.Context, sessionID uuid.UUID) error {
 		cut++
 	}
 	if cut == 0 || cut >= len(msgs) {
-		return nil
+		return msgs, true, nil
 	}
 	sess, err := a.store.AgentSession(ctx, sessionID)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	summary := a.summarise(ctx, sess.Summary, msgs[:cut])
-	return a.store.SummarizeAgentSession(ctx, sessionID, summary, msgs[cut-1].ID)
+	return nil, false, a.store.SummarizeAgentSession(ctx, sessionID, summary, msgs[cut-1].ID)
 }
 
 // summarise writes a summary of msgs, by the model when it answers and
