@@ -222,7 +222,10 @@ func (b *Bot) Services() []supervisor.Service {
 		}})
 	}
 	return append(svcs,
-		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error { loop.Every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring); return nil }},
+		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error {
+			loop.Every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring)
+			return nil
+		}},
 		supervisor.Service{Name: "executions_listener", Run: b.listenExecutions},
 		// Agent turns run on the sync's context: once it ends, they end.
 		supervisor.Service{Name: "sync", Start: b.catchUp, Run: b.sync, Stop: b.agentTurns.Wait, Health: b.SyncHealth},
