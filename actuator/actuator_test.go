@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -50,7 +51,7 @@ func TestNewValidatesConfig(t *testing.T) {
 // then checks that every goroutine it started has ended. It does not run
 // in parallel, so no other test's goroutines are about.
 func TestRunLeavesNothingBehind(t *testing.T) {
-	opts := []goleak.Option{goleak.IgnoreCurrent()}
+	opts := []goleak.Option{goleak.IgnoreCurrent(), testenv.IgnoreDrops()}
 	t.Run("run", func(t *testing.T) {
 		b := setup(t)
 		diff(t, "status", tasks.StatusSucceeded, b.run(t, b.order(t, "x-leak", policy.RestartParams{}, b.jellyfin())).Status)

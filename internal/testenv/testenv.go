@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/migrations"
@@ -115,6 +116,13 @@ func DatabaseURL(t testing.TB) string {
 	}
 	t.Cleanup(func() { dropLater(name) })
 	return pg.URL(name)
+}
+
+// IgnoreDrops is the goleak option for a test that checks for leaks per
+// test: the databases of tests that have ended are dropped in the
+// background, and Main waits for them, not the test.
+func IgnoreDrops() goleak.Option {
+	return goleak.IgnoreAnyFunction("github.com/nomoshq/nomos/internal/testenv.dropLater.func1")
 }
 
 // drops counts the databases still being dropped; Main waits for them.
