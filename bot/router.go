@@ -54,15 +54,7 @@ func (b *Bot) onMember(ctx context.Context, evt *event.Event) {
 // claim de-duplicates events by id and skips those older than the bot's
 // first sync, so neither a restart nor a first start acts on old history.
 func (b *Bot) claim(ctx context.Context, evt *event.Event) bool {
-	if !b.current(evt) {
-		return false
-	}
-	ok, err := b.store.MarkEventHandled(ctx, evt.RoomID.String(), evt.ID.String())
-	if err != nil {
-		b.logger.Error("mark event handled", "event_id", evt.ID, "err", err)
-		return false
-	}
-	return ok
+	return b.claimWith(ctx, evt, b.store.MarkEventHandled)
 }
 
 // claimDecision is claim for an event that carries a decision: a decision
@@ -70,12 +62,16 @@ func (b *Bot) claim(ctx context.Context, evt *event.Event) bool {
 // replays, instead of being lost. finishDecision ends the claim. Deciding
 // twice is safe, since the first decision on a plan is the only one.
 func (b *Bot) claimDecision(ctx context.Context, evt *event.Event) bool {
-	if !b.current(evt) {
+	return b.claimWith(ctx, evt, b.store.ClaimEvent)
+}
+
+func (b *Bot) claimWith(ctx context.Context, evt *event.Event, claim func(ctx context.Context, roomID, eventID string) (bool, error)) bool {
+	if evt.Sender == b.cli.UserID || time.UnixMilli(evt.Timestamp).Before(b.startedAt.Add(-time.Minute)) {
 		return false
 	}
-	ok, err := b.store.ClaimEvent(ctx, evt.RoomID.String(), evt.ID.String())
+	ok, err := claim(ctx, evt.RoomID.String(), evt.ID.String())
 	if err != nil {
-		b.logger.Error("claim a decision", "event_id", evt.ID, "err", err)
+		b.logger.Error("claim an event", "event_id", evt.ID, "err", err)
 		return false
 	}
 	return ok
@@ -85,12 +81,6 @@ func (b *Bot) finishDecision(ctx context.Context, evt *event.Event) {
 	if err := b.store.FinishEvent(ctx, evt.ID.String()); err != nil {
 		b.logger.Error("finish a decision", "event_id", evt.ID, "err", err)
 	}
-}
-
-// current reports whether evt is someone else's and no older than the
-// bot's first sync.
-func (b *Bot) current(evt *event.Event) bool {
-	return evt.Sender != b.cli.UserID && !time.UnixMilli(evt.Timestamp).Before(b.startedAt.Add(-time.Minute))
 }
 
 func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
