@@ -70,7 +70,9 @@ soak: prepare ## the fault suite at full counts (about an hour); writes docs/rel
 
 .PHONY: test/short
 test/short: ## the fast half of the tests: everything but what needs the homeserver, a browser or the built binary
-	$(GO) test $(DEV_TAGS) -short -count=1 ./...
+	@# The short tests wait on Postgres and SSH far more than they compute:
+	@# more packages at once than cores fills the waits.
+	$(GO) test $(DEV_TAGS) -short -count=1 -p 8 ./...
 
 .PHONY: test/race
 test/race: prepare ## the test suite with the race detector (needs cgo)
