@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nomoshq/nomos/internal/testenv"
 )
 
 // TestStamp: what the linker was given wins; otherwise the module version
@@ -50,11 +52,9 @@ func TestStamp(t *testing.T) {
 // and checks that `nomos version` prints the version and commit it was
 // given, and that the Makefile takes them from git describe by default.
 func TestMakeBuildStampsVersion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the nomos binary")
-	}
+	testenv.SkipIfShort(t, "it builds the nomos binary")
 	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make is not installed")
+		t.Fatal("make is not installed; the Makefile is how Nomos is built")
 	}
 	t.Parallel()
 	root, err := filepath.Abs("../..")

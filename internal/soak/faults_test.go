@@ -2,15 +2,15 @@ package soak
 
 import (
 	"testing"
+
+	"github.com/nomoshq/nomos/internal/testenv"
 )
 
 // TestFaults runs every case on one stack, one after another: each case
 // leaves the stack whole again for the next. A case's name selects it
 // alone, as in -run 'TestFaults/redis'.
 func TestFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault suite runs the whole stack, Dendrite included; not in -short")
-	}
+	testenv.SkipIfShort(t, "the fault suite runs the whole stack, Dendrite included")
 	s := newStack(t, stackOptions{operators: 3})
 	cases := []struct {
 		name string
