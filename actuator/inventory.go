@@ -57,15 +57,8 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 		return fmt.Errorf("refuse inventory %s: %v: %w", claims.RunID, err, asynq.SkipRetry)
 	}
 	log := a.log.With("run_id", r.RunID, "host", r.Host, "node", r.Node)
-	if r.Actuator != a.cfg.Name {
-		log.Warn("inventory request refused: it is for another actuator", "actuator", r.Actuator)
-		a.metrics.refuse(kindInventory, tasks.RefusedWrongActuator)
-		return fmt.Errorf("refuse inventory %s: it is for actuator %q, not %q: %w", r.RunID, r.Actuator, a.cfg.Name, asynq.SkipRetry)
-	}
-	if r.Site != a.cfg.Site {
-		log.Warn("inventory request refused: it is for a host of another site", "site", r.Site)
-		a.metrics.refuse(kindInventory, tasks.RefusedWrongSite)
-		return fmt.Errorf("refuse inventory %s: it is for site %q, not %q: %w", r.RunID, r.Site, a.cfg.Site, asynq.SkipRetry)
+	if err := a.misaddressed(log, kindInventory, r.RunID, r.Actuator, r.Site); err != nil {
+		return err
 	}
 	a.metrics.verify(kindInventory)
 	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -41,6 +42,25 @@ type probeReport struct {
 	metrics map[string]float64
 }
 
+// misaddressed refuses a probe or inventory request (kind) signed for
+// another actuator or a host of another site: it runs nothing and is not
+// retried. It is nil for a request addressed here.
+func (a *Actuator) misaddressed(log *slog.Logger, kind, id, actuator, site string) error {
+	var why tasks.Refusal
+	var err error
+	switch {
+	case actuator != a.cfg.Name:
+		why, err = tasks.RefusedWrongActuator, fmt.Errorf("it is for actuator %q, not %q", actuator, a.cfg.Name)
+	case site != a.cfg.Site:
+		why, err = tasks.RefusedWrongSite, fmt.Errorf("it is for a host of site %q, not %q", site, a.cfg.Site)
+	default:
+		return nil
+	}
+	log.Warn(kind+" request refused", "err", err)
+	a.metrics.refuse(kind, why)
+	return fmt.Errorf("refuse %s %s: %v: %w", kind, id, err, asynq.SkipRetry)
+}
+
 // handleCheck runs one read-only probe and reports what it saw against the
 // target the request names. Probes run a fixed command per kind; nothing
 // from the request reaches a shell unvalidated and unquoted.
@@ -61,15 +81,8 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 		return fmt.Errorf("refuse probe %s: %v: %w", claims.CheckID, err, asynq.SkipRetry)
 	}
 	log := a.log.With("check_id", c.CheckID, "target_id", c.TargetID, "kind", c.Kind)
-	if c.Actuator != a.cfg.Name {
-		log.Warn("probe request refused: it is for another actuator", "actuator", c.Actuator)
-		a.metrics.refuse(kindProbe, tasks.RefusedWrongActuator)
-		return fmt.Errorf("refuse probe %s: it is for actuator %q, not %q: %w", c.CheckID, c.Actuator, a.cfg.Name, asynq.SkipRetry)
-	}
-	if c.Site != a.cfg.Site {
-		log.Warn("probe request refused: it is for a host of another site", "site", c.Site)
-		a.metrics.refuse(kindProbe, tasks.RefusedWrongSite)
-		return fmt.Errorf("refuse probe %s: it is for site %q, not %q: %w", c.CheckID, c.Site, a.cfg.Site, asynq.SkipRetry)
+	if err := a.misaddressed(log, kindProbe, c.CheckID, c.Actuator, c.Site); err != nil {
+		return err
 	}
 	if c.Target.HostAddr == "" {
 		a.metrics.refuse(kindProbe, tasks.RefusedMalformed)
