@@ -219,6 +219,8 @@ func commandLines(m *bodies, v CardView, t cardTarget) {
 type cardTarget struct {
 	slug, typ, name, host, display string
 	vmid                           int
+	// container is the slug of the container a service target runs in.
+	container string
 }
 
 func resolveTarget(v CardView) cardTarget {
@@ -234,11 +236,12 @@ func resolveTarget(v CardView) cardTarget {
 		t.host = t.name
 	}
 	t.vmid = v.VMID
+	t.container = e.AttrString("container")
 	if t.vmid == 0 {
 		t.vmid = e.AttrInt("vmid")
 	}
 	if t.vmid == 0 && t.typ == "lxc" {
-		t.vmid, _ = strconv.Atoi(slugName)
+		_, t.vmid, _ = policy.ParseContainerName(slugName)
 	}
 	t.display = cmp.Or(t.name, t.slug, "(unknown target)")
 	return t
@@ -268,8 +271,8 @@ func (t cardTarget) revertSlug() string {
 	switch {
 	case t.typ == "lxc" && t.slug != "":
 		return t.slug
-	case t.vmid != 0:
-		return "lxc:" + strconv.Itoa(t.vmid)
+	case t.container != "":
+		return t.container
 	}
 	return ""
 }

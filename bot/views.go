@@ -210,14 +210,16 @@ func containersCard(es []store.Entity) (plain, htm string) {
 	return pb.String(), hb.String()
 }
 
-// replyShow answers "show <entity>".
+// replyShow answers "show <entity>". A vmid that several standalone nodes
+// (or clusters) use shows every container with it; any other name that
+// matches more than one entity is asked about.
 func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 	matches, err := b.store.ResolveTargets(ctx, ref)
 	if err != nil || len(matches) == 0 {
 		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("I don't know %q. Try `list containers` or `status`.", ref), "", evt)
 		return
 	}
-	if len(matches) > 1 {
+	if len(matches) > 1 && !sameVMID(matches) {
 		var slugs []string
 		for _, m := range matches {
 			slugs = append(slugs, m.Slug)
@@ -225,11 +227,34 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%q could mean %s. Which one?", ref, strings.Join(slugs, " or ")), "", evt)
 		return
 	}
-	e := matches[0]
 	rels, _ := b.store.Relationships(ctx)
 	var plain, htm strings.Builder
-	fmt.Fprintf(&plain, "%s %s (%s), %s\n", icon(e.Health), e.Name, e.Slug, e.Health)
-	fmt.Fprintf(&htm, "<p>%s <b>%s</b> <code>%s</code>, %s</p><ul>", icon(e.Health), html.EscapeString(e.Name), html.EscapeString(e.Slug), html.EscapeString(e.Health))
+	if len(matches) > 1 {
+		line := fmt.Sprintf("%d containers have vmid %d, one in each cluster; to act on one, name it as %s does.",
+			len(matches), matches[0].AttrInt("vmid"), matches[0].Slug)
+		plain.WriteString(line + "\n")
+		htm.WriteString("<p>" + html.EscapeString(line) + "</p>")
+	}
+	for _, e := range matches {
+		showEntity(&plain, &htm, e, rels)
+	}
+	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+}
+
+// sameVMID reports whether every entity is a container of one vmid.
+func sameVMID(es []store.Entity) bool {
+	for _, e := range es {
+		if e.Type != "lxc" || e.AttrInt("vmid") != es[0].AttrInt("vmid") {
+			return false
+		}
+	}
+	return true
+}
+
+// showEntity writes one entity, its attributes and its relations.
+func showEntity(plain, htm *strings.Builder, e store.Entity, rels []store.Relationship) {
+	fmt.Fprintf(plain, "%s %s (%s), %s\n", icon(e.Health), e.Name, e.Slug, e.Health)
+	fmt.Fprintf(htm, "<p>%s <b>%s</b> <code>%s</code>, %s</p><ul>", icon(e.Health), html.EscapeString(e.Name), html.EscapeString(e.Slug), html.EscapeString(e.Health))
 	keys := make([]string, 0, len(e.Attrs))
 	for k := range e.Attrs {
 		keys = append(keys, k)
@@ -240,8 +265,8 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 		if v == "" {
 			continue
 		}
-		fmt.Fprintf(&plain, "  %s: %s\n", k, v)
-		fmt.Fprintf(&htm, "<li>%s: %s</li>", html.EscapeString(k), html.EscapeString(v))
+		fmt.Fprintf(plain, "  %s: %s\n", k, v)
+		fmt.Fprintf(htm, "<li>%s: %s</li>", html.EscapeString(k), html.EscapeString(v))
 	}
 	htm.WriteString("</ul>")
 	var edges []string
@@ -256,7 +281,6 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 		plain.WriteString("Relations: " + strings.Join(edges, "; ") + "\n")
 		htm.WriteString("<p>Relations: " + html.EscapeString(strings.Join(edges, "; ")) + "</p>")
 	}
-	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
 }
 
 // replyPending lists the plans waiting for a decision in this room.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/google/uuid"
 
@@ -214,7 +213,10 @@ func (s *Service) checkCreated(ctx context.Context, x store.Execution, c tasks.C
 	case c.Hostname != p.Hostname || c.IP != p.IP:
 		return fmt.Sprintf("the order asked for %s at %s, not %s at %s", p.Hostname, p.IP, c.Hostname, c.IP)
 	}
-	slug := "lxc:" + strconv.Itoa(c.VMID)
+	slug, err := s.store.ContainerSlugOn(ctx, c.Host, c.VMID)
+	if err != nil {
+		return fmt.Sprintf("could not look up host %s: %v", c.Host, err)
+	}
 	e, err := s.store.EntityBySlug(ctx, slug)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

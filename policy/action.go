@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -124,7 +123,8 @@ type Target struct {
 	Type TargetType `json:"type"`
 	// ID is the entity's stored id, such as a UUID.
 	ID string `json:"id"`
-	// Slug names the entity: "host:strong", "lxc:101", "service:jellyfin".
+	// Slug names the entity: "host:strong", "lxc:strong/101",
+	// "service:jellyfin".
 	Slug string `json:"slug"`
 	// Host is the Proxmox node that commands run on, such as "strong".
 	Host string `json:"host"`
@@ -170,7 +170,7 @@ func (t Target) Validate() error {
 			return targetErr("host target %s must not carry a vmid or unit", t.Slug)
 		}
 	case TargetLXC:
-		if strconv.Itoa(t.VMID) != name {
+		if _, vmid, _ := ParseContainerName(name); vmid != t.VMID {
 			return targetErr("target.vmid %d does not match slug %s", t.VMID, quoted(t.Slug))
 		}
 		if t.Unit != "" {

@@ -285,14 +285,17 @@ func broadcast(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-// ParseSlug splits a target slug such as "host:strong", "lxc:101" or
+// ParseSlug splits a target slug such as "host:strong", "lxc:strong/101" or
 // "service:jellyfin" into its type and name, checking the name against that
-// type's grammar. Only the three target types parse; slugs of other entity
-// types are refused.
+// type's grammar. An lxc name is a container's cluster and vmid; the bare
+// vmid ("lxc:101") parses too, as the short form a person types, which
+// names a container only where its vmid is unique (see ParseContainerName).
+// Only the three target types parse; slugs of other entity types are
+// refused.
 func ParseSlug(s string) (TargetType, string, error) {
 	typ, name, ok := strings.Cut(s, ":")
 	if !ok {
-		return "", "", fmt.Errorf("must be a slug such as lxc:101, host:strong or service:jellyfin, got %s", quoted(s))
+		return "", "", fmt.Errorf("must be a slug such as lxc:strong/101, host:strong or service:jellyfin, got %s", quoted(s))
 	}
 	switch TargetType(typ) {
 	case TargetHost:
@@ -300,7 +303,7 @@ func ParseSlug(s string) (TargetType, string, error) {
 			return "", "", fmt.Errorf("host name %w", err)
 		}
 	case TargetLXC:
-		if _, err := parseVMID(name); err != nil {
+		if _, _, err := ParseContainerName(name); err != nil {
 			return "", "", fmt.Errorf("lxc slug %w", err)
 		}
 	case TargetService:
@@ -311,6 +314,41 @@ func ParseSlug(s string) (TargetType, string, error) {
 		return "", "", fmt.Errorf("must be a slug of type host, lxc or service, got %s", quoted(s))
 	}
 	return TargetType(typ), name, nil
+}
+
+// A Proxmox vmid is unique within a cluster, not across a homelab: two
+// standalone nodes both count from 100. So a container is named by its
+// cluster and vmid, "strong/101", and its slug is "lxc:strong/101". A host
+// alone is a cluster of one, named after the host.
+
+// ContainerSlug is the slug of the container vmid in cluster.
+func ContainerSlug(cluster string, vmid int) string {
+	return string(TargetLXC) + ":" + cluster + "/" + strconv.Itoa(vmid)
+}
+
+// ParseContainerName splits an lxc slug's name, "cluster/vmid" or a bare
+// "vmid", into its cluster ("" for the bare form) and vmid.
+func ParseContainerName(name string) (cluster string, vmid int, err error) {
+	cluster, id, qualified := strings.Cut(name, "/")
+	if !qualified {
+		id, cluster = name, ""
+	} else if err := ValidateClusterName(cluster); err != nil {
+		return "", 0, err
+	}
+	vmid, err = parseVMID(id)
+	if err != nil {
+		return "", 0, err
+	}
+	return cluster, vmid, nil
+}
+
+// ValidateClusterName accepts the name Nomos gives a Proxmox cluster: a DNS
+// label, as Proxmox's own cluster names and node names are.
+func ValidateClusterName(s string) error {
+	if err := ValidateHostname(s); err != nil {
+		return fmt.Errorf("cluster name %w", err)
+	}
+	return nil
 }
 
 // parseVMID parses a decimal vmid without sign or leading zeros.

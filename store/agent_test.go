@@ -181,8 +181,8 @@ func TestAgentMessagesReplayToolPairs(t *testing.T) {
 	turn := []store.AgentMessage{
 		{Role: store.AgentRoleUser, Content: "which containers are unhealthy?"},
 		{Role: store.AgentRoleAssistant, ToolCalls: json.RawMessage(`[{"id":"call_1","type":"function","function":{"name":"list_lxcs","arguments":"{}"}}]`)},
-		{Role: store.AgentRoleTool, ToolCallID: "call_1", Content: `[{"slug":"lxc:114","health":"critical"}]`},
-		{Role: store.AgentRoleAssistant, Content: "lxc:114 (nextcloud) is critical."},
+		{Role: store.AgentRoleTool, ToolCallID: "call_1", Content: `[{"slug":"lxc:hubris/114","health":"critical"}]`},
+		{Role: store.AgentRoleAssistant, Content: "lxc:hubris/114 (nextcloud) is critical."},
 	}
 	stored, err := e.s.AppendAgentMessages(ctx, a.ID, turn...)
 	if err != nil {

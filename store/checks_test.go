@@ -166,7 +166,7 @@ func TestMarkStale(t *testing.T) {
 	if n, err := s.MarkStale(ctx, now.Add(89*time.Second)); err != nil || n != 0 {
 		t.Fatalf("MarkStale before three intervals = %d, %v; want 0", n, err)
 	}
-	if ct := entityID(t, s, "lxc:104"); ct.Health != "healthy" || ct.Detail != "caddy: caddy-http: GET answered 200" {
+	if ct := entityID(t, s, "lxc:strong/104"); ct.Health != "healthy" || ct.Detail != "caddy: caddy-http: GET answered 200" {
 		t.Errorf("caddy's container is %s (%q), want healthy from its service", ct.Health, ct.Detail)
 	}
 	// The service and the container it runs in go stale together.
@@ -177,7 +177,7 @@ func TestMarkStale(t *testing.T) {
 	if e.Health != "stale" || !strings.Contains(e.Detail, "last seen: healthy") {
 		t.Errorf("caddy is %s (%q), want stale saying what was last seen", e.Health, e.Detail)
 	}
-	if ct := entityID(t, s, "lxc:104"); ct.Health != "stale" || !strings.Contains(ct.Detail, "caddy: no check result since") {
+	if ct := entityID(t, s, "lxc:strong/104"); ct.Health != "stale" || !strings.Contains(ct.Detail, "caddy: no check result since") {
 		t.Errorf("caddy's container is %s (%q), want stale from its service", ct.Health, ct.Detail)
 	}
 	if n, _ := s.MarkStale(ctx, now.Add(200*time.Second)); n != 0 {
@@ -190,7 +190,7 @@ func TestMarkStale(t *testing.T) {
 	if e := entityID(t, s, "service:caddy"); e.Health != "healthy" {
 		t.Errorf("caddy is %s after a fresh result, want healthy", e.Health)
 	}
-	if e := entityID(t, s, "lxc:104"); e.Health != "healthy" {
+	if e := entityID(t, s, "lxc:strong/104"); e.Health != "healthy" {
 		t.Errorf("caddy's container is %s after a fresh result, want healthy", e.Health)
 	}
 }

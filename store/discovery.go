@@ -10,10 +10,13 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nomoshq/nomos/policy"
 )
 
 // Fleet discovery: the runs the bot sends to take each host's inventory,
@@ -21,7 +24,7 @@ import (
 //
 // What an inventory may change:
 //
-//   - A container the fleet does not have becomes lxc:<vmid>, active,
+//   - A container the fleet does not have becomes lxc:<cluster>/<vmid>, active,
 //     with attrs.discovered = true, its host, vmid, hostname, ip,
 //     gateway, cores, memory_mb and disk_gb as the host has them, and the
 //     host's hosts edge.
@@ -364,6 +367,7 @@ type inventoryApplier struct {
 
 	hostID   uuid.UUID
 	host     string
+	cluster  string // the host's cluster, which its containers' slugs name
 	creating map[string]bool // "vmid:N" and "hostname:X" of in-flight pct_creates on the host
 	removing map[string]bool // slugs of in-flight pct_destroys
 }
@@ -375,7 +379,8 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 		Scan(&newest); err != nil {
 		return err
 	}
-	if err := tx.QueryRow(ctx, `SELECT id, name FROM entities WHERE id = $1 AND type = 'host'`, o.HostID).Scan(&a.hostID, &a.host); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT h.id, h.name, `+hostCluster+` FROM entities h WHERE h.id = $1 AND h.type = 'host'`, o.HostID).
+		Scan(&a.hostID, &a.host, &a.cluster); err != nil {
 		return fmt.Errorf("host %s: %w", o.HostID, interpretError(err))
 	}
 	a.ch.Host, a.ch.Seen = a.host, len(o.Containers)
@@ -388,18 +393,33 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 	}
 	slugs := make([]string, len(o.Containers))
 	for i, c := range o.Containers {
-		slugs[i] = "lxc:" + strconv.Itoa(c.VMID)
+		slugs[i] = policy.ContainerSlug(a.cluster, c.VMID)
 	}
 	fleet, err := a.loadFleet(ctx, slugs)
 	if err != nil {
 		return err
 	}
+	onHost := map[int]fleetContainer{}
+	for _, e := range fleet {
+		if e.host() == a.host {
+			onHost[e.vmid] = e
+		}
+	}
 	var touched []uuid.UUID
 	seen := map[string]bool{}
 	for _, c := range o.Containers {
-		slug := "lxc:" + strconv.Itoa(c.VMID)
+		slug := policy.ContainerSlug(a.cluster, c.VMID)
 		seen[slug] = true
 		e, ok := fleet[slug]
+		if old, named := onHost[c.VMID]; !ok && named && old.slug != slug {
+			// Its host's cluster was named since it was last seen.
+			if err := renameContainer(ctx, a.tx, a.host, c.VMID, slug); err != nil {
+				return err
+			}
+			seen[old.slug] = true
+			e, ok = old, true
+			e.slug = slug
+		}
 		var id uuid.UUID
 		switch {
 		case !ok && (a.creating["vmid:"+strconv.Itoa(c.VMID)] || a.creating["hostname:"+c.Hostname]):
@@ -491,7 +511,7 @@ func (a *inventoryApplier) loadFleet(ctx context.Context, slugs []string) (map[s
 		if err := json.Unmarshal(attrs, &c.attrs); err != nil {
 			return nil, fmt.Errorf("decode attrs of %s: %w", c.slug, err)
 		}
-		c.vmid, _ = strconv.Atoi(c.slug[len("lxc:"):])
+		_, c.vmid, _ = policy.ParseContainerName(strings.TrimPrefix(c.slug, "lxc:"))
 		out[c.slug] = c
 	}
 	return out, rows.Err()
@@ -546,7 +566,7 @@ func (a *inventoryApplier) audit(ctx context.Context, action string, id uuid.UUI
 }
 
 func (a *inventoryApplier) create(ctx context.Context, c InventoryContainer) (uuid.UUID, error) {
-	id, slug, name := newID(), "lxc:"+strconv.Itoa(c.VMID), containerName(c)
+	id, slug, name := newID(), policy.ContainerSlug(a.cluster, c.VMID), containerName(c)
 	attrs, err := json.Marshal(discoveredAttrs(a.host, c, nil))
 	if err != nil {
 		return id, err
@@ -637,7 +657,7 @@ func (a *inventoryApplier) runState(ctx context.Context, id uuid.UUID, e fleetCo
 			run_state_until = excluded.run_state_until, updated_at = excluded.updated_at`,
 		id, c.Status, a.o.At, a.o.At.Add(a.o.Horizon), a.now)
 	if err != nil {
-		return fmt.Errorf("record the run state of lxc:%d: %w", c.VMID, err)
+		return fmt.Errorf("record the run state of %s: %w", policy.ContainerSlug(a.cluster, c.VMID), err)
 	}
 	if e.runState == "" || e.runState == c.Status {
 		return nil // a first sighting is not a change

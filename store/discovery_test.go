@@ -48,7 +48,7 @@ func discoverySetup(t *testing.T) *discoveryEnv {
 // strong is what the host strong lists in the demo: its seven seeded
 // containers, running, as the seeds have them.
 func strong() []store.InventoryContainer {
-	var out []store.InventoryContainer
+	out := []store.InventoryContainer{{VMID: 100, Status: "running", Hostname: "unbound", IP: "10.40.0.100/24", Cores: 1}}
 	for vmid := 101; vmid <= 107; vmid++ {
 		out = append(out, store.InventoryContainer{VMID: vmid, Status: "running", Hostname: "ct" + strconv.Itoa(vmid), IP: "10.40.0." + strconv.Itoa(vmid) + "/24", Cores: 2})
 	}
@@ -126,17 +126,17 @@ func (e *discoveryEnv) fleet(t *testing.T) fleetView {
 func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
-	seededJellyfin := entityID(t, e.s, "lxc:101")
+	seededJellyfin := entityID(t, e.s, "lxc:strong/101")
 
 	// First run: the seeded containers, and one an admin made.
 	first := strong()
 	first = append(first, store.InventoryContainer{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.40.0.150/24", Gateway: "10.40.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12})
 	ch := e.apply(t, e.run(t, "strong"), first)
-	want := store.InventoryChanges{Host: "strong", Seen: 8, New: []store.ContainerRef{{VMID: 150, Name: "newbox"}}}
+	want := store.InventoryChanges{Host: "strong", Seen: 9, New: []store.ContainerRef{{VMID: 150, Name: "newbox"}}}
 	if d := gocmp.Diff(want, ch); d != "" {
 		t.Errorf("first run (-want +got):\n%s", d)
 	}
-	box := entityID(t, e.s, "lxc:150")
+	box := entityID(t, e.s, "lxc:strong/150")
 	wantAttrs := map[string]any{"discovered": true, "vmid": 150.0, "host": "strong", "hostname": "newbox", "ip": "10.40.0.150/24",
 		"gateway": "10.40.0.1", "cores": 2.0, "memory_mb": 1024.0, "disk_gb": 12.0}
 	if d := gocmp.Diff(wantAttrs, box.Attrs); d != "" || box.Name != "newbox" || box.Lifecycle != "active" {
@@ -149,13 +149,13 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(rels, store.Relationship{From: "host:strong", To: "lxc:150", Type: "hosts"}) {
+	if !slices.Contains(rels, store.Relationship{From: "host:strong", To: "lxc:strong/150", Type: "hosts"}) {
 		t.Errorf("no hosts edge from strong to the new container")
 	}
 	// Seeded facts win: the host's different name, address and cores for
 	// 101 change nothing of the seed's.
-	if got := entityID(t, e.s, "lxc:101"); !gocmp.Equal(seededJellyfin.Attrs, got.Attrs) || got.Name != "jellyfin" || got.RunState != "running" {
-		t.Errorf("seeded lxc:101 became %s %v (%s), want the seed's attributes and its run state", got.Name, got.Attrs, got.RunState)
+	if got := entityID(t, e.s, "lxc:strong/101"); !gocmp.Equal(seededJellyfin.Attrs, got.Attrs) || got.Name != "jellyfin" || got.RunState != "running" {
+		t.Errorf("seeded lxc:strong/101 became %s %v (%s), want the seed's attributes and its run state", got.Name, got.Attrs, got.RunState)
 	}
 	if d := gocmp.Diff([]string{"discovery.found 150"}, e.audit(t)); d != "" {
 		t.Errorf("audit after the first run (-want +got):\n%s", d)
@@ -179,7 +179,7 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 	third[len(third)-1].Status = "stopped" // 107
 	third = append(third, store.InventoryContainer{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.40.0.150/24", Gateway: "10.40.0.1", Cores: 2, MemoryMB: 2048, DiskGB: 12})
 	ch = e.apply(t, e.run(t, "strong"), third, 105)
-	want = store.InventoryChanges{Host: "strong", Seen: 6,
+	want = store.InventoryChanges{Host: "strong", Seen: 7,
 		Changed:   []store.ContainerChange{{ContainerRef: store.ContainerRef{VMID: 150, Name: "newbox"}, Keys: []string{"memory_mb"}}},
 		Gone:      []store.ContainerRef{{VMID: 106, Name: "paperless"}},
 		RunStates: []store.RunStateChange{{ContainerRef: store.ContainerRef{VMID: 107, Name: "immich"}, From: "running", To: "stopped"}},
@@ -187,16 +187,16 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 	if d := gocmp.Diff(want, ch); d != "" {
 		t.Errorf("third run (-want +got):\n%s", d)
 	}
-	if got := entityID(t, e.s, "lxc:106"); got.Lifecycle != "destroyed" {
-		t.Errorf("the vanished lxc:106 is %s, want destroyed (gone, not deleted)", got.Lifecycle)
+	if got := entityID(t, e.s, "lxc:strong/106"); got.Lifecycle != "destroyed" {
+		t.Errorf("the vanished lxc:strong/106 is %s, want destroyed (gone, not deleted)", got.Lifecycle)
 	}
-	if got := entityID(t, e.s, "lxc:105"); got.Lifecycle != "active" {
-		t.Errorf("lxc:105, on another node of the cluster, is %s, want active", got.Lifecycle)
+	if got := entityID(t, e.s, "lxc:strong/105"); got.Lifecycle != "active" {
+		t.Errorf("lxc:strong/105, on another node of the cluster, is %s, want active", got.Lifecycle)
 	}
-	if got := entityID(t, e.s, "lxc:107"); got.Health != "unhealthy" || got.Detail != "container 107 is stopped" {
-		t.Errorf("the stopped lxc:107 is %s (%q), want unhealthy", got.Health, got.Detail)
+	if got := entityID(t, e.s, "lxc:strong/107"); got.Health != "unhealthy" || got.Detail != "container 107 is stopped" {
+		t.Errorf("the stopped lxc:strong/107 is %s (%q), want unhealthy", got.Health, got.Detail)
 	}
-	if got := entityID(t, e.s, "lxc:150"); got.Attrs["memory_mb"] != 2048.0 {
+	if got := entityID(t, e.s, "lxc:strong/150"); got.Attrs["memory_mb"] != 2048.0 {
 		t.Errorf("newbox's memory is %v after the host changed it", got.Attrs["memory_mb"])
 	}
 	// 106 comes back.
@@ -255,8 +255,8 @@ func TestInventoryRefusesWhatWasNotAsked(t *testing.T) {
 	if err != nil || !ch.Superseded || ch.Announced() {
 		t.Errorf("an older inventory = %+v, %v; want superseded", ch, err)
 	}
-	if got := entityID(t, e.s, "lxc:101"); got.Lifecycle != "active" {
-		t.Errorf("an older, empty inventory marked lxc:101 %s", got.Lifecycle)
+	if got := entityID(t, e.s, "lxc:strong/101"); got.Lifecycle != "active" {
+		t.Errorf("an older, empty inventory marked lxc:strong/101 %s", got.Lifecycle)
 	}
 	if err := e.s.FailInventoryRun(e.ctx, later.ID, "host down"); !errors.Is(err, store.ErrInventoryApplied) {
 		t.Errorf("failing an applied run: %v, want ErrInventoryApplied", err)
@@ -271,7 +271,7 @@ func TestInventoryLeavesInFlightExecutionsAlone(t *testing.T) {
 	e := discoverySetup(t)
 	for _, x := range []store.NewExecution{
 		{Request: store.Request{Action: "pct_create", TargetSlug: "host:strong", Params: []byte(`{"hostname":"scratch"}`)}},
-		{Request: store.Request{Action: "pct_destroy", TargetSlug: "lxc:106"}},
+		{Request: store.Request{Action: "pct_destroy", TargetSlug: "lxc:strong/106"}},
 	} {
 		x.ID, x.RiskClass, x.PlanHash, x.PlanCode, x.State = uuid.Must(uuid.NewV7()), "config_mutation", "h", "c", store.StateApproved
 		x.RequestedBy, x.RequestedVia, x.ExpiresAt = "@op:test", "chat", e.now.Add(time.Hour)
@@ -285,10 +285,10 @@ func TestInventoryLeavesInFlightExecutionsAlone(t *testing.T) {
 	if ch.Announced() || !slices.Equal(ch.Skipped, []store.ContainerRef{{VMID: 151, Name: "scratch"}}) {
 		t.Errorf("changes %+v, want scratch skipped and nothing else", ch)
 	}
-	if _, err := e.s.EntityBySlug(e.ctx, "lxc:151"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.s.EntityBySlug(e.ctx, "lxc:strong/151"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the container being created was added: %v", err)
 	}
-	if got := entityID(t, e.s, "lxc:106"); got.Lifecycle != "active" {
+	if got := entityID(t, e.s, "lxc:strong/106"); got.Lifecycle != "active" {
 		t.Errorf("the container being destroyed is %s", got.Lifecycle)
 	}
 }
@@ -299,8 +299,8 @@ func TestInventoryNoticesAreClaimedOnce(t *testing.T) {
 	e.apply(t, e.run(t, "strong"), strong())
 	e.apply(t, e.run(t, "hubris"), nil) // every container on hubris is gone
 	notices, err := e.s.InventoryNotices(e.ctx)
-	if err != nil || len(notices) != 1 || notices[0].Changes.Host != "hubris" || len(notices[0].Changes.Gone) != 6 {
-		t.Fatalf("notices = %+v, %v; want one, for hubris's six gone containers", notices, err)
+	if err != nil || len(notices) != 1 || notices[0].Changes.Host != "hubris" || len(notices[0].Changes.Gone) != 7 {
+		t.Fatalf("notices = %+v, %v; want one, for hubris's seven gone containers", notices, err)
 	}
 	id := notices[0].RunID
 	if ok, err := e.s.ClaimInventoryNotice(e.ctx, id); !ok || err != nil {
@@ -327,7 +327,7 @@ func TestContainerHealthRollsUp(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
 	hubris := []store.InventoryContainer{}
-	for _, vmid := range []int{110, 111, 112, 113, 114} {
+	for _, vmid := range []int{100, 110, 111, 112, 113, 114} {
 		hubris = append(hubris, store.InventoryContainer{VMID: vmid, Status: "running"})
 	}
 	hubris = append(hubris, store.InventoryContainer{VMID: 131, Status: "stopped"})
@@ -344,11 +344,11 @@ func TestContainerHealthRollsUp(t *testing.T) {
 	record("homeassistant-http", "unhealthy", "GET failed")
 	record("nextcloud-disk", "degraded", "/ is 90% full")
 	for slug, want := range map[string]string{
-		"lxc:110": "healthy: container 110 is running",                        // running, its service healthy
-		"lxc:111": "unhealthy: homeassistant: homeassistant-http: GET failed", // running, a service failing
-		"lxc:112": "healthy: container 112 is running",                        // running, no check has answered
-		"lxc:114": "degraded: nextcloud-disk: / is 90% full",                  // its own check
-		"lxc:131": "unhealthy: container 131 is stopped",                      // stopped
+		"lxc:hubris/110": "healthy: container 110 is running",                        // running, its service healthy
+		"lxc:hubris/111": "unhealthy: homeassistant: homeassistant-http: GET failed", // running, a service failing
+		"lxc:hubris/112": "healthy: container 112 is running",                        // running, no check has answered
+		"lxc:hubris/114": "degraded: nextcloud-disk: / is 90% full",                  // its own check
+		"lxc:hubris/131": "unhealthy: container 131 is stopped",                      // stopped
 	} {
 		if got := entityID(t, e.s, slug); got.Health+": "+got.Detail != want {
 			t.Errorf("%s is %s: %s, want %s", slug, got.Health, got.Detail, want)
@@ -360,10 +360,10 @@ func TestContainerHealthRollsUp(t *testing.T) {
 	if n, err := e.s.ExpireRunStates(e.ctx, e.now); err != nil || n == 0 {
 		t.Fatalf("ExpireRunStates = %d, %v; want containers marked stale", n, err)
 	}
-	if got := entityID(t, e.s, "lxc:112"); got.Health != "stale" || got.Detail == "" {
-		t.Errorf("lxc:112 without an inventory is %s (%q), want stale", got.Health, got.Detail)
+	if got := entityID(t, e.s, "lxc:hubris/112"); got.Health != "stale" || got.Detail == "" {
+		t.Errorf("lxc:hubris/112 without an inventory is %s (%q), want stale", got.Health, got.Detail)
 	}
-	if got := entityID(t, e.s, "lxc:111"); got.Health != "unhealthy" {
-		t.Errorf("lxc:111 is %s, want still unhealthy from its failing service", got.Health)
+	if got := entityID(t, e.s, "lxc:hubris/111"); got.Health != "unhealthy" {
+		t.Errorf("lxc:hubris/111 is %s, want still unhealthy from its failing service", got.Health)
 	}
 }

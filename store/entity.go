@@ -45,6 +45,11 @@ const entityColumns = `e.id, e.slug, e.type, e.name, e.attrs, e.lifecycle,
 
 const entityFrom = `entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
 
+// hostCluster is the cluster of the host h: attrs.cluster, else the host's
+// own name (a standalone node is a cluster of one). Container slugs carry
+// it (policy.ContainerSlug).
+const hostCluster = `coalesce(nullif(h.attrs->>'cluster', ''), h.name)`
+
 func scanEntity(row pgx.Row) (Entity, error) {
 	var e Entity
 	var attrs []byte

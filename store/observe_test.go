@@ -55,9 +55,9 @@ func TestHealthCountsAndContainers(t *testing.T) {
 	}
 	want := []store.HealthCount{
 		{Type: "host", Health: "unknown", Count: 2},
-		{Type: "lxc", Health: "unknown", Count: 13},
+		{Type: "lxc", Health: "unknown", Count: 15},
 		{Type: "service", Health: "unhealthy", Count: 1},
-		{Type: "service", Health: "unknown", Count: 18},
+		{Type: "service", Health: "unknown", Count: 20},
 	}
 	if diff := cmp.Diff(want, counts); diff != "" {
 		t.Errorf("HealthCounts (-want +got):\n%s", diff)
@@ -66,16 +66,18 @@ func TestHealthCountsAndContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 13 || cs[0].Slug != "lxc:101" || cs[12].Slug != "lxc:131" {
-		t.Fatalf("ListContainers = %d containers from %s, want 13 by vmid", len(cs), cs[0].Slug)
+	// By vmid, then slug: both standalone nodes have a CT 100.
+	if len(cs) != 15 || cs[0].Slug != "lxc:hubris/100" || cs[1].Slug != "lxc:strong/100" || cs[14].Slug != "lxc:hubris/131" {
+		t.Fatalf("ListContainers = %d containers from %s, %s, want 15 by vmid", len(cs), cs[0].Slug, cs[1].Slug)
 	}
+	cs = cs[2:]
 	want101 := []store.ServiceState{{Name: "jellyfin", Health: "unhealthy"}}
 	if diff := cmp.Diff(want101, cs[0].Services); diff != "" {
-		t.Errorf("services of lxc:101 (-want +got):\n%s", diff)
+		t.Errorf("services of lxc:strong/101 (-want +got):\n%s", diff)
 	}
-	i := slices.IndexFunc(cs, func(c store.Container) bool { return c.Slug == "lxc:113" })
+	i := slices.IndexFunc(cs, func(c store.Container) bool { return c.Slug == "lxc:hubris/113" })
 	if got := len(cs[i].Services); got != 3 {
-		t.Errorf("lxc:113 runs %d services, want 3", got)
+		t.Errorf("lxc:hubris/113 runs %d services, want 3", got)
 	}
 }
 
@@ -125,10 +127,10 @@ func TestMetricQueries(t *testing.T) {
 func TestSignals(t *testing.T) {
 	t.Parallel()
 	s, ctx := seeded(t)
-	e := entityID(t, s, "lxc:131")
+	e := entityID(t, s, "lxc:hubris/131")
 	at := time.Now().Add(-time.Hour)
 	first, raised, err := s.RaiseSignal(ctx, store.NewSignal{EntityID: e.ID, Kind: "drift", Severity: "warning", Summary: "unclaimed", At: at})
-	if err != nil || !raised || first.EntitySlug != "lxc:131" || !first.Open() {
+	if err != nil || !raised || first.EntitySlug != "lxc:hubris/131" || !first.Open() {
 		t.Fatalf("RaiseSignal = %+v, %v, %v", first, raised, err)
 	}
 	again, raised, err := s.RaiseSignal(ctx, store.NewSignal{EntityID: e.ID, Kind: "drift", Severity: "critical", Summary: "again"})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,12 @@ type SeedHost struct {
 	Name string `yaml:"name"`
 	SSH  string `yaml:"ssh"`
 	Node string `yaml:"node"`
+	// Cluster is the Proxmox cluster the node belongs to, which its
+	// containers' vmids are unique in. Nodes of one cluster name the same
+	// cluster; a node left without one is standalone, a cluster of one
+	// named after the host, since two standalone nodes both count their
+	// vmids from 100.
+	Cluster string `yaml:"cluster"`
 	// Site is the site whose actuator reaches this host; default
 	// "default". A site named here for the first time is created.
 	Site       string          `yaml:"site"`
@@ -44,6 +51,9 @@ type SeedHost struct {
 	Line       int             `yaml:"-"`
 	File       string          `yaml:"-"`
 }
+
+// ClusterName is the host's cluster: Cluster, else the host's own name.
+func (h SeedHost) ClusterName() string { return cmp.Or(h.Cluster, h.Name) }
 
 // SeedContainer is an LXC on a host.
 type SeedContainer struct {
@@ -138,7 +148,7 @@ type seedFile struct {
 }
 
 var (
-	slugPattern   = regexp.MustCompile(`^[a-z][a-z0-9_]*:[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	slugPattern   = regexp.MustCompile(`^[a-z][a-z0-9_]*:[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 	docSlug       = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 	relTypes      = []string{"hosts", "runs", "depends_on", "routes_to"}
 	riskClasses   = []string{"read_only", "reversible_low", "config_mutation", "destructive"}
@@ -264,16 +274,17 @@ func yamlError(file string, err error) error {
 }
 
 func (s *Seed) validate() error {
-	v := &seedValidator{slugs: map[string]bool{}}
+	v := &seedValidator{slugs: map[string]bool{}, vmids: map[int][]string{}}
 	for _, h := range s.Hosts {
 		v.host(h)
 	}
-	for _, r := range s.Relationships {
-		v.relationship(r)
+	for i := range s.Relationships {
+		v.relationship(&s.Relationships[i])
 	}
 	v.checks(s.Checks)
-	for _, p := range s.Policy {
-		v.ref(p.File, p.Line, "policy target", p.Target)
+	for i := range s.Policy {
+		p := &s.Policy[i]
+		v.ref(p.File, p.Line, "policy target", &p.Target)
 		if !slices.Contains(riskClasses, p.RiskClass) {
 			v.bad(p.File, p.Line, "policy risk_class %q: want one of %s", p.RiskClass, strings.Join(riskClasses, ", "))
 		}
@@ -287,6 +298,8 @@ func (s *Seed) validate() error {
 // of them at once.
 type seedValidator struct {
 	slugs map[string]bool // entity slugs defined so far
+	// vmids lists each vmid's container slugs, for the short form lxc:N.
+	vmids map[int][]string
 	errs  []error
 }
 
@@ -302,14 +315,29 @@ func (v *seedValidator) add(file string, line int, slug string) {
 	v.slugs[slug] = true
 }
 
-// ref checks a reference to an entity the seed defines. References are
-// checked after every host, so their order in the files does not matter.
-func (v *seedValidator) ref(file string, line int, what, slug string) {
+// ref checks a reference to an entity the seed defines, and writes a
+// container's short form, lxc:N, as the container's slug where the vmid is
+// unique in the seed; where it is not, the reference must say which
+// cluster. References are checked after every host, so their order in the
+// files does not matter.
+func (v *seedValidator) ref(file string, line int, what string, slug *string) {
+	if name, ok := strings.CutPrefix(*slug, string(policy.TargetLXC)+":"); ok {
+		if cluster, vmid, err := policy.ParseContainerName(name); err == nil && cluster == "" {
+			switch these := v.vmids[vmid]; len(these) {
+			case 1:
+				*slug = these[0]
+			case 0:
+			default:
+				v.bad(file, line, "%s %s: the vmid is on more than one cluster; write one of %s", what, *slug, strings.Join(these, ", "))
+				return
+			}
+		}
+	}
 	switch {
-	case !slugPattern.MatchString(slug):
-		v.bad(file, line, "%s %q: want a slug such as service:jellyfin", what, slug)
-	case !v.slugs[slug]:
-		v.bad(file, line, "%s %s: no such entity in the seed", what, slug)
+	case !slugPattern.MatchString(*slug):
+		v.bad(file, line, "%s %q: want a slug such as service:jellyfin", what, *slug)
+	case !v.slugs[*slug]:
+		v.bad(file, line, "%s %s: no such entity in the seed", what, *slug)
 	}
 }
 
@@ -325,16 +353,19 @@ func (v *seedValidator) host(h SeedHost) {
 			v.bad(h.File, h.Line, "host %s: ssh %q: want ip:port", h.Name, h.SSH)
 		}
 	}
+	if h.Cluster != "" && policy.ValidateClusterName(h.Cluster) != nil {
+		v.bad(h.File, h.Line, "host %s: cluster %q: want a DNS label (a-z, 0-9, -)", h.Name, h.Cluster)
+	}
 	v.add(h.File, h.Line, "host:"+h.Name)
 	for _, c := range h.Containers {
-		v.container(h.File, c)
+		v.container(h.File, h.ClusterName(), c)
 		for _, svc := range c.Services {
 			v.service(h.File, svc)
 		}
 	}
 }
 
-func (v *seedValidator) container(file string, c SeedContainer) {
+func (v *seedValidator) container(file, cluster string, c SeedContainer) {
 	if policy.ValidateVMID(c.VMID) != nil {
 		v.bad(file, c.Line, "container vmid %d: want %d..%d", c.VMID, policy.MinVMID, policy.MaxVMID)
 	}
@@ -357,7 +388,13 @@ func (v *seedValidator) container(file string, c SeedContainer) {
 	if c.Cores < 0 || c.MemoryMB < 0 || c.DiskGB < 0 {
 		v.bad(file, c.Line, "container %d: cores, memory_mb and disk_gb must not be negative", c.VMID)
 	}
-	v.add(file, c.Line, fmt.Sprintf("lxc:%d", c.VMID))
+	slug := policy.ContainerSlug(cluster, c.VMID)
+	if v.slugs[slug] {
+		v.bad(file, c.Line, "container %d: cluster %s has it already (vmids are unique within a cluster)", c.VMID, cluster)
+		return
+	}
+	v.add(file, c.Line, slug)
+	v.vmids[c.VMID] = append(v.vmids[c.VMID], slug)
 }
 
 func (v *seedValidator) service(file string, svc SeedService) {
@@ -376,9 +413,9 @@ func (v *seedValidator) service(file string, svc SeedService) {
 	v.add(file, svc.Line, "service:"+svc.Name)
 }
 
-func (v *seedValidator) relationship(r SeedRelationship) {
-	v.ref(r.File, r.Line, "relationship from", r.From)
-	v.ref(r.File, r.Line, "relationship to", r.To)
+func (v *seedValidator) relationship(r *SeedRelationship) {
+	v.ref(r.File, r.Line, "relationship from", &r.From)
+	v.ref(r.File, r.Line, "relationship to", &r.To)
 	if !slices.Contains(relTypes, r.Type) {
 		v.bad(r.File, r.Line, "relationship type %q: want one of %s", r.Type, strings.Join(relTypes, ", "))
 	}
@@ -389,7 +426,8 @@ func (v *seedValidator) relationship(r SeedRelationship) {
 
 func (v *seedValidator) checks(checks []SeedCheck) {
 	slugs := map[string]bool{}
-	for _, c := range checks {
+	for i := range checks {
+		c := &checks[i]
 		if !docSlug.MatchString(c.Slug) {
 			v.bad(c.File, c.Line, "check slug %q: want lowercase words joined by -", c.Slug)
 		}
@@ -397,7 +435,7 @@ func (v *seedValidator) checks(checks []SeedCheck) {
 			v.bad(c.File, c.Line, "duplicate check %s", c.Slug)
 		}
 		slugs[c.Slug] = true
-		v.ref(c.File, c.Line, "check target", c.Target)
+		v.ref(c.File, c.Line, "check target", &c.Target)
 		if !policy.IsCheckKind(c.Kind) {
 			v.bad(c.File, c.Line, "check kind %q: want one of %s", c.Kind, strings.Join(policy.CheckKinds(), ", "))
 		}
@@ -420,8 +458,8 @@ func (v *seedValidator) knowledge(docs []SeedDoc) {
 		if d.Kind != "" && !slices.Contains(docKinds, d.Kind) {
 			v.bad(d.File, d.Line, "knowledge %s kind %q: want one of %s", d.Slug, d.Kind, strings.Join(docKinds, ", "))
 		}
-		for _, e := range d.Entities {
-			v.ref(d.File, d.Line, "knowledge entity", e)
+		for i := range d.Entities {
+			v.ref(d.File, d.Line, "knowledge entity", &d.Entities[i])
 		}
 	}
 }
@@ -451,7 +489,7 @@ func (s *Seed) Slugs() []string {
 	for _, h := range s.Hosts {
 		out = append(out, "host:"+h.Name)
 		for _, c := range h.Containers {
-			out = append(out, fmt.Sprintf("lxc:%d", c.VMID))
+			out = append(out, policy.ContainerSlug(h.ClusterName(), c.VMID))
 			for _, svc := range c.Services {
 				out = append(out, "service:"+svc.Name)
 			}

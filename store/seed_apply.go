@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -88,7 +89,7 @@ func (a *seedApplier) apply(ctx context.Context, seed *Seed, st *SeedStats) erro
 func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error {
 	hostSlug := "host:" + h.Name
 	err := a.entity(ctx, st, hostSlug, h.Name, map[string]any{
-		"ssh": h.SSH, "node": cmp.Or(h.Node, h.Name), "cores": h.Cores,
+		"ssh": h.SSH, "node": cmp.Or(h.Node, h.Name), "cluster": h.ClusterName(), "cores": h.Cores,
 		"memory_mb": h.MemoryMB, "storage": cmp.Or(h.Storage, "local-lvm"),
 	})
 	if err != nil {
@@ -98,7 +99,10 @@ func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error
 		return err
 	}
 	for _, c := range h.Containers {
-		lxcSlug := fmt.Sprintf("lxc:%d", c.VMID)
+		lxcSlug := policy.ContainerSlug(h.ClusterName(), c.VMID)
+		if err := renameContainer(ctx, a.tx, h.Name, c.VMID, lxcSlug); err != nil {
+			return err
+		}
 		err := a.entity(ctx, st, lxcSlug, c.Hostname, map[string]any{
 			"vmid": c.VMID, "host": h.Name, "hostname": c.Hostname, "ip": c.IP,
 			"gateway": c.Gateway, "cores": c.Cores, "memory_mb": c.MemoryMB, "disk_gb": c.DiskGB,
@@ -114,7 +118,7 @@ func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error
 			// Without a unit, the service's name (a DNS label) names it.
 			err := a.entity(ctx, st, svcSlug, svc.Name, map[string]any{
 				"unit": policy.NormalizeUnit(cmp.Or(svc.Unit, svc.Name)), "port": svc.Port,
-				"health_path": svc.HealthPath, "vmid": c.VMID, "host": h.Name,
+				"health_path": svc.HealthPath, "vmid": c.VMID, "host": h.Name, "container": lxcSlug,
 			})
 			if err != nil {
 				return err
@@ -213,6 +217,22 @@ func (a *seedApplier) entity(ctx context.Context, st *SeedStats, slug, name stri
 	return nil
 }
 
+// renameContainer gives the container vmid on host the slug it has now,
+// when the fleet has it under another: its host's cluster was named since.
+// The container keeps its id, so its history, checks and links follow it.
+// Nothing happens when the slug is taken already.
+func renameContainer(ctx context.Context, tx pgx.Tx, host string, vmid int, slug string) error {
+	_, err := tx.Exec(ctx, `UPDATE entities SET slug = $3, updated_at = now()
+		WHERE id = (SELECT id FROM entities
+		            WHERE type = 'lxc' AND attrs->>'host' = $1 AND attrs->>'vmid' = $2 AND slug <> $3
+		            ORDER BY lifecycle = 'destroyed', updated_at DESC LIMIT 1)
+		  AND NOT EXISTS (SELECT 1 FROM entities WHERE slug = $3)`, host, strconv.Itoa(vmid), slug)
+	if err != nil {
+		return fmt.Errorf("rename container %d on %s to %s: %w", vmid, host, slug, err)
+	}
+	return nil
+}
+
 // hostSite puts a host in its site, creating the site on first mention.
 func (a *seedApplier) hostSite(ctx context.Context, st *SeedStats, slug, site string) error {
 	if _, err := a.tx.Exec(ctx, `INSERT INTO sites (name) VALUES ($1) ON CONFLICT DO NOTHING`, site); err != nil {
@@ -279,11 +299,12 @@ func (s *Store) RegisterContainer(ctx context.Context, host string, vmid int, ho
 		var st SeedStats
 		hostSlug := "host:" + host
 		var hostID uuid.UUID
-		if err := tx.QueryRow(ctx, `SELECT id FROM entities WHERE slug = $1`, hostSlug).Scan(&hostID); err != nil {
+		var cluster string
+		if err := tx.QueryRow(ctx, `SELECT h.id, `+hostCluster+` FROM entities h WHERE h.slug = $1`, hostSlug).Scan(&hostID, &cluster); err != nil {
 			return fmt.Errorf("register container %d: host %s: %w", vmid, host, interpretError(err))
 		}
 		a.ids[hostSlug] = hostID
-		slug := fmt.Sprintf("lxc:%d", vmid)
+		slug := policy.ContainerSlug(cluster, vmid)
 		if err := a.entity(ctx, &st, slug, hostname, map[string]any{
 			"vmid": vmid, "host": host, "hostname": hostname, "ip": ip,
 		}); err != nil {
@@ -294,6 +315,16 @@ func (s *Store) RegisterContainer(ctx context.Context, host string, vmid int, ho
 		}
 		return a.edge(ctx, &st, hostSlug, slug, "hosts")
 	})
+}
+
+// ContainerSlugOn is the slug the container vmid has on host: its
+// cluster's and that vmid's.
+func (s *Store) ContainerSlugOn(ctx context.Context, host string, vmid int) (string, error) {
+	var cluster string
+	if err := s.pool.QueryRow(ctx, `SELECT `+hostCluster+` FROM entities h WHERE h.type = 'host' AND h.name = $1`, host).Scan(&cluster); err != nil {
+		return "", fmt.Errorf("cluster of host %s: %w", host, interpretError(err))
+	}
+	return policy.ContainerSlug(cluster, vmid), nil
 }
 
 // SetLifecycle moves an entity along its lifecycle, e.g. to destroyed once

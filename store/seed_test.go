@@ -94,7 +94,7 @@ func TestApplySeedUpdatesInPlace(t *testing.T) {
 	if _, err := s.ApplySeed(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
-	old, err := s.EntityBySlug(ctx, "lxc:101")
+	old, err := s.EntityBySlug(ctx, "lxc:strong/101")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestApplySeedUpdatesInPlace(t *testing.T) {
 	if diff := cmp.Diff(store.SeedStats{Entities: 1}, st); diff != "" {
 		t.Errorf("apply after edit (-want +got):\n%s", diff)
 	}
-	got, err := s.EntityBySlug(ctx, "lxc:101")
+	got, err := s.EntityBySlug(ctx, "lxc:strong/101")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 func TestAcknowledgeAndMuteSignal(t *testing.T) {
 	t.Parallel()
 	s, ctx := seeded(t)
-	e := entityID(t, s, "lxc:131")
+	e := entityID(t, s, "lxc:hubris/131")
 	past := time.Now().Add(-time.Hour)
 	g, _, err := s.RaiseSignal(ctx, store.NewSignal{EntityID: e.ID, Kind: "drift", Severity: "warning", Summary: "unclaimed", At: past})
 	if err != nil {
@@ -80,7 +80,7 @@ func TestAcknowledgeAndMuteSignal(t *testing.T) {
 	if due := announce(); !due[again.ID] {
 		t.Errorf("after the mute ended, to announce: %v; want %s", due, again.ID)
 	}
-	rows, _, err := s.AuditPage(ctx, store.AuditQuery{Actor: "@op:hs", Entity: "lxc:131"})
+	rows, _, err := s.AuditPage(ctx, store.AuditQuery{Actor: "@op:hs", Entity: "lxc:hubris/131"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,16 +9,29 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nomoshq/nomos/policy"
 )
 
 // ResolveTargets finds the entities a name may mean, among the given types
 // (all non-check types when none are given). An exact slug wins outright;
 // otherwise the name is matched against entity names, LXC vmids and
-// hostnames, case-insensitively. The caller refuses anything but one match.
+// hostnames, case-insensitively. A container's short forms, "lxc:101" and
+// "strong/101", match every live container with that vmid (in that
+// cluster), so on two standalone nodes that both have CT 101 they match
+// both. The caller refuses anything but one match.
 func (s *Store) ResolveTargets(ctx context.Context, ref string, types ...string) ([]Entity, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
 		return nil, nil
+	}
+	if cluster, vmid, ok := containerRef(ref); ok && (len(types) == 0 || slices.Contains(types, "lxc")) {
+		if cluster != "" {
+			ref = policy.ContainerSlug(cluster, vmid)
+		} else {
+			return s.containersByVMID(ctx, vmid)
+		}
 	}
 	if strings.Contains(ref, ":") {
 		e, err := s.EntityBySlug(ctx, ref)
@@ -56,6 +69,32 @@ func (s *Store) ResolveTargets(ctx context.Context, ref string, types ...string)
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// containerRef reads a container's short forms: "lxc:101" (cluster "")
+// and "strong/101" or "lxc:strong/101".
+func containerRef(ref string) (cluster string, vmid int, ok bool) {
+	name, prefixed := strings.CutPrefix(strings.ToLower(ref), string(policy.TargetLXC)+":")
+	if !prefixed && !strings.Contains(name, "/") {
+		return "", 0, false
+	}
+	cluster, vmid, err := policy.ParseContainerName(name)
+	return cluster, vmid, err == nil
+}
+
+// containersByVMID lists the live containers with vmid, in every cluster.
+func (s *Store) containersByVMID(ctx context.Context, vmid int) ([]Entity, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+`
+		WHERE e.type = 'lxc' AND e.lifecycle <> 'destroyed' AND (e.attrs->>'vmid')::int = $1
+		ORDER BY e.slug`, vmid)
+	if err != nil {
+		return nil, fmt.Errorf("resolve lxc:%d: %w", vmid, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entity, error) { return scanEntity(row) })
+	if err != nil {
+		return nil, fmt.Errorf("resolve lxc:%d: %w", vmid, err)
+	}
+	return out, nil
 }
 
 // EntityByID loads one entity with its status.

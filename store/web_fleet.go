@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/nomoshq/nomos/policy"
 )
 
 // The read-only views of the status page. Each answers one page region in
@@ -60,8 +61,8 @@ func (s *Store) FleetNodes(ctx context.Context) ([]FleetNode, error) {
 		if detail != nil {
 			n.Detail = *detail
 		}
-		// An LXC's slug is lxc:<vmid>; sort by the number.
-		v, err := strconv.Atoi(strings.TrimPrefix(n.Slug, "lxc:"))
+		// An LXC's slug is lxc:<cluster>/<vmid>; sort by the number.
+		_, v, err := policy.ParseContainerName(strings.TrimPrefix(n.Slug, "lxc:"))
 		if err != nil || n.Type != "lxc" {
 			v = math.MaxInt
 		}

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -38,6 +39,9 @@ type Config struct {
 // turn: the spread of the demo's.
 var Intervals = []int{30, 60, 120, 300}
 
+// Cluster is the Proxmox cluster every generated node belongs to.
+const Cluster = "gen"
+
 // Seed returns the fleet cfg describes. Names and addresses follow from
 // the place of each thing: host node00, container 1001 (ct1001, with
 // services app1001-web, app1001-worker and app1001-db), and so on.
@@ -53,7 +57,9 @@ func Seed(cfg Config) *store.Seed {
 		return Intervals[check%len(Intervals)]
 	}
 	for h := range cfg.Hosts {
-		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), Cores: 64, MemoryMB: 262144, Storage: "local-zfs"}
+		// One Proxmox cluster, as a fleet of ten nodes would be: vmids are
+		// unique across it.
+		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), Cluster: Cluster, Cores: 64, MemoryMB: 262144, Storage: "local-zfs"}
 		if cfg.Addr != nil {
 			host.SSH = cfg.Addr(h)
 		}
@@ -74,7 +80,7 @@ func Seed(cfg Config) *store.Seed {
 				{Name: fmt.Sprintf("app%d-db", vmid), Unit: "db.service", Port: 5432},
 			}
 			ct.Services = services[:cfg.ServicesPerContainer]
-			lxc := fmt.Sprintf("lxc:%d", vmid)
+			lxc := policy.ContainerSlug(Cluster, vmid)
 			checks := []store.SeedCheck{
 				{Slug: services[0].Name + "-http", Target: "service:" + services[0].Name, Kind: "http",
 					Spec: map[string]any{"path": "/health", "expect_status": 200}},
