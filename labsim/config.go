@@ -15,8 +15,9 @@ import (
 
 // Config describes the simulated fleet and where labsim keeps its files.
 type Config struct {
-	// Hosts are the simulated Proxmox nodes of one cluster; each listens on
-	// its own address with its own host key. VMIDs are unique across them.
+	// Hosts are the simulated Proxmox nodes; each listens on its own
+	// address with its own host key. A VMID is unique within a cluster (see
+	// Host.Cluster), so standalone nodes may each have a CT 100.
 	Hosts []Host
 	// StateDir holds the host keys (hostkey_<name>), the container state
 	// (state.json) and the fault control file (faults.json). Required.
@@ -46,6 +47,10 @@ type Config struct {
 type Host struct {
 	// Name is the node name, as in nodes/<name>/lxc; letters, digits, - and _.
 	Name string
+	// Cluster is the Proxmox cluster the node belongs to; nodes with the
+	// same Cluster see each other's guests in /cluster/resources and share
+	// one VMID space. Empty means a standalone node: a cluster of one.
+	Cluster string
 	// Addr is the TCP listen address; "127.0.0.1:0" picks a free port.
 	// Default "127.0.0.1:0".
 	Addr string
@@ -108,7 +113,7 @@ func (cfg *Config) validate() error {
 		errs = append(errs, errors.New("at least one host is required"))
 	}
 	names := map[string]bool{}
-	vmids := map[int]string{}
+	vmids := map[string]map[int]string{} // by cluster key
 	for i := range cfg.Hosts {
 		h := &cfg.Hosts[i]
 		if !nodeNameRE.MatchString(h.Name) {
@@ -117,17 +122,24 @@ func (cfg *Config) validate() error {
 			errs = append(errs, fmt.Errorf("host %s: name used twice", h.Name))
 		}
 		names[h.Name] = true
+		if h.Cluster != "" && !nodeNameRE.MatchString(h.Cluster) {
+			errs = append(errs, fmt.Errorf("host %s: cluster %q must be letters, digits, - or _", h.Name, h.Cluster))
+		}
 		h.Addr = cmp.Or(h.Addr, "127.0.0.1:0")
+		key := clusterKey(h.Name, h.Cluster)
+		if vmids[key] == nil {
+			vmids[key] = map[int]string{}
+		}
 		for j := range h.Containers {
 			c := &h.Containers[j]
 			if err := c.validate(); err != nil {
 				errs = append(errs, fmt.Errorf("host %s: container %d: %w", h.Name, c.VMID, err))
 				continue
 			}
-			if other, ok := vmids[c.VMID]; ok {
-				errs = append(errs, fmt.Errorf("host %s: container %d: vmid already used on host %s", h.Name, c.VMID, other))
+			if other, ok := vmids[key][c.VMID]; ok {
+				errs = append(errs, fmt.Errorf("host %s: container %d: vmid already used on host %s of cluster %s", h.Name, c.VMID, other, h.Cluster))
 			}
-			vmids[c.VMID] = h.Name
+			vmids[key][c.VMID] = h.Name
 		}
 	}
 	return errors.Join(errs...)

@@ -291,7 +291,7 @@ func pctList(c *call) int {
 var storages = map[string]bool{"local-lvm": true, "local": true, "local-zfs": true}
 
 func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
-	if node := c.st.nodeOf(vmid); node != "" {
+	if node, _ := c.st.findInCluster(c.env.host, vmid); node != "" {
 		c.errf("CT %d already exists on node '%s'\n", vmid, node)
 		return 255
 	}
@@ -637,28 +637,33 @@ func pveshCmd(c *call) int {
 	return 255
 }
 
+// pveshNextID answers /cluster/nextid for the node's cluster. The API
+// returns an integer, so JSON output is 100, not "100"; a taken --vmid is a
+// parameter error (pve-manager PVE/API2/Cluster.pm nextid).
 func pveshNextID(c *call, want, format string) int {
-	id := c.st.nextID()
+	id := c.st.nextIDIn(c.env.host)
 	if want != "" {
 		n, err := strconv.Atoi(want)
 		if err != nil || n < minVMID {
-			c.errf("400 Parameter verification failed.\nvmid: type check ('integer') failed - got '%s'\n", want)
+			c.errf("400 Parameter verification failed.\nvmid: type check ('integer') failed - got '%s'\n%s\n", want, pveshGetUsage)
 			return 255
 		}
-		if node := c.st.nodeOf(n); node != "" {
-			c.errf("CT %d already exists on node '%s'\n", n, node)
+		if node, _ := c.st.findInCluster(c.env.host, n); node != "" {
+			c.errf("400 Parameter verification failed.\nvmid: VM %d already exists\n%s\n", n, pveshGetUsage)
 			return 255
 		}
 		id = n
 	}
-	if strings.HasPrefix(format, "json") {
-		out, _ := json.Marshal(strconv.Itoa(id))
-		c.outf("%s\n", out)
-		return 0
+	if id == 0 {
+		c.errf("unable to get any free VMID in range [%d, %d]\n", minVMID, maxNextID)
+		return 255
 	}
-	c.outf("%d\n", id)
+	c.outf("%d\n", id) // the same in text and JSON
 	return 0
 }
+
+// pveshGetUsage is what pvesh adds to a parameter error of pvesh get.
+const pveshGetUsage = "pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]"
 
 // resource is one entry of /cluster/resources, with the fields Proxmox
 // gives an LXC, a node and a storage.
@@ -689,7 +694,7 @@ func pveshResources(c *call, typ, format string) int {
 		return 255
 	}
 	var out []resource
-	for _, name := range slices.Sorted(maps.Keys(c.st.Hosts)) {
+	for _, name := range c.st.clusterNodes(c.env.host) {
 		hs := c.st.Hosts[name]
 		if typ == "" || typ == "node" {
 			out = append(out, resource{ID: "node/" + name, Type: "node", Node: name, Status: "online", Uptime: int64(c.now.Sub(hs.Booted).Seconds())})

@@ -13,7 +13,7 @@ func TestPctCreateDestroy(t *testing.T) {
 	b := setup(t)
 
 	diff(t, "nextid", result{Stdout: "100\n"}, b.run(t, "pve2", "pvesh get /cluster/nextid"))
-	diff(t, "nextid json", result{Stdout: "\"100\"\n"}, b.run(t, "pve1", "pvesh get /cluster/nextid --output-format json"))
+	diff(t, "nextid json", result{Stdout: "100\n"}, b.run(t, "pve1", "pvesh get /cluster/nextid --output-format json"))
 	b.must(t, "pve1", "pct create 100 "+debian+" --hostname first")
 
 	out := b.must(t, "pve1", "pct create 103 "+debian+
@@ -65,12 +65,12 @@ func TestPctCreateDestroy(t *testing.T) {
 	contains(t, "dhcp resolver", b.must(t, "pve2", "pct exec 105 -- cat /etc/resolv.conf"), "nameserver 10.0.0.1\n")
 }
 
-// hwaddr reads the MAC labsim gave a container.
+// hwaddr reads the MAC labsim gave a container of the lab cluster.
 func (b *bundle) hwaddr(t *testing.T, vmid int) string {
 	t.Helper()
 	b.sim.mu.Lock()
 	defer b.sim.mu.Unlock()
-	ct := b.sim.state.find(vmid)
+	_, ct := b.sim.state.findInCluster("pve1", vmid)
 	if ct == nil {
 		t.Fatalf("no container %d", vmid)
 	}
@@ -139,7 +139,8 @@ func TestPctUsageErrors(t *testing.T) {
 		{"pct exec 102 -- true", result{Stderr: "CT 102 not running\n", Exit: 255}},
 		{"pct exec 999 -- true", result{Stderr: "Configuration file 'nodes/pve1/lxc/999.conf' does not exist\n", Exit: 2}},
 		{"pvesh get /nodes", result{Stderr: "No 'get' handler defined for '/nodes'\n", Exit: 255}},
-		{"pvesh get /cluster/nextid --vmid 101", result{Stderr: "CT 101 already exists on node 'pve1'\n", Exit: 255}},
+		{"pvesh get /cluster/nextid --vmid 101", result{Stderr: "400 Parameter verification failed.\nvmid: VM 101 already exists\npvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]\n", Exit: 255}},
+		{"pvesh get /cluster/nextid --vmid 201", result{Stderr: "400 Parameter verification failed.\nvmid: VM 201 already exists\npvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]\n", Exit: 255}},
 		{"pvesh get /cluster/nextid --vmid 150", result{Stdout: "150\n"}},
 	}
 	for _, tt := range tests {

@@ -123,6 +123,9 @@ func New(cfg Config) (*Sim, error) {
 	for _, name := range st.merge(cfg, s.clock()) {
 		s.log.Warn("dropping saved state of a host no longer configured", "host", name)
 	}
+	if err := st.checkClusters(); err != nil {
+		return nil, err
+	}
 	s.state = st
 	if err := saveState(s.statePath, st); err != nil {
 		return nil, err

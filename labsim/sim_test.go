@@ -43,17 +43,17 @@ func (c *testClock) Advance(d time.Duration) {
 
 var epoch = time.Date(2024, 11, 30, 10, 0, 0, 0, time.UTC)
 
-// testFleet is two nodes: pve1 with a running Jellyfin and a stopped Pi-hole,
-// pve2 with a DHCP web server.
+// testFleet is two nodes of one cluster, lab: pve1 with a running Jellyfin
+// and a stopped Pi-hole, pve2 with a DHCP web server.
 func testFleet() []Host {
 	return []Host{
-		{Name: "pve1", Containers: []Container{
+		{Name: "pve1", Cluster: "lab", Containers: []Container{
 			{VMID: 101, Hostname: "jellyfin", IP: "10.0.0.21/24", Gateway: "10.0.0.1", Cores: 4, MemoryMB: 4096, DiskGB: 32, Status: "running",
 				Services: []Service{{Name: "jellyfin", Port: 8096, HealthPath: "/health", Active: true, Enabled: true}}},
 			{VMID: 102, Hostname: "pihole", IP: "10.0.0.22/24", Gateway: "10.0.0.1", Status: "stopped",
 				Services: []Service{{Name: "pihole-FTL", Port: 80, Active: true, Enabled: true}}},
 		}},
-		{Name: "pve2", Containers: []Container{
+		{Name: "pve2", Cluster: "lab", Containers: []Container{
 			{VMID: 201, Hostname: "web", IP: "dhcp", Status: "running",
 				Services: []Service{{Name: "nginx", Port: 80, Active: true, Enabled: true}}},
 		}},
@@ -84,6 +84,12 @@ func newKey(t *testing.T) gossh.Signer {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupFleet(t, testFleet())
+}
+
+// setupFleet starts a simulator of hosts.
+func setupFleet(t *testing.T, hosts []Host) *bundle {
+	t.Helper()
 	dir := t.TempDir()
 	key := newKey(t)
 	authKeys := filepath.Join(dir, "authorized_keys")
@@ -93,7 +99,7 @@ func setup(t *testing.T) *bundle {
 	clock := &testClock{t: epoch}
 	b := &bundle{
 		cfg: Config{
-			Hosts:              testFleet(),
+			Hosts:              hosts,
 			StateDir:           filepath.Join(dir, "state"),
 			AuthorizedKeysFile: authKeys,
 			LogPath:            filepath.Join(dir, "commands.jsonl"),
@@ -363,7 +369,7 @@ func TestConfigValidation(t *testing.T) {
 		{"no hosts", func(c *Config) { c.Hosts = nil }, "at least one host"},
 		{"bad host name", func(c *Config) { c.Hosts[0].Name = "../etc" }, "must be letters"},
 		{"duplicate host", func(c *Config) { c.Hosts[1].Name = "pve1" }, "name used twice"},
-		{"duplicate vmid across hosts", func(c *Config) { c.Hosts[1].Containers[0].VMID = 101 }, "vmid already used on host pve1"},
+		{"duplicate vmid across hosts", func(c *Config) { c.Hosts[1].Containers[0].VMID = 101 }, "vmid already used on host pve1 of cluster lab"},
 		{"low vmid", func(c *Config) { c.Hosts[0].Containers[0].VMID = 99 }, "vmid must be between"},
 		{"bad ip", func(c *Config) { c.Hosts[0].Containers[0].IP = "10.0.0.5" }, "want dhcp or an address with prefix length"},
 		{"bad gateway", func(c *Config) { c.Hosts[0].Containers[0].Gateway = "router" }, "gateway \"router\" is not an IP address"},

@@ -31,6 +31,9 @@ type simState struct {
 }
 
 type hostState struct {
+	// Cluster is the node's configured cluster, "" when standalone; set
+	// from the config at every start.
+	Cluster    string           `json:"cluster,omitempty"`
 	Booted     time.Time        `json:"booted"`
 	Containers map[int]*ctState `json:"containers"`
 	// Destroyed keeps configured containers that were destroyed from coming
@@ -305,8 +308,12 @@ func (st *simState) merge(cfg Config, now time.Time) []string {
 			hs = &hostState{Booted: now, Containers: map[int]*ctState{}}
 			st.Hosts[h.Name] = hs
 		}
+		hs.Cluster = h.Cluster
+	}
+	for _, h := range cfg.Hosts {
+		hs := st.Hosts[h.Name]
 		for _, c := range h.Containers {
-			if st.find(c.VMID) != nil || slices.Contains(hs.Destroyed, c.VMID) {
+			if node, _ := st.findInCluster(h.Name, c.VMID); node != "" || slices.Contains(hs.Destroyed, c.VMID) {
 				continue
 			}
 			hs.Containers[c.VMID] = st.fromConfig(h.Name, c, now)
@@ -315,43 +322,15 @@ func (st *simState) merge(cfg Config, now time.Time) []string {
 	return dropped
 }
 
-// find returns the container with vmid on any host, or nil.
-func (st *simState) find(vmid int) *ctState {
-	for _, hs := range st.Hosts {
-		if c, ok := hs.Containers[vmid]; ok {
-			return c
-		}
-	}
-	return nil
-}
-
-// nodeOf returns the host a vmid lives on.
-func (st *simState) nodeOf(vmid int) string {
-	for name, hs := range st.Hosts {
-		if _, ok := hs.Containers[vmid]; ok {
-			return name
-		}
-	}
-	return ""
-}
-
-func (st *simState) nextID() int {
-	for id := minVMID; id <= maxVMID; id++ {
-		if st.find(id) == nil {
-			return id
-		}
-	}
-	return 0
-}
-
 func (st *simState) all() []*ctState {
 	var out []*ctState
-	for _, hs := range st.Hosts {
-		for _, c := range hs.Containers {
+	for _, name := range slices.Sorted(maps.Keys(st.Hosts)) {
+		for _, c := range st.Hosts[name].Containers {
 			out = append(out, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b *ctState) int { return a.VMID - b.VMID })
+	// Stable, so standalone nodes' CTs with one VMID keep the nodes' order.
+	slices.SortStableFunc(out, func(a, b *ctState) int { return a.VMID - b.VMID })
 	return out
 }
 
@@ -402,7 +381,8 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 // newContainer builds a stopped container as pct create leaves it: the base
 // packages and units of its template, and resolv.conf from its network.
 func (st *simState) newContainer(host string, vmid int, conf ctConf, now time.Time) *ctState {
-	h := hashString(fmt.Sprint(vmid))
+	// The node is in the hash: standalone nodes' CT 100s share a LAN.
+	h := hashString(host + "/" + fmt.Sprint(vmid))
 	conf.HWAddr = fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(h>>16), byte(h>>8), byte(h))
 	conf.Unprivileged = true
 	if conf.IP == "dhcp" {
@@ -453,7 +433,7 @@ func (st *simState) lease(host, gateway string) (addr, gw string) {
 	for _, c := range st.all() {
 		used[c.addr()] = true
 		r := 2
-		if st.nodeOf(c.VMID) != host {
+		if st.Hosts[host].Containers[c.VMID] != c {
 			r = 3
 		} else if c.Conf.IP == "dhcp" {
 			r = 0
