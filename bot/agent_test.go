@@ -44,7 +44,7 @@ func TestAgentAnswersFleetQuestionWithOneBulkCall(t *testing.T) {
 		t.Errorf("tools offered: %v", first.ToolNames())
 	}
 	sys := first.System()
-	if !strings.Contains(sys, "request_execution") || !strings.Contains(sys, "Right now") || !strings.Contains(sys, "lxcs: 13") {
+	if !strings.Contains(sys, "request_execution") || !strings.Contains(sys, "Right now") || !strings.Contains(sys, "lxcs: 15") {
 		t.Errorf("system prompt lacks the persona or the fleet snapshot:\n%s", sys)
 	}
 	if last := first.Last(); last.Role != "user" || !strings.Contains(last.Content, "Which containers are unhealthy?") {
@@ -142,16 +142,16 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 		testenv.ToolCall("request_execution", `{"action":"pct_create","target":"host:strong","params":{"hostname":"web","ip":"10.40.0.150/24","gw":"10.40.0.1","services":["nginx"],"post_install":"curl -fsS http://localhost/"},"reason":"a web server for the operator"}`).
 			When(testenv.LastMessage("user", "web server")),
 		testenv.Reply("I have asked to create the container; approve the card and I will carry on."),
-		testenv.ToolCall("request_execution", `{"action":"systemctl","target":"lxc:100","params":{"verb":"restart","unit":"nginx"},"reason":"pick up the new config"}`).
+		testenv.ToolCall("request_execution", `{"action":"systemctl","target":"lxc:108","params":{"verb":"restart","unit":"nginx"},"reason":"pick up the new config"}`).
 			When(lastNote("pct_create on host:strong", "succeeded")),
 		testenv.Reply("The container is up; I asked to restart nginx so it starts clean."),
-		testenv.ToolCall("request_execution", `{"action":"pct_exec","target":"lxc:100","params":{"command":"curl -fsS http://localhost/"},"reason":"verify"}`).
-			When(lastNote("systemctl on lxc:100", "succeeded")),
+		testenv.ToolCall("request_execution", `{"action":"pct_exec","target":"lxc:108","params":{"command":"curl -fsS http://localhost/"},"reason":"verify"}`).
+			When(lastNote("systemctl on lxc:strong/108", "succeeded")),
 		testenv.Reply("I asked to check that nginx answers; approve it and I will confirm."),
-		testenv.Reply("Verified: nginx answers on web (CT 100).").When(lastNote("pct_exec on lxc:100", "succeeded")),
+		testenv.Reply("Verified: nginx answers on web (CT 108).").When(lastNote("pct_exec on lxc:strong/108", "succeeded")),
 	)
 	b := setup(t, withLLM(llm))
-	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultDNSDead, Target: "100"}); err != nil {
+	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultDNSDead, Target: "108"}); err != nil {
 		t.Fatal(err)
 	}
 	b.say(t, b.operator, "set up a web server with nginx at 10.40.0.150", "")
@@ -160,7 +160,7 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitFor(t, b.cardEdited(create.ID, "succeeded"))
-	restart := b.waitFor(t, b.botSays("systemctl", "lxc:100", "awaiting approval"))
+	restart := b.waitFor(t, b.botSays("systemctl", "lxc:strong/108", "awaiting approval"))
 	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, restart.ID, "✅"); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestAgentCarriesOnAfterEachStep(t *testing.T) {
 		t.Errorf("%d of the session's executions were never claimed as continued", unclaimed)
 	}
 	cmds := strings.Join(b.fleet.Commands(t), "\n")
-	for _, want := range []string{"pct create 100", "nameserver 1.1.1.1", "systemctl restart nginx.service", "curl -fsS http://localhost/"} {
+	for _, want := range []string{"pct create 108", "nameserver 1.1.1.1", "systemctl restart nginx.service", "curl -fsS http://localhost/"} {
 		if !strings.Contains(cmds, want) {
 			t.Errorf("labsim never ran %q", want)
 		}

@@ -478,7 +478,7 @@ func TestDestructiveNeedsTypedPhrase(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.say(t, b.operator, "destroy teddycloud", "")
-	card := b.waitFor(t, b.botSays("destroy", "lxc:131", "destructive"))
+	card := b.waitFor(t, b.botSays("destroy", "lxc:hubris/131", "destructive"))
 	m := card.Content.AsMessage()
 	if m.MsgType != event.MsgText || m.Mentions == nil || len(m.Mentions.UserIDs) == 0 {
 		t.Errorf("a destructive card must be an m.text mentioning the operators, got %s %+v", m.MsgType, m.Mentions)
@@ -607,7 +607,7 @@ func TestEscalationsPushAndNoticesDoNot(t *testing.T) {
 	notice := b.waitFor(t, b.botSays("Fleet status"))
 	// A destructive plan waiting is an escalation: pushed.
 	b.say(t, b.operator, "destroy teddycloud", "")
-	escalation := b.waitFor(t, b.botSays("destroy", "lxc:131"))
+	escalation := b.waitFor(t, b.botSays("destroy", "lxc:hubris/131"))
 	deadline := time.Now().Add(60 * time.Second)
 	for !gw.got(escalation.ID) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -648,7 +648,7 @@ func TestFailureEscalatesWhenNobodyIsWatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitFor(t, b.cardEdited(card.ID, "failed"))
-	b.waitFor(t, b.isEscalation("failed", "lxc:101"))
+	b.waitFor(t, b.isEscalation("failed", "lxc:strong/101"))
 }
 
 func TestPlanAboutToExpireIsEscalated(t *testing.T) {

@@ -38,7 +38,7 @@ func cardSetup(t *testing.T) CardView {
 			Risk:  policy.Risk{Class: policy.ReversibleLow, Reasons: []string{"restarts jellyfin.service"}},
 			Blast: []policy.Affected{{Slug: "service:caddy", Via: policy.EdgeRoutesTo, From: "service:jellyfin", Depth: 1}},
 			Target: store.Entity{Slug: "service:jellyfin", Type: "service", Name: "jellyfin",
-				Attrs: map[string]any{"host": "strong", "vmid": float64(101), "unit": "jellyfin.service"}},
+				Attrs: map[string]any{"host": "strong", "vmid": float64(101), "unit": "jellyfin.service", "container": "lxc:strong/101"}},
 		},
 		Now: cardNow,
 	}
@@ -103,14 +103,14 @@ func TestRenderCard(t *testing.T) {
 			name: "destructive shows the phrase",
 			change: func(v *CardView) {
 				x := &v.Planned.Execution
-				x.Action, x.TargetSlug, x.RiskClass, x.Steps = "pct_destroy", "lxc:131", "destructive", []string{"pct destroy 131"}
+				x.Action, x.TargetSlug, x.RiskClass, x.Steps = "pct_destroy", "lxc:hubris/131", "destructive", []string{"pct destroy 131"}
 				x.ExpiresAt = cardNow.Add(10 * time.Minute)
-				v.Planned.Risk = policy.Risk{Class: policy.Destructive, Reasons: []string{"destroys lxc:131 and its disks"}}
-				v.Planned.Phrase = "destroy lxc:131 k7q2"
-				v.Planned.Target = store.Entity{Slug: "lxc:131", Type: "lxc", Name: "scratch", Attrs: map[string]any{"host": "weak", "vmid": float64(131)}}
+				v.Planned.Risk = policy.Risk{Class: policy.Destructive, Reasons: []string{"destroys lxc:hubris/131 and its disks"}}
+				v.Planned.Phrase = "destroy lxc:hubris/131 k7q2"
+				v.Planned.Target = store.Entity{Slug: "lxc:hubris/131", Type: "lxc", Name: "scratch", Attrs: map[string]any{"host": "weak", "vmid": float64(131)}}
 			},
-			want:     []string{"Plan k7q2: destroy scratch", "(lxc:131)", "CT 131", "host weak", "🔴 destructive", "type exactly", "destroy lxc:131 k7q2", "does not approve", "expires in 10m"},
-			wantHTML: []string{"<code>destroy lxc:131 k7q2</code>"},
+			want:     []string{"Plan k7q2: destroy scratch", "(lxc:hubris/131)", "CT 131", "host weak", "🔴 destructive", "type exactly", "destroy lxc:hubris/131 k7q2", "does not approve", "expires in 10m"},
+			wantHTML: []string{"<code>destroy lxc:hubris/131 k7q2</code>"},
 			not:      []string{"go ahead", "✅ or 👍"},
 		},
 		{
@@ -207,8 +207,8 @@ func TestRenderCard(t *testing.T) {
 					Phases:    []tasks.Phase{{Name: "snapshot", Status: tasks.StatusSucceeded, Elapsed: tasks.Duration(2 * time.Second)}, {Name: "restart", Status: tasks.StatusSucceeded}},
 					StartedAt: cardNow, FinishedAt: cardNow.Add(14 * time.Second), Output: "ok\n"}
 			},
-			want:     []string{"succeeded", "in 14s", "nomos-20260706-140700", "rollback lxc:101 nomos-20260706-140700", "resolver was dead; switched to 1.1.1.1", "snapshot ✅ 2s", "restart ✅"},
-			wantHTML: []string{"<code>rollback lxc:101 nomos-20260706-140700</code>"},
+			want:     []string{"succeeded", "in 14s", "nomos-20260706-140700", "rollback lxc:strong/101 nomos-20260706-140700", "resolver was dead; switched to 1.1.1.1", "snapshot ✅ 2s", "restart ✅"},
+			wantHTML: []string{"<code>rollback lxc:strong/101 nomos-20260706-140700</code>"},
 			not:      []string{"awaiting approval"},
 		},
 		{
@@ -218,7 +218,7 @@ func TestRenderCard(t *testing.T) {
 				raw, _ := json.Marshal(tasks.Result{Status: tasks.StatusSucceeded, Snapshot: "pre-x1"})
 				v.Planned.Execution.Result = raw
 			},
-			want: []string{"rollback lxc:101 pre-x1"},
+			want: []string{"rollback lxc:strong/101 pre-x1"},
 		},
 		{
 			name: "failed shows the error and the phase",
@@ -455,15 +455,15 @@ func TestNotices(t *testing.T) {
 	if plain != "That plan was already approved by @op:example.org at 14:06 UTC." {
 		t.Errorf("NoticeAlreadyDecided = %q", plain)
 	}
-	plain, htm := NoticeNeedsPhrase("destroy lxc:131 k7q2")
-	if !strings.Contains(plain, "type exactly: destroy lxc:131 k7q2") || !strings.Contains(htm, "<code>destroy lxc:131 k7q2</code>") {
+	plain, htm := NoticeNeedsPhrase("destroy lxc:hubris/131 k7q2")
+	if !strings.Contains(plain, "type exactly: destroy lxc:hubris/131 k7q2") || !strings.Contains(htm, "<code>destroy lxc:hubris/131 k7q2</code>") {
 		t.Errorf("NoticeNeedsPhrase = %q / %q", plain, htm)
 	}
 	plain, _ = NoticeWhichPlan([]store.Execution{
 		{Request: store.Request{PlanCode: "k7q2", Action: "restart", TargetSlug: "service:jellyfin", RiskClass: "reversible_low", ExpiresAt: cardNow.Add(5 * time.Minute)}},
-		{Request: store.Request{PlanCode: "m3zt", Action: "pct_destroy", TargetSlug: "lxc:131", RiskClass: "destructive", ExpiresAt: cardNow.Add(9 * time.Minute)}},
+		{Request: store.Request{PlanCode: "m3zt", Action: "pct_destroy", TargetSlug: "lxc:hubris/131", RiskClass: "destructive", ExpiresAt: cardNow.Add(9 * time.Minute)}},
 	}, cardNow)
-	for _, w := range []string{"2 plans", "won't guess", "k7q2: restart service:jellyfin", "m3zt: pct_destroy lxc:131, 🔴 destructive, expires in 9m"} {
+	for _, w := range []string{"2 plans", "won't guess", "k7q2: restart service:jellyfin", "m3zt: pct_destroy lxc:hubris/131, 🔴 destructive, expires in 9m"} {
 		if !strings.Contains(plain, w) {
 			t.Errorf("NoticeWhichPlan lacks %q:\n%s", w, plain)
 		}

@@ -189,7 +189,7 @@ func cutField(s string) (first, rest string) {
 type token struct{ raw, norm string }
 
 func isWordRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == ':' || r == '-' || r == '_' || r == '\''
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == ':' || r == '-' || r == '_' || r == '/' || r == '\''
 }
 
 var contractions = map[string][]string{
@@ -312,7 +312,7 @@ func isRef(s string) bool {
 		return false
 	}
 	for i, r := range s {
-		ok := r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || (i > 0 && strings.ContainsRune("._:-", r)))
+		ok := r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || (i > 0 && strings.ContainsRune("._:-/", r)))
 		if !ok {
 			return false
 		}

@@ -70,6 +70,9 @@ var commandTests = []struct {
 	{text: "show jellyfin", want: Command{Kind: CmdShow, Target: "jellyfin"}},
 	{text: "show lxc:101", want: Command{Kind: CmdShow, Target: "lxc:101"}},
 	{text: "show LXC:101", want: Command{Kind: CmdShow, Target: "lxc:101"}},
+	// A container's full name: its cluster and vmid.
+	{text: "show lxc:strong/101", want: Command{Kind: CmdShow, Target: "lxc:strong/101"}},
+	{text: "show strong/100", want: Command{Kind: CmdShow, Target: "strong/100"}},
 	{text: "show me the jellyfin service", want: Command{Kind: CmdShow, Target: "jellyfin"}},
 	{text: "status jellyfin", want: Command{Kind: CmdShow, Target: "jellyfin"}},
 	{text: "info 101", want: Command{Kind: CmdShow, Target: "101"}},
@@ -168,6 +171,7 @@ var commandTests = []struct {
 
 	// Typed confirmation phrases.
 	{text: "destroy lxc:131 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:131", Action: policy.ActionPctDestroy, Phrase: "destroy lxc:131 k7q2"}},
+	{text: "destroy lxc:hubris/131 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:hubris/131", Action: policy.ActionPctDestroy, Phrase: "destroy lxc:hubris/131 k7q2"}},
 	{text: "Destroy LXC:131 K7Q2", want: Command{Kind: CmdConfirm, Target: "lxc:131", Action: policy.ActionPctDestroy, Phrase: "Destroy LXC:131 K7Q2"}},
 	{text: "nomos: destroy lxc:131 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:131", Action: policy.ActionPctDestroy, Phrase: "destroy lxc:131 k7q2"}},
 	{text: "destroy lxc:131 k7q2.", want: Command{Kind: CmdConfirm, Target: "lxc:131", Action: policy.ActionPctDestroy, Phrase: "destroy lxc:131 k7q2."}},

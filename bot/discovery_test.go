@@ -53,7 +53,7 @@ func TestDiscoveryIsAnnouncedOnce(t *testing.T) {
 	discover()
 	b.waitFor(t, b.botSays("🔎 On strong: discovered a new container: 150 newbox."))
 	b.say(t, b.operator, "list containers", "")
-	b.waitFor(t, b.botSays("14 containers", "🟢 150 newbox on strong, 10.40.0.150/24, running, discovered, healthy",
+	b.waitFor(t, b.botSays("16 containers", "🟢 150 newbox on strong, 10.40.0.150/24, running, discovered, healthy",
 		"🔴 131 teddycloud on hubris, 10.40.0.131/24, stopped, unhealthy"))
 
 	// Nothing changed on the hosts: the run has nothing for the room.
@@ -67,9 +67,9 @@ func TestDiscoveryIsAnnouncedOnce(t *testing.T) {
 	discover()
 	b.waitFor(t, b.botSays("🔎 On strong: 150 newbox is gone."))
 	b.say(t, b.operator, "status", "")
-	b.waitFor(t, b.botSays("Fleet status", "lxcs: 13", "12 running, 1 stopped"))
+	b.waitFor(t, b.botSays("Fleet status", "lxcs: 15", "14 running, 1 stopped"))
 	b.say(t, b.operator, "list containers", "")
-	b.waitFor(t, b.botSays("13 containers", "Gone: lxc:150 newbox"))
+	b.waitFor(t, b.botSays("15 containers", "Gone: lxc:strong/150 newbox"))
 	if n := countContaining(b.botBodies(t), "🔎 On"); n != 2 {
 		t.Errorf("%d discovery notices, want 2 (found, gone):\n%s", n, strings.Join(b.botBodies(t), "\n"))
 	}

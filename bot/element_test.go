@@ -111,7 +111,7 @@ func TestCardsOfferReactionsThatTheBotCannotUse(t *testing.T) {
 	}
 
 	b.say(t, b.operator, "destroy teddycloud", "")
-	dcard := b.waitFor(t, b.botSays("destroy", "lxc:131", "destructive"))
+	dcard := b.waitFor(t, b.botSays("destroy", "lxc:hubris/131", "destructive"))
 	b.waitFor(t, reactedBy(b.botUser.UserID, dcard.ID, "❌"))
 	if diff := cmp.Diff([]string{"❌"}, b.botReactions(t, dcard.ID)); diff != "" {
 		t.Errorf("the bot's reactions on a destructive card (-want +got):\n%s", diff)

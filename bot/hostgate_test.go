@@ -23,7 +23,7 @@ func TestApprovalsPassTheHostGate(t *testing.T) {
 	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
 
 	b.say(t, b.operator, "destroy teddycloud", "")
-	card = b.waitFor(t, b.botSays("destroy", "lxc:131", "destructive"))
+	card = b.waitFor(t, b.botSays("destroy", "lxc:hubris/131", "destructive"))
 	p, err := b.execs.Describe(b.ctx, b.execFor(t, card.ID))
 	if err != nil || p.Phrase == "" {
 		t.Fatalf("no phrase for the destroy: %v", err)

@@ -12,21 +12,21 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-// TestDestroyingARunningContainerInTheRoom: "destroy lxc:104" on a
+// TestDestroyingARunningContainerInTheRoom: "destroy lxc:strong/104" on a
 // running container asks its host, plans stop then destroy on one card,
 // and the one typed phrase runs both, in that order.
 func TestDestroyingARunningContainerInTheRoom(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.say(t, b.operator, "destroy lxc:104", "")
-	card := b.waitFor(t, b.botSays("stop, then destroy", "lxc:104", "🔴 destructive",
+	b.say(t, b.operator, "destroy lxc:strong/104", "")
+	card := b.waitFor(t, b.botSays("stop, then destroy", "lxc:strong/104", "🔴 destructive",
 		"1. ⏳ stop", "pct shutdown 104 --timeout 60 --forceStop 1", "2. ⏳ destroy", "pct destroy 104", "type exactly"))
 	if m := card.Content.AsMessage(); m.MsgType != event.MsgText {
 		t.Errorf("a plan with a destructive step is a %s card, want an m.text that reaches the operators", m.MsgType)
 	}
 	x := b.execFor(t, card.ID)
 	p, err := b.execs.Describe(b.ctx, x)
-	if err != nil || len(p.Steps) != 2 || !strings.HasPrefix(p.Phrase, "destroy lxc:104 ") {
+	if err != nil || len(p.Steps) != 2 || !strings.HasPrefix(p.Phrase, "destroy lxc:strong/104 ") {
 		t.Fatalf("the card's plan: %d steps, phrase %q, %v", len(p.Steps), p.Phrase, err)
 	}
 	b.say(t, b.operator, p.Phrase, "")
@@ -64,7 +64,7 @@ func TestRunbookOfSeveralStepsStopsAtAFailure(t *testing.T) {
 	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
 		t.Fatal(err)
 	}
-	edited := b.waitFor(t, b.cardEdited(card.ID, "1. ❌ upgrade", "2. ⏭ reboot", "skipped", "failed at step 1 of 2", "To undo: rollback lxc:101 "))
+	edited := b.waitFor(t, b.cardEdited(card.ID, "1. ❌ upgrade", "2. ⏭ reboot", "skipped", "failed at step 1 of 2", "To undo: rollback lxc:strong/101 "))
 	t.Logf("final card:\n%s", edited.Content.AsMessage().NewContent.Body)
 	for _, c := range b.fleet.Commands(t) {
 		if strings.HasPrefix(c, "pct reboot") {
@@ -136,7 +136,7 @@ func TestDestructiveQuorumInTheRoom(t *testing.T) {
 		b.execTune = func(c *executions.Config) { c.DestructiveQuorum = 2 }
 	})
 	b.say(t, b.operator, "destroy teddycloud", "")
-	card := b.waitFor(t, b.botSays("destroy", "lxc:131", "from 2 different operators"))
+	card := b.waitFor(t, b.botSays("destroy", "lxc:hubris/131", "from 2 different operators"))
 	p, err := b.execs.Describe(b.ctx, b.execFor(t, card.ID))
 	if err != nil || p.Phrase == "" {
 		t.Fatalf("phrase %q, %v", p.Phrase, err)

@@ -19,7 +19,7 @@ import (
 func planSetup(t *testing.T) CardView {
 	t.Helper()
 	head := uuid.MustParse("01900000-0000-7000-8000-000000000010")
-	lxc := store.Entity{Slug: "lxc:101", Type: "lxc", Name: "media", Attrs: map[string]any{"host": "strong", "vmid": float64(101)}}
+	lxc := store.Entity{Slug: "lxc:strong/101", Type: "lxc", Name: "media", Attrs: map[string]any{"host": "strong", "vmid": float64(101)}}
 	info := &store.PlanInfo{Hash: strings.Repeat("ab", 32), RiskClass: "config_mutation", Steps: 3}
 	step := func(n int, action, class, cmd string) executions.PlannedStep {
 		id := head
@@ -34,7 +34,7 @@ func planSetup(t *testing.T) CardView {
 		return executions.PlannedStep{
 			Execution: store.Execution{
 				Request: store.Request{
-					ID: id, Action: action, TargetSlug: "lxc:101", Steps: []string{cmd}, RiskClass: class,
+					ID: id, Action: action, TargetSlug: "lxc:strong/101", Steps: []string{cmd}, RiskClass: class,
 					PlanCode: "k7q2", State: state, ExpiresAt: cardNow.Add(29 * time.Minute),
 				},
 				PlanID: &head, Position: n, Plan: info,
@@ -82,8 +82,8 @@ func TestRenderPlanCard(t *testing.T) {
 			name: "awaiting approval, every step waiting",
 			want: []string{"Plan k7q2: snapshot, then upgrade, then reboot media", "🟠 config_mutation",
 				"each runs only once the one before it has succeeded",
-				"1. ⏳ snapshot media (lxc:101) · 🟡 reversible_low · awaiting approval", "pct snapshot 101 before",
-				"2. ⏳ upgrade media (lxc:101) · 🟠 config_mutation · waiting for step 1",
+				"1. ⏳ snapshot media (lxc:strong/101) · 🟡 reversible_low · awaiting approval", "pct snapshot 101 before",
+				"2. ⏳ upgrade media (lxc:strong/101) · 🟠 config_mutation · waiting for step 1",
 				"📸 first, the actuator snapshots CT 101", "3. ⏳ reboot media", "awaiting approval", "approve k7q2"},
 			not: []string{"⏭", "running step"},
 		},
@@ -93,9 +93,9 @@ func TestRenderPlanCard(t *testing.T) {
 				moveStep(v, 1, store.StateSucceeded, ok(2*time.Second), "")
 				moveStep(v, 2, store.StateRunning, nil, "== run\nReading package lists...\nUnpacking libc6 (2.36-9)\n\n")
 			},
-			want: []string{"1. ✅ snapshot media (lxc:101) · 🟡 reversible_low · succeeded in 2s",
-				"2. 🔄 upgrade media (lxc:101) · 🟠 config_mutation · running: Unpacking libc6 (2.36-9)",
-				"3. ⏳ reboot media (lxc:101) · 🟡 reversible_low · waiting for step 2", "running step 2 of 3", "Latest output"},
+			want: []string{"1. ✅ snapshot media (lxc:strong/101) · 🟡 reversible_low · succeeded in 2s",
+				"2. 🔄 upgrade media (lxc:strong/101) · 🟠 config_mutation · running: Unpacking libc6 (2.36-9)",
+				"3. ⏳ reboot media (lxc:strong/101) · 🟡 reversible_low · waiting for step 2", "running step 2 of 3", "Latest output"},
 			not: []string{"awaiting approval", "❌"},
 		},
 		{
@@ -106,10 +106,10 @@ func TestRenderPlanCard(t *testing.T) {
 					Phases: []tasks.Phase{{Name: "snapshot", Status: tasks.StatusSucceeded}, {Name: "run", Status: tasks.StatusFailed, ExitCode: 100}}}, "")
 				moveStep(v, 3, store.StateSkipped, nil, "")
 			},
-			want: []string{"2. ❌ upgrade media (lxc:101) · 🟠 config_mutation · failed: apt-get exited 100",
-				"📸 first, the actuator snapshots CT 101: ✅ nomos-20260706-140500", "3. ⏭ reboot media (lxc:101) · 🟡 reversible_low · skipped",
+			want: []string{"2. ❌ upgrade media (lxc:strong/101) · 🟠 config_mutation · failed: apt-get exited 100",
+				"📸 first, the actuator snapshots CT 101: ✅ nomos-20260706-140500", "3. ⏭ reboot media (lxc:strong/101) · 🟡 reversible_low · skipped",
 				"failed at step 2 of 3", "The plan stopped here: step 3 was skipped and did not run.", "Snapshot nomos-20260706-140500 was taken before step 2",
-				"To undo: rollback lxc:101 nomos-20260706-140500"},
+				"To undo: rollback lxc:strong/101 nomos-20260706-140500"},
 			not: []string{"3. ✅", "running step", "exited 100 more"},
 		},
 		{
@@ -131,17 +131,17 @@ func TestRenderPlanCard(t *testing.T) {
 				v.Planned.Steps[0].Execution.Approval.Decision = "denied"
 				v.Planned.Execution = v.Planned.Steps[0].Execution
 			},
-			want: []string{"⏭ reboot media (lxc:101) · 🟡 reversible_low · not run (plan denied)", "denied by @op:example.org", "nothing ran"},
+			want: []string{"⏭ reboot media (lxc:strong/101) · 🟡 reversible_low · not run (plan denied)", "denied by @op:example.org", "nothing ran"},
 		},
 		{
 			name: "a destructive plan needs two operators, one has approved",
 			change: func(v *CardView) {
 				v.Planned.Risk.Class = policy.Destructive
-				v.Planned.Phrase = "destroy lxc:101 k7q2"
+				v.Planned.Phrase = "destroy lxc:strong/101 k7q2"
 				v.Quorum = 2
 				v.Planned.Execution.Votes = []store.Vote{{Voter: "@alice:example.org", Method: "phrase"}}
 			},
-			want: []string{"Approved so far by @alice:example.org (1 of 2)", "type exactly: destroy lxc:101 k7q2", "from 2 different operators"},
+			want: []string{"Approved so far by @alice:example.org (1 of 2)", "type exactly: destroy lxc:strong/101 k7q2", "from 2 different operators"},
 		},
 	}
 	for _, tt := range tests {

@@ -116,7 +116,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	}
 	refused := b.startWorkers(t, fleet)
 	seeded := map[string]store.Entity{}
-	for _, slug := range []string{"lxc:101", "lxc:131"} {
+	for _, slug := range []string{"lxc:strong/101", "lxc:hubris/131"} {
 		e, err := b.store.EntityBySlug(b.ctx, slug)
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	fleet.Admin(t, "strong", "pct set 101 --hostname jf2 --memory 8192")
 	b.discover(t, 2)
 
-	box, err := b.store.EntityBySlug(b.ctx, "lxc:150")
+	box, err := b.store.EntityBySlug(b.ctx, "lxc:strong/150")
 	if err != nil {
 		t.Fatalf("the container the admin made is not in the fleet: %v", err)
 	}
@@ -148,12 +148,12 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 			t.Errorf("%s is %s with run state %q after the inventory, want it known", c.Slug, c.Health, c.RunState)
 		}
 	}
-	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:131"); got.RunState != "stopped" || got.Health != "unhealthy" {
+	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:hubris/131"); got.RunState != "stopped" || got.Health != "unhealthy" {
 		t.Errorf("the stopped teddycloud is %s/%s, want stopped and unhealthy", got.RunState, got.Health)
 	}
 	// The seeds' name and memory for 101 stand.
-	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:101"].Attrs, got.Attrs) {
-		t.Errorf("seeded lxc:101 became %s %v; the seed's facts must win", got.Name, got.Attrs)
+	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:strong/101"].Attrs, got.Attrs) {
+		t.Errorf("seeded lxc:strong/101 became %s %v; the seed's facts must win", got.Name, got.Attrs)
 	}
 	notices := b.notices(t)
 	if len(notices) != 1 || notices[0].Host != "strong" || !slices.Equal(notices[0].New, []store.ContainerRef{{VMID: 150, Name: "newbox"}}) ||
@@ -184,7 +184,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	}
 	b.clock.Advance(5 * time.Minute)
 	b.discover(t, 2)
-	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:150"); got.Lifecycle != "destroyed" {
+	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/150"); got.Lifecycle != "destroyed" {
 		t.Errorf("the destroyed newbox is %s, want destroyed (gone)", got.Lifecycle)
 	}
 	notices = b.notices(t)
@@ -192,7 +192,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 		t.Errorf("notices after the destroy = %+v, want one: 150 newbox gone", notices)
 	}
 	for _, e := range cs {
-		if e.Slug == "lxc:150" {
+		if e.Slug == "lxc:strong/150" {
 			continue
 		}
 		if got, _ := b.store.EntityBySlug(b.ctx, e.Slug); got.Lifecycle != e.Lifecycle {
@@ -241,9 +241,9 @@ func TestContainerHealthRollsUpThroughTheStack(t *testing.T) {
 	b.waitHealth(t, "service:adguard", func(h string) bool { return h == "unhealthy" })
 	b.waitHealth(t, "service:jellyfin", func(h string) bool { return h == "healthy" })
 	for slug, want := range map[string]string{
-		"lxc:101": "healthy: container 101 is running",
-		"lxc:112": "unhealthy: adguard: adguard-dns: deb.debian.org does not resolve",
-		"lxc:131": "unhealthy: container 131 is stopped",
+		"lxc:strong/101": "healthy: container 101 is running",
+		"lxc:hubris/112": "unhealthy: adguard: adguard-dns: deb.debian.org does not resolve",
+		"lxc:hubris/131": "unhealthy: container 131 is stopped",
 	} {
 		e := b.waitHealth(t, slug, func(h string) bool { return h != "unknown" })
 		if got := e.Health + ": " + e.Detail; got != want {
@@ -291,7 +291,7 @@ func TestForgedInventoriesChangeNothing(t *testing.T) {
 	// hubris's genuine inventory is applied; a copy of it comes later.
 	genuine := seal(b.reportKey, tasks.InventoryResult{RunID: hubris.ID.String(), HostID: hubris.HostID.String(), Actuator: tasks.DefaultActuator,
 		Node: "hubris", Containers: []tasks.InventoryContainer{
-			{VMID: 110, Status: "running"}, {VMID: 111, Status: "running"}, {VMID: 112, Status: "running"},
+			{VMID: 100, Status: "running"}, {VMID: 110, Status: "running"}, {VMID: 111, Status: "running"}, {VMID: 112, Status: "running"},
 			{VMID: 113, Status: "running"}, {VMID: 114, Status: "running"}, {VMID: 131, Status: "stopped"}}, At: b.clock.Now()})
 	b.apply(t, tasks.TypeInventoryResult, genuine)
 	audited := b.discoveryAudit(t)

@@ -247,7 +247,7 @@ func TestRequestRefusesBadInput(t *testing.T) {
 		{"ambiguous target", "systemctl", "postgres", `{"verb":"reload"}`, func(err error) bool {
 			var a *executions.AmbiguousTargetError
 			return errors.As(err, &a) && len(a.Candidates) == 2
-		}, "lxc:105, service:postgres"},
+		}, "lxc:strong/105, service:postgres"},
 		{"malformed params", "systemctl", "service:jellyfin", `{"verb":"restart; reboot"}`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, "params.verb"},
 		{"unknown param", "restart", "jellyfin", `{"force":true}`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, "force"},
 		{"not json", "restart", "jellyfin", `{`, func(err error) bool { return errors.Is(err, policy.ErrInvalidParams) }, ""},
@@ -313,7 +313,7 @@ func TestFreeFormAndAgentPlansWaitForAPerson(t *testing.T) {
 		}
 	}
 	// The agent's probe is the exception: it takes nothing but a target.
-	p, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_status", Target: "lxc:101", RequestedBy: operator, Via: executions.ViaAgent})
+	p, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_status", Target: "lxc:strong/101", RequestedBy: operator, Via: executions.ViaAgent})
 	if err != nil || p.Execution.State != store.StateDispatched {
 		t.Fatalf("pct_status via agent = %+v, %v; want dispatched", p.Execution.State, err)
 	}
@@ -383,7 +383,7 @@ func TestDestructiveNeedsThePhrase(t *testing.T) {
 	b := setup(t)
 	p := b.request(t, "pct_destroy", "teddycloud", "")
 	x := p.Execution
-	if x.RiskClass != "destructive" || !strings.HasPrefix(p.Phrase, "destroy lxc:131 ") {
+	if x.RiskClass != "destructive" || !strings.HasPrefix(p.Phrase, "destroy lxc:hubris/131 ") {
 		t.Fatalf("class %s phrase %q", x.RiskClass, p.Phrase)
 	}
 	for _, m := range []policy.Method{policy.MethodReaction, policy.MethodReply} {

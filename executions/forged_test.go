@@ -330,8 +330,8 @@ func TestCreatedContainerAccepted(t *testing.T) {
 		before   func(t *testing.T)
 	}{
 		{"a new vmid", 150, "scratch", "10.40.0.150/24", nil},
-		{"the vmid of a destroyed container", 131, "again", "10.40.0.151/24", func(t *testing.T) {
-			e, err := b.store.EntityBySlug(b.ctx, "lxc:131")
+		{"the vmid of a destroyed container", 107, "again", "10.40.0.151/24", func(t *testing.T) {
+			e, err := b.store.EntityBySlug(b.ctx, "lxc:strong/107")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,9 +351,10 @@ func TestCreatedContainerAccepted(t *testing.T) {
 			if err != nil || a.Execution.State != store.StateSucceeded {
 				t.Fatalf("result: %s %v", a.Execution.State, err)
 			}
-			e, err := b.store.EntityBySlug(b.ctx, "lxc:"+strconv.Itoa(tc.vmid))
+			slug := "lxc:strong/" + strconv.Itoa(tc.vmid)
+			e, err := b.store.EntityBySlug(b.ctx, slug)
 			if err != nil || e.Lifecycle != "active" || e.Name != tc.hostname {
-				t.Errorf("lxc:%d = %+v %v, want the active %s", tc.vmid, e, err, tc.hostname)
+				t.Errorf("%s = %+v %v, want the active %s", slug, e, err, tc.hostname)
 			}
 		})
 	}

@@ -130,7 +130,7 @@ const (
 func threeSteps() []executions.Step {
 	return []executions.Step{
 		{Action: "restart", Target: "jellyfin"},
-		{Action: "systemctl", Target: "lxc:101", Params: json.RawMessage(`{"verb":"restart","unit":"nosuch"}`)},
+		{Action: "systemctl", Target: "lxc:strong/101", Params: json.RawMessage(`{"verb":"restart","unit":"nosuch"}`)},
 		{Action: "restart", Target: "gitea"},
 	}
 }
@@ -279,16 +279,16 @@ func TestDestroyingARunningContainerStopsItFirst(t *testing.T) {
 	if state, err := b.svc.ContainerState(b.ctx, "teddycloud", operator); err != nil || state != "stopped" {
 		t.Fatalf("teddycloud is %q, %v; want stopped", state, err)
 	}
-	state, err := b.svc.ContainerState(b.ctx, "lxc:104", operator)
+	state, err := b.svc.ContainerState(b.ctx, "lxc:strong/104", operator)
 	if err != nil || state != "running" {
-		t.Fatalf("lxc:104 is %q, %v; want running", state, err)
+		t.Fatalf("lxc:strong/104 is %q, %v; want running", state, err)
 	}
-	p, err := b.svc.Request(b.ctx, executions.Request{Target: "lxc:104", RequestedBy: operator, Via: executions.ViaChat, RoomID: "!ops:localhost",
+	p, err := b.svc.Request(b.ctx, executions.Request{Target: "lxc:strong/104", RequestedBy: operator, Via: executions.ViaChat, RoomID: "!ops:localhost",
 		Steps: []executions.Step{{Action: "pct_stop"}, {Action: "pct_destroy"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Execution.GateClass() != "destructive" || p.Execution.RiskClass != "reversible_low" || !strings.HasPrefix(p.Phrase, "destroy lxc:104 "+p.Execution.PlanCode) {
+	if p.Execution.GateClass() != "destructive" || p.Execution.RiskClass != "reversible_low" || !strings.HasPrefix(p.Phrase, "destroy lxc:strong/104 "+p.Execution.PlanCode) {
 		t.Fatalf("plan class %s, first step %s, phrase %q", p.Execution.GateClass(), p.Execution.RiskClass, p.Phrase)
 	}
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: p.Execution.ID, By: operator, Method: policy.MethodReaction}); !errors.Is(err, policy.ErrMethodNotAllowed) {
@@ -310,8 +310,8 @@ func TestDestroyingARunningContainerStopsItFirst(t *testing.T) {
 	if want := []string{"pct shutdown 104 --timeout 60 --forceStop 1", "pct destroy 104"}; !slices.Equal(order, want) {
 		t.Errorf("ran %q, want %q", order, want)
 	}
-	if e, err := b.store.EntityBySlug(b.ctx, "lxc:104"); err != nil || e.Lifecycle != "destroyed" {
-		t.Errorf("lxc:104 is %s after the plan, %v", e.Lifecycle, err)
+	if e, err := b.store.EntityBySlug(b.ctx, "lxc:strong/104"); err != nil || e.Lifecycle != "destroyed" {
+		t.Errorf("lxc:strong/104 is %s after the plan, %v", e.Lifecycle, err)
 	}
 }
 

@@ -454,8 +454,10 @@ func entityRow(e store.Entity, now time.Time) string {
 		row += fmt.Sprintf(" on %s ip %s", attrText(e, "host"), attrText(e, "ip"))
 	case "service":
 		where := "on host " + attrText(e, "host")
-		if v := attrText(e, "vmid"); v != "" && v != "0" {
-			where = "in lxc:" + v
+		if c := attrText(e, "container"); c != "" {
+			where = "in " + c
+		} else if v := attrText(e, "vmid"); v != "" && v != "0" {
+			where = "in CT " + v + " on " + attrText(e, "host")
 		}
 		row += fmt.Sprintf(" %s unit %s", where, attrText(e, "unit"))
 		if p := attrText(e, "port"); p != "" && p != "0" {

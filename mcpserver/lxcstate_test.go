@@ -47,9 +47,9 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 	t.Cleanup(results.Shutdown)
 
 	text := b.ok(t, "get_lxc_state", map[string]any{"container": "101"})
-	containsAll(t, "get_lxc_state 101", text, "lxc:101 (jellyfin) on strong: running — live `pct status 101`")
+	containsAll(t, "get_lxc_state 101", text, "lxc:strong/101 (jellyfin) on strong: running — live `pct status 101`")
 	stopped := b.ok(t, "get_lxc_state", map[string]any{"container": "teddycloud"})
-	containsAll(t, "get_lxc_state teddycloud", stopped, "lxc:131 (teddycloud) on hubris: stopped")
+	containsAll(t, "get_lxc_state teddycloud", stopped, "lxc:hubris/131 (teddycloud) on hubris: stopped")
 
 	// The live answer is recorded, so list_lxcs is as fresh as the probe.
 	lxcs := b.ok(t, "list_lxcs", nil)
@@ -76,7 +76,7 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 	// A free-form command waits for a person even when it classifies
 	// read_only: the classifier is not the gate.
 	queued := b.ok(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": "uname -a"}, "reason": "which kernel is this"})
-	containsAll(t, "read_only pct_exec from the agent", queued, "queued for approval: execution ", "(read_only): pct_exec on lxc:101")
+	containsAll(t, "read_only pct_exec from the agent", queued, "queued for approval: execution ", "(read_only): pct_exec on lxc:strong/101")
 	if cmds := fleet.Commands(t); containsCommand(cmds, "uname") {
 		t.Errorf("labsim ran the unapproved command: %q", cmds)
 	}
@@ -99,9 +99,9 @@ func containsCommand(cmds []string, want string) bool {
 func TestLXCStateAnswersWhileTheProbeIsStillOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *mcpserver.Config) { c.LiveWait = 300 * time.Millisecond; c.PollInterval = 50 * time.Millisecond })
-	text := b.ok(t, "get_lxc_state", map[string]any{"container": "lxc:105"})
-	containsAll(t, "get_lxc_state with no actuator", text, "lxc:105 (postgres) on strong: the live probe is still dispatched after", "get_execution shows the answer")
+	text := b.ok(t, "get_lxc_state", map[string]any{"container": "lxc:strong/105"})
+	containsAll(t, "get_lxc_state with no actuator", text, "lxc:strong/105 (postgres) on strong: the live probe is still dispatched after", "get_execution shows the answer")
 	// A named read-only action the agent asks for waits for a person too.
-	audit := b.ok(t, "request_execution", map[string]any{"action": "apt_upgrade", "target": "lxc:101", "reason": "what is pending"})
-	containsAll(t, "read_only apt audit from the agent", audit, "queued for approval: execution ", "(read_only): apt_upgrade on lxc:101")
+	audit := b.ok(t, "request_execution", map[string]any{"action": "apt_upgrade", "target": "lxc:strong/101", "reason": "what is pending"})
+	containsAll(t, "read_only apt audit from the agent", audit, "queued for approval: execution ", "(read_only): apt_upgrade on lxc:strong/101")
 }

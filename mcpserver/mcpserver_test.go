@@ -264,8 +264,8 @@ func TestListLXCsAnswersForTheWholeFleetInOneCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	now := time.Now()
-	b.observe(t, "lxc:131", "unhealthy", "container 131 is stopped", now.Add(-time.Minute), nil)
-	b.observe(t, "lxc:101", "healthy", "container 101 is running", now.Add(-time.Minute), nil)
+	b.observe(t, "lxc:hubris/131", "unhealthy", "container 131 is stopped", now.Add(-time.Minute), nil)
+	b.observe(t, "lxc:strong/101", "healthy", "container 101 is running", now.Add(-time.Minute), nil)
 	b.observe(t, "service:authentik-worker", "degraded", "authentik-worker.service is activating", now, nil)
 
 	text := b.ok(t, "list_lxcs", nil)
@@ -275,7 +275,7 @@ func TestListLXCsAnswersForTheWholeFleetInOneCall(t *testing.T) {
 			containers++
 			row := ""
 			for line := range strings.Lines(text) {
-				if strings.HasPrefix(line, strconv.Itoa(c.VMID)+" ") {
+				if strings.HasPrefix(line, strconv.Itoa(c.VMID)+" "+c.Hostname+" ") {
 					row = line
 				}
 			}
@@ -286,17 +286,17 @@ func TestListLXCsAnswersForTheWholeFleetInOneCall(t *testing.T) {
 			containsAll(t, "row of "+c.Hostname, row, c.Hostname, h.Name, c.IP)
 		}
 	}
-	if containers != 13 {
-		t.Fatalf("the demo seed has %d containers, want 13", containers)
+	if containers != 15 {
+		t.Fatalf("the demo seed has %d containers, want 15", containers)
 	}
 	containsAll(t, "list_lxcs", text,
-		"13 containers on 2 hosts (hubris 6, strong 7): 1 unhealthy, 11 unknown, 1 healthy",
+		"15 containers on 2 hosts (hubris 7, strong 8): 1 unhealthy, 13 unknown, 1 healthy",
 		"131 teddycloud hubris 10.40.0.131/24 unhealthy teddycloud — container 131 is stopped",
 		"103 authentik strong 10.40.0.103/24 unknown authentik,authentik-worker(degraded)",
 		"105 postgres strong 10.40.0.105/24 unknown postgres")
 
 	only := b.ok(t, "list_lxcs", map[string]any{"health": "attention", "host": "hubris"})
-	containsAll(t, "filtered list_lxcs", only, "6 containers with host=hubris health=attention on 1 host (hubris 6): 1 unhealthy, 5 unknown", "131 teddycloud")
+	containsAll(t, "filtered list_lxcs", only, "7 containers with host=hubris health=attention on 1 host (hubris 7): 1 unhealthy, 6 unknown", "131 teddycloud")
 	containsNone(t, "filtered list_lxcs", only, "101 jellyfin")
 	b.fails(t, "list_lxcs", map[string]any{"health": "purple"})
 }
@@ -307,7 +307,7 @@ func TestHealthSummaryAndSnapshot(t *testing.T) {
 	now := time.Now()
 	for _, h := range b.seed.Hosts {
 		for _, c := range h.Containers {
-			b.observe(t, "lxc:"+strconv.Itoa(c.VMID), "healthy", "running", now.Add(-2*time.Minute), nil)
+			b.observe(t, policy.ContainerSlug(h.ClusterName(), c.VMID), "healthy", "running", now.Add(-2*time.Minute), nil)
 		}
 	}
 	b.observe(t, "service:jellyfin", "unhealthy", "GET /health: connection refused", now.Add(-3*time.Minute), map[string]float64{"probe_ms": 12})
@@ -315,7 +315,7 @@ func TestHealthSummaryAndSnapshot(t *testing.T) {
 	b.observe(t, "host:hubris", "healthy", "/ is 41% full", now.Add(-4*time.Minute), map[string]float64{"disk_used_pct": 41})
 	// A probe's own bookkeeping entity is never counted.
 	b.observe(t, "check:jellyfin-http", "unhealthy", "probe entity", now, nil)
-	if _, _, err := b.store.RaiseSignal(b.ctx, store.NewSignal{EntityID: b.entity(t, "lxc:131").ID, Kind: "drift", Severity: "warning",
+	if _, _, err := b.store.RaiseSignal(b.ctx, store.NewSignal{EntityID: b.entity(t, "lxc:hubris/131").ID, Kind: "drift", Severity: "warning",
 		Summary: "container 131 runs on hubris without an inventory entry", At: now.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -327,19 +327,19 @@ func TestHealthSummaryAndSnapshot(t *testing.T) {
 	sum := b.ok(t, "get_health_summary", nil)
 	containsAll(t, "get_health_summary", sum,
 		"host: 2 — 1 degraded, 1 healthy",
-		"lxc: 13 — 13 healthy",
-		"service: 19 — 1 unhealthy, 18 unknown",
+		"lxc: 15 — 15 healthy",
+		"service: 21 — 1 unhealthy, 20 unknown",
 		"service:jellyfin unhealthy — GET /health: connection refused",
 		"host:strong degraded — / is 88% full")
-	containsAll(t, "get_health_summary", sum, "unknown (no check result yet): 18 — service:adguard, service:authentik,")
+	containsAll(t, "get_health_summary", sum, "unknown (no check result yet): 20 — service:adguard, service:authentik,")
 	containsNone(t, "get_health_summary", sum, "check:", "probe entity", "service:vaultwarden")
 
 	snap := b.ok(t, "get_state_snapshot", nil)
 	containsAll(t, "get_state_snapshot", snap,
-		"health: host 2 (1 degraded, 1 healthy); lxc 13 (13 healthy); service 19 (1 unhealthy, 18 unknown)",
+		"health: host 2 (1 degraded, 1 healthy); lxc 15 (15 healthy); service 21 (1 unhealthy, 20 unknown)",
 		"disk used (latest, fullest first): host:strong 88% (4m ago); host:hubris 41% (4m ago);",
 		"open signals: 1 (1 warning)",
-		"warning drift lxc:131: container 131 runs on hubris without an inventory entry (raised, 1h ago)",
+		"warning drift lxc:hubris/131: container 131 runs on hubris without an inventory entry (raised, 1h ago)",
 		"executions in flight: 1",
 		p.Execution.ID.String()+" restart service:jellyfin: awaiting_approval (reversible_low), by "+operator+" via chat")
 	if len(snap) > 4<<10 {
@@ -354,9 +354,9 @@ func TestListAndGetEntity(t *testing.T) {
 	b.observe(t, "service:postgres", "healthy", "postgresql.service is active", now.Add(-time.Minute), map[string]float64{"probe_ms": 30})
 
 	services := b.ok(t, "list_entities", map[string]any{"type": "service"})
-	containsAll(t, "list_entities", services, "19 service: 18 unknown, 1 healthy",
-		"service:postgres healthy in lxc:105 unit postgresql.service port 5432",
-		"service:authentik-worker unknown in lxc:103 unit authentik-worker.service")
+	containsAll(t, "list_entities", services, "21 service: 20 unknown, 1 healthy",
+		"service:postgres healthy in lxc:strong/105 unit postgresql.service port 5432",
+		"service:authentik-worker unknown in lxc:strong/103 unit authentik-worker.service")
 	containsNone(t, "list_entities", services, "\nlxc:", "check:")
 	checks := b.ok(t, "list_entities", map[string]any{"type": "check"})
 	containsAll(t, "checks", checks, "20 check", "check:postgres-tcp unknown tcp on service:postgres")
@@ -365,15 +365,15 @@ func TestListAndGetEntity(t *testing.T) {
 	containsAll(t, "get_entity", ent,
 		"service:postgres postgres (service, active): healthy — postgresql.service is active",
 		"unit=postgresql.service", "vmid=105",
-		"in: lxc:105 runs this; service:authentik depends_on this; service:gitea depends_on this",
+		"in: lxc:strong/105 runs this; service:authentik depends_on this; service:gitea depends_on this",
 		"policy: * → config_mutation (shared database", "restart → config_mutation",
 		"metrics: probe_ms 30")
 	lxc := b.ok(t, "get_entity", map[string]any{"entity": "105"})
-	containsAll(t, "get_entity 105", lxc, "lxc:105 postgres (lxc, active)", "this: runs service:postgres",
+	containsAll(t, "get_entity 105", lxc, "lxc:strong/105 postgres (lxc, active)", "this: runs service:postgres",
 		"policy: * → config_mutation (the database container)", "* on service:postgres → at least config_mutation")
 
 	amb := b.fails(t, "get_entity", map[string]any{"entity": "postgres"})
-	containsAll(t, "ambiguous get_entity", amb, `"postgres" matches 2 entities: lxc:105, service:postgres`)
+	containsAll(t, "ambiguous get_entity", amb, `"postgres" matches 2 entities: lxc:strong/105, service:postgres`)
 	none := b.fails(t, "get_entity", map[string]any{"entity": "plex"})
 	containsAll(t, "unknown get_entity", none, `no entity is called "plex"`)
 }
@@ -391,7 +391,7 @@ func TestBlastRadius(t *testing.T) {
 		"1 service:nextcloud unknown — depends on service:postgres",
 		"2 service:authentik-worker unknown — depends on service:authentik",
 		"2 service:grafana unknown — depends on service:authentik")
-	containsNone(t, "get_blast_radius", text, "service:jellyfin", "lxc:105")
+	containsNone(t, "get_blast_radius", text, "service:jellyfin", "lxc:strong/105")
 	leaf := b.ok(t, "get_blast_radius", map[string]any{"entity": "service:uptime-kuma"})
 	containsAll(t, "leaf blast radius", leaf, "affects nothing else")
 }
@@ -423,7 +423,7 @@ func TestSignalHistory(t *testing.T) {
 		t.Errorf("open signals must come first:\n%s", text)
 	}
 	amb := b.fails(t, "get_signal_history", map[string]any{"entity": "jellyfin"})
-	containsAll(t, "ambiguous entity", amb, "lxc:101, service:jellyfin")
+	containsAll(t, "ambiguous entity", amb, "lxc:strong/101, service:jellyfin")
 	one := b.ok(t, "get_signal_history", map[string]any{"entity": "service:jellyfin", "since": "30m"})
 	containsAll(t, "one entity, short window", one, "No signals for service:jellyfin")
 }
@@ -437,20 +437,20 @@ func TestMetrics(t *testing.T) {
 		b.observe(t, "host:strong", "healthy", "", at, map[string]float64{"disk_used_pct": 60 + float64(i)})
 		b.observe(t, "host:hubris", "healthy", "", at, map[string]float64{"disk_used_pct": 40})
 	}
-	b.observe(t, "lxc:114", "degraded", "", now, map[string]float64{"disk_used_pct": 90})
+	b.observe(t, "lxc:hubris/114", "degraded", "", now, map[string]float64{"disk_used_pct": 90})
 
 	text := b.ok(t, "query_metrics", map[string]any{"metric": "disk_used_pct", "since": "3h", "aggregate": "max"})
 	containsAll(t, "query_metrics", text,
 		"disk_used_pct over the last 3h, max per entity, highest first (3 entities):",
-		"lxc:114 90 — latest 90",
+		"lxc:hubris/114 90 — latest 90",
 		"host:strong 71 — latest 71 (just now), avg 65.5, min 60, max 71, n=12",
 		"host:hubris 40 —")
-	if strings.Index(text, "lxc:114") > strings.Index(text, "host:strong") || strings.Index(text, "host:strong") > strings.Index(text, "host:hubris") {
+	if strings.Index(text, "lxc:hubris/114") > strings.Index(text, "host:strong") || strings.Index(text, "host:strong") > strings.Index(text, "host:hubris") {
 		t.Errorf("query_metrics is not highest first:\n%s", text)
 	}
 	hosts := b.ok(t, "query_metrics", map[string]any{"metric": "disk_used_pct", "since": "3h", "type": "host", "limit": 1})
 	containsAll(t, "limited query_metrics", hosts, "host:strong", "… 1 more")
-	containsNone(t, "limited query_metrics", hosts, "lxc:114")
+	containsNone(t, "limited query_metrics", hosts, "lxc:hubris/114")
 	names := b.ok(t, "query_metrics", map[string]any{"since": "3h"})
 	containsAll(t, "metric names", names, "disk_used_pct — 3 entities, 25 samples")
 	missing := b.ok(t, "query_metrics", map[string]any{"metric": "cpu_pct"})
@@ -494,8 +494,8 @@ func TestKnowledge(t *testing.T) {
 	}
 	containsAll(t, "get_entity_knowledge", docs, "gitea, authentik, paperless, immich",
 		"## authentik-sso (doc): Authentik single sign-on — through service:authentik (service:authentik depends_on this)")
-	lxc := b.ok(t, "get_entity_knowledge", map[string]any{"entity": "lxc:112"})
-	containsAll(t, "knowledge of lxc:112", lxc, "adguard-dns", "## static-ip-dead-resolver (investigation): New static-IP containers cannot resolve names — through host:hubris (host:hubris hosts this)")
+	lxc := b.ok(t, "get_entity_knowledge", map[string]any{"entity": "lxc:hubris/112"})
+	containsAll(t, "knowledge of lxc:hubris/112", lxc, "adguard-dns", "## static-ip-dead-resolver (investigation): New static-IP containers cannot resolve names — through host:hubris (host:hubris hosts this)")
 }
 
 func TestRequestExecutionFromTheAgentUsesTheSessionRoom(t *testing.T) {
@@ -551,7 +551,7 @@ func TestRequestExecutionFromTheAgentUsesTheSessionRoom(t *testing.T) {
 	// A call that names no caller acts as the agent in the ops room.
 	plain := b.ok(t, "request_execution", map[string]any{"action": "pct_reboot", "target": "110", "params": map[string]any{}, "reason": "kernel update"})
 	xs, err := b.store.ExecutionsVia(b.ctx, []string{"agent"}, 10)
-	if err != nil || len(xs) != 2 || xs[0].RoomID != opsRoom || xs[0].RequestedBy != "agent" || xs[0].TargetSlug != "lxc:110" {
+	if err != nil || len(xs) != 2 || xs[0].RoomID != opsRoom || xs[0].RequestedBy != "agent" || xs[0].TargetSlug != "lxc:hubris/110" {
 		t.Fatalf("the default agent request = %+v, %v:\n%s", xs, err, plain)
 	}
 
@@ -569,7 +569,7 @@ func TestRequestExecutionRefusals(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	amb := b.fails(t, "request_execution", map[string]any{"action": "systemctl", "target": "postgres", "params": map[string]any{"verb": "reload"}, "reason": "config change"})
-	containsAll(t, "ambiguous target", amb, `nothing was queued: "postgres" matches 2 entities: lxc:105, service:postgres; call again with one of these slugs`)
+	containsAll(t, "ambiguous target", amb, `nothing was queued: "postgres" matches 2 entities: lxc:strong/105, service:postgres; call again with one of these slugs`)
 	unknown := b.fails(t, "request_execution", map[string]any{"action": "restart", "target": "plex", "reason": "x"})
 	containsAll(t, "unknown target", unknown, "nothing was queued", `"plex"`, "list_lxcs")
 	badParams := b.fails(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"cmd": "ls"}, "reason": "x"})

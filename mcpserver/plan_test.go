@@ -23,7 +23,7 @@ func TestRequestExecutionTakesAPlanOfSteps(t *testing.T) {
 	ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: operator})
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "request_execution"
-	req.Params.Arguments = map[string]any{"target": "lxc:104", "reason": "the operator wants it gone",
+	req.Params.Arguments = map[string]any{"target": "lxc:strong/104", "reason": "the operator wants it gone",
 		"steps": []any{map[string]any{"action": "pct_stop"}, map[string]any{"action": "pct_destroy", "params": map[string]any{}}}}
 	res, err := b.client.CallTool(ctx, req)
 	if err != nil {
@@ -42,7 +42,7 @@ func TestRequestExecutionTakesAPlanOfSteps(t *testing.T) {
 		t.Fatalf("structured result %s", raw)
 	}
 	containsAll(t, "request_execution", text, "a plan of 2 steps (destructive)", "One approval covers every step",
-		"type its confirmation phrase", "step 1: pct_stop on lxc:104", "step 2: pct_destroy on lxc:104", "End your turn now")
+		"type its confirmation phrase", "step 1: pct_stop on lxc:strong/104", "step 2: pct_destroy on lxc:strong/104", "End your turn now")
 	head, err := b.store.GetExecution(b.ctx, uuid.MustParse(got.ExecutionID))
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestRequestExecutionRefusesMalformedPlans(t *testing.T) {
 		"bad step params":  {map[string]any{"target": "101", "steps": []any{map[string]any{"action": "pct_exec", "params": "rm"}}}, "step 1: params must be an object"},
 		"unknown target":   {map[string]any{"steps": []any{map[string]any{"action": "restart", "target": "jellyfin"}, map[string]any{"action": "restart", "target": "plex"}}}, `step 2 (restart): unknown target`},
 		"string not JSON":  {map[string]any{"target": "jellyfin", "steps": "restart then restart"}, "steps must be a list"},
-		"destroy a host":   {map[string]any{"steps": []any{map[string]any{"action": "pct_stop", "target": "lxc:104"}, map[string]any{"action": "pct_destroy", "target": "host:strong"}}}, "step 2 (pct_destroy)"},
+		"destroy a host":   {map[string]any{"steps": []any{map[string]any{"action": "pct_stop", "target": "lxc:strong/104"}, map[string]any{"action": "pct_destroy", "target": "host:strong"}}}, "step 2 (pct_destroy)"},
 		"one empty target": {map[string]any{"steps": []any{map[string]any{"action": "restart"}}}, "nothing was queued"},
 	} {
 		tc.args["reason"] = "testing"

@@ -85,7 +85,7 @@ func TestStdioProxyForwardsToTheBot(t *testing.T) {
 		t.Errorf("tools through the proxy (-want +got):\n%s", diff)
 	}
 	text, isErr := callTool(t, b.ctx, c, "list_lxcs", nil)
-	if isErr || !strings.Contains(text, "13 containers on 2 hosts") {
+	if isErr || !strings.Contains(text, "15 containers on 2 hosts") {
 		t.Errorf("list_lxcs through the proxy = %v %q", isErr, text)
 	}
 

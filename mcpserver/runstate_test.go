@@ -33,7 +33,7 @@ func TestListLXCsShowsRunState(t *testing.T) {
 	}
 	text := b.ok(t, "list_lxcs", nil)
 	containsAll(t, "list_lxcs", text,
-		"13 containers on 2 hosts (hubris 6, strong 7): 1 unhealthy, 12 healthy; 12 running, 1 stopped.",
+		"15 containers on 2 hosts (hubris 7, strong 8): 1 unhealthy, 14 healthy; 14 running, 1 stopped.",
 		"131 teddycloud hubris 10.40.0.131/24 unhealthy teddycloud [stopped] — container 131 is stopped")
 	containsNone(t, "list_lxcs", text, "[running]")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomoshq/nomos/internal/fleetgen"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -17,7 +18,7 @@ func generatedFleet(n int) *store.Seed {
 	const hosts = 10
 	vmid := 1000
 	for h := range hosts {
-		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
+		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), Cluster: fleetgen.Cluster, SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
 		for i := range n / hosts {
 			vmid++
 			host.Containers = append(host.Containers, store.SeedContainer{
@@ -38,10 +39,10 @@ func TestListLXCsFoldsALargeFleet(t *testing.T) {
 	// Half the fleet checked healthy, three containers in trouble, the
 	// rest never checked.
 	for vmid := 1001; vmid <= 1200; vmid++ {
-		b.observe(t, fmt.Sprintf("lxc:%d", vmid), "healthy", "running", now.Add(-time.Minute), nil)
+		b.observe(t, policy.ContainerSlug(fleetgen.Cluster, vmid), "healthy", "running", now.Add(-time.Minute), nil)
 	}
-	b.observe(t, "lxc:1005", "unhealthy", "container 1005 is stopped", now, nil)
-	b.observe(t, "lxc:1333", "degraded", "disk 91% full", now, nil)
+	b.observe(t, "lxc:gen/1005", "unhealthy", "container 1005 is stopped", now, nil)
+	b.observe(t, "lxc:gen/1333", "degraded", "disk 91% full", now, nil)
 	b.observe(t, "service:app1100", "unhealthy", "GET / timed out", now, nil)
 
 	text := b.ok(t, "list_lxcs", nil)

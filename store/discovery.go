@@ -367,7 +367,7 @@ type inventoryApplier struct {
 
 	hostID   uuid.UUID
 	host     string
-	cluster  string // the host's cluster, which its containers' slugs name
+	cluster  string          // the host's cluster, which its containers' slugs name
 	creating map[string]bool // "vmid:N" and "hostname:X" of in-flight pct_creates on the host
 	removing map[string]bool // slugs of in-flight pct_destroys
 }

@@ -105,7 +105,10 @@ func healthGrid(nodes []store.FleetNode) (hosts, orphans []*fleetRow, counts []h
 		n := nodes[i]
 		label := n.Name
 		if n.Type == "lxc" {
-			label = n.Slug[strings.IndexByte(n.Slug, ':')+1:]
+			// The vmid: the tile sits in its host's row, which says
+			// which cluster's it is.
+			name := n.Slug[strings.IndexByte(n.Slug, ':')+1:]
+			label = name[strings.IndexByte(name, '/')+1:]
 		}
 		row := &fleetRow{FleetNode: n, Worst: n.Health, Label: label}
 		rows[n.ID] = row

@@ -108,7 +108,7 @@ func (b *bundle) populateWith(t testing.TB, hostile string) activity {
 // pagesOf lists a path for every page the populated fleet has.
 func pagesOf(a activity) []string {
 	return []string{
-		"/", "/e/host:strong", "/e/lxc:101", "/e/service:jellyfin", "/executions", "/executions?state=failed&risk=reversible_low",
+		"/", "/e/host:strong", "/e/lxc:strong/101", "/e/service:jellyfin", "/executions", "/executions?state=failed&risk=reversible_low",
 		"/executions/" + a.pending.ID.String(), "/executions/" + a.failed.ID.String(), "/signals", "/agent",
 		"/agent/" + a.session.String(), "/audit", "/audit?actor=agent&entity=service:jellyfin", "/knowledge?q=jellyfin+transcoding",
 		"/events", "/events?view=flat",
@@ -124,7 +124,7 @@ func TestEveryPageShowsHostileTextAsText(t *testing.T) {
 		"/":                                    {"jellyfin-http: GET /health: 502 " + escaped, "awaiting_approval", "running", "unhealthy"},
 		"/executions/" + a.pending.ID.String(): {"jellyfin-http fails: " + escaped, "agent session"},
 		"/executions/" + a.failed.ID.String():  {escaped, "execution.failed"},
-		"/e/service:jellyfin":                  {"Jellyfin transcoding " + escaped, "latency_ms", "<svg class=\"spark\"", "jellyfin-http", "lxc:101"},
+		"/e/service:jellyfin":                  {"Jellyfin transcoding " + escaped, "latency_ms", "<svg class=\"spark\"", "jellyfin-http", "lxc:strong/101"},
 		"/knowledge?q=jellyfin+transcoding":    {"Jellyfin transcoding " + escaped, "<mark>", "service:jellyfin"},
 		"/agent/" + a.session.String():         {"request_execution", "answers call_1", escaped},
 		"/signals":                             {"check:jellyfin-http", "jellyfin-http (http)"},

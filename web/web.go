@@ -123,7 +123,7 @@ type route struct {
 func (s *Server) routeTable() []route {
 	return []route{
 		{"/{$}", "/", s.overview, false},
-		{"/e/{slug}", "/e/host:strong", s.entity, false},
+		{"/e/{slug...}", "/e/lxc:strong/101", s.entity, false},
 		{"/executions", "/executions", s.executions, false},
 		{"/executions/{id}", "/executions/00000000-0000-0000-0000-000000000000", s.execution, false},
 		{"/signals", "/signals", s.signals, false},

@@ -42,7 +42,7 @@ func TestStatusPage(t *testing.T) {
 	}
 
 	body := b.get(t, "/", http.StatusOK)
-	containsAll(t, "overview", body, "lxc:101", "awaiting_approval", "/executions/"+waiting.ID.String(),
+	containsAll(t, "overview", body, "lxc:strong/101", "awaiting_approval", "/executions/"+waiting.ID.String(),
 		"Open signals", "jellyfin-http: GET failed, secret=[REDACTED]", "@operator:nomos.test", "Pending approvals")
 	containsNone(t, "overview", body, "sig-secret")
 
@@ -202,7 +202,7 @@ func TestStaleShowsAsStale(t *testing.T) {
 	body := b.get(t, "/", http.StatusOK)
 	containsAll(t, "overview", body,
 		`<span class="h-stale">stale</span><b>2</b>`,
-		`<a class="tile b-stale" href="/e/lxc:101" title="jellyfin: stale">101</a>`,
+		`<a class="tile b-stale" href="/e/lxc:strong/101" title="jellyfin: stale">101</a>`,
 		`<span class="badge b-stale">stale</span> <a href="/e/host:strong">strong</a>`,
 		`<a href="/e/service:jellyfin">jellyfin</a> <span class="h-stale">stale</span>`)
 	containsAll(t, "jellyfin", b.get(t, "/e/service:jellyfin", http.StatusOK), `<span class="badge b-stale">stale</span> service`, "last seen: healthy")

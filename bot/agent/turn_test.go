@@ -132,13 +132,13 @@ func TestTurnCallsToolsThenAnswers(t *testing.T) {
 	b := setup(t)
 	b.llm.Script(
 		testenv.ToolCall("list_lxcs", `{}`).ToolCall("get_entity", `{"entity": "service:jellyfin"}`),
-		testenv.Reply("jellyfin runs in lxc:101.").When(testenv.LastToolResult("jellyfin")),
+		testenv.Reply("jellyfin runs in lxc:strong/101.").When(testenv.LastToolResult("jellyfin")),
 	)
 	reply, err := b.agent.Message(b.ctx, room, "", operator, "where does jellyfin run?")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply.Text != "jellyfin runs in lxc:101." || len(reply.Requested) != 0 {
+	if reply.Text != "jellyfin runs in lxc:strong/101." || len(reply.Requested) != 0 {
 		t.Errorf("reply = %+v, want the model's answer and no request", reply)
 	}
 	reqs := b.llm.Requests()

@@ -111,8 +111,8 @@ func TestDiscoverAsksAndSaysWhatItFound(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "strong: 8 containers; new: 150 newbox") || !strings.Contains(out, "hubris: 6 containers; nothing changed") {
 		t.Errorf("discover exited %d:\n%s", code, out)
 	}
-	if e, err := st.EntityBySlug(ctx, "lxc:150"); err != nil || e.RunState != "running" {
-		t.Errorf("lxc:150 after discover: %+v, %v", e, err)
+	if e, err := st.EntityBySlug(ctx, "lxc:strong/150"); err != nil || e.RunState != "running" {
+		t.Errorf("lxc:strong/150 after discover: %+v, %v", e, err)
 	}
 }
 

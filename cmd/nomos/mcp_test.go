@@ -164,7 +164,7 @@ func TestMCPStdioIsAThinClient(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("list_lxcs through nomos mcp --stdio: %v %+v", err, res)
 	}
-	if text := res.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "13 containers on 2 hosts") {
+	if text := res.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "15 containers on 2 hosts") {
 		t.Errorf("list_lxcs through nomos mcp --stdio = %q", text)
 	}
 

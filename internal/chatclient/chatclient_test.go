@@ -189,7 +189,7 @@ func edit(orig id.EventID, body, html string) *event.MessageEventContent {
 	}
 }
 
-const planHTML = `<p><b>Plan</b>: restart jellyfin on <code>lxc:131</code> &amp; check it</p>` +
+const planHTML = `<p><b>Plan</b>: restart jellyfin on <code>lxc:hubris/131</code> &amp; check it</p>` +
 	`<p>Risk: <b>reversible_low</b></p>` +
 	`<pre><code>pct exec 131 -- systemctl restart jellyfin</code></pre>` +
 	`<p>React ✅ to approve or ❌ to deny.</p>`
@@ -197,7 +197,7 @@ const planHTML = `<p><b>Plan</b>: restart jellyfin on <code>lxc:131</code> &amp;
 func planCard() *event.MessageEventContent {
 	return &event.MessageEventContent{
 		MsgType:       event.MsgNotice,
-		Body:          "Plan: restart jellyfin on lxc:131 & check it\nRisk: reversible_low\npct exec 131 -- systemctl restart jellyfin\nReact ✅ to approve or ❌ to deny.",
+		Body:          "Plan: restart jellyfin on lxc:hubris/131 & check it\nRisk: reversible_low\npct exec 131 -- systemctl restart jellyfin\nReact ✅ to approve or ❌ to deny.",
 		Format:        event.FormatHTML,
 		FormattedBody: planHTML,
 	}
@@ -215,7 +215,7 @@ func TestLiveMessageAndEdit(t *testing.T) {
 	out := s.waitOut(t, "the plan card", func(out string) bool { return strings.Contains(out, "React ✅ to approve") })
 	for _, want := range []string{
 		"#1 ", "nomos", "[notice]:",
-		"Plan: restart jellyfin on `lxc:131` & check it",
+		"Plan: restart jellyfin on `lxc:hubris/131` & check it",
 		"Risk: reversible_low",
 		"  pct exec 131 -- systemctl restart jellyfin",
 	} {

@@ -82,8 +82,8 @@ var planCases = []struct {
 	name, text string
 	want       bool
 }{
-	{"card", "Plan: restart jellyfin on lxc:131 (media)\nRisk: reversible_low\nRuns: systemctl restart jellyfin\nReact ✅ to approve or ❌ to deny.", true},
-	{"destructive card", "Destroy lxc:131\nRISK: DESTRUCTIVE\nType `destroy lxc:131 k7q2` to approve.", true},
+	{"card", "Plan: restart jellyfin on lxc:hubris/131 (media)\nRisk: reversible_low\nRuns: systemctl restart jellyfin\nReact ✅ to approve or ❌ to deny.", true},
+	{"destructive card", "Destroy lxc:hubris/131\nRISK: DESTRUCTIVE\nType `destroy lxc:hubris/131 k7q2` to approve.", true},
 	{"card with hyphen", "Restart jellyfin\nrisk: read-only\nApprove with 👍", true},
 	{"one-line refusal", "A reaction doesn't approve a destructive plan; type the phrase.", false},
 	{"status without approval hint", "jellyfin restarted\nrisk: reversible_low\nsucceeded in 3 s", false},

@@ -13,7 +13,8 @@ import (
 func LabsimConfig(seed *store.Seed, stateDir, authorizedKeys, logPath string, logger *slog.Logger) labsim.Config {
 	lc := labsim.Config{StateDir: stateDir, AuthorizedKeysFile: authorizedKeys, LogPath: logPath, Logger: logger}
 	for _, h := range seed.Hosts {
-		host := labsim.Host{Name: h.Name, Addr: h.SSH}
+		// A host without a cluster is standalone in the seeds and in labsim.
+		host := labsim.Host{Name: h.Name, Cluster: h.Cluster, Addr: h.SSH}
 		if host.Addr == "" {
 			host.Addr = "127.0.0.1:0"
 		}

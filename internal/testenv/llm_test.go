@@ -92,7 +92,7 @@ func TestScriptedLLMOverPlainHTTP(t *testing.T) {
 	second := `{"model":"test/model","messages":[
 		{"role":"user","content":"which containers are down?"},
 		{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"list_lxcs","arguments":"{}"}}]},
-		{"role":"tool","tool_call_id":"call_1","content":"lxc:114 down"}]}`
+		{"role":"tool","tool_call_id":"call_1","content":"lxc:hubris/114 down"}]}`
 	// The base URL without /v1 works too, as some clients build it so.
 	_, got = post(t, strings.TrimSuffix(llm.URL(), "/v1")+"/chat/completions", second)
 	if diff := cmp.Diff(map[string]any{"role": "assistant", "content": "Two containers are down.", "refusal": nil, "tool_calls": nil, "finish_reason": "stop"},
@@ -124,7 +124,7 @@ func TestScriptedLLMOverPlainHTTP(t *testing.T) {
 			Messages: []testenv.LLMMessage{
 				{Role: "user", Content: "which containers are down?"},
 				{Role: "assistant", ToolCalls: []testenv.LLMToolCall{{ID: "call_1", Name: "list_lxcs", Arguments: "{}"}}},
-				{Role: "tool", ToolCallID: "call_1", Content: "lxc:114 down"},
+				{Role: "tool", ToolCallID: "call_1", Content: "lxc:hubris/114 down"},
 			},
 			Reply: testenv.LLMReply{Status: 200, Text: "Two containers are down."},
 		},
@@ -133,7 +133,7 @@ func TestScriptedLLMOverPlainHTTP(t *testing.T) {
 			Messages: []testenv.LLMMessage{
 				{Role: "user", Content: "which containers are down?"},
 				{Role: "assistant", ToolCalls: []testenv.LLMToolCall{{ID: "call_1", Name: "list_lxcs", Arguments: "{}"}}},
-				{Role: "tool", ToolCallID: "call_1", Content: "lxc:114 down"},
+				{Role: "tool", ToolCallID: "call_1", Content: "lxc:hubris/114 down"},
 			},
 			Reply: testenv.LLMReply{Status: 200, Text: "script exhausted", Exhausted: true},
 		},
@@ -173,7 +173,7 @@ func TestScriptedLLMToolRoundTripWithOpenAIGo(t *testing.T) {
 	llm := testenv.NewScriptedLLM(t)
 	llm.Script(
 		testenv.ToolCall("list_lxcs", `{}`),
-		testenv.Reply("lxc:114 (nextcloud) is critical; the rest are fine.").When(testenv.LastToolResult(`"critical"`)),
+		testenv.Reply("lxc:hubris/114 (nextcloud) is critical; the rest are fine.").When(testenv.LastToolResult(`"critical"`)),
 	)
 	client := newClient(llm, option.WithHeader("HTTP-Referer", "https://nomos.example"))
 	ctx := t.Context()
@@ -199,12 +199,12 @@ func TestScriptedLLMToolRoundTripWithOpenAIGo(t *testing.T) {
 	}
 
 	params.Messages = append(params.Messages, msg.ToParam(),
-		openai.ToolMessage(`[{"slug":"lxc:114","health":"critical"}]`, call.ID))
+		openai.ToolMessage(`[{"slug":"lxc:hubris/114","health":"critical"}]`, call.ID))
 	second, err := client.Chat.Completions.New(ctx, params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := second.Choices[0].Message.Content; got != "lxc:114 (nextcloud) is critical; the rest are fine." {
+	if got := second.Choices[0].Message.Content; got != "lxc:hubris/114 (nextcloud) is critical; the rest are fine." {
 		t.Errorf("second answer = %q", got)
 	}
 	if second.Usage.TotalTokens == 0 {
@@ -229,7 +229,7 @@ func TestScriptedLLMToolRoundTripWithOpenAIGo(t *testing.T) {
 	}
 	wantReplay := []testenv.LLMMessage{
 		{Role: "assistant", ToolCalls: []testenv.LLMToolCall{{ID: "call_1", Name: "list_lxcs", Arguments: "{}"}}},
-		{Role: "tool", ToolCallID: "call_1", Content: `[{"slug":"lxc:114","health":"critical"}]`},
+		{Role: "tool", ToolCallID: "call_1", Content: `[{"slug":"lxc:hubris/114","health":"critical"}]`},
 	}
 	if diff := cmp.Diff(wantReplay, reqs[1].Messages[2:]); diff != "" {
 		t.Errorf("replayed tool pair (-want +got):\n%s", diff)
