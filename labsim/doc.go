@@ -14,11 +14,16 @@
 // [Sim.Clear], or by editing StateDir/faults.json, which is read again for
 // every command. The command forms are:
 //
-//	labsim fault dns_dead|apt_fail|net_down <vmid|*>
+//	labsim fault dns_dead|apt_fail|net_down|stale_stats <vmid|*>
 //	labsim fault hang <vmid|*> <command substring>
 //	labsim fault drop <host|*>
 //	labsim fault clear [kind [target]]
 //	labsim fault list
+//
+// A vmid target hits that vmid on every node, so on standalone nodes that
+// share a vmid it hits each of them. stale_stats makes /cluster/resources
+// show the guest as pmxcfs does once pvestatd's stats of it are older than
+// five minutes: status "unknown", no name, uptime or sizes.
 //
 // and the file holds the same faults as JSON:
 //

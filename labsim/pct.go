@@ -2,7 +2,6 @@ package labsim
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -603,6 +602,7 @@ func pveshCmd(c *call) int {
 	verb, p := c.args[0], strings.TrimSuffix(c.args[1], "/")
 	format := "text"
 	var want, typ string
+	var tf tableFormat
 	for i := 2; i < len(c.args); i++ {
 		a := c.args[i]
 		switch {
@@ -621,7 +621,11 @@ func pveshCmd(c *call) int {
 			i++
 		case strings.HasPrefix(a, "--type=") && p == "/cluster/resources":
 			typ = strings.TrimPrefix(a, "--type=")
-		case a == "--noborder" || a == "--noheader" || a == "--human-readable":
+		case a == "--noborder" || a == "--noborder=1":
+			tf.noBorder = true
+		case a == "--noheader" || a == "--noheader=1":
+			tf.noHeader = true
+		case a == "--human-readable":
 		default:
 			c.errf("Unknown option: %s\n400 unable to parse option\n", strings.TrimLeft(a, "-"))
 			return 255
@@ -632,6 +636,8 @@ func pveshCmd(c *call) int {
 		return pveshNextID(c, want, format)
 	case verb == "get" && p == "/cluster/resources":
 		return pveshResources(c, typ, format)
+	case verb == "get" && nodeLXCPathRE.MatchString(p):
+		return pveshNodeLXC(c, nodeLXCPathRE.FindStringSubmatch(p)[1], format, tf)
 	}
 	c.errf("No '%s' handler defined for '%s'\n", verb, p)
 	return 255
@@ -664,70 +670,6 @@ func pveshNextID(c *call, want, format string) int {
 
 // pveshGetUsage is what pvesh adds to a parameter error of pvesh get.
 const pveshGetUsage = "pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]"
-
-// resource is one entry of /cluster/resources, with the fields Proxmox
-// gives an LXC, a node and a storage.
-type resource struct {
-	ID         string  `json:"id"`
-	Type       string  `json:"type"`
-	Node       string  `json:"node"`
-	Status     string  `json:"status"`
-	VMID       int     `json:"vmid,omitempty"`
-	Name       string  `json:"name,omitempty"`
-	Template   *int    `json:"template,omitempty"`
-	MaxCPU     float64 `json:"maxcpu,omitempty"`
-	MaxMem     int64   `json:"maxmem,omitempty"`
-	MaxDisk    int64   `json:"maxdisk,omitempty"`
-	Uptime     int64   `json:"uptime"`
-	Storage    string  `json:"storage,omitempty"`
-	PluginType string  `json:"plugintype,omitempty"`
-}
-
-// pveshResources answers `pvesh get /cluster/resources` from the cluster's
-// state: every node, its storages and every container, as Proxmox lists
-// them from any node of the cluster.
-func pveshResources(c *call, typ, format string) int {
-	switch typ {
-	case "", "vm", "node", "storage", "sdn":
-	default:
-		c.errf("400 Parameter verification failed.\ntype: value '%s' does not have a value in the enumeration 'vm, storage, node, sdn'\n", typ)
-		return 255
-	}
-	var out []resource
-	for _, name := range c.st.clusterNodes(c.env.host) {
-		hs := c.st.Hosts[name]
-		if typ == "" || typ == "node" {
-			out = append(out, resource{ID: "node/" + name, Type: "node", Node: name, Status: "online", Uptime: int64(c.now.Sub(hs.Booted).Seconds())})
-		}
-		if typ == "" || typ == "storage" {
-			for _, st := range slices.Sorted(maps.Keys(storages)) {
-				out = append(out, resource{ID: "storage/" + name + "/" + st, Type: "storage", Node: name, Status: "available", Storage: st, PluginType: storagePlugins[st]})
-			}
-		}
-		if typ != "" && typ != "vm" {
-			continue
-		}
-		for _, vmid := range slices.Sorted(maps.Keys(hs.Containers)) {
-			ct := hs.Containers[vmid]
-			r := resource{ID: fmt.Sprintf("lxc/%d", vmid), Type: "lxc", Node: name, Status: ct.Status, VMID: vmid, Name: ct.Conf.Hostname,
-				Template: new(int), MaxCPU: float64(ct.Conf.Cores), MaxMem: int64(ct.Conf.MemoryMB) << 20, MaxDisk: int64(ct.Conf.DiskGB) << 30}
-			if ct.running() {
-				r.Uptime = int64(c.now.Sub(ct.StartedAt).Seconds())
-			}
-			out = append(out, r)
-		}
-	}
-	if strings.HasPrefix(format, "json") {
-		data, _ := json.Marshal(out)
-		c.outf("%s\n", data)
-		return 0
-	}
-	c.outf("%-24s %-8s %-10s %-10s %s\n", "id", "type", "node", "status", "name")
-	for _, r := range out {
-		c.outf("%-24s %-8s %-10s %-10s %s\n", r.ID, r.Type, r.Node, r.Status, cmp.Or(r.Name, r.Storage))
-	}
-	return 0
-}
 
 var storagePlugins = map[string]string{"local": "dir", "local-lvm": "lvmthin", "local-zfs": "zfspool"}
 

@@ -165,7 +165,8 @@ func TestPctSet(t *testing.T) {
 
 // TestPveshClusterResources: the cluster's resources answer from labsim's
 // state on every node, so a container created or destroyed straight on a
-// node is listed, or not, at once.
+// node is listed, or not, at once, and its status follows at pvestatd's
+// next cycle.
 func TestPveshClusterResources(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -206,6 +207,7 @@ func TestPveshClusterResources(t *testing.T) {
 	b.must(t, "pve2", "pct create 150 "+debian+" --hostname newbox --start 1")
 	b.must(t, "pve1", "pct stop 101")
 	b.must(t, "pve1", "pct destroy 102")
+	b.clock.Advance(statsInterval) // pvestatd's next cycle broadcasts them
 	diff(t, "after an admin's changes", []entry{{"lxc/101", "pve1", "stopped", "jellyfin"}, {"lxc/150", "pve2", "running", "newbox"}, {"lxc/201", "pve2", "running", "web"}},
 		brief(list("pve1", "pvesh get /cluster/resources --type vm --output-format json")))
 
