@@ -71,6 +71,12 @@ func TestNodeLXCListing(t *testing.T) {
 		}
 	}
 
+	b.must(t, "pve1", "pct set 101 --tags 'Media;infra,media' --protection 1")
+	b.must(t, "pve1", "pct template 102")
+	list = b.jsonList(t, "pve1", cmd)
+	diff(t, "tags, as get_unique_tags stores them", "infra;media", vmEntry(t, list, 101)["tags"])
+	diff(t, "template", float64(1), vmEntry(t, list, 102)["template"])
+
 	// Live: a stop shows at once.
 	b.must(t, "pve1", "pct stop 101")
 	diff(t, "status right after stop", "stopped", vmEntry(t, b.jsonList(t, "pve1", cmd), 101)["status"])
@@ -114,9 +120,11 @@ func TestClusterResourcesLag(t *testing.T) {
 	b.must(t, "pve1", "pct stop 101")
 	b.must(t, "pve1", "pct start 102 && pct stop 102 && pct start 102")
 	b.must(t, "pve2", "pct create 150 "+debian+" --hostname fresh")
+	b.must(t, "pve1", "pct set 101 --tags media")
 	list := b.jsonList(t, "pve1", cmd)
 	diff(t, "stopped jellyfin still running", "running", vmEntry(t, list, 101)["status"])
 	diff(t, "its uptime at the last cycle", float64(0), vmEntry(t, list, 101)["uptime"])
+	diff(t, "its tags at once", "media", vmEntry(t, list, 101)["tags"])
 	diff(t, "started pihole still stopped", "stopped", vmEntry(t, list, 102)["status"])
 	diff(t, "a CT pvestatd has not seen yet", map[string]any{"id": "lxc/150", "vmid": float64(150), "node": "pve2", "type": "lxc", "status": "unknown"}, vmEntry(t, list, 150))
 	diff(t, "the node's own listing is live", "stopped", vmEntry(t, b.jsonList(t, "pve1", "pvesh get /nodes/pve1/lxc --output-format json"), 101)["status"])

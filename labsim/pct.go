@@ -28,6 +28,8 @@ var pctUsage = map[string]string{
 	"rollback":     "pct rollback <vmid> <snapname> [OPTIONS]",
 	"delsnapshot":  "pct delsnapshot <vmid> <snapname> [OPTIONS]",
 	"exec":         "pct exec <vmid> [<extra-args>] [OPTIONS]",
+	"pending":      "pct pending <vmid>",
+	"template":     "pct template <vmid>",
 }
 
 // pctOptions lists, per verb, the options accepted and whether each is a
@@ -45,6 +47,8 @@ var pctOptions = map[string]map[string]bool{
 	"listsnapshot": {},
 	"rollback":     {"start": true},
 	"delsnapshot":  {"force": true},
+	"pending":      {},
+	"template":     {},
 	"create": {
 		"hostname": false, "cores": false, "memory": false, "swap": false, "net0": false,
 		"rootfs": false, "storage": false, "nameserver": false, "searchdomain": false,
@@ -196,7 +200,14 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 		c.outf("status: %s\n", ct.Status)
 		return 0
 	case "config":
-		return pctShowConfig(c, ct, opts["snapshot"])
+		if opts["current"] == "1" && opts["snapshot"] != "" {
+			return c.fail(configParamConflict())
+		}
+		return pctShowConfig(c, ct, opts["snapshot"], opts["current"] == "1")
+	case "pending":
+		return pctPending(c, ct)
+	case "template":
+		return pctTemplate(c, ct)
 	case "start", "stop", "shutdown", "reboot":
 		return pctPower(c, verb, ct)
 	case "destroy":
@@ -220,10 +231,16 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 	return 0
 }
 
-// pctShowConfig prints the container's config, or a snapshot's.
-func pctShowConfig(c *call, ct *ctState, snap string) int {
+// pctShowConfig prints the container's config, or a snapshot's. Pending
+// values show as if live unless current is set (pve-guest-common
+// PVE::AbstractConfig load_current_config).
+func pctShowConfig(c *call, ct *ctState, snap string, current bool) int {
 	if snap == "" {
-		c.outf("%s", pctConfig(ct))
+		conf := ct.Conf
+		if ct.Pending != nil && !current {
+			conf = *ct.Pending
+		}
+		c.outf("%s", pctConfigText(ct, conf))
 		return 0
 	}
 	i := slices.IndexFunc(ct.Snapshots, func(s snapshot) bool { return s.Name == snap })
@@ -231,17 +248,23 @@ func pctShowConfig(c *call, ct *ctState, snap string) int {
 		c.errf("snapshot '%s' does not exist\n", snap)
 		return 255
 	}
-	tmp := *ct
-	tmp.Conf = ct.Snapshots[i].Conf
-	c.outf("%s", pctConfig(&tmp))
+	c.outf("%s", pctConfigText(ct, ct.Snapshots[i].Conf))
 	return 0
 }
 
 // pctPower starts, stops or reboots a container.
 func pctPower(c *call, verb string, ct *ctState) int {
+	// The words are pve-container's src/PVE/API2/LXC/Status.pm: vm_reboot
+	// says VM, the others CT.
 	switch {
 	case verb == "start" && ct.running():
 		c.errf("CT %d already running\n", ct.VMID)
+		return 255
+	case verb == "start" && ct.Conf.IsTemplate:
+		c.errf("you can't start a CT if it's a template\n")
+		return 255
+	case verb == "reboot" && !ct.running():
+		c.errf("VM %d not running\n", ct.VMID)
 		return 255
 	case verb != "start" && !ct.running():
 		c.errf("CT %d not running\n", ct.VMID)
@@ -251,6 +274,7 @@ func pctPower(c *call, verb string, ct *ctState) int {
 		ct.halt(c.now)
 	}
 	if verb == "start" || verb == "reboot" {
+		applyPending(c, ct)
 		ct.boot(c.now)
 	}
 	c.dirty = true
@@ -259,6 +283,10 @@ func pctPower(c *call, verb string, ct *ctState) int {
 
 func pctDestroy(c *call, ct *ctState, force bool) int {
 	vmid := ct.VMID
+	if ct.Conf.Protection {
+		c.errf("can't remove CT %d - protection mode enabled\n", vmid)
+		return 255
+	}
 	if ct.running() {
 		if !force {
 			c.errf("unable to destroy CT %d - container is running\n", vmid)
@@ -278,11 +306,16 @@ func pctDestroy(c *call, ct *ctState, force bool) int {
 	return 0
 }
 
+// pctList prints pct list as pve-container's src/PVE/CLI/pct.pm does:
+// nothing at all, not even the header, on a node without containers.
 func pctList(c *call) int {
+	if len(c.hs.Containers) == 0 {
+		return 0
+	}
 	c.outf("%-10s %-10s %-12s %-20s\n", "VMID", "Status", "Lock", "Name")
 	for _, vmid := range slices.Sorted(maps.Keys(c.hs.Containers)) {
 		ct := c.hs.Containers[vmid]
-		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, "", ct.Conf.Hostname)
+		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, ct.Conf.Lock, ct.vmstatus(c.now)["name"])
 	}
 	return 0
 }
@@ -432,15 +465,43 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 	return nil
 }
 
+// pctSet changes the config. On a running container only the
+// hot-pluggable options apply at once; the others wait in [pve:pending]
+// until it starts again (pve-container PVE::LXC::Config update_pct_config).
 func pctSet(c *call, ct *ctState, opts map[string]string) int {
 	old := ct.Conf
-	if perr := applyConf(&ct.Conf, "set", opts); perr != nil {
-		ct.Conf = old
+	next := ct.Conf
+	if ct.Pending != nil {
+		next = *ct.Pending
+	}
+	if perr := applyConf(&next, "set", opts); perr != nil {
 		return c.fail(perr)
 	}
-	if ct.Conf.IP == "dhcp" && (old.IP != "dhcp" || ct.Conf.Lease == "") {
-		ct.Conf.Lease, ct.Conf.Gateway = c.st.lease(c.env.host, ct.Conf.Gateway)
+	if v, ok := opts["tags"]; ok {
+		next.Tags = uniqueTags(v)
 	}
+	if v, ok := opts["protection"]; ok {
+		next.Protection = v == "1"
+	}
+	if next.IP == "dhcp" && (old.IP != "dhcp" || next.Lease == "") {
+		next.Lease, next.Gateway = c.st.lease(c.env.host, next.Gateway)
+	}
+	if ct.running() {
+		applyHot(&ct.Conf, next, opts)
+		ct.Pending = &next
+		if next == ct.Conf {
+			ct.Pending = nil
+		}
+	} else {
+		ct.Conf, ct.Pending = next, nil
+	}
+	syncGuestFiles(ct, old)
+	return 0
+}
+
+// syncGuestFiles writes what Proxmox manages inside the container after
+// its live config changed from old.
+func syncGuestFiles(ct *ctState, old ctConf) {
 	if ct.Conf.Hostname != old.Hostname {
 		ct.Guest.Files["/etc/hostname"] = ct.Conf.Hostname + "\n"
 	}
@@ -454,7 +515,6 @@ func pctSet(c *call, ct *ctState, opts map[string]string) int {
 		b.WriteString("# --- END PVE ---\n")
 		ct.Guest.Files["/etc/resolv.conf"] = b.String()
 	}
-	return 0
 }
 
 var snapNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{1,39}$`)
@@ -559,39 +619,7 @@ func snapshotTree(ct *ctState) string {
 
 // pctConfig renders the container's /etc/pve/lxc/<vmid>.conf.
 func pctConfig(ct *ctState) string {
-	c := ct.Conf
-	var b strings.Builder
-	for _, l := range lines(c.Description) {
-		fmt.Fprintf(&b, "#%s\n", l)
-	}
-	ostype := "debian"
-	if t, ok := templates[c.Template]; ok {
-		ostype = t.distro
-	}
-	fmt.Fprintf(&b, "arch: amd64\ncores: %d\nfeatures: nesting=1\nhostname: %s\nmemory: %d\n", c.Cores, c.Hostname, c.MemoryMB)
-	if c.Nameserver != "" {
-		fmt.Fprintf(&b, "nameserver: %s\n", c.Nameserver)
-	}
-	if c.IP != "" {
-		net := "name=eth0,bridge=vmbr0,firewall=1"
-		if c.IP != "dhcp" && c.Gateway != "" {
-			net += ",gw=" + c.Gateway
-		}
-		net += fmt.Sprintf(",hwaddr=%s,ip=%s,type=veth", c.HWAddr, c.IP)
-		fmt.Fprintf(&b, "net0: %s\n", net)
-	}
-	if c.Onboot {
-		b.WriteString("onboot: 1\n")
-	}
-	fmt.Fprintf(&b, "ostype: %s\n", ostype)
-	if ct.Parent != "" {
-		fmt.Fprintf(&b, "parent: %s\n", ct.Parent)
-	}
-	fmt.Fprintf(&b, "rootfs: %s:vm-%d-disk-0,size=%dG\nswap: %d\n", c.Storage, ct.VMID, c.DiskGB, c.SwapMB)
-	if c.Unprivileged {
-		b.WriteString("unprivileged: 1\n")
-	}
-	return b.String()
+	return rawConf(ct)
 }
 
 func pveshCmd(c *call) int {

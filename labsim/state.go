@@ -51,7 +51,10 @@ type ctState struct {
 	StatusAt time.Time   `json:"status_at,omitzero"`
 	Shown    *shownStats `json:"shown,omitempty"`
 	Conf     ctConf      `json:"conf"`
-	Guest    guest       `json:"guest"`
+	// Pending is the config once its pending changes apply at the next
+	// start; nil when there are none.
+	Pending *ctConf `json:"pending,omitempty"`
+	Guest   guest   `json:"guest"`
 	// Parent is the snapshot the current state descends from.
 	Parent    string        `json:"parent,omitempty"`
 	Snapshots []snapshot    `json:"snapshots,omitempty"`
