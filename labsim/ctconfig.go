@@ -14,10 +14,6 @@ func confKeys(ct *ctState, c ctConf) map[string]string {
 	if t, ok := templates[c.Template]; ok {
 		ostype = t.distro
 	}
-	disk := "vm"
-	if c.IsTemplate {
-		disk = "base"
-	}
 	k := map[string]string{
 		"arch":     "amd64",
 		"cores":    fmt.Sprint(c.Cores),
@@ -25,7 +21,7 @@ func confKeys(ct *ctState, c ctConf) map[string]string {
 		"hostname": c.Hostname,
 		"memory":   fmt.Sprint(c.MemoryMB),
 		"ostype":   ostype,
-		"rootfs":   fmt.Sprintf("%s:%s-%d-disk-0,size=%dG", c.Storage, disk, ct.VMID, c.DiskGB),
+		"rootfs":   fmt.Sprintf("%s:%s,size=%dG", c.Storage, rootVolume(c, ct.VMID), c.DiskGB),
 		"swap":     fmt.Sprint(c.SwapMB),
 	}
 	set := func(key, v string, ok bool) {
@@ -234,4 +230,26 @@ func pctTemplate(c *call, ct *ctState) int {
 func configParamConflict() *pveError {
 	const msg = "cannot use 'snapshot' parameter with 'current'"
 	return &pveError{fmt.Sprintf("400 Parameter verification failed.\ncurrent: %s\nsnapshot: %s\n%s\n", msg, msg, pctUsage["config"]), 255}
+}
+
+// rootVolume names a container's root volume as its storage's plugin does:
+// a ZFS subvolume, an LVM-thin volume, or a raw file in a directory, with
+// base- for a template (pve-storage ZFSPoolPlugin, LvmThinPlugin, Plugin).
+func rootVolume(c ctConf, vmid int) string {
+	switch storagePlugins[c.Storage] {
+	case "zfspool":
+		if c.IsTemplate {
+			return fmt.Sprintf("basevol-%d-disk-0", vmid)
+		}
+		return fmt.Sprintf("subvol-%d-disk-0", vmid)
+	case "dir":
+		if c.IsTemplate {
+			return fmt.Sprintf("%d/base-%d-disk-0.raw", vmid, vmid)
+		}
+		return fmt.Sprintf("%d/vm-%d-disk-0.raw", vmid, vmid)
+	}
+	if c.IsTemplate {
+		return fmt.Sprintf("base-%d-disk-0", vmid)
+	}
+	return fmt.Sprintf("vm-%d-disk-0", vmid)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -433,7 +434,7 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 		conf.Description = v
 	}
 	if net0, ok := opts["net0"]; ok {
-		ip, gw := "", ""
+		ip, gw, hw := "", "", ""
 		for _, kv := range strings.Split(net0, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
@@ -441,7 +442,12 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 				ip = v
 			case "gw":
 				gw = v
-			case "name", "bridge", "firewall", "hwaddr", "tag", "type", "mtu", "rate", "ip6", "gw6":
+			case "hwaddr":
+				if _, err := net.ParseMAC(v); err != nil || len(v) != 17 {
+					return paramError(verb, "net0", "invalid format - format error\nnet0.hwaddr: invalid format - value does not look like a valid MAC address")
+				}
+				hw = strings.ToUpper(v)
+			case "name", "bridge", "firewall", "tag", "type", "mtu", "rate", "ip6", "gw6":
 			default:
 				return paramError(verb, "net0", fmt.Sprintf("invalid format - format error\nnet0.%s: property is not defined in schema and the schema does not allow additional properties", k))
 			}
@@ -461,6 +467,9 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 			ip = ""
 		}
 		conf.IP, conf.Gateway = ip, gw
+		if hw != "" {
+			conf.HWAddr = hw
+		}
 	}
 	return nil
 }
@@ -699,6 +708,9 @@ func pveshNextID(c *call, want, format string) int {
 // pveshGetUsage is what pvesh adds to a parameter error of pvesh get.
 const pveshGetUsage = "pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]"
 
+// templateStorages are the storages whose content includes vztmpl.
+var templateStorages = map[string]bool{"local": true}
+
 var storagePlugins = map[string]string{"local": "dir", "local-lvm": "lvmthin", "local-zfs": "zfspool"}
 
 func pveamCmd(c *call) int {
@@ -713,12 +725,18 @@ func pveamCmd(c *call) int {
 			c.errf("400 not enough arguments\npveam list <storage> [OPTIONS]\n")
 			return 255
 		}
-		c.outf("%-60s %-10s\n", "NAME", "SIZE")
-		if c.args[1] != "local" {
-			return 0
+		// pve-manager PVE/CLI/pveam.pm index and $print_list.
+		switch storage := c.args[1]; {
+		case !storages[storage]:
+			c.errf("storage '%s' does not exist\n", storage)
+			return 255
+		case !templateStorages[storage]:
+			c.errf("Storage does not support templates!\n")
+			return 255
 		}
+		c.outf("%-60s %-6s\n", "NAME", "SIZE")
 		for _, n := range names {
-			c.outf("%-60s %-10s\n", n, fmt.Sprintf("%d.%02dMB", templates[n].sizeMB, hashString(n)%100))
+			c.outf("%-60s %-4.2fMB\n", n, float64(templates[n].sizeMB)+float64(hashString(n)%100)/100)
 		}
 		return 0
 	case "available":

@@ -400,7 +400,9 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 func (st *simState) newContainer(host string, vmid int, conf ctConf, now time.Time) *ctState {
 	// The node is in the hash: standalone nodes' CT 100s share a LAN.
 	h := hashString(host + "/" + fmt.Sprint(vmid))
-	conf.HWAddr = fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(h>>16), byte(h>>8), byte(h))
+	if conf.HWAddr == "" {
+		conf.HWAddr = fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(h>>16), byte(h>>8), byte(h))
+	}
 	conf.Unprivileged = true
 	if conf.IP == "dhcp" {
 		conf.Lease, conf.Gateway = st.lease(host, conf.Gateway)
