@@ -532,13 +532,7 @@ func freeCmd(c *call) int {
 	usedMB := 3100
 	if c.ct != nil {
 		totalMB, swapMB = c.ct.Conf.MemoryMB, c.ct.Conf.SwapMB
-		usedMB = 24
-		for _, s := range c.ct.Guest.Services {
-			if s.Active {
-				usedMB += 18 + int(hashString(s.Unit)%90)
-			}
-		}
-		usedMB = min(usedMB, totalMB)
+		usedMB = c.ct.memUsedMB()
 	} else {
 		for _, ct := range c.hs.Containers {
 			if ct.running() {
@@ -635,15 +629,7 @@ func dfCmd(c *call) int {
 // mounts is what df lists: a container's root disk and tmpfs, or the node's.
 func (c *call) mounts() []fsRow {
 	if c.ct != nil {
-		size := c.ct.Conf.DiskGB * 1024
-		used := 0
-		if tpl, ok := templates[c.ct.Conf.Template]; ok {
-			used = tpl.sizeMB * 4
-		}
-		for name := range c.ct.Guest.Packages {
-			used += packages[name].SizeKB * 3 / 1024
-		}
-		used = min(used, size)
+		size, used := c.ct.Conf.DiskGB*1024, c.ct.diskUsedMB()
 		return []fsRow{
 			{fmt.Sprintf("/dev/mapper/pve-vm--%d--disk--0", c.ct.VMID), size, used, "/"},
 			{"none", 1, 0, "/dev"},

@@ -2,6 +2,23 @@
 // container state, emulates the pct and in-container commands the actuator
 // uses, injects faults on request, and logs every command it receives.
 //
+// It behaves as a Proxmox VE 8 node does, with the real texts and exit
+// statuses (testdata/pve-samples, compared by TestSamplesMatchProxmox):
+//
+//   - A node belongs to a cluster (Host.Cluster; empty is a standalone
+//     node). VMIDs are unique per cluster, so standalone nodes may share
+//     one. /cluster/resources and /cluster/nextid answer for the node's
+//     cluster; pct answers only for the node's own containers.
+//   - pvesh get /nodes/<node>/lxc is live. /cluster/resources is what
+//     pvestatd last broadcast, every 10 s of the injected clock: a status
+//     change shows at the next cycle, a new guest is "unknown" until then.
+//   - pct set on a running container applies the hot-pluggable options at
+//     once and keeps the rest pending until the next start; pct config
+//     shows pending values unless --current 1, and pct pending lists both.
+//   - pct config prints keys sorted with the description encoded; tags,
+//     protection, template and lock show where set; protection refuses
+//     destroy and a template refuses start.
+//
 // A command runs in mvdan.cc/sh's shell interpreter, the parser the policy
 // reasons about, so functions, loops, substitutions and here-documents
 // work. Every program the shell starts is simulated, every file it opens is
@@ -14,11 +31,16 @@
 // [Sim.Clear], or by editing StateDir/faults.json, which is read again for
 // every command. The command forms are:
 //
-//	labsim fault dns_dead|apt_fail|net_down <vmid|*>
+//	labsim fault dns_dead|apt_fail|net_down|stale_stats <vmid|*>
 //	labsim fault hang <vmid|*> <command substring>
 //	labsim fault drop <host|*>
 //	labsim fault clear [kind [target]]
 //	labsim fault list
+//
+// A vmid target hits that vmid on every node, so on standalone nodes that
+// share a vmid it hits each of them. stale_stats makes /cluster/resources
+// show the guest as pmxcfs does once pvestatd's stats of it are older than
+// five minutes: status "unknown", no name, uptime or sizes.
 //
 // and the file holds the same faults as JSON:
 //

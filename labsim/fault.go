@@ -28,7 +28,7 @@ const (
 	FaultDrop FaultKind = "drop"
 )
 
-var faultKinds = []FaultKind{FaultDNSDead, FaultAptFail, FaultNetDown, FaultHang, FaultDrop}
+var faultKinds = []FaultKind{FaultDNSDead, FaultAptFail, FaultNetDown, FaultHang, FaultDrop, FaultStaleStats}
 
 // Fault is one injected failure. It lives in StateDir/faults.json, which is
 // read at every command, so editing the file by hand works too.
@@ -224,13 +224,13 @@ func (set faultSet) hangs(raw string, vmid int) bool {
 
 // labsimCommand is the control command, run on the node:
 //
-//	labsim fault <dns_dead|apt_fail|net_down> <vmid|*>
+//	labsim fault <dns_dead|apt_fail|net_down|stale_stats> <vmid|*>
 //	labsim fault hang <vmid|*> <substring...>
 //	labsim fault drop <host|*>
 //	labsim fault clear [kind [target]]
 //	labsim fault list
 func labsimCommand(c *call) int {
-	const usage = "usage: labsim fault <dns_dead|apt_fail|net_down> <vmid|*>\n" +
+	const usage = "usage: labsim fault <dns_dead|apt_fail|net_down|stale_stats> <vmid|*>\n" +
 		"       labsim fault hang <vmid|*> <command substring>\n" +
 		"       labsim fault drop <host|*>\n" +
 		"       labsim fault clear [kind [target]]\n" +

@@ -2,9 +2,9 @@ package labsim
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -29,6 +29,8 @@ var pctUsage = map[string]string{
 	"rollback":     "pct rollback <vmid> <snapname> [OPTIONS]",
 	"delsnapshot":  "pct delsnapshot <vmid> <snapname> [OPTIONS]",
 	"exec":         "pct exec <vmid> [<extra-args>] [OPTIONS]",
+	"pending":      "pct pending <vmid>",
+	"template":     "pct template <vmid>",
 }
 
 // pctOptions lists, per verb, the options accepted and whether each is a
@@ -46,6 +48,8 @@ var pctOptions = map[string]map[string]bool{
 	"listsnapshot": {},
 	"rollback":     {"start": true},
 	"delsnapshot":  {"force": true},
+	"pending":      {},
+	"template":     {},
 	"create": {
 		"hostname": false, "cores": false, "memory": false, "swap": false, "net0": false,
 		"rootfs": false, "storage": false, "nameserver": false, "searchdomain": false,
@@ -197,7 +201,14 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 		c.outf("status: %s\n", ct.Status)
 		return 0
 	case "config":
-		return pctShowConfig(c, ct, opts["snapshot"])
+		if opts["current"] == "1" && opts["snapshot"] != "" {
+			return c.fail(configParamConflict())
+		}
+		return pctShowConfig(c, ct, opts["snapshot"], opts["current"] == "1")
+	case "pending":
+		return pctPending(c, ct)
+	case "template":
+		return pctTemplate(c, ct)
 	case "start", "stop", "shutdown", "reboot":
 		return pctPower(c, verb, ct)
 	case "destroy":
@@ -221,10 +232,16 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 	return 0
 }
 
-// pctShowConfig prints the container's config, or a snapshot's.
-func pctShowConfig(c *call, ct *ctState, snap string) int {
+// pctShowConfig prints the container's config, or a snapshot's. Pending
+// values show as if live unless current is set (pve-guest-common
+// PVE::AbstractConfig load_current_config).
+func pctShowConfig(c *call, ct *ctState, snap string, current bool) int {
 	if snap == "" {
-		c.outf("%s", pctConfig(ct))
+		conf := ct.Conf
+		if ct.Pending != nil && !current {
+			conf = *ct.Pending
+		}
+		c.outf("%s", pctConfigText(ct, conf))
 		return 0
 	}
 	i := slices.IndexFunc(ct.Snapshots, func(s snapshot) bool { return s.Name == snap })
@@ -232,17 +249,23 @@ func pctShowConfig(c *call, ct *ctState, snap string) int {
 		c.errf("snapshot '%s' does not exist\n", snap)
 		return 255
 	}
-	tmp := *ct
-	tmp.Conf = ct.Snapshots[i].Conf
-	c.outf("%s", pctConfig(&tmp))
+	c.outf("%s", pctConfigText(ct, ct.Snapshots[i].Conf))
 	return 0
 }
 
 // pctPower starts, stops or reboots a container.
 func pctPower(c *call, verb string, ct *ctState) int {
+	// The words are pve-container's src/PVE/API2/LXC/Status.pm: vm_reboot
+	// says VM, the others CT.
 	switch {
 	case verb == "start" && ct.running():
 		c.errf("CT %d already running\n", ct.VMID)
+		return 255
+	case verb == "start" && ct.Conf.IsTemplate:
+		c.errf("you can't start a CT if it's a template\n")
+		return 255
+	case verb == "reboot" && !ct.running():
+		c.errf("VM %d not running\n", ct.VMID)
 		return 255
 	case verb != "start" && !ct.running():
 		c.errf("CT %d not running\n", ct.VMID)
@@ -252,6 +275,7 @@ func pctPower(c *call, verb string, ct *ctState) int {
 		ct.halt(c.now)
 	}
 	if verb == "start" || verb == "reboot" {
+		applyPending(c, ct)
 		ct.boot(c.now)
 	}
 	c.dirty = true
@@ -260,6 +284,10 @@ func pctPower(c *call, verb string, ct *ctState) int {
 
 func pctDestroy(c *call, ct *ctState, force bool) int {
 	vmid := ct.VMID
+	if ct.Conf.Protection {
+		c.errf("can't remove CT %d - protection mode enabled\n", vmid)
+		return 255
+	}
 	if ct.running() {
 		if !force {
 			c.errf("unable to destroy CT %d - container is running\n", vmid)
@@ -279,11 +307,16 @@ func pctDestroy(c *call, ct *ctState, force bool) int {
 	return 0
 }
 
+// pctList prints pct list as pve-container's src/PVE/CLI/pct.pm does:
+// nothing at all, not even the header, on a node without containers.
 func pctList(c *call) int {
+	if len(c.hs.Containers) == 0 {
+		return 0
+	}
 	c.outf("%-10s %-10s %-12s %-20s\n", "VMID", "Status", "Lock", "Name")
 	for _, vmid := range slices.Sorted(maps.Keys(c.hs.Containers)) {
 		ct := c.hs.Containers[vmid]
-		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, "", ct.Conf.Hostname)
+		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, ct.Conf.Lock, ct.vmstatus(c.now)["name"])
 	}
 	return 0
 }
@@ -401,7 +434,7 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 		conf.Description = v
 	}
 	if net0, ok := opts["net0"]; ok {
-		ip, gw := "", ""
+		ip, gw, hw := "", "", ""
 		for _, kv := range strings.Split(net0, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
@@ -409,7 +442,12 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 				ip = v
 			case "gw":
 				gw = v
-			case "name", "bridge", "firewall", "hwaddr", "tag", "type", "mtu", "rate", "ip6", "gw6":
+			case "hwaddr":
+				if _, err := net.ParseMAC(v); err != nil || len(v) != 17 {
+					return paramError(verb, "net0", "invalid format - format error\nnet0.hwaddr: invalid format - value does not look like a valid MAC address")
+				}
+				hw = strings.ToUpper(v)
+			case "name", "bridge", "firewall", "tag", "type", "mtu", "rate", "ip6", "gw6":
 			default:
 				return paramError(verb, "net0", fmt.Sprintf("invalid format - format error\nnet0.%s: property is not defined in schema and the schema does not allow additional properties", k))
 			}
@@ -429,19 +467,50 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 			ip = ""
 		}
 		conf.IP, conf.Gateway = ip, gw
+		if hw != "" {
+			conf.HWAddr = hw
+		}
 	}
 	return nil
 }
 
+// pctSet changes the config. On a running container only the
+// hot-pluggable options apply at once; the others wait in [pve:pending]
+// until it starts again (pve-container PVE::LXC::Config update_pct_config).
 func pctSet(c *call, ct *ctState, opts map[string]string) int {
 	old := ct.Conf
-	if perr := applyConf(&ct.Conf, "set", opts); perr != nil {
-		ct.Conf = old
+	next := ct.Conf
+	if ct.Pending != nil {
+		next = *ct.Pending
+	}
+	if perr := applyConf(&next, "set", opts); perr != nil {
 		return c.fail(perr)
 	}
-	if ct.Conf.IP == "dhcp" && (old.IP != "dhcp" || ct.Conf.Lease == "") {
-		ct.Conf.Lease, ct.Conf.Gateway = c.st.lease(c.env.host, ct.Conf.Gateway)
+	if v, ok := opts["tags"]; ok {
+		next.Tags = uniqueTags(v)
 	}
+	if v, ok := opts["protection"]; ok {
+		next.Protection = v == "1"
+	}
+	if next.IP == "dhcp" && (old.IP != "dhcp" || next.Lease == "") {
+		next.Lease, next.Gateway = c.st.lease(c.env.host, next.Gateway)
+	}
+	if ct.running() {
+		applyHot(&ct.Conf, next, opts)
+		ct.Pending = &next
+		if next == ct.Conf {
+			ct.Pending = nil
+		}
+	} else {
+		ct.Conf, ct.Pending = next, nil
+	}
+	syncGuestFiles(ct, old)
+	return 0
+}
+
+// syncGuestFiles writes what Proxmox manages inside the container after
+// its live config changed from old.
+func syncGuestFiles(ct *ctState, old ctConf) {
 	if ct.Conf.Hostname != old.Hostname {
 		ct.Guest.Files["/etc/hostname"] = ct.Conf.Hostname + "\n"
 	}
@@ -455,7 +524,6 @@ func pctSet(c *call, ct *ctState, opts map[string]string) int {
 		b.WriteString("# --- END PVE ---\n")
 		ct.Guest.Files["/etc/resolv.conf"] = b.String()
 	}
-	return 0
 }
 
 var snapNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{1,39}$`)
@@ -560,39 +628,7 @@ func snapshotTree(ct *ctState) string {
 
 // pctConfig renders the container's /etc/pve/lxc/<vmid>.conf.
 func pctConfig(ct *ctState) string {
-	c := ct.Conf
-	var b strings.Builder
-	for _, l := range lines(c.Description) {
-		fmt.Fprintf(&b, "#%s\n", l)
-	}
-	ostype := "debian"
-	if t, ok := templates[c.Template]; ok {
-		ostype = t.distro
-	}
-	fmt.Fprintf(&b, "arch: amd64\ncores: %d\nfeatures: nesting=1\nhostname: %s\nmemory: %d\n", c.Cores, c.Hostname, c.MemoryMB)
-	if c.Nameserver != "" {
-		fmt.Fprintf(&b, "nameserver: %s\n", c.Nameserver)
-	}
-	if c.IP != "" {
-		net := "name=eth0,bridge=vmbr0,firewall=1"
-		if c.IP != "dhcp" && c.Gateway != "" {
-			net += ",gw=" + c.Gateway
-		}
-		net += fmt.Sprintf(",hwaddr=%s,ip=%s,type=veth", c.HWAddr, c.IP)
-		fmt.Fprintf(&b, "net0: %s\n", net)
-	}
-	if c.Onboot {
-		b.WriteString("onboot: 1\n")
-	}
-	fmt.Fprintf(&b, "ostype: %s\n", ostype)
-	if ct.Parent != "" {
-		fmt.Fprintf(&b, "parent: %s\n", ct.Parent)
-	}
-	fmt.Fprintf(&b, "rootfs: %s:vm-%d-disk-0,size=%dG\nswap: %d\n", c.Storage, ct.VMID, c.DiskGB, c.SwapMB)
-	if c.Unprivileged {
-		b.WriteString("unprivileged: 1\n")
-	}
-	return b.String()
+	return rawConf(ct)
 }
 
 func pveshCmd(c *call) int {
@@ -603,6 +639,7 @@ func pveshCmd(c *call) int {
 	verb, p := c.args[0], strings.TrimSuffix(c.args[1], "/")
 	format := "text"
 	var want, typ string
+	var tf tableFormat
 	for i := 2; i < len(c.args); i++ {
 		a := c.args[i]
 		switch {
@@ -621,7 +658,11 @@ func pveshCmd(c *call) int {
 			i++
 		case strings.HasPrefix(a, "--type=") && p == "/cluster/resources":
 			typ = strings.TrimPrefix(a, "--type=")
-		case a == "--noborder" || a == "--noheader" || a == "--human-readable":
+		case a == "--noborder" || a == "--noborder=1":
+			tf.noBorder = true
+		case a == "--noheader" || a == "--noheader=1":
+			tf.noHeader = true
+		case a == "--human-readable":
 		default:
 			c.errf("Unknown option: %s\n400 unable to parse option\n", strings.TrimLeft(a, "-"))
 			return 255
@@ -632,6 +673,8 @@ func pveshCmd(c *call) int {
 		return pveshNextID(c, want, format)
 	case verb == "get" && p == "/cluster/resources":
 		return pveshResources(c, typ, format)
+	case verb == "get" && nodeLXCPathRE.MatchString(p):
+		return pveshNodeLXC(c, nodeLXCPathRE.FindStringSubmatch(p)[1], format, tf)
 	}
 	c.errf("No '%s' handler defined for '%s'\n", verb, p)
 	return 255
@@ -665,69 +708,8 @@ func pveshNextID(c *call, want, format string) int {
 // pveshGetUsage is what pvesh adds to a parameter error of pvesh get.
 const pveshGetUsage = "pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]"
 
-// resource is one entry of /cluster/resources, with the fields Proxmox
-// gives an LXC, a node and a storage.
-type resource struct {
-	ID         string  `json:"id"`
-	Type       string  `json:"type"`
-	Node       string  `json:"node"`
-	Status     string  `json:"status"`
-	VMID       int     `json:"vmid,omitempty"`
-	Name       string  `json:"name,omitempty"`
-	Template   *int    `json:"template,omitempty"`
-	MaxCPU     float64 `json:"maxcpu,omitempty"`
-	MaxMem     int64   `json:"maxmem,omitempty"`
-	MaxDisk    int64   `json:"maxdisk,omitempty"`
-	Uptime     int64   `json:"uptime"`
-	Storage    string  `json:"storage,omitempty"`
-	PluginType string  `json:"plugintype,omitempty"`
-}
-
-// pveshResources answers `pvesh get /cluster/resources` from the cluster's
-// state: every node, its storages and every container, as Proxmox lists
-// them from any node of the cluster.
-func pveshResources(c *call, typ, format string) int {
-	switch typ {
-	case "", "vm", "node", "storage", "sdn":
-	default:
-		c.errf("400 Parameter verification failed.\ntype: value '%s' does not have a value in the enumeration 'vm, storage, node, sdn'\n", typ)
-		return 255
-	}
-	var out []resource
-	for _, name := range c.st.clusterNodes(c.env.host) {
-		hs := c.st.Hosts[name]
-		if typ == "" || typ == "node" {
-			out = append(out, resource{ID: "node/" + name, Type: "node", Node: name, Status: "online", Uptime: int64(c.now.Sub(hs.Booted).Seconds())})
-		}
-		if typ == "" || typ == "storage" {
-			for _, st := range slices.Sorted(maps.Keys(storages)) {
-				out = append(out, resource{ID: "storage/" + name + "/" + st, Type: "storage", Node: name, Status: "available", Storage: st, PluginType: storagePlugins[st]})
-			}
-		}
-		if typ != "" && typ != "vm" {
-			continue
-		}
-		for _, vmid := range slices.Sorted(maps.Keys(hs.Containers)) {
-			ct := hs.Containers[vmid]
-			r := resource{ID: fmt.Sprintf("lxc/%d", vmid), Type: "lxc", Node: name, Status: ct.Status, VMID: vmid, Name: ct.Conf.Hostname,
-				Template: new(int), MaxCPU: float64(ct.Conf.Cores), MaxMem: int64(ct.Conf.MemoryMB) << 20, MaxDisk: int64(ct.Conf.DiskGB) << 30}
-			if ct.running() {
-				r.Uptime = int64(c.now.Sub(ct.StartedAt).Seconds())
-			}
-			out = append(out, r)
-		}
-	}
-	if strings.HasPrefix(format, "json") {
-		data, _ := json.Marshal(out)
-		c.outf("%s\n", data)
-		return 0
-	}
-	c.outf("%-24s %-8s %-10s %-10s %s\n", "id", "type", "node", "status", "name")
-	for _, r := range out {
-		c.outf("%-24s %-8s %-10s %-10s %s\n", r.ID, r.Type, r.Node, r.Status, cmp.Or(r.Name, r.Storage))
-	}
-	return 0
-}
+// templateStorages are the storages whose content includes vztmpl.
+var templateStorages = map[string]bool{"local": true}
 
 var storagePlugins = map[string]string{"local": "dir", "local-lvm": "lvmthin", "local-zfs": "zfspool"}
 
@@ -743,12 +725,18 @@ func pveamCmd(c *call) int {
 			c.errf("400 not enough arguments\npveam list <storage> [OPTIONS]\n")
 			return 255
 		}
-		c.outf("%-60s %-10s\n", "NAME", "SIZE")
-		if c.args[1] != "local" {
-			return 0
+		// pve-manager PVE/CLI/pveam.pm index and $print_list.
+		switch storage := c.args[1]; {
+		case !storages[storage]:
+			c.errf("storage '%s' does not exist\n", storage)
+			return 255
+		case !templateStorages[storage]:
+			c.errf("Storage does not support templates!\n")
+			return 255
 		}
+		c.outf("%-60s %-6s\n", "NAME", "SIZE")
 		for _, n := range names {
-			c.outf("%-60s %-10s\n", n, fmt.Sprintf("%d.%02dMB", templates[n].sizeMB, hashString(n)%100))
+			c.outf("%-60s %-4.2fMB\n", n, float64(templates[n].sizeMB)+float64(hashString(n)%100)/100)
 		}
 		return 0
 	case "available":

@@ -136,7 +136,7 @@ func TestPctUsageErrors(t *testing.T) {
 		{"pct status", result{Stderr: "400 not enough arguments\npct status <vmid> [OPTIONS]\n", Exit: 255}},
 		{"pct status abc", result{Stderr: "400 Parameter verification failed.\nvmid: type check ('integer') failed - got 'abc'\npct status <vmid> [OPTIONS]\n", Exit: 255}},
 		{"pct frobnicate 101", result{Stderr: "ERROR: unknown command 'pct frobnicate'\nUSAGE: pct <COMMAND> [ARGS] [OPTIONS]\n", Exit: 255}},
-		{"pct exec 102 -- true", result{Stderr: "CT 102 not running\n", Exit: 255}},
+		{"pct exec 102 -- true", result{Stderr: "container '102' not running!\n", Exit: 255}},
 		{"pct exec 999 -- true", result{Stderr: "Configuration file 'nodes/pve1/lxc/999.conf' does not exist\n", Exit: 2}},
 		{"pvesh get /nodes", result{Stderr: "No 'get' handler defined for '/nodes'\n", Exit: 255}},
 		{"pvesh get /cluster/nextid --vmid 101", result{Stderr: "400 Parameter verification failed.\nvmid: VM 101 already exists\npvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]\n", Exit: 255}},
@@ -151,21 +151,53 @@ func TestPctUsageErrors(t *testing.T) {
 	}
 }
 
+// TestPctSet: on a running container pct set applies the hot-pluggable
+// options at once and leaves the rest pending until the next start
+// (pve-container PVE::LXC::Config update_pct_config and
+// vmconfig_hotplug_pending); pct config shows pending values as if live,
+// --current the live ones, and pct pending both (PVE::GuestHelpers
+// format_pending).
 func TestPctSet(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	diff(t, "set", result{}, b.run(t, "pve1", "pct set 101 --cores 8 --memory 8192 --nameserver 9.9.9.9 --onboot 1"))
 	contains(t, "config after set", b.must(t, "pve1", "pct config 101"), "cores: 8\n", "memory: 8192\n", "nameserver: 9.9.9.9\n", "onboot: 1\n")
-	diff(t, "resolv.conf follows the nameserver", result{Stdout: "# --- BEGIN PVE ---\nsearch lan\nnameserver 9.9.9.9\n# --- END PVE ---\n"},
+	current := b.must(t, "pve1", "pct config 101 --current 1")
+	contains(t, "live config after set", current, "cores: 8\n", "memory: 8192\n", "onboot: 1\n")
+	if strings.Contains(current, "nameserver") {
+		t.Errorf("the nameserver is live on a running CT before a restart:\n%s", current)
+	}
+	pending := b.must(t, "pve1", "pct pending 101")
+	contains(t, "pending", pending, "cur cores: 8\n", "new nameserver: 9.9.9.9\n", "cur hostname: jellyfin\n")
+	if strings.Contains(pending, "new cores") {
+		t.Errorf("cores, hot-pluggable, is pending:\n%s", pending)
+	}
+	contains(t, "raw config file", b.must(t, "pve1", "cat /etc/pve/lxc/101.conf"), "\n[pve:pending]\nnameserver: 9.9.9.9\n")
+	diff(t, "resolv.conf waits for a restart", result{Stdout: "# --- BEGIN PVE ---\nsearch lan\nnameserver 10.0.0.1\n# --- END PVE ---\n"},
 		b.run(t, "pve1", "pct exec 101 -- cat /etc/resolv.conf"))
+
+	b.must(t, "pve1", "pct reboot 101")
+	diff(t, "resolv.conf follows the nameserver after a reboot", result{Stdout: "# --- BEGIN PVE ---\nsearch lan\nnameserver 9.9.9.9\n# --- END PVE ---\n"},
+		b.run(t, "pve1", "pct exec 101 -- cat /etc/resolv.conf"))
+	contains(t, "live config after the reboot", b.must(t, "pve1", "pct config 101 --current 1"), "nameserver: 9.9.9.9\n")
+	if p := b.must(t, "pve1", "pct pending 101"); strings.Contains(p, "new ") {
+		t.Errorf("pending after a reboot:\n%s", p)
+	}
+
+	// A stopped container takes every change at once.
+	b.must(t, "pve1", "pct set 102 --nameserver 1.1.1.1")
+	contains(t, "stopped CT's live config", b.must(t, "pve1", "pct config 102 --current 1"), "nameserver: 1.1.1.1\n")
+
 	diff(t, "set with a bad value", result{Stderr: "400 Parameter verification failed.\ncores: type check ('integer') failed - got 'many'\npct set <vmid> [OPTIONS]\n", Exit: 255},
 		b.run(t, "pve1", "pct set 101 --cores many"))
 	contains(t, "config unchanged by a failed set", b.must(t, "pve1", "pct config 101"), "cores: 8\n")
+	diff(t, "current with snapshot", 255, b.run(t, "pve1", "pct config 101 --current 1 --snapshot x").Exit)
 }
 
 // TestPveshClusterResources: the cluster's resources answer from labsim's
 // state on every node, so a container created or destroyed straight on a
-// node is listed, or not, at once.
+// node is listed, or not, at once, and its status follows at pvestatd's
+// next cycle.
 func TestPveshClusterResources(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -206,6 +238,7 @@ func TestPveshClusterResources(t *testing.T) {
 	b.must(t, "pve2", "pct create 150 "+debian+" --hostname newbox --start 1")
 	b.must(t, "pve1", "pct stop 101")
 	b.must(t, "pve1", "pct destroy 102")
+	b.clock.Advance(statsInterval) // pvestatd's next cycle broadcasts them
 	diff(t, "after an admin's changes", []entry{{"lxc/101", "pve1", "stopped", "jellyfin"}, {"lxc/150", "pve2", "running", "newbox"}, {"lxc/201", "pve2", "running", "web"}},
 		brief(list("pve1", "pvesh get /cluster/resources --type vm --output-format json")))
 

@@ -321,7 +321,8 @@ func (e *shellEnv) pctExec(ctx context.Context, args []string, p proc) int {
 		fmt.Fprint(p.err, configMissing(e.host, vmid))
 		return 2
 	case !running:
-		fmt.Fprintf(p.err, "CT %d not running\n", vmid)
+		// pve-container src/PVE/CLI/pct.pm exec
+		fmt.Fprintf(p.err, "container '%d' not running!\n", vmid)
 		return 255
 	case len(rest) == 0:
 		fmt.Fprint(p.err, "missing command\n")

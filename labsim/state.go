@@ -46,8 +46,15 @@ type ctState struct {
 	VMID      int       `json:"vmid"`
 	Status    string    `json:"status"`
 	StartedAt time.Time `json:"started_at,omitzero"`
-	Conf      ctConf    `json:"conf"`
-	Guest     guest     `json:"guest"`
+	// StatusAt is when Status last changed, and Shown what pvestatd had
+	// broadcast before; see ctState.broadcast.
+	StatusAt time.Time   `json:"status_at,omitzero"`
+	Shown    *shownStats `json:"shown,omitempty"`
+	Conf     ctConf      `json:"conf"`
+	// Pending is the config once its pending changes apply at the next
+	// start; nil when there are none.
+	Pending *ctConf `json:"pending,omitempty"`
+	Guest   guest   `json:"guest"`
 	// Parent is the snapshot the current state descends from.
 	Parent    string        `json:"parent,omitempty"`
 	Snapshots []snapshot    `json:"snapshots,omitempty"`
@@ -72,6 +79,13 @@ type ctConf struct {
 	Onboot       bool   `json:"onboot,omitempty"`
 	Unprivileged bool   `json:"unprivileged"`
 	Description  string `json:"description,omitempty"`
+	// Tags is the config's tags, ";"-separated, as Proxmox stores them.
+	Tags       string `json:"tags,omitempty"`
+	Protection bool   `json:"protection,omitempty"`
+	// IsTemplate is set by pct template (Template is the ostemplate).
+	IsTemplate bool `json:"is_template,omitempty"`
+	// Lock is the config lock (backup, snapshot, ...), "" when unlocked.
+	Lock string `json:"lock,omitempty"`
 }
 
 // guest is the inside of a container: what a snapshot captures besides the
@@ -173,6 +187,7 @@ func (c *ctState) stopService(t time.Time, unit string) {
 
 // boot starts the container and every enabled unit in it.
 func (c *ctState) boot(t time.Time) {
+	c.noteStatus(t)
 	c.Status, c.StartedAt = statusRunning, t
 	for _, u := range slices.Sorted(maps.Keys(c.Guest.Services)) {
 		if c.Guest.Services[u].Enabled {
@@ -187,6 +202,7 @@ func (c *ctState) boot(t time.Time) {
 
 // halt stops the container; units keep whether they are enabled.
 func (c *ctState) halt(t time.Time) {
+	c.noteStatus(t)
 	c.Status, c.StartedAt = statusStopped, time.Time{}
 	for u, s := range c.Guest.Services {
 		if s.Active {
@@ -375,6 +391,7 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 			}
 		}
 	}
+	ct.settled()
 	return ct
 }
 
@@ -383,7 +400,9 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 func (st *simState) newContainer(host string, vmid int, conf ctConf, now time.Time) *ctState {
 	// The node is in the hash: standalone nodes' CT 100s share a LAN.
 	h := hashString(host + "/" + fmt.Sprint(vmid))
-	conf.HWAddr = fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(h>>16), byte(h>>8), byte(h))
+	if conf.HWAddr == "" {
+		conf.HWAddr = fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(h>>16), byte(h>>8), byte(h))
+	}
 	conf.Unprivileged = true
 	if conf.IP == "dhcp" {
 		conf.Lease, conf.Gateway = st.lease(host, conf.Gateway)
@@ -396,7 +415,10 @@ func (st *simState) newContainer(host string, vmid int, conf ctConf, now time.Ti
 	ct := &ctState{
 		VMID:   vmid,
 		Status: statusStopped,
-		Conf:   conf,
+		// pvestatd has no stats of it until its next cycle.
+		StatusAt: now,
+		Shown:    &shownStats{},
+		Conf:     conf,
 		Guest: guest{
 			Services: map[string]svcState{},
 			Packages: map[string]string{},
