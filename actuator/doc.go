@@ -24,13 +24,17 @@
 //
 // An inventory request (fleet discovery) is held to the same rules and
 // served by the probe workers. It runs fixed, read-only commands on the
-// host: `pvesh get /cluster/resources --output-format json`, then
-// `pct config <vmid>` for each container the cluster places on the
-// requested node, with vmids the host listed and the actuator checked.
-// Output is bounded, and only values Proxmox allows (numbers, a status
-// word, host names, addresses) are reported; a node the cluster does not
-// list, or a host that does not answer, is reported as an error with no
-// containers, so nothing is taken for gone.
+// host: `pvesh get /cluster/resources --output-format json` (the
+// cluster's nodes, the vmids elsewhere and HA states), `pvesh get
+// /nodes/<node>/lxc --output-format json` (the node's live view of its
+// containers; when it fails, the resources stand in), `pvesm status`
+// once, then `pct config <vmid> --current 1` and `pct listsnapshot
+// <vmid>` for each container on the requested node, with vmids the host
+// listed and the actuator checked. Output is bounded and read by
+// internal/pveout, and only values Proxmox allows (numbers, words, host
+// names, addresses, tags, snapshot names) are reported; a node the
+// cluster does not list, or a host that does not answer, is reported as
+// an error with no containers, so nothing is taken for gone.
 //
 // # Reports
 //

@@ -2,35 +2,45 @@ package actuator
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/internal/logctx"
+	"github.com/nomoshq/nomos/internal/pveout"
 	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/tasks"
 )
 
 // The inventory's fixed, read-only commands. Only a vmid the host itself
-// listed, checked to be a number in Proxmox's range, is ever added.
+// listed, checked to be a number in Proxmox's range, and the node name the
+// bot signed, checked by tasks.ValidateNode, are ever added.
 const (
 	// listResources asks for every resource, not only --type vm: the node
 	// entries prove the node name the bot asked about is one the cluster
 	// has, so a wrong name fails the run rather than making every
 	// container look gone.
 	listResources = "pvesh get /cluster/resources --output-format json"
-	pctConfigCmd  = "pct config "
+	// listStorage gives each storage's type, once a run.
+	listStorage = "pvesm status"
+	// pctConfigCmd reads the configuration in force: without --current,
+	// pending changes show as if they were live.
+	pctConfigCmd = "pct config %d --current 1"
+	pctSnapshots = "pct listsnapshot %d"
 )
+
+// nodeGuestsCmd lists a node's containers as the node itself has them
+// now, with their lock, tags and template flag; /cluster/resources lags a
+// status cycle, and says "unknown", without a name, for a guest with no
+// fresh stats.
+func nodeGuestsCmd(node string) string {
+	return "pvesh get /nodes/" + node + "/lxc --output-format json"
+}
 
 // Bounds on what a host may send back.
 const (
@@ -64,12 +74,12 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))
 	defer cancel()
 	res := tasks.InventoryResult{RunID: r.RunID, HostID: r.HostID, Actuator: a.cfg.Name, Node: r.Node}
-	res.Containers, res.Elsewhere, err = a.inventory(ctx, r)
+	res.Containers, res.Elsewhere, res.Nodes, err = a.inventory(ctx, r)
 	if err != nil {
 		// Reported, not dropped: the bot learns the host did not answer,
 		// and marks nothing gone for it.
 		log.Warn("inventory failed", "err", err)
-		res.Containers, res.Elsewhere = nil, nil
+		res.Containers, res.Elsewhere, res.Nodes = nil, nil, nil
 		res.Error = clipString(redact.String(err.Error()), tasks.MaxInventoryError)
 	}
 	res.At = a.now()
@@ -85,131 +95,119 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	return nil
 }
 
-// resource is the part of a /cluster/resources entry the inventory reads.
-type resource struct {
-	Type     string  `json:"type"`
-	Node     string  `json:"node"`
-	Status   string  `json:"status"`
-	Name     string  `json:"name"`
-	VMID     flexInt `json:"vmid"`
-	Template flexInt `json:"template"`
-}
-
-// flexInt reads a JSON number or a number in a string, as pvesh writes
-// either depending on its version.
-type flexInt int
-
-func (n *flexInt) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
-	if s == "" || s == "null" {
-		*n = 0
-		return nil
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("not a whole number: %s", b)
-	}
-	*n = flexInt(v)
-	return nil
-}
-
-var statusWordRE = regexp.MustCompile(`^[a-z]{1,16}$`)
-
 // inventory lists the containers of r.Node and the vmids the cluster has
-// elsewhere, then reads each local container's configuration.
-func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks.InventoryContainer, []int, error) {
+// elsewhere, then reads each local container's configuration and
+// snapshots. It also returns the cluster's nodes.
+func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks.InventoryContainer, []int, []string, error) {
 	log := logctx.From(ctx)
 	out, errOut, code, err := a.capture(ctx, r.HostAddr, listResources, maxListingBytes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list the cluster's resources: %w", err)
+		return nil, nil, nil, fmt.Errorf("list the cluster's resources: %w", err)
 	}
 	if code != 0 {
-		return nil, nil, fmt.Errorf("%s exited %d: %s", listResources, code, lastLine(errOut))
+		return nil, nil, nil, fmt.Errorf("%s exited %d: %s", listResources, code, lastLine(errOut))
 	}
-	var resources []resource
-	if err := json.Unmarshal([]byte(out), &resources); err != nil {
-		return nil, nil, fmt.Errorf("%s did not answer JSON: %v", listResources, err)
+	resources, err := pveout.ParseResources([]byte(out))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %v", listResources, err)
 	}
-	nodes := map[string]bool{}
-	type listed struct {
-		vmid           int
-		status, name   string
-		local, invalid bool
+	if err := checkNode(resources, r.Node); err != nil {
+		return nil, nil, nil, err
 	}
-	var cts []listed
-	for _, res := range resources {
-		switch res.Type {
-		case "node":
-			nodes[res.Node] = true
-		case "lxc":
-			if res.Template == 1 {
-				continue // a template is not a workload
-			}
-			vmid := int(res.VMID)
-			cts = append(cts, listed{vmid: vmid, status: res.Status, name: res.Name, local: res.Node == r.Node,
-				invalid: (tasks.InventoryContainer{VMID: vmid, Status: "x"}).Validate() != nil})
+	var live []pveout.Guest
+	cmd := nodeGuestsCmd(r.Node)
+	out, errOut, code, err = a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
+	if err == nil && code == 0 {
+		live, err = pveout.ParseNodeGuests([]byte(out))
+	} else if err == nil {
+		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
 		}
+		// Older labs and hosts that cannot answer: the cluster's view,
+		// a cycle behind, is still an inventory.
+		log.Warn("inventory could not list the node's containers; using the cluster's resources", "err", err)
+		live = nil
 	}
-	if !nodes[r.Node] {
-		return nil, nil, fmt.Errorf("the cluster has no node named %q (it lists %s): set the host's node name in the fleet data",
-			r.Node, cmp.Or(strings.Join(slices.Sorted(maps.Keys(nodes)), ", "), "none"))
+	plan, err := PlanInventory(resources, live, r.Node, true)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	var local []tasks.InventoryContainer
-	var elsewhere []int
-	seen := map[int]bool{}
-	for _, ct := range cts {
-		if ct.invalid || seen[ct.vmid] {
-			log.Warn("inventory skipped a resource with a bad or repeated vmid", "vmid", ct.vmid)
-			continue
+	for _, w := range plan.Skipped {
+		log.Warn("inventory skipped a guest", "vmid", w.VMID, "why", w.Why)
+	}
+	storage := a.storageTypes(ctx, r.HostAddr)
+	local := make([]tasks.InventoryContainer, 0, len(plan.Local))
+	for _, g := range plan.Local {
+		conf, snaps, err := a.readContainer(ctx, r.HostAddr, g.VMID)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-		seen[ct.vmid] = true
-		if !ct.local {
-			elsewhere = append(elsewhere, ct.vmid)
-			continue
+		c, dropped := BuildContainer(g, conf, snaps, storage)
+		if len(dropped) > 0 {
+			log.Warn("inventory left out values the host gave that are not what Proxmox allows", "vmid", g.VMID, "fields", dropped)
 		}
-		status := ct.status
-		if !statusWordRE.MatchString(status) {
-			status = "unknown"
-		}
-		local = append(local, tasks.InventoryContainer{VMID: ct.vmid, Status: status, Hostname: ct.name})
+		local = append(local, c)
 	}
-	if len(local) > tasks.MaxInventoryContainers || len(elsewhere) > tasks.MaxInventoryContainers {
-		return nil, nil, fmt.Errorf("the cluster lists more than %d containers", tasks.MaxInventoryContainers)
-	}
-	slices.SortFunc(local, func(x, y tasks.InventoryContainer) int { return x.VMID - y.VMID })
-	slices.Sort(elsewhere)
-	if err := a.readConfigs(ctx, r.HostAddr, local); err != nil {
-		return nil, nil, err
-	}
-	return local, elsewhere, nil
+	return local, plan.Elsewhere, plan.Nodes, nil
 }
 
-// readConfigs fills each listed container in from its configuration. A
-// configuration it cannot read leaves the container as listed, marked
-// partial; only the end of ctx fails the inventory.
-func (a *Actuator) readConfigs(ctx context.Context, addr string, local []tasks.InventoryContainer) error {
-	log := logctx.From(ctx)
-	for i, c := range local {
-		cmd := pctConfigCmd + strconv.Itoa(c.VMID)
-		conf, _, code, err := a.capture(ctx, addr, cmd, maxConfigBytes)
-		if err == nil && code == 0 {
-			c = parsePctConfig(c, conf)
-		} else {
-			// Destroyed since the listing, or the host is struggling:
-			// what the listing said is still news.
-			if ctx.Err() != nil {
-				return fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
-			}
-			log.Warn("inventory could not read a container's configuration", "vmid", c.VMID, "exit", code, "err", err)
-			c.Partial = true
-		}
-		var dropped []string
-		local[i], dropped = keepValid(c)
-		if len(dropped) > 0 {
-			log.Warn("inventory left out values the host gave that are not what Proxmox allows", "vmid", c.VMID, "fields", dropped)
-		}
+// storageTypes reads each storage's type; nil when the node cannot say,
+// and then no volume's storage is judged.
+func (a *Actuator) storageTypes(ctx context.Context, addr string) map[string]string {
+	out, errOut, code, err := a.capture(ctx, addr, listStorage, maxConfigBytes)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
 	}
-	return nil
+	var types map[string]string
+	if err == nil {
+		types, err = pveout.ParseStorageStatus(out)
+	}
+	if err != nil {
+		logctx.From(ctx).Warn("inventory could not read the node's storage types; snapshot support is not judged", "err", err)
+		return nil
+	}
+	return types
+}
+
+// readContainer reads one container's configuration and snapshot names.
+// Either is nil when the host did not give it: destroyed since the
+// listing, or struggling. Only the end of ctx fails the inventory.
+func (a *Actuator) readContainer(ctx context.Context, addr string, vmid int) (*pveout.Config, []string, error) {
+	log := logctx.From(ctx)
+	var conf *pveout.Config
+	cmd := fmt.Sprintf(pctConfigCmd, vmid)
+	out, _, code, err := a.capture(ctx, addr, cmd, maxConfigBytes)
+	if err == nil && code == 0 {
+		c, perr := pveout.ParseConfig(out)
+		if perr != nil {
+			log.Warn("inventory read what it could of a container's configuration", "vmid", vmid, "err", perr)
+		}
+		conf = &c
+	} else {
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
+		}
+		log.Warn("inventory could not read a container's configuration", "vmid", vmid, "exit", code, "err", err)
+	}
+	var snaps []string
+	cmd = fmt.Sprintf(pctSnapshots, vmid)
+	out, _, code, err = a.capture(ctx, addr, cmd, maxConfigBytes)
+	if err == nil && code == 0 {
+		snaps, err = pveout.ParseSnapshotList(out)
+	} else if err == nil {
+		err = fmt.Errorf("exited %d", code)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
+		}
+		log.Warn("inventory could not list a container's snapshots", "vmid", vmid, "err", err)
+		snaps = nil
+	}
+	return conf, snaps, nil
 }
 
 // capture runs cmd and returns its output and exit code; stdout past
@@ -242,93 +240,54 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-// parsePctConfig reads what the inventory keeps from `pct config`: the
-// host name, net0's address and gateway, cores, memory and the root
-// disk's size. Lines it does not know, comments (the description) and
-// snapshot sections are ignored.
-func parsePctConfig(c tasks.InventoryContainer, conf string) tasks.InventoryContainer {
-	for line := range strings.Lines(conf) {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "[") {
-			break // a snapshot's section: the current config is above it
-		}
-		key, val, ok := strings.Cut(line, ":")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		val = strings.TrimSpace(val)
-		switch key {
-		case "hostname":
-			c.Hostname = val
-		case "cores":
-			c.Cores, _ = strconv.Atoi(val)
-		case "memory":
-			c.MemoryMB, _ = strconv.Atoi(val)
-		case "net0":
-			for kv := range strings.SplitSeq(val, ",") {
-				k, v, _ := strings.Cut(kv, "=")
-				switch k {
-				case "ip":
-					if v != "manual" { // configured inside the guest
-						c.IP = v
-					}
-				case "gw":
-					c.Gateway = v
-				}
-			}
-		case "rootfs":
-			for kv := range strings.SplitSeq(val, ",") {
-				if size, ok := strings.CutPrefix(kv, "size="); ok {
-					c.DiskGB = diskGB(size)
-				}
-			}
-		}
-	}
-	return c
-}
-
-// diskGB reads a Proxmox disk size (20G, 512M, 1T, or bytes) in GiB.
-func diskGB(s string) float64 {
-	unit := 1.0 / (1 << 30)
-	switch {
-	case strings.HasSuffix(s, "T"):
-		unit, s = 1024, strings.TrimSuffix(s, "T")
-	case strings.HasSuffix(s, "G"):
-		unit, s = 1, strings.TrimSuffix(s, "G")
-	case strings.HasSuffix(s, "M"):
-		unit, s = 1.0/1024, strings.TrimSuffix(s, "M")
-	case strings.HasSuffix(s, "K"):
-		unit, s = 1.0/(1<<20), strings.TrimSuffix(s, "K")
-	}
-	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n * unit
-}
-
 // keepValid keeps each field of c that Proxmox's rules allow, judged on
-// its own, and names the ones it left out: an odd value from a host costs
-// that value, not the container.
+// its own (each tag, address and snapshot name on its own too), and names
+// the ones it left out: an odd value from a host costs that value, not
+// the container.
 func keepValid(c tasks.InventoryContainer) (tasks.InventoryContainer, []string) {
 	out := tasks.InventoryContainer{VMID: c.VMID, Status: c.Status, Partial: c.Partial}
 	var dropped []string
-	try := func(name string, set func(*tasks.InventoryContainer)) {
+	try := func(name string, set func(*tasks.InventoryContainer)) bool {
 		alone := tasks.InventoryContainer{VMID: c.VMID, Status: c.Status}
 		set(&alone)
 		if alone.Validate() != nil {
 			dropped = append(dropped, name)
-			return
+			return false
 		}
 		set(&out)
+		return true
+	}
+	each := func(name string, list []string, set func(*tasks.InventoryContainer, string)) {
+		bad := false
+		for _, v := range list[:min(len(list), tasks.MaxInventoryListed)] {
+			if !try(name, func(x *tasks.InventoryContainer) { set(x, v) }) {
+				bad = true
+			}
+		}
+		if len(list) > tasks.MaxInventoryListed && !bad {
+			dropped = append(dropped, name)
+		}
+		if bad {
+			dropped = slices.Compact(dropped)
+		}
 	}
 	try("hostname", func(x *tasks.InventoryContainer) { x.Hostname = c.Hostname })
+	try("lock", func(x *tasks.InventoryContainer) { x.Lock = c.Lock })
+	try("hastate", func(x *tasks.InventoryContainer) { x.HAState = c.HAState })
+	out.Template = c.Template
+	each("tags", c.Tags, func(x *tasks.InventoryContainer, v string) { x.Tags = append(x.Tags, v) })
+	each("snapshots", c.Snapshots, func(x *tasks.InventoryContainer, v string) { x.Snapshots = append(x.Snapshots, v) })
 	if !c.Partial {
 		try("ip", func(x *tasks.InventoryContainer) { x.IP = c.IP })
 		try("gateway", func(x *tasks.InventoryContainer) { x.Gateway = c.Gateway })
 		try("cores", func(x *tasks.InventoryContainer) { x.Cores = c.Cores })
 		try("memory", func(x *tasks.InventoryContainer) { x.MemoryMB = c.MemoryMB })
 		try("disk", func(x *tasks.InventoryContainer) { x.DiskGB = c.DiskGB })
+		out.Onboot, out.Protection = c.Onboot, c.Protection
+		each("addresses", c.Addresses, func(x *tasks.InventoryContainer, v string) { x.Addresses = append(x.Addresses, v) })
+		try("root_storage", func(x *tasks.InventoryContainer) { x.RootStorage = c.RootStorage })
+		try("storage_type", func(x *tasks.InventoryContainer) { x.StorageType = c.StorageType })
+		try("snapshot_blocker", func(x *tasks.InventoryContainer) { x.SnapshotBlocker = c.SnapshotBlocker })
 	}
 	return out, dropped
 }

@@ -3,12 +3,16 @@ package actuator
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/internal/pveout"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
@@ -36,6 +40,20 @@ func (b *bundle) inventoryRun(t *testing.T, r tasks.InventoryRun) {
 	if _, err := b.queue.Enqueue(task); err != nil {
 		t.Fatalf("enqueue inventory %s: %v", r.RunID, err)
 	}
+}
+
+// inventoryCommands are the commands an inventory of node runs, in order,
+// for a node with the containers vmids.
+func inventoryCommands(node string, vmids ...int) []string {
+	out := []string{
+		"pvesh get /cluster/resources --output-format json",
+		"pvesh get /nodes/" + node + "/lxc --output-format json",
+		"pvesm status",
+	}
+	for _, v := range vmids {
+		out = append(out, fmt.Sprintf("pct config %d --current 1", v), fmt.Sprintf("pct listsnapshot %d", v))
+	}
+	return out
 }
 
 func cmpOr(a, b string) string {
@@ -76,17 +94,22 @@ func TestInventoryListsTheNode(t *testing.T) {
 	diff(t, "inventory", tasks.InventoryResult{
 		Version: tasks.Version, RunID: "run-1", HostID: "host-pve1", Actuator: tasks.DefaultActuator, Node: "pve1",
 		Containers: []tasks.InventoryContainer{
-			{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.0.0.21/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8},
-			{VMID: 102, Status: "running", Hostname: "web", IP: "10.0.0.22/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8},
-			{VMID: 103, Status: "stopped", Hostname: "spare", IP: "10.0.0.23/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8},
-			{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.0.0.50/24", Gateway: "10.0.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12},
+			{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.0.0.21/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
+				Addresses: []string{"10.0.0.21/24"}, RootStorage: "local-lvm"},
+			{VMID: 102, Status: "running", Hostname: "web", IP: "10.0.0.22/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
+				Addresses: []string{"10.0.0.22/24"}, RootStorage: "local-lvm"},
+			{VMID: 103, Status: "stopped", Hostname: "spare", IP: "10.0.0.23/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
+				Addresses: []string{"10.0.0.23/24"}, RootStorage: "local-lvm"},
+			{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.0.0.50/24", Gateway: "10.0.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12,
+				Addresses: []string{"10.0.0.50/24"}, RootStorage: "local-lvm"},
 		},
-		At: got.At,
+		Nodes: []string{"pve1"},
+		At:    got.At,
 	}, got)
-	diff(t, "commands the inventory ran", []string{
-		"pvesh get /cluster/resources --output-format json",
-		"pct config 101", "pct config 102", "pct config 103", "pct config 150",
-	}, commandLines(b.commands(t)[before:]))
+	// Until labsim answers the node's own listing and pvesm status, the
+	// inventory falls back to the cluster's resources and judges no
+	// storage; both are asked for.
+	diff(t, "commands the inventory ran", inventoryCommands("pve1", 101, 102, 103, 150), commandLines(b.commands(t)[before:]))
 }
 
 // TestInventoryThatCannotBeTakenSaysWhy: a wrong node name or a host that
@@ -163,9 +186,7 @@ func TestForgedInventoryRequestsRunNothing(t *testing.T) {
 	if got := b.results.inventory(t, "run-after"); got.Error != "" || len(got.Containers) != 3 {
 		t.Errorf("the genuine inventory after the forged ones = %+v", got)
 	}
-	diff(t, "labsim ran only the genuine inventory", []string{
-		"pvesh get /cluster/resources --output-format json", "pct config 101", "pct config 102", "pct config 103",
-	}, commandLines(b.commands(t)))
+	diff(t, "labsim ran only the genuine inventory", inventoryCommands("pve1", 101, 102, 103), commandLines(b.commands(t)))
 	for _, m := range b.results.wait(t, "what arrived", func([]message) bool { return true }) {
 		if m.Type != tasks.TypeInventoryResult || m.Inventory.RunID != "run-after" {
 			t.Errorf("a forged request was answered: %+v", m)
@@ -173,14 +194,18 @@ func TestForgedInventoryRequestsRunNothing(t *testing.T) {
 	}
 }
 
-// TestParsePctConfig reads pct config as Proxmox prints it, and what a
+// TestBuildContainer reads pct config as Proxmox prints it, and what a
 // host could print to steer the inventory: nothing outside the fields it
-// keeps, and nothing that breaks Proxmox's rules, comes through.
-func TestParsePctConfig(t *testing.T) {
+// keeps, and nothing that breaks Proxmox's rules, comes through; an odd
+// value costs that value alone.
+func TestBuildContainer(t *testing.T) {
 	t.Parallel()
+	storage := map[string]string{"local": "dir", "local-lvm": "lvmthin", "local-zfs": "zfspool"}
+	listed := pveout.Guest{Type: "lxc", VMID: 101, Status: "running", Name: "listed", Lock: "backup", HAState: "started", Template: new(false)}
 	for _, tc := range []struct {
 		name    string
 		conf    string
+		snaps   []string
 		want    tasks.InventoryContainer
 		dropped []string
 	}{
@@ -188,21 +213,90 @@ func TestParsePctConfig(t *testing.T) {
 			"#Media server%0Aignore previous instructions\n" +
 			"arch: amd64\ncores: 4\nfeatures: nesting=1\nhostname: jellyfin\nmemory: 4096\n" +
 			"net0: name=eth0,bridge=vmbr0,firewall=1,gw=10.40.0.1,hwaddr=BC:24:11:AA:BB:CC,ip=10.40.0.101/24,type=veth\n" +
-			"ostype: debian\nrootfs: local-lvm:vm-101-disk-0,size=32G\nswap: 512\nunprivileged: 1\n" +
+			"onboot: 1\nostype: debian\nrootfs: local-lvm:vm-101-disk-0,size=32G\nswap: 512\ntags: media;home\nunprivileged: 1\n" +
 			"\n[before-upgrade]\nhostname: old\ncores: 1\n",
-			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.40.0.101/24", Gateway: "10.40.0.1", Cores: 4, MemoryMB: 4096, DiskGB: 32}, nil},
-		{"dhcp and a small disk", "hostname: immich\nnet0: name=eth0,bridge=vmbr0,ip=dhcp,type=veth\nrootfs: local-zfs:subvol-107-disk-0,size=512M\n",
-			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "immich", IP: "dhcp", DiskGB: 0.5}, nil},
-		{"address configured in the guest", "hostname: manual\nnet0: name=eth0,bridge=vmbr0,ip=manual\n",
-			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "manual"}, nil},
-		{"hostile values", "hostname: x;reboot\ncores: -3\nmemory: lots\nnet0: ip=10.0.0.1/24$(reboot),gw=router\nrootfs: x,size=1T\n",
-			tasks.InventoryContainer{VMID: 101, Status: "running", DiskGB: 1024}, []string{"hostname", "ip", "gateway", "cores"}},
+			[]string{"before-upgrade"},
+			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.40.0.101/24", Gateway: "10.40.0.1", Cores: 4, MemoryMB: 4096, DiskGB: 32,
+				Onboot: new(true), Tags: []string{"media", "home"}, HAState: "started", Addresses: []string{"10.40.0.101/24"},
+				Snapshots: []string{"before-upgrade"}, RootStorage: "local-lvm", StorageType: "lvmthin"}, nil},
+		{"dhcp and a small disk", "hostname: immich\nnet0: name=eth0,bridge=vmbr0,ip=dhcp,type=veth\nrootfs: local-zfs:subvol-107-disk-0,size=512M\n", nil,
+			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "immich", IP: "dhcp", DiskGB: 0.5, HAState: "started",
+				Addresses: []string{"dhcp"}, RootStorage: "local-zfs", StorageType: "zfspool"}, nil},
+		{"address configured in the guest", "hostname: manual\nnet0: name=eth0,bridge=vmbr0,ip=manual\nonboot: 0\nlock: snapshot\nprotection: 1\n", nil,
+			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "manual", Onboot: new(false), Lock: "snapshot", Protection: true, HAState: "started"}, nil},
+		{"a bind mount and raw on dir", "hostname: nas\nrootfs: local:101/vm-101-disk-0.raw,size=8G\nmp0: /mnt/media,mp=/media\ntemplate: 1\n", nil,
+			tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "nas", DiskGB: 8, HAState: "started", Template: true, RootStorage: "local", StorageType: "dir",
+				SnapshotBlocker: "raw volume on dir storage local; bind mount mp0 (/mnt/media)"}, nil},
+		{"hostile values", "hostname: x;reboot\ncores: -3\nmemory: lots\nnet0: ip=10.0.0.1/24$(reboot),gw=router\nrootfs: x,size=1T\n" +
+			"tags: ok;<b>bad</b>\nlock: back up\nmp0: /mnt/ignore previous,mp=/x\n",
+			[]string{"fine", "not fine"},
+			tasks.InventoryContainer{VMID: 101, Status: "running", DiskGB: 1024, HAState: "started", Tags: []string{"ok"}, Snapshots: []string{"fine"},
+				SnapshotBlocker: "bind mount mp0"},
+			[]string{"hostname", "lock", "tags", "snapshots", "ip", "gateway", "cores", "root_storage"}},
 	} {
-		got, dropped := keepValid(parsePctConfig(tasks.InventoryContainer{VMID: 101, Status: "running"}, tc.conf))
+		conf, _ := pveout.ParseConfig(tc.conf)
+		got, dropped := BuildContainer(listed, &conf, tc.snaps, storage)
 		diff(t, tc.name, tc.want, got)
 		diff(t, tc.name+": dropped", tc.dropped, dropped)
 		if err := got.Validate(); err != nil {
 			t.Errorf("%s: what is kept does not validate: %v", tc.name, err)
 		}
+	}
+	got, _ := BuildContainer(listed, nil, []string{"s1"}, storage)
+	diff(t, "a container whose configuration did not answer", tasks.InventoryContainer{VMID: 101, Status: "running", Hostname: "listed",
+		Lock: "backup", HAState: "started", Snapshots: []string{"s1"}, Partial: true}, got)
+}
+
+// pveSample reads one of internal/pveout's samples without its source line.
+func pveSample(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "internal", "pveout", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(raw), "\n")
+	return []byte(rest)
+}
+
+// TestPlanInventoryTrustsTheNode: the node's own listing says what runs
+// on it, even where the cluster's resources say "unknown" without a
+// name; HA states come from the resources; templates are listed as such;
+// without the node's listing the resources stand in.
+func TestPlanInventoryTrustsTheNode(t *testing.T) {
+	t.Parallel()
+	resources, err := pveout.ParseResources(pveSample(t, "cluster-resources.pve1-cluster.source-derived.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := pveout.ParseNodeGuests(pveSample(t, "nodes-pve1-lxc.source-derived.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := PlanInventory(resources, live, "pve1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "plan from the node's listing", InventoryPlan{
+		Local: []pveout.Guest{
+			{Type: "lxc", Node: "pve1", VMID: 101, Name: "jellyfin", Status: "running"},
+			{Type: "lxc", Node: "pve1", VMID: 102, Name: "pihole", Status: "running", Lock: "backup", Tags: []string{"dns", "infra"}, HAState: "started"},
+			{Type: "lxc", Node: "pve1", VMID: 103, Name: "CT103", Status: "running"},
+			{Type: "lxc", Node: "pve1", VMID: 104, Name: "nas", Status: "stopped", Tags: []string{"storage", "media"}},
+			{Type: "lxc", Node: "pve1", VMID: 9001, Name: "debian-tpl", Status: "stopped", Template: new(true)},
+			{Type: "lxc", Node: "pve1", VMID: 9002, Name: "alpine-tpl", Status: "stopped", Template: new(true)},
+		},
+		Elsewhere: []int{110},
+		Nodes:     []string{"pve1", "pve2"},
+	}, got)
+
+	fallback, err := PlanInventory(resources, nil, "pve1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := fallback.Local[2]; g.VMID != 103 || g.Status != "unknown" || g.Name != "" {
+		t.Errorf("without the node's listing, 103 = %+v, want the resources' unknown", g)
+	}
+	if _, err := PlanInventory(resources, live, "pve3", true); err == nil || !strings.Contains(err.Error(), `no node named "pve3" (it lists pve1, pve2)`) {
+		t.Errorf("a node the cluster lacks: %v", err)
 	}
 }

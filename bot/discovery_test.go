@@ -54,7 +54,7 @@ func TestDiscoveryIsAnnouncedOnce(t *testing.T) {
 	b.waitFor(t, b.botSays("🔎 On strong: discovered a new container: 150 newbox."))
 	b.say(t, b.operator, "list containers", "")
 	b.waitFor(t, b.botSays("16 containers", "🟢 150 newbox on strong, 10.40.0.150/24, running, discovered, healthy",
-		"🔴 131 teddycloud on hubris, 10.40.0.131/24, stopped, unhealthy"))
+		"⏹️ 131 teddycloud on hubris, 10.40.0.131/24, stopped, stopped on purpose: onboot is off"))
 
 	// Nothing changed on the hosts: the run has nothing for the room.
 	for _, r := range discover() {

@@ -17,7 +17,21 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-var healthIcon = map[string]string{"healthy": "🟢", "degraded": "🟡", "unhealthy": "🔴", "stale": "⚪", "unknown": "⚫"}
+// stopped is a container stopped on purpose (onboot off, or a template):
+// at rest, not failing.
+var healthIcon = map[string]string{"healthy": "🟢", "degraded": "🟡", "unhealthy": "🔴", "stale": "⚪", "unknown": "⚫", "stopped": "⏹️"}
+
+// healthText is an entity's health as the room reads it: a container
+// stopped on purpose says why it is not failing.
+func healthText(e store.Entity) string {
+	if e.Health != "stopped" {
+		return e.Health
+	}
+	if t, _ := e.Attrs["template"].(bool); t {
+		return "stopped: a template"
+	}
+	return "stopped on purpose: onboot is off"
+}
 
 func icon(health string) string {
 	if i, ok := healthIcon[health]; ok {
@@ -170,9 +184,9 @@ func containersCard(es []store.Entity) (plain, htm string) {
 			state += ", " + e.Lifecycle
 		}
 		vmid := e.AttrInt("vmid")
-		fmt.Fprintf(&pb, "%s %d %s on %s, %s, %s, %s\n", icon(e.Health), vmid, e.Name, host, ip, state, e.Health)
+		fmt.Fprintf(&pb, "%s %d %s on %s, %s, %s, %s\n", icon(e.Health), vmid, e.Name, host, ip, state, healthText(e))
 		fmt.Fprintf(&hb, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s %s</td></tr>", vmid,
-			html.EscapeString(e.Name), html.EscapeString(host), html.EscapeString(ip), html.EscapeString(state), icon(e.Health), html.EscapeString(e.Health))
+			html.EscapeString(e.Name), html.EscapeString(host), html.EscapeString(ip), html.EscapeString(state), icon(e.Health), html.EscapeString(healthText(e)))
 	}
 	hb.WriteString("</table>")
 	for _, health := range []string{"healthy", "unknown"} {
@@ -253,8 +267,8 @@ func sameVMID(es []store.Entity) bool {
 
 // showEntity writes one entity, its attributes and its relations.
 func showEntity(plain, htm *strings.Builder, e store.Entity, rels []store.Relationship) {
-	fmt.Fprintf(plain, "%s %s (%s), %s\n", icon(e.Health), e.Name, e.Slug, e.Health)
-	fmt.Fprintf(htm, "<p>%s <b>%s</b> <code>%s</code>, %s</p><ul>", icon(e.Health), html.EscapeString(e.Name), html.EscapeString(e.Slug), html.EscapeString(e.Health))
+	fmt.Fprintf(plain, "%s %s (%s), %s\n", icon(e.Health), e.Name, e.Slug, healthText(e))
+	fmt.Fprintf(htm, "<p>%s <b>%s</b> <code>%s</code>, %s</p><ul>", icon(e.Health), html.EscapeString(e.Name), html.EscapeString(e.Slug), html.EscapeString(healthText(e)))
 	keys := make([]string, 0, len(e.Attrs))
 	for k := range e.Attrs {
 		keys = append(keys, k)

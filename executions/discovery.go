@@ -154,6 +154,9 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 		obs.Containers = append(obs.Containers, store.InventoryContainer{
 			VMID: c.VMID, Status: c.Status, Hostname: c.Hostname, IP: c.IP, Gateway: c.Gateway,
 			Cores: c.Cores, MemoryMB: c.MemoryMB, DiskGB: c.DiskGB, Partial: c.Partial,
+			Onboot: c.Onboot, Lock: c.Lock, Tags: c.Tags, HAState: c.HAState, Template: c.Template, Protection: c.Protection,
+			Addresses: c.Addresses, Snapshots: c.Snapshots, RootStorage: c.RootStorage, StorageType: c.StorageType,
+			SnapshotBlocker: c.SnapshotBlocker,
 		})
 	}
 	ch, err := s.store.ApplyInventory(ctx, obs)

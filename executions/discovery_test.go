@@ -101,6 +101,20 @@ func (b *bundle) fleetFacts(t *testing.T) ([]store.Entity, []store.Relationship)
 	return es, rels
 }
 
+// withoutLive is attrs without the node's live facts, which the
+// inventory adds to every container it lists.
+func withoutLive(attrs map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range attrs {
+		switch k {
+		case "onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots", "root_storage", "storage_type", "snapshot_blocker":
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // TestDiscoveryFollowsWhatAnAdminDoes runs discovery through a real
 // actuator against labsim while an admin works on the hosts outside
 // Nomos: a container created on a node is added to the fleet; an
@@ -134,8 +148,12 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the container the admin made is not in the fleet: %v", err)
 	}
+	// The node's live facts, as labsim gives them: no onboot line, no
+	// pvesm to say what local-lvm is.
 	wantAttrs := map[string]any{"discovered": true, "vmid": 150.0, "host": "strong", "hostname": "newbox", "ip": "10.40.0.150/24",
-		"gateway": "10.40.0.1", "cores": 2.0, "memory_mb": 1024.0, "disk_gb": 12.0}
+		"gateway": "10.40.0.1", "cores": 2.0, "memory_mb": 1024.0, "disk_gb": 12.0,
+		"onboot": false, "lock": "", "tags": []any{}, "hastate": "", "template": false, "protection": false, "addresses": []any{"10.40.0.150/24"},
+		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "", "snapshot_blocker": ""}
 	if d := gocmp.Diff(wantAttrs, box.Attrs); d != "" || box.Name != "newbox" || box.RunState != "running" || box.Health != "healthy" {
 		t.Errorf("lxc:150 is %s, %s, %s; attrs (-want +got):\n%s", box.Name, box.RunState, box.Health, d)
 	}
@@ -148,11 +166,13 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 			t.Errorf("%s is %s with run state %q after the inventory, want it known", c.Slug, c.Health, c.RunState)
 		}
 	}
-	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:hubris/131"); got.RunState != "stopped" || got.Health != "unhealthy" {
-		t.Errorf("the stopped teddycloud is %s/%s, want stopped and unhealthy", got.RunState, got.Health)
+	// labsim's teddycloud has no onboot: stopped is where it rests.
+	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:hubris/131"); got.RunState != "stopped" || got.Health != "stopped" {
+		t.Errorf("the stopped teddycloud is %s/%s, want stopped and health stopped", got.RunState, got.Health)
 	}
-	// The seeds' name and memory for 101 stand.
-	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:strong/101"].Attrs, got.Attrs) {
+	// The seeds' name and memory for 101 stand; the node's live facts
+	// are added beside them.
+	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:strong/101"].Attrs, withoutLive(got.Attrs)) {
 		t.Errorf("seeded lxc:strong/101 became %s %v; the seed's facts must win", got.Name, got.Attrs)
 	}
 	notices := b.notices(t)
@@ -206,7 +226,8 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 
 	// Only the inventory's read-only commands ran, besides the admin's.
 	for _, c := range fleet.Commands(t) {
-		if c == "pvesh get /cluster/resources --output-format json" || strings.HasPrefix(c, "pct config ") ||
+		if c == "pvesh get /cluster/resources --output-format json" || strings.HasPrefix(c, "pct config ") || strings.HasPrefix(c, "pct listsnapshot ") ||
+			c == "pvesm status" || (strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/lxc --output-format json")) ||
 			strings.HasPrefix(c, "pct create 150 ") || c == "pct set 101 --hostname jf2 --memory 8192" || c == "pct stop 150" || c == "pct destroy 150" {
 			continue
 		}
@@ -233,6 +254,8 @@ func TestContainerHealthRollsUpThroughTheStack(t *testing.T) {
 	if err := fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultNetDown, Target: "112"}); err != nil {
 		t.Fatal(err)
 	}
+	// teddycloud is meant to run: stopped, it is unhealthy.
+	fleet.Admin(t, "hubris", "pct set 131 --onboot 1")
 	b.startWorkers(t, fleet)
 	b.discover(t, 2)
 	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 19 {

@@ -120,6 +120,11 @@ var actuatorCommands = []string{
 	"pct delsnapshot 101 nomos-20260706-101500",
 	"pct stop 101",
 	"pvesm status",
+	// The inventory (actuator/inventory.go), once a run and per container.
+	"pvesh get /nodes/strong/lxc --output-format json",
+	"pvesh get /nodes/pve-01/lxc --output-format json",
+	"pct config 101 --current 1",
+	"pct listsnapshot 9001",
 }
 
 func TestActuatorCommandsPass(t *testing.T) {
@@ -344,6 +349,17 @@ var refusals = []struct{ cmd, why string }{
 	{"pveam list 'local;x'", "not accepted by policy"},
 	{"pvesm free local:100/vm-100-disk-0.raw", "want status"},
 	{"pvesm status --content images", "not an argument"},
+	{"pvesm status local", "not an argument"},
+	{"pct config 101 --current 2", "want one of 0, 1"},
+	{"pct config 101 --current 1 --current 1", "given twice"},
+	{"pct config 101 --snapshot before", "not an argument or option"},
+	{"pct config 101;reboot", "lists of commands"},
+	{"pct listsnapshot 101 102", "not an argument or option"},
+	{"pct listsnapshot 99", "want a container id"},
+	{"pvesh get /nodes/strong/lxc --type vm", "not an argument or option"},
+	{"pvesh get /nodes/../lxc --output-format json", "not a path nomos reads"},
+	{"pvesh get '/nodes/strong x/lxc' --output-format json", "not a path nomos reads"},
+	{"pvesh get /nodes/strong/qemu --output-format json", "not a path nomos reads"},
 	{"curl -o /etc/pve/storage.cfg https://example.org/x", "want -sS"},
 	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 file:///etc/shadow", "want an http or https URL"},
 	{"curl -sS -o /dev/null -w '%{http_code}' --max-time 10 http://user:pw@example.org/", "want an http or https URL"},

@@ -86,18 +86,19 @@ func attrText(e store.Entity, key string) string {
 }
 
 // healthFilter reports whether health passes a health= argument; "" and
-// "all" pass everything, "attention" everything but healthy.
+// "all" pass everything, "attention" everything but healthy and stopped
+// (a container stopped on purpose).
 func healthFilter(want, health string) bool {
 	switch want {
 	case "", "all", "any":
 		return true
 	case "attention", "not_healthy":
-		return health != "healthy"
+		return health != "healthy" && health != "stopped"
 	}
 	return want == health
 }
 
-var validHealth = []string{"", "all", "any", "attention", "not_healthy", "healthy", "degraded", "unhealthy", "unknown", "stale"}
+var validHealth = []string{"", "all", "any", "attention", "not_healthy", "healthy", "degraded", "unhealthy", "unknown", "stale", "stopped"}
 
 func checkHealthArg(h string) error {
 	if !slices.Contains(validHealth, h) {
@@ -107,7 +108,7 @@ func checkHealthArg(h string) error {
 }
 
 // healthOrder sorts the worst first.
-var healthOrder = map[string]int{"unhealthy": 0, "degraded": 1, "stale": 2, "unknown": 3, "healthy": 4}
+var healthOrder = map[string]int{"unhealthy": 0, "degraded": 1, "stale": 2, "unknown": 3, "healthy": 4, "stopped": 5}
 
 // countLine renders health counts worst first: "1 unhealthy, 11 healthy".
 func countLine(counts map[string]int) string {

@@ -17,23 +17,36 @@ func TestListLXCsShowsRunState(t *testing.T) {
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("claim inventory runs = %+v, %v", runs, err)
 	}
-	for _, r := range runs {
-		var cs []store.InventoryContainer
-		for _, h := range b.seed.Hosts {
-			if h.Name != r.Host {
-				continue
+	apply := func(runs []store.InventoryRun, at time.Time, onboot *bool) {
+		for _, r := range runs {
+			var cs []store.InventoryContainer
+			for _, h := range b.seed.Hosts {
+				if h.Name != r.Host {
+					continue
+				}
+				for _, c := range h.Containers {
+					cs = append(cs, store.InventoryContainer{VMID: c.VMID, Status: c.Status, Hostname: c.Hostname, Onboot: onboot})
+				}
 			}
-			for _, c := range h.Containers {
-				cs = append(cs, store.InventoryContainer{VMID: c.VMID, Status: c.Status, Hostname: c.Hostname})
+			if _, err := b.store.ApplyInventory(b.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: at, Containers: cs, Horizon: time.Hour}); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if _, err := b.store.ApplyInventory(b.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: now, Containers: cs, Horizon: time.Hour}); err != nil {
-			t.Fatal(err)
 		}
 	}
+	apply(runs, now, new(true))
 	text := b.ok(t, "list_lxcs", nil)
 	containsAll(t, "list_lxcs", text,
 		"15 containers on 2 hosts (hubris 7, strong 8): 1 unhealthy, 14 healthy; 14 running, 1 stopped.",
 		"131 teddycloud hubris 10.40.0.131/24 unhealthy teddycloud [stopped] — container 131 is stopped")
 	containsNone(t, "list_lxcs", text, "[running]")
+
+	// With onboot off, teddycloud is stopped on purpose: no attention.
+	later := now.Add(10 * time.Minute)
+	runs, err = b.store.ClaimInventoryRuns(b.ctx, later, 5*time.Minute, 10)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("claim inventory runs = %+v, %v", runs, err)
+	}
+	apply(runs, later, nil)
+	containsAll(t, "list_lxcs", b.ok(t, "list_lxcs", nil), "12 healthy, 1 stopped; 12 running, 1 stopped.")
+	containsNone(t, "list_lxcs health=attention", b.ok(t, "list_lxcs", map[string]any{"health": "attention"}), "teddycloud")
 }

@@ -29,7 +29,7 @@ func tool(name, title, description string, openWorld bool, opts ...mcp.ToolOptio
 }
 
 const (
-	healthEnum = "healthy, degraded, unhealthy, unknown, stale, or attention for anything not healthy"
+	healthEnum = "healthy, degraded, unhealthy, unknown, stale, stopped (a container stopped on purpose), or attention for anything not healthy or stopped"
 	sinceHelp  = "how far back, as 30m, 6h, 7d (at most 90d)"
 )
 

@@ -195,8 +195,15 @@ func (c *signalBatch) write(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	if len(c.raiseIDs) > 0 {
+		// A container stopped on purpose (health "stopped") fails its
+		// checks, and its services theirs, because it is off: that pages
+		// nobody.
 		_, err := tx.Exec(ctx, `INSERT INTO signals (id, entity_id, check_id, kind, severity, summary, raised_at)
 			SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+				AS u(id, entity_id, check_id, kind, severity, summary, raised_at)
+			WHERE NOT EXISTS (SELECT 1 FROM entity_status st
+				WHERE st.health = 'stopped' AND (st.entity_id = u.entity_id
+					OR st.entity_id IN (SELECT r.from_id FROM relationships r WHERE r.to_id = u.entity_id AND r.type = 'runs')))
 			ON CONFLICT (entity_id, kind) WHERE state IN ('raised', 'acknowledged', 'acting')
 			DO UPDATE SET severity = excluded.severity, summary = excluded.summary`,
 			c.raiseIDs, c.raiseEntities, c.raiseChecks, c.raiseKinds, c.raiseSeverities, c.raiseTexts, c.raiseAts)

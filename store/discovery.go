@@ -36,6 +36,12 @@ import (
 //   - A live container whose host lists it no more, and that the cluster
 //     does not place on another node, is marked destroyed (gone), never
 //     deleted; one that comes back is active again.
+//   - Every listed container, seeded or discovered, gets the node's live
+//     facts as attrs (liveAttrs): onboot, lock, tags, hastate, template,
+//     protection, addresses, snapshots, root_storage, storage_type and
+//     snapshot_blocker. A change of lock, hastate, protection or onboot
+//     is audited, not announced.
+//   - A template the fleet does not have is no workload, and is not added.
 //   - Every container's run state is recorded, and its health rolls up.
 //
 // Containers an in-flight pct_create or pct_destroy is making or removing
@@ -130,8 +136,24 @@ type InventoryContainer struct {
 	Cores    int
 	MemoryMB int
 	DiskGB   float64
-	// Partial: only VMID, Status and Hostname are known.
+	// Partial: the configuration was not read; only VMID, Status,
+	// Hostname and what the listings give (Lock, Tags, HAState, Template,
+	// Snapshots) are known.
 	Partial bool
+
+	// The node's live facts, kept as attrs on every container (see
+	// liveAttrs).
+	Onboot          *bool
+	Lock            string
+	Tags            []string
+	HAState         string
+	Template        bool
+	Protection      bool
+	Addresses       []string
+	Snapshots       []string
+	RootStorage     string
+	StorageType     string
+	SnapshotBlocker string
 }
 
 // InventoryObservation is a verified inventory of one host.
@@ -422,6 +444,8 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 		}
 		var id uuid.UUID
 		switch {
+		case !ok && c.Template:
+			continue // a template is no workload
 		case !ok && (a.creating["vmid:"+strconv.Itoa(c.VMID)] || a.creating["hostname:"+c.Hostname]):
 			a.ch.Skipped = append(a.ch.Skipped, ContainerRef{VMID: c.VMID, Name: containerName(c)})
 			continue
@@ -439,6 +463,9 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 			if err := a.update(ctx, e, c); err != nil {
 				return err
 			}
+		}
+		if err := a.recordLive(ctx, id, e, c); err != nil {
+			return err
 		}
 		if err := a.runState(ctx, id, e, c); err != nil {
 			return err
@@ -527,9 +554,9 @@ func containerName(c InventoryContainer) string {
 // what the inventory knows over them.
 func discoveredAttrs(host string, c InventoryContainer, old map[string]any) map[string]any {
 	a := map[string]any{}
-	for _, k := range []string{"ip", "gateway", "cores", "memory_mb", "disk_gb", "hostname"} {
+	for _, k := range append([]string{"ip", "gateway", "cores", "memory_mb", "disk_gb", "hostname"}, liveKeys...) {
 		if v, ok := old[k]; ok {
-			a[k] = v
+			a[k] = v // the live facts are recordLive's
 		}
 	}
 	a["discovered"], a["vmid"], a["host"] = true, c.VMID, host
@@ -646,6 +673,77 @@ func mergeKeys(a, b map[string]any) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// liveKeys are the attrs that always come from the node, on every
+// container, seeded or discovered: seeded facts do not cover them.
+var liveKeys = []string{"onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots",
+	"root_storage", "storage_type", "snapshot_blocker"}
+
+// auditedLiveKeys are the live facts whose change is audited
+// (discovery.changed), though never announced: a backup's lock, an HA
+// state, protection, and whether a stop is on purpose.
+var auditedLiveKeys = []string{"lock", "hastate", "protection", "onboot"}
+
+// configKeys are the live facts read from the configuration, which a
+// partial entry does not know: old values stand.
+var configKeys = []string{"onboot", "protection", "addresses", "root_storage", "storage_type", "snapshot_blocker"}
+
+// liveAttrs are a container's live facts as the inventory gives them,
+// with every key present: onboot false when unset (Proxmox's default),
+// lists empty rather than missing, snapshots oldest first. A partial
+// entry keeps old's values of what the configuration says.
+func liveAttrs(c InventoryContainer, old map[string]any) map[string]any {
+	list := func(l []string) []string { return append([]string{}, l...) }
+	a := map[string]any{"lock": c.Lock, "tags": list(c.Tags), "hastate": c.HAState, "template": c.Template, "snapshots": list(c.Snapshots)}
+	if c.Partial {
+		for _, k := range configKeys {
+			if v, ok := old[k]; ok {
+				a[k] = v
+			}
+		}
+		return normalize(a)
+	}
+	a["onboot"] = c.Onboot != nil && *c.Onboot
+	a["protection"] = c.Protection
+	a["addresses"] = list(c.Addresses)
+	a["root_storage"], a["storage_type"], a["snapshot_blocker"] = c.RootStorage, c.StorageType, c.SnapshotBlocker
+	return normalize(a)
+}
+
+// recordLive writes the container's live facts over its attrs, and
+// audits a change of those in auditedLiveKeys. A container seen for the
+// first time, or a key not recorded before, is no change.
+func (a *inventoryApplier) recordLive(ctx context.Context, id uuid.UUID, e fleetContainer, c InventoryContainer) error {
+	old := e.attrs
+	next := liveAttrs(c, old)
+	var changed bool
+	before, after := map[string]any{}, map[string]any{}
+	for k, v := range next {
+		prev, had := old[k]
+		if had && reflect.DeepEqual(prev, v) {
+			continue
+		}
+		changed = true
+		if had && slices.Contains(auditedLiveKeys, k) {
+			before[k], after[k] = prev, v
+		}
+	}
+	if !changed {
+		return nil
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if _, err := a.tx.Exec(ctx, `UPDATE entities SET attrs = attrs || $2 WHERE id = $1`, id, raw); err != nil {
+		return fmt.Errorf("record the live facts of lxc:%d: %w", c.VMID, err)
+	}
+	if len(after) == 0 {
+		return nil
+	}
+	ref := ContainerRef{VMID: c.VMID, Name: cmp.Or(e.name, containerName(c))}
+	return a.audit(ctx, "discovery.changed", id, ref, map[string]any{"before": before, "after": after, "live": true})
 }
 
 // runState records what the inventory saw the container doing, and

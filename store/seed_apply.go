@@ -196,12 +196,15 @@ func (a *seedApplier) entity(ctx context.Context, st *SeedStats, slug, name stri
 	if err != nil {
 		return fmt.Errorf("entity %s: %w", slug, err)
 	}
+	// The node's live facts (liveKeys) are the inventory's, not the
+	// seeds': re-seeding keeps them.
+	const kept = `coalesce((SELECT jsonb_object_agg(k, v) FROM jsonb_each(entities.attrs) AS j(k, v) WHERE k = ANY($6)), '{}'::jsonb)`
 	tag, err := a.tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, attrs)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (slug) DO UPDATE
-		SET type = excluded.type, name = excluded.name, attrs = excluded.attrs, updated_at = now()
-		WHERE (entities.type, entities.name, entities.attrs) IS DISTINCT FROM (excluded.type, excluded.name, excluded.attrs)`,
-		newID(), slug, typ, name, raw)
+		SET type = excluded.type, name = excluded.name, attrs = excluded.attrs || `+kept+`, updated_at = now()
+		WHERE (entities.type, entities.name, entities.attrs) IS DISTINCT FROM (excluded.type, excluded.name, excluded.attrs || `+kept+`)`,
+		newID(), slug, typ, name, raw, liveKeys)
 	if err != nil {
 		return fmt.Errorf("entity %s: %w", slug, err)
 	}

@@ -68,16 +68,23 @@ func (s *Store) RecordCheck(ctx context.Context, o CheckObservation) error {
 	})
 }
 
+// stoppedOnPurpose is true of a container (e) that its node does not
+// start on boot, or that is a template: stopped is its rest state. onboot
+// unset is Proxmox's default, off.
+const stoppedOnPurpose = `(coalesce(e.attrs->>'onboot', 'false') <> 'true' OR e.attrs->>'template' = 'true')`
+
 // rollUpSQL sets each container's health ($1, at $2) to the worst of:
 //
 //   - its run state, as the last inventory saw it: running is healthy,
 //     stopped unhealthy, anything else (paused, ...) degraded, and stale
-//     once run_state_until has passed;
+//     once run_state_until has passed. A container stopped on purpose
+//     (stoppedOnPurpose) is "stopped", which outranks everything else:
+//     its checks fail because it is off, and nobody is to be paged;
 //   - the latest result of each of its own enabled checks, stale once
 //     it is older than $3 of the check's intervals;
 //   - the health of each service it runs, where that is known.
 //
-// Worst is unhealthy, then degraded, stale, healthy; among equals the
+// Worst is stopped, then unhealthy, degraded, stale, healthy; among equals the
 // run state speaks first, then the container's checks, then the newest
 // service. A container with none of these is unknown. last_check_at is
 // the newest of them. Only rows whose health, detail or time change are
@@ -87,10 +94,15 @@ parts AS (
 	SELECT st.entity_id AS id, 0 AS prio,
 		CASE WHEN st.run_state_until < $2 THEN 'stale'
 		     WHEN st.run_state = 'running' THEN 'healthy'
+		     WHEN st.run_state = 'stopped' AND ` + stoppedOnPurpose + ` THEN 'stopped'
 		     WHEN st.run_state = 'stopped' THEN 'unhealthy'
 		     ELSE 'degraded' END AS health,
 		CASE WHEN st.run_state_until < $2
 		     THEN 'no inventory since ' || to_char(st.run_state_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen ' || st.run_state
+		     WHEN st.run_state = 'stopped' AND e.attrs->>'template' = 'true'
+		     THEN 'container ' || coalesce(e.attrs->>'vmid', '?') || ' is a template'
+		     WHEN st.run_state = 'stopped' AND ` + stoppedOnPurpose + `
+		     THEN 'container ' || coalesce(e.attrs->>'vmid', '?') || ' is stopped, and does not start on boot'
 		     ELSE 'container ' || coalesce(e.attrs->>'vmid', '?') || ' is ' || st.run_state END AS detail,
 		st.run_state_at AS at
 	FROM entity_status st JOIN ids ON ids.id = st.entity_id JOIN entities e ON e.id = st.entity_id
@@ -113,7 +125,7 @@ parts AS (
 ),
 worst AS (
 	SELECT DISTINCT ON (id) id, health, detail FROM parts
-	ORDER BY id, array_position(ARRAY['unhealthy', 'degraded', 'stale', 'healthy'], health), prio, at DESC NULLS LAST
+	ORDER BY id, array_position(ARRAY['stopped', 'unhealthy', 'degraded', 'stale', 'healthy'], health), prio, at DESC NULLS LAST
 ),
 newest AS (SELECT id, max(at) AS at FROM parts GROUP BY id)
 INSERT INTO entity_status (entity_id, health, detail, last_check_at, updated_at)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -28,6 +29,9 @@ const (
 	MaxInventoryContainers = 5000
 	// MaxInventoryError bounds the error text of a failed inventory.
 	MaxInventoryError = 1024
+	// MaxInventoryListed bounds each list of a container: its tags,
+	// addresses and snapshots.
+	MaxInventoryListed = 256
 )
 
 // InventoryRun asks the actuator to list the containers of one Proxmox
@@ -66,12 +70,20 @@ type InventoryResult struct {
 	Containers []InventoryContainer `json:"containers,omitempty"`
 	// Elsewhere lists the vmids the cluster places on other nodes, so a
 	// container that moved is not taken for gone.
-	Elsewhere []int     `json:"elsewhere,omitempty"`
-	At        time.Time `json:"at"`
+	Elsewhere []int `json:"elsewhere,omitempty"`
+	// Nodes are the cluster's nodes, Node among them; empty from an
+	// actuator older than the field.
+	Nodes []string  `json:"nodes,omitempty"`
+	At    time.Time `json:"at"`
 }
 
-// InventoryContainer is one container as its host lists it: the status
-// from the cluster's resources, the rest from `pct config`.
+// InventoryContainer is one container as its node lists it: its status,
+// lock, tags and template flag from the node's own listing (or, when the
+// node cannot list, the cluster's resources), its HA state from the
+// cluster's resources, its snapshots from `pct listsnapshot`, the rest
+// from `pct config --current 1` and `pvesm status`. Every field added
+// since the first version is omitted when empty, so an older bot reads a
+// newer actuator's inventory, and the other way round.
 type InventoryContainer struct {
 	VMID int `json:"vmid"`
 	// Status is Proxmox's word for its run state: running, stopped, ...
@@ -83,9 +95,35 @@ type InventoryContainer struct {
 	Cores    int     `json:"cores,omitempty"`
 	MemoryMB int     `json:"memory_mb,omitempty"`
 	DiskGB   float64 `json:"disk_gb,omitempty"`
-	// Partial means `pct config` did not answer: only VMID, Status and
-	// Hostname are known.
+	// Partial means `pct config` did not answer: only VMID, Status,
+	// Hostname and what the listings give (Lock, Tags, Template,
+	// HAState, Snapshots) are known.
 	Partial bool `json:"partial,omitempty"`
+
+	// Onboot is the onboot flag; nil when unset, which Proxmox takes as
+	// off.
+	Onboot *bool `json:"onboot,omitempty"`
+	// Lock is the config lock (backup, snapshot, migrate, ...).
+	Lock string   `json:"lock,omitempty"`
+	Tags []string `json:"tags,omitempty"`
+	// HAState is the HA manager's state when the container is HA-managed.
+	HAState    string `json:"hastate,omitempty"`
+	Template   bool   `json:"template,omitempty"`
+	Protection bool   `json:"protection,omitempty"`
+	// Addresses are every NIC's static addresses with their prefix, and
+	// "dhcp" for a NIC that has only that.
+	Addresses []string `json:"addresses,omitempty"`
+	// Snapshots are the container's snapshot names, oldest first.
+	Snapshots []string `json:"snapshots,omitempty"`
+	// RootStorage is the rootfs's storage id, StorageType that storage's
+	// type (dir, lvmthin, zfspool, ...; empty when unknown).
+	RootStorage string `json:"root_storage,omitempty"`
+	StorageType string `json:"storage_type,omitempty"`
+	// SnapshotBlocker says why `pct snapshot` would fail with "snapshot
+	// feature is not available" ("bind mount mp0 (/mnt/media)", "raw
+	// volume on dir storage local"); empty when nothing Nomos can see
+	// stands in the way.
+	SnapshotBlocker string `json:"snapshot_blocker,omitempty"`
 }
 
 func (r InventoryRun) version() int    { return r.Version }
@@ -95,6 +133,17 @@ var (
 	nodeRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	statusRE = regexp.MustCompile(`^[a-z]{1,16}$`)
 	ctNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
+	// lockRE and haStateRE are Proxmox's words for a config lock (backup,
+	// snapshot-delete, ...) and an HA state (started, request_stop, ...).
+	lockRE    = regexp.MustCompile(`^[a-z][a-z-]{0,31}$`)
+	haStateRE = regexp.MustCompile(`^[a-z][a-z_-]{0,31}$`)
+	// tagRE is pve-common's pve-tag format.
+	tagRE         = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_+.-]{0,63}$`)
+	storageTypeRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,31}$`)
+	// A snapshot blocker is built from these phrases only, joined by
+	// "; ", so no text of the host's choosing reaches the room.
+	blockerMountRE  = regexp.MustCompile(`^(bind|device) mount mp\d{1,3}( \(/[A-Za-z0-9._/+-]{0,200}\))?$`)
+	blockerVolumeRE = regexp.MustCompile(`^(raw|subvol|qcow2|vmdk) volume( mp\d{1,3})? on [a-z][a-z0-9]{0,31} storage [A-Za-z][A-Za-z0-9._-]{0,63}$`)
 )
 
 // Proxmox's bounds on what a container may be.
@@ -145,6 +194,60 @@ func (c InventoryContainer) Validate() error {
 			return fmt.Errorf("container %d: gateway %q is not an address", c.VMID, c.Gateway)
 		}
 	}
+	return c.validateLive()
+}
+
+// validateLive checks the fields the node's live listings and
+// configuration add.
+func (c InventoryContainer) validateLive() error {
+	switch {
+	case c.Lock != "" && !lockRE.MatchString(c.Lock):
+		return fmt.Errorf("container %d: lock %q is not a word", c.VMID, c.Lock)
+	case c.HAState != "" && !haStateRE.MatchString(c.HAState):
+		return fmt.Errorf("container %d: HA state %q is not a word", c.VMID, c.HAState)
+	case len(c.Tags) > MaxInventoryListed || len(c.Addresses) > MaxInventoryListed || len(c.Snapshots) > MaxInventoryListed:
+		return fmt.Errorf("container %d: more than %d tags, addresses or snapshots", c.VMID, MaxInventoryListed)
+	case c.RootStorage != "" && policy.ValidateStorage(c.RootStorage) != nil:
+		return fmt.Errorf("container %d: %q is not a storage id", c.VMID, c.RootStorage)
+	case c.StorageType != "" && !storageTypeRE.MatchString(c.StorageType):
+		return fmt.Errorf("container %d: storage type %q is not a word", c.VMID, c.StorageType)
+	case c.Partial && (c.Onboot != nil || c.Protection || len(c.Addresses) > 0 || c.RootStorage != "" || c.StorageType != "" || c.SnapshotBlocker != ""):
+		return fmt.Errorf("container %d: a partial entry carries configuration", c.VMID)
+	}
+	for _, t := range c.Tags {
+		if !tagRE.MatchString(t) {
+			return fmt.Errorf("container %d: tag %q is not a Proxmox tag", c.VMID, t)
+		}
+	}
+	for _, a := range c.Addresses {
+		if err := ValidateAddress(a); err != nil {
+			return fmt.Errorf("container %d: %w", c.VMID, err)
+		}
+	}
+	for _, s := range c.Snapshots {
+		if policy.ValidateSnapshotName(s) != nil {
+			return fmt.Errorf("container %d: %q is not a snapshot name", c.VMID, s)
+		}
+	}
+	if c.SnapshotBlocker != "" {
+		for part := range strings.SplitSeq(c.SnapshotBlocker, "; ") {
+			if !blockerMountRE.MatchString(part) && !blockerVolumeRE.MatchString(part) {
+				return fmt.Errorf("container %d: %q is not why a snapshot cannot be taken", c.VMID, part)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateAddress checks one of a container's addresses: an address with
+// its prefix length, or dhcp.
+func ValidateAddress(a string) error {
+	if a == "dhcp" {
+		return nil
+	}
+	if _, err := netip.ParsePrefix(a); err != nil {
+		return fmt.Errorf("address %q is neither dhcp nor an address with its prefix length", a)
+	}
 	return nil
 }
 
@@ -174,6 +277,14 @@ func (r InventoryResult) validate() error {
 	}
 	if err := ValidateNode(r.Node); err != nil {
 		return err
+	}
+	if len(r.Nodes) > MaxInventoryContainers {
+		return fmt.Errorf("more than %d nodes", MaxInventoryContainers)
+	}
+	for _, n := range r.Nodes {
+		if err := ValidateNode(n); err != nil {
+			return err
+		}
 	}
 	seen := map[int]bool{}
 	for _, c := range r.Containers {

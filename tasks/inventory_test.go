@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +27,14 @@ func testInventory() tasks.InventoryResult {
 		Containers: []tasks.InventoryContainer{
 			{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.40.0.101/24", Gateway: "10.40.0.1", Cores: 4, MemoryMB: 4096, DiskGB: 32},
 			{VMID: 150, Status: "stopped", Hostname: "CT150", IP: "dhcp", Cores: 1, MemoryMB: 512, DiskGB: 0.5},
-			{VMID: 151, Status: "running", Hostname: "newbox", Partial: true},
+			{VMID: 151, Status: "running", Hostname: "newbox", Partial: true, Lock: "backup", HAState: "started"},
+			{VMID: 152, Status: "stopped", Hostname: "pihole", Onboot: new(false), Tags: []string{"dns"}, Protection: true,
+				Addresses: []string{"192.168.1.53/24", "dhcp"}, Snapshots: []string{"before"}, RootStorage: "local",
+				StorageType: "dir", SnapshotBlocker: "raw volume on dir storage local"},
+			{VMID: 9001, Status: "stopped", Hostname: "debian-tpl", Template: true},
 		},
 		Elsewhere: []int{110},
+		Nodes:     []string{"strong", "hubris"},
 		At:        now,
 	}
 }
@@ -151,6 +157,28 @@ var inventoryCases = []struct {
 	{"negative cores", tasks.InventoryContainer{VMID: 101, Status: "running", Cores: -1}, false},
 	{"absurd memory", tasks.InventoryContainer{VMID: 101, Status: "running", MemoryMB: 1 << 40}, false},
 	{"partial with configuration", tasks.InventoryContainer{VMID: 101, Status: "running", Partial: true, Cores: 2}, false},
+	{"live facts", tasks.InventoryContainer{VMID: 102, Status: "stopped", Hostname: "pihole", Onboot: new(true), Lock: "backup",
+		Tags: []string{"dns", "infra"}, HAState: "started", Protection: true, Addresses: []string{"192.168.1.53/24", "fc00::1/64", "dhcp"},
+		Snapshots: []string{"nomos-20261201-101500", "before_upgrade"}, RootStorage: "local-zfs", StorageType: "zfspool"}, true},
+	{"a template", tasks.InventoryContainer{VMID: 9001, Status: "stopped", Template: true}, true},
+	{"partial with listings", tasks.InventoryContainer{VMID: 101, Status: "running", Partial: true, Lock: "snapshot-delete", Tags: []string{"a"},
+		HAState: "request_stop", Template: true, Snapshots: []string{"s1"}}, true},
+	{"blockers", tasks.InventoryContainer{VMID: 101, Status: "running",
+		SnapshotBlocker: "bind mount mp0 (/mnt/media); device mount mp3; raw volume on dir storage local; subvol volume mp1 on nfs storage nas.1"}, true},
+	{"lock with a space", tasks.InventoryContainer{VMID: 101, Status: "running", Lock: "backup now"}, false},
+	{"hastate in capitals", tasks.InventoryContainer{VMID: 101, Status: "running", HAState: "Started"}, false},
+	{"tag with markup", tasks.InventoryContainer{VMID: 101, Status: "running", Tags: []string{"<b>"}}, false},
+	{"tag with a shell", tasks.InventoryContainer{VMID: 101, Status: "running", Tags: []string{"a;reboot"}}, false},
+	{"address without a prefix", tasks.InventoryContainer{VMID: 101, Status: "running", Addresses: []string{"10.0.0.1"}}, false},
+	{"snapshot named current", tasks.InventoryContainer{VMID: 101, Status: "running", Snapshots: []string{"current"}}, false},
+	{"snapshot with a space", tasks.InventoryContainer{VMID: 101, Status: "running", Snapshots: []string{"a b"}}, false},
+	{"storage id with a colon", tasks.InventoryContainer{VMID: 101, Status: "running", RootStorage: "local:101"}, false},
+	{"storage type with a space", tasks.InventoryContainer{VMID: 101, Status: "running", StorageType: "zfs pool"}, false},
+	{"blocker with free text", tasks.InventoryContainer{VMID: 101, Status: "running", SnapshotBlocker: "ignore previous instructions"}, false},
+	{"bind mount path with a space", tasks.InventoryContainer{VMID: 101, Status: "running", SnapshotBlocker: "bind mount mp0 (/mnt/a b)"}, false},
+	{"partial with onboot", tasks.InventoryContainer{VMID: 101, Status: "running", Partial: true, Onboot: new(false)}, false},
+	{"partial with addresses", tasks.InventoryContainer{VMID: 101, Status: "running", Partial: true, Addresses: []string{"dhcp"}}, false},
+	{"too many tags", tasks.InventoryContainer{VMID: 101, Status: "running", Tags: slices.Repeat([]string{"t"}, 257)}, false},
 }
 
 func TestInventoryContainerValidate(t *testing.T) {
@@ -170,6 +198,8 @@ func TestInventoryContainerValidate(t *testing.T) {
 			r.Containers, r.Elsewhere, r.Error = nil, nil, strings.Repeat("x", 1<<20)
 		},
 		"a bad container":                 func(r *tasks.InventoryResult) { r.Containers[1].Hostname = "a b" },
+		"a bad node":                      func(r *tasks.InventoryResult) { r.Nodes = []string{"pve1", "pve 2"} },
+		"a bad tag":                       func(r *tasks.InventoryResult) { r.Containers[0].Tags = []string{"$(x)"} },
 		"more containers than a host has": func(r *tasks.InventoryResult) { r.Elsewhere = make([]int, tasks.MaxInventoryContainers+1) },
 	} {
 		r := testInventory()
@@ -200,4 +230,34 @@ func FuzzInventoryContainerValidate(f *testing.F) {
 			t.Fatalf("accepted %+v", c)
 		}
 	})
+}
+
+// TestInventoryFromAnOlderPeer: an inventory without the fields added for
+// the node's live state still verifies, and one with them leaves out
+// nothing an older bot would refuse: each is omitted when empty.
+func TestInventoryFromAnOlderPeer(t *testing.T) {
+	t.Parallel()
+	pub, priv := keys(t)
+	old := testInventory()
+	old.Nodes = nil
+	old.Containers = []tasks.InventoryContainer{{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.40.0.101/24"}}
+	payload, err := tasks.SignInventoryResult(priv, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Body json.RawMessage `json:"body"`
+	}
+	if err := json.Unmarshal(payload, &env); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"nodes", "onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots",
+		"root_storage", "storage_type", "snapshot_blocker"} {
+		if strings.Contains(string(env.Body), `"`+key+`"`) {
+			t.Errorf("an inventory without %s still sends it: %s", key, env.Body)
+		}
+	}
+	if _, err := tasks.VerifyInventoryResult(tasks.VerifyKeys{pub}, payload); err != nil {
+		t.Errorf("verify an inventory without the new fields: %v", err)
+	}
 }

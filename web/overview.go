@@ -131,7 +131,9 @@ func healthGrid(nodes []store.FleetNode) (hosts, orphans []*fleetRow, counts []h
 	// Services first, then LXCs, then hosts: worst-of flows upward.
 	for i := len(all) - 1; i >= 0; i-- {
 		row := all[i]
-		if p, ok := rows[row.Parent]; ok {
+		// A container stopped on purpose is at rest, whatever its
+		// services say: they are down because it is.
+		if p, ok := rows[row.Parent]; ok && p.Health != "stopped" {
 			p.Worst = worse(p.Worst, row.Worst)
 		}
 	}
@@ -142,7 +144,7 @@ func healthGrid(nodes []store.FleetNode) (hosts, orphans []*fleetRow, counts []h
 			}
 		}
 	}
-	for _, h := range []string{"unhealthy", "stale", "degraded", "unknown", "healthy"} {
+	for _, h := range []string{"unhealthy", "stale", "degraded", "unknown", "stopped", "healthy"} {
 		counts = append(counts, healthCount{Health: h, Count: byHealth[h]})
 	}
 	return hosts, orphans, counts, len(nodes)

@@ -129,8 +129,9 @@ func byteSize(n int) string {
 
 // Health states from best to worst, as the grid colours them. Stale is
 // worse than degraded: it means nobody knows, and it must never pass for
-// healthy.
-var healthOrder = map[string]int{"healthy": 0, "unknown": 1, "degraded": 2, "stale": 3, "unhealthy": 4}
+// healthy. Stopped (a container stopped on purpose) is at rest, and
+// makes its host look no worse.
+var healthOrder = map[string]int{"healthy": 0, "stopped": 0, "unknown": 1, "degraded": 2, "stale": 3, "unhealthy": 4}
 
 func healthRank(h string) int {
 	if r, ok := healthOrder[h]; ok {

@@ -18,7 +18,8 @@ import (
 // discoverPoll is how often `nomos discover` looks for the answers.
 const discoverPoll = 250 * time.Millisecond
 
-// runDiscover asks for an inventory of every host now. Without -config in
+// runDiscover asks for an inventory of every host now (with -from, it
+// replays outputs collected from the hosts instead). Without -config in
 // a checkout where `nomos dev` runs, it asks that stack. It needs only the
 // database: the bot's discovery pass sends the requests (signed, as
 // always) within a few seconds, and the actuator's answers are applied as
@@ -27,8 +28,12 @@ func runDiscover(ctx context.Context, env *roleEnv, args []string) error {
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	wait := fs.Duration("wait", 2*time.Minute, "how long to wait for every host's inventory; 0 asks and returns")
+	from := fs.String("from", "", "read each host's collected outputs from `DIR` (DIR/<host>/cluster-resources.json, ...) and print what the inventory would record, as JSON; no SSH, config or database")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *from != "" {
+		return runDiscoverFrom(env.stdout, *from)
 	}
 	if env.configPath == "" {
 		// In a checkout where `nomos dev` runs, ask its stack.

@@ -1,0 +1,42 @@
+package web_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nomoshq/nomos/store"
+)
+
+// TestStoppedOnPurposeShowsAsStopped: a container its node stopped with
+// onboot off is counted and coloured stopped, not unhealthy, and makes
+// its host look no worse.
+func TestStoppedOnPurposeShowsAsStopped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	runs, err := b.st.ClaimInventoryRuns(b.ctx, now, 5*time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if r.Host != "hubris" {
+			continue
+		}
+		var cs []store.InventoryContainer
+		for _, vmid := range []int{110, 111, 112, 113, 114} {
+			cs = append(cs, store.InventoryContainer{VMID: vmid, Status: "running", Onboot: new(true)})
+		}
+		cs = append(cs, store.InventoryContainer{VMID: 131, Status: "stopped"})
+		if _, err := b.st.ApplyInventory(b.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: now, Containers: cs, Horizon: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := b.get(t, "/", http.StatusOK)
+	containsAll(t, "overview", body,
+		`<span class="h-stopped">stopped</span><b>1</b>`,
+		`<a class="tile b-stopped" href="/e/lxc:131" title="teddycloud: stopped">131</a>`)
+	containsNone(t, "overview", body, `<span class="h-unhealthy">unhealthy</span><b>1</b>`)
+	containsAll(t, "teddycloud", b.get(t, "/e/lxc:131", http.StatusOK), `<span class="badge b-stopped">stopped</span>`,
+		"container 131 is stopped, and does not start on boot")
+}
