@@ -224,7 +224,7 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 // pctShowConfig prints the container's config, or a snapshot's.
 func pctShowConfig(c *call, ct *ctState, snap string) int {
 	if snap == "" {
-		c.outf("%s", pctConfig(ct))
+		c.outf("%s", shownConfig(pctConfig(ct)))
 		return 0
 	}
 	i := slices.IndexFunc(ct.Snapshots, func(s snapshot) bool { return s.Name == snap })
@@ -234,7 +234,7 @@ func pctShowConfig(c *call, ct *ctState, snap string) int {
 	}
 	tmp := *ct
 	tmp.Conf = ct.Snapshots[i].Conf
-	c.outf("%s", pctConfig(&tmp))
+	c.outf("%s", shownConfig(pctConfig(&tmp)))
 	return 0
 }
 
@@ -252,6 +252,7 @@ func pctPower(c *call, verb string, ct *ctState) int {
 		ct.halt(c.now)
 	}
 	if verb == "start" || verb == "reboot" {
+		c.errf("%s", nestingWarning(ct))
 		ct.boot(c.now)
 	}
 	c.dirty = true
@@ -291,6 +292,7 @@ func pctList(c *call) int {
 var storages = map[string]bool{"local-lvm": true, "local": true, "local-zfs": true}
 
 func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
+	tpl = c.templateVolume(tpl)
 	if node := c.st.nodeOf(vmid); node != "" {
 		c.errf("CT %d already exists on node '%s'\n", vmid, node)
 		return 255
@@ -314,6 +316,7 @@ func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
 		Onboot:       opts["onboot"] == "1",
 		Description:  opts["description"],
 		Unprivileged: opts["unprivileged"] != "0",
+		NoNesting:    true, // unless --features says nesting=1
 	}
 	if perr := applyConf(&conf, "create", opts); perr != nil {
 		return c.fail(perr)
@@ -351,6 +354,7 @@ func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
 		c.outf("Creating SSH host key 'ssh_host_%s_key' - this may take some time ...\n", kt)
 		c.outf("done: SHA256:%s%s root@%s\n", strings.Repeat(fp, 5)[:38], kt[:1], conf.Hostname)
 	}
+	c.errf("%s", nestingWarning(ct))
 	if opts["start"] == "1" {
 		ct.boot(c.now)
 	}
@@ -399,6 +403,9 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 	}
 	if v, ok := opts["description"]; ok {
 		conf.Description = v
+	}
+	if perr := applyCreateOptions(conf, verb, opts); perr != nil {
+		return perr
 	}
 	if net0, ok := opts["net0"]; ok {
 		ip, gw := "", ""
@@ -563,13 +570,13 @@ func pctConfig(ct *ctState) string {
 	c := ct.Conf
 	var b strings.Builder
 	for _, l := range lines(c.Description) {
-		fmt.Fprintf(&b, "#%s\n", l)
+		fmt.Fprintf(&b, "#%s\n", encodeText(l))
 	}
 	ostype := "debian"
 	if t, ok := templates[c.Template]; ok {
 		ostype = t.distro
 	}
-	fmt.Fprintf(&b, "arch: amd64\ncores: %d\nfeatures: nesting=1\nhostname: %s\nmemory: %d\n", c.Cores, c.Hostname, c.MemoryMB)
+	fmt.Fprintf(&b, "arch: amd64\ncores: %d\n%shostname: %s\nmemory: %d\n", c.Cores, featuresLine(c), c.Hostname, c.MemoryMB)
 	if c.Nameserver != "" {
 		fmt.Fprintf(&b, "nameserver: %s\n", c.Nameserver)
 	}
@@ -588,7 +595,7 @@ func pctConfig(ct *ctState) string {
 	if ct.Parent != "" {
 		fmt.Fprintf(&b, "parent: %s\n", ct.Parent)
 	}
-	fmt.Fprintf(&b, "rootfs: %s:vm-%d-disk-0,size=%dG\nswap: %d\n", c.Storage, ct.VMID, c.DiskGB, c.SwapMB)
+	fmt.Fprintf(&b, "rootfs: %s:vm-%d-disk-0,size=%dG\nswap: %d\n%s", c.Storage, ct.VMID, c.DiskGB, c.SwapMB, tagsLine(c))
 	if c.Unprivileged {
 		b.WriteString("unprivileged: 1\n")
 	}
@@ -632,6 +639,8 @@ func pveshCmd(c *call) int {
 		return pveshNextID(c, want, format)
 	case verb == "get" && p == "/cluster/resources":
 		return pveshResources(c, typ, format)
+	case verb == "get" && strings.HasSuffix(p, "/interfaces"):
+		return pveshInterfaces(c, p, format)
 	}
 	c.errf("No '%s' handler defined for '%s'\n", verb, p)
 	return 255
@@ -734,18 +743,7 @@ func pveamCmd(c *call) int {
 	names := slices.Sorted(maps.Keys(templates))
 	switch c.args[0] {
 	case "list":
-		if len(c.args) < 2 {
-			c.errf("400 not enough arguments\npveam list <storage> [OPTIONS]\n")
-			return 255
-		}
-		c.outf("%-60s %-10s\n", "NAME", "SIZE")
-		if c.args[1] != "local" {
-			return 0
-		}
-		for _, n := range names {
-			c.outf("%-60s %-10s\n", n, fmt.Sprintf("%d.%02dMB", templates[n].sizeMB, hashString(n)%100))
-		}
-		return 0
+		return pveamList(c)
 	case "available":
 		for _, n := range names {
 			c.outf("%-15s %s\n", "system", strings.TrimPrefix(n, "local:vztmpl/"))

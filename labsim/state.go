@@ -69,6 +69,10 @@ type ctConf struct {
 	Onboot       bool   `json:"onboot,omitempty"`
 	Unprivileged bool   `json:"unprivileged"`
 	Description  string `json:"description,omitempty"`
+	// NoNesting is a container made without features: nesting=1; the
+	// zero value keeps nesting, which every configured container has.
+	NoNesting bool   `json:"no_nesting,omitempty"`
+	Tags      string `json:"tags,omitempty"` // ;-separated
 }
 
 // guest is the inside of a container: what a snapshot captures besides the
