@@ -764,6 +764,9 @@ func (g *graph) orderTarget(e store.Entity) tasks.Target {
 	}
 	if host, ok := g.entities["host:"+pt.Host]; ok {
 		t.HostAddr = host.AttrString("ssh")
+		if node := host.AttrString("node"); node != host.Name {
+			t.Node = node
+		}
 	}
 	guest := e
 	if e.Type == "service" {
