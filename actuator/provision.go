@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,9 +19,6 @@ import (
 
 // Provisioning knobs. Attempts are separated by Config.RetryDelay.
 const (
-	// templateStorage is where Proxmox keeps container templates; the
-	// root disk's storage (local-lvm by default) holds none.
-	templateStorage = "local"
 	// allocateAttempts bounds re-allocating a vmid that another create
 	// took between pvesh and pct create.
 	allocateAttempts = 3
@@ -30,13 +29,17 @@ const (
 	healedAttempts = 3
 	// aptAttempts is how often apt-get update and install are tried.
 	aptAttempts = 3
+	// addressAttempts is how often a dhcp container's interfaces are
+	// read before its lease is given up on.
+	addressAttempts = 3
 )
 
 // publicResolvers replace a container's resolver that does not answer.
 var publicResolvers = []string{"1.1.1.1", "9.9.9.9"}
 
 // provision carries out pct_create in named phases: allocate, template,
-// create, start, network, apt_update, apt_install and post_install. The
+// create, start, network, address (for a dhcp container), apt_update,
+// apt_install and post_install. The
 // commands follow the plan's summary steps, with the vmid and template
 // filled in, a DNS gate before apt, retries, and post_install under set -e.
 func (x *execution) provision(ctx context.Context, p policy.PctCreateParams) {
@@ -67,6 +70,11 @@ func (x *execution) provision(ctx context.Context, p policy.PctCreateParams) {
 	}
 	if !x.networkGate(ctx, vmid, tmpl) {
 		return
+	}
+	if p.IP == policy.DefaultIP {
+		if !x.leasedAddress(ctx, vmid) {
+			return
+		}
 	}
 	if len(p.Services) > 0 {
 		if !x.retried(ctx, "apt_update", fill(steps[2], vmid, tmpl), aptAttempts) {
@@ -163,11 +171,26 @@ func (x *execution) allocate(ctx context.Context) (int, bool) {
 // captures its release, version and build.
 var debianTemplateRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*:vztmpl/debian-(\d+)-standard_(\d+(?:\.\d+)*)-(\d+)_amd64\.tar\.(?:zst|gz|xz)$`)
 
-// pickTemplate chooses the newest Debian standard template on the host.
+// pickTemplate chooses the newest Debian standard template on the first
+// active storage that holds templates, as pvesm lists them.
 func (x *execution) pickTemplate(ctx context.Context) (string, bool) {
 	start := x.a.now()
 	var out bytes.Buffer
-	code, err := x.attempt(ctx, "template", "pveam list "+templateStorage, &out)
+	code, err := x.attempt(ctx, "template", "pvesm status --content vztmpl", &out)
+	if err != nil || code != 0 {
+		return "", x.record("template", start, code, err, "")
+	}
+	templateStorage, ok := firstActiveStorage(out.String())
+	if !ok {
+		x.fail(tasks.StatusFailed, "template", code, start, "", fmt.Sprintf(
+			"template failed: no active storage on %s holds container templates (pvesm status --content vztmpl lists none), so there is no template to create from; "+
+				"pveam says \"Storage does not support templates!\" of the others. Add the content type Container template to a storage (Datacenter, Storage, Edit, Content), "+
+				"download one there (pveam update, then pveam download STORAGE debian-12-standard_<version>_amd64.tar.zst), or name one in the template parameter.",
+			x.order.Target.Host))
+		return "", false
+	}
+	out.Reset()
+	code, err = x.attempt(ctx, "template", "pveam list "+templateStorage, &out)
 	if err != nil || code != 0 {
 		return "", x.record("template", start, code, err, "")
 	}
@@ -194,6 +217,79 @@ func (x *execution) pickTemplate(ctx context.Context) (string, bool) {
 	}
 	x.addPhase("template", tasks.StatusSucceeded, code, start, best)
 	return best, true
+}
+
+// firstActiveStorage reads pvesm status (pve-storage's $print_status: a
+// header, then one storage a line, sorted by name: name, type, status,
+// sizes) and returns the first storage whose status is active.
+func firstActiveStorage(status string) (string, bool) {
+	for i, line := range strings.Split(status, "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) < 3 {
+			continue
+		}
+		if f[2] == "active" && policy.ValidateStorage(f[0]) == nil {
+			return f[0], true
+		}
+	}
+	return "", false
+}
+
+// leasedAddress reads the address a dhcp container was leased from its
+// node (pve-container's interfaces: what `ip a` shows inside it), so
+// probes reach it without the node resolving its name. The lease may
+// need a moment after start; without one, the container is kept and the
+// note says so.
+func (x *execution) leasedAddress(ctx context.Context, vmid int) bool {
+	const phase = "address"
+	start := x.a.now()
+	node := cmp.Or(x.order.Target.Node, x.order.Target.Host)
+	cmd := fmt.Sprintf("pvesh get /nodes/%s/lxc/%d/interfaces --output-format json", node, vmid)
+	for i := 1; ; i++ {
+		var out bytes.Buffer
+		code, err := x.attempt(ctx, phase, cmd, &out)
+		if err != nil {
+			return x.record(phase, start, code, err, "")
+		}
+		if addr, ok := leased(out.Bytes()); code == 0 && ok {
+			x.res.Created.Address = addr
+			x.addPhase(phase, tasks.StatusSucceeded, 0, start, addr)
+			x.note("Container %d was leased %s; probes reach it there.", vmid, addr)
+			return true
+		}
+		if i == addressAttempts {
+			x.addPhase(phase, tasks.StatusSucceeded, code, start, "no address seen")
+			x.note("Container %d showed no IPv4 address on eth0 after %d tries, so probes reach it by its host name, which the node must resolve. Give it a static ip, or a DHCP reservation and then its address in the seed.", vmid, i)
+			return true
+		}
+		if err := x.sleep(ctx); err != nil {
+			return x.record(phase, start, code, err, "")
+		}
+	}
+}
+
+// leased reads eth0's IPv4 address, with its prefix, from the JSON of
+// pvesh get /nodes/N/lxc/V/interfaces: a list of {name, hwaddr, inet,
+// inet6}, or null when the container does not run.
+func leased(data []byte) (string, bool) {
+	var ifaces []struct {
+		Name string `json:"name"`
+		Inet string `json:"inet"`
+	}
+	if json.Unmarshal(data, &ifaces) != nil {
+		return "", false
+	}
+	for _, i := range ifaces {
+		if i.Name != "eth0" {
+			continue
+		}
+		p, err := netip.ParsePrefix(i.Inet)
+		if err != nil || !p.Addr().Is4() || p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() || p.Addr().IsUnspecified() {
+			return "", false
+		}
+		return p.String(), true
+	}
+	return "", false
 }
 
 // versionKey reads a dotted version as numbers for comparison.

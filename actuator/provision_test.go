@@ -1,6 +1,7 @@
 package actuator
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -53,6 +54,7 @@ func TestPctCreateHealsDeadDNS(t *testing.T) {
 	contains(t, "the create step", create, "--net0 name=eth0,bridge=vmbr0,ip=192.168.8.50/24,gw=192.168.8.1")
 	order := []string{
 		"pvesh get /cluster/nextid",
+		"pvesm status --content vztmpl",
 		"pveam list local",
 		create,
 		"pct start 100",
@@ -89,9 +91,13 @@ func TestPctCreateAptFailureNamesThePhase(t *testing.T) {
 		{Name: "create", Status: tasks.StatusSucceeded, Note: "container 100 from " + debian12},
 		{Name: "start", Status: tasks.StatusSucceeded},
 		{Name: "network", Status: tasks.StatusSucceeded, Note: "deb.debian.org resolves inside the container"},
+		{Name: "address", Status: tasks.StatusSucceeded, Note: res.Created.Address},
 		{Name: "apt_update", Status: tasks.StatusSucceeded},
 		{Name: "apt_install", Status: tasks.StatusFailed, ExitCode: 100, Note: "3 attempts"},
 	}, res.Phases, ignoreElapsed)
+	if res.Created == nil || res.Created.Address == "" {
+		t.Errorf("created %+v, want the dhcp lease read", res.Created)
+	}
 	contains(t, "error", res.Error, "apt_install failed", "status 100", "dpkg returned an error code", "after 3 attempts")
 	contains(t, "notes", strings.Join(res.Notes, "\n"), "left as it is for inspection", "pct_destroy on lxc:100")
 	contains(t, "output", res.Output, "Errors were encountered while processing")
@@ -126,9 +132,72 @@ func TestPctCreateGivenVMIDAndTemplate(t *testing.T) {
 	if res.Status != tasks.StatusSucceeded {
 		t.Fatalf("status %s at %s: %s\n%s", res.Status, res.FailedPhase, res.Error, res.Output)
 	}
-	diff(t, "phases", []string{"create", "start", "network"}, phaseNames(res))
-	contains(t, "notes", strings.Join(res.Notes, "\n"), "No health check ran")
+	diff(t, "phases", []string{"create", "start", "network", "address"}, phaseNames(res))
+	contains(t, "notes", strings.Join(res.Notes, "\n"), "No health check ran", "Container 150 was leased "+res.Created.Address)
 	contains(t, "the container", b.ssh(t, "pct status 150"), "running")
+
+	// The address is what the node says of eth0, read after start.
+	if !regexp.MustCompile(`^10\.0\.0\.\d+/24$`).MatchString(res.Created.Address) {
+		t.Errorf("created address %q, want the lease", res.Created.Address)
+	}
+	diff(t, "the requested ip stays", "dhcp", res.Created.IP)
+	contains(t, "the lease", b.ssh(t, "pvesh get /nodes/pve1/lxc/150/interfaces --output-format json"), `"inet":"`+res.Created.Address+`"`)
+	cmds := commandLines(b.commands(t))
+	if i, j := slices.Index(cmds, "pct start 150"), slices.Index(cmds, "pvesh get /nodes/pve1/lxc/150/interfaces --output-format json"); i < 0 || j < i {
+		t.Errorf("the interfaces were not read after start:\n%s", strings.Join(cmds, "\n"))
+	}
+}
+
+// TestPctCreateStaticAddressReadsNoLease: a static container's address is
+// what the order gave; nothing asks the node.
+func TestPctCreateStaticAddressReadsNoLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.run(t, b.order(t, "x-create-static", policy.PctCreateParams{VMID: 150, Hostname: "static", IP: "10.0.0.150/24", GW: "10.0.0.1", Template: debian12}, b.node()))
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s at %s: %s\n%s", res.Status, res.FailedPhase, res.Error, res.Output)
+	}
+	diff(t, "phases", []string{"create", "start", "network"}, phaseNames(res))
+	diff(t, "created", tasks.CreatedContainer{VMID: 150, Host: "pve1", Hostname: "static", IP: "10.0.0.150/24"}, *res.Created)
+}
+
+// TestPctCreateFindsTheTemplateStorage: the template comes from the first
+// active storage that holds templates, wherever that is, and a node with
+// none says what to do.
+func TestPctCreateFindsTheTemplateStorage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ssh(t, `printf 'dir: local\n\tpath /var/lib/vz\n\tcontent iso,backup\n\n`+
+		`dir: archive\n\tpath /srv/archive\n\tcontent vztmpl\n\tdisable\n\n`+
+		`nfs: nas-templates\n\tpath /mnt/pve/nas-templates\n\tserver 10.0.0.5\n\texport /srv/templates\n\tcontent vztmpl,iso\n\n`+
+		`lvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n\tcontent rootdir,images\n' > /etc/pve/storage.cfg`)
+	o := b.order(t, "x-create-nfs", policy.PctCreateParams{Hostname: "nfs"}, b.node())
+	res := b.run(t, o)
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s at %s: %s\n%s", res.Status, res.FailedPhase, res.Error, res.Output)
+	}
+	const nfs = "nas-templates:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+	diff(t, "template phase", tasks.Phase{Name: "template", Status: tasks.StatusSucceeded, Note: nfs}, res.Phases[1], ignoreElapsed)
+	cmds := commandLines(b.commands(t))
+	for _, want := range []string{"pvesm status --content vztmpl", "pveam list nas-templates", strings.Replace(strings.Replace(o.Steps[0], policy.VMIDPlaceholder, "100", 1), policy.TemplatePlaceholder, nfs, 1)} {
+		if !slices.Contains(cmds, want) {
+			t.Errorf("want %q among:\n%s", want, strings.Join(cmds, "\n"))
+		}
+	}
+	for _, c := range cmds {
+		if c == "pveam list local" || c == "pveam list archive" {
+			t.Errorf("%q: local holds no templates and archive is disabled", c)
+		}
+	}
+
+	b.ssh(t, `printf 'lvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n\tcontent rootdir,images\n' > /etc/pve/storage.cfg`)
+	res = b.run(t, b.order(t, "x-create-none", policy.PctCreateParams{Hostname: "none"}, b.node()))
+	diff(t, "status", tasks.StatusFailed, res.Status)
+	diff(t, "failed phase", "template", res.FailedPhase)
+	contains(t, "error", res.Error, "no active storage on pve1 holds container templates", "Storage does not support templates!", "Container template", "pveam download")
+	if res.Created != nil {
+		t.Errorf("a container was created without a template: %+v", res.Created)
+	}
 }
 
 func TestFillAndTemplateChoice(t *testing.T) {

@@ -1,10 +1,12 @@
 package executions
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/google/uuid"
@@ -212,6 +214,10 @@ func (s *Service) checkCreated(ctx context.Context, x store.Execution, c tasks.C
 		return fmt.Sprintf("the order was for %s, not host %s", x.TargetSlug, c.Host)
 	case c.Hostname != p.Hostname || c.IP != p.IP:
 		return fmt.Sprintf("the order asked for %s at %s, not %s at %s", p.Hostname, p.IP, c.Hostname, c.IP)
+	case c.Address != "" && p.IP != policy.DefaultIP:
+		return fmt.Sprintf("the order gave the static address %s, so no leased address %s can be reported", p.IP, c.Address)
+	case c.Address != "" && !leasable(c.Address):
+		return fmt.Sprintf("the leased address %q is not a host address on a network", c.Address)
 	}
 	slug, err := s.store.ContainerSlugOn(ctx, c.Host, c.VMID)
 	if err != nil {
@@ -229,6 +235,18 @@ func (s *Service) checkCreated(ctx context.Context, x store.Execution, c tasks.C
 	return ""
 }
 
+// leasable reports whether cidr is an address DHCP could have leased to a
+// container: IPv4, with a prefix, not loopback, link-local, multicast or
+// unspecified.
+func leasable(cidr string) bool {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() || p.Bits() < 8 || p.Bits() > 32 {
+		return false
+	}
+	a := p.Addr()
+	return !a.IsLoopback() && !a.IsLinkLocalUnicast() && !a.IsMulticast() && !a.IsUnspecified() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
 // applyFleetChanges records what a finished step did to the fleet: a
 // destroyed container, or one it created (active when provisioning went
 // through, provisioning when a later phase failed).
@@ -243,7 +261,9 @@ func (s *Service) applyFleetChanges(ctx context.Context, x store.Execution, r ta
 		if r.Status == tasks.StatusSucceeded {
 			lifecycle = "active"
 		}
-		if err := s.store.RegisterContainer(ctx, c.Host, c.VMID, c.Hostname, c.IP, lifecycle); err != nil {
+		// A leased address lets probes reach the container without the
+		// node resolving its name.
+		if err := s.store.RegisterContainer(ctx, c.Host, c.VMID, c.Hostname, cmp.Or(c.Address, c.IP), lifecycle); err != nil {
 			s.logger.Error("add the created container to the fleet", "execution_id", x.ID, "vmid", c.VMID, "err", err)
 		}
 	}

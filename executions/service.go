@@ -20,6 +20,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/internal/metrics"
+	"github.com/nomoshq/nomos/internal/redact"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -300,9 +301,15 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		return Planned{}, err
 	}
 	now := s.now()
+	r.Reason = cleanReason(r.Reason)
+	// Each step's id is chosen first, so what it renders can name it.
+	ids := make([]uuid.UUID, len(steps))
+	for i := range ids {
+		ids[i] = uuid.Must(uuid.NewV7())
+	}
 	built := make([]builtStep, len(steps))
 	for i, st := range steps {
-		b, err := s.build(ctx, g, st, now)
+		b, err := s.build(ctx, g, st, now, origin{r: r, id: ids[i]})
 		if err != nil {
 			if len(steps) > 1 {
 				return Planned{}, fmt.Errorf("step %d (%s): %w", i+1, st.Action, err)
@@ -318,15 +325,14 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	if err := checkShown(all, r.Via); err != nil {
 		return Planned{}, err
 	}
-	r.Reason = cleanReason(r.Reason)
 	// Only a person's own command counts as not the agent's; a route this
 	// build does not know is held to the agent's rules.
 	byAgent := !(r.Via == ViaChat || r.Via == ViaRunbook || r.Via == ViaMCP)
 	if len(built) > 1 {
-		return s.requestPlan(ctx, r, g, built, now, byAgent)
+		return s.requestPlan(ctx, r, g, built, ids, now, byAgent)
 	}
 	b := built[0]
-	id := uuid.Must(uuid.NewV7())
+	id := ids[0]
 	code, err := policy.PlanCode(phraseKey(id, b.hash))
 	if err != nil {
 		return Planned{}, err
@@ -388,8 +394,14 @@ func (r Request) steps() ([]Step, error) {
 	return out, nil
 }
 
+// origin is who asks for a step and the id its execution will have.
+type origin struct {
+	r  Request
+	id uuid.UUID
+}
+
 // build validates, resolves, renders and classifies one step.
-func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time) (builtStep, error) {
+func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time, o origin) (builtStep, error) {
 	spec, err := policy.Lookup(policy.Action(st.Action))
 	if err != nil {
 		return builtStep{}, err
@@ -401,6 +413,19 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time) (
 	if p, ok := params.(policy.PctSnapshotParams); ok && p.Name == "" {
 		// Named now, so the card and the hash show the name that runs.
 		p.Name = policy.SnapshotName(now)
+		params = p
+	}
+	if p, ok := params.(policy.PctCreateParams); ok {
+		if p.Description != "" {
+			return builtStep{}, fmt.Errorf("%w: params.description: is written by Nomos (who asked, the execution and the reason); give the reason instead", policy.ErrInvalidParams)
+		}
+		// Written now, so the card and the hash show the notes Proxmox
+		// will keep with the container.
+		p.Description = policy.CreateDescription(o.r.RequestedBy, o.r.OnBehalfOf, o.id.String(), o.r.Reason)
+		if _, secret := redact.Find(p.Description); secret {
+			// What is left of a redacted reason could still read as one.
+			p.Description = policy.CreateDescription(o.r.RequestedBy, o.r.OnBehalfOf, o.id.String(), "")
+		}
 		params = p
 	}
 	types := make([]string, len(spec.Targets))
@@ -450,7 +475,7 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time) (
 // the first awaiting the plan's one decision, the others waiting for the
 // step before them. The decision is taken on the plan's class, its
 // highest step's, and bound to the hash over every step.
-func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []builtStep, now time.Time, byAgent bool) (Planned, error) {
+func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []builtStep, ids []uuid.UUID, now time.Time, byAgent bool) (Planned, error) {
 	hashes := make([]string, len(built))
 	refs := make([]stepRef, len(built))
 	class := policy.ReadOnly
@@ -465,7 +490,7 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 	if err != nil {
 		return Planned{}, err
 	}
-	headID := uuid.Must(uuid.NewV7())
+	headID := ids[0]
 	code, err := policy.PlanCode(phraseKey(headID, planHash))
 	if err != nil {
 		return Planned{}, err
@@ -473,10 +498,7 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 	expires := s.cfg.Rules.ExpiresAt(class, now)
 	news := make([]store.NewExecution, len(built))
 	for i, b := range built {
-		id := headID
-		if i > 0 {
-			id = uuid.Must(uuid.NewV7())
-		}
+		id := ids[i]
 		news[i] = store.NewExecution{
 			Request: store.Request{
 				ID: id, Action: string(b.spec.Action), TargetID: &b.entity.ID, TargetSlug: b.entity.Slug,
@@ -752,6 +774,9 @@ func (g *graph) orderTarget(e store.Entity) tasks.Target {
 	}
 	if host, ok := g.entities["host:"+pt.Host]; ok {
 		t.HostAddr = host.AttrString("ssh")
+		if node := host.AttrString("node"); node != host.Name {
+			t.Node = node
+		}
 	}
 	guest := e
 	if e.Type == "service" {

@@ -54,7 +54,7 @@ func Allowed(argv []string, r Rules) error {
 	case "pveam":
 		return allowForm("pveam", args, form{args: []value{exact("list"), storage}})
 	case "pvesm":
-		return allowForm("pvesm", args, form{args: []value{exact("status")}})
+		return allowForm("pvesm", args, form{args: []value{exact("status")}, opts: map[string]value{"--content": exact("vztmpl")}})
 	case "ping":
 		return allowForm("ping", args, form{args: []value{exact("-c"), exact("3"), exact("-W"), exact("2"), host}})
 	case "curl":
@@ -117,7 +117,9 @@ func allowForm(name string, args []string, f form) error {
 // pctForms are the pct subcommands Nomos sends, with the options it may
 // use. None takes --skiplock, and create takes no option that reaches the
 // host's files or devices (mount points, hook scripts, device passthrough,
-// raw lxc keys, keys or passwords).
+// raw lxc keys, keys or passwords). Of the features it takes nesting alone
+// (keyctl, fuse, mknod and mount reach further into the host), of tags
+// only Nomos's own, and a description only as one line of plain text.
 var pctForms = map[string]form{
 	"list":         {},
 	"status":       {args: []value{vmid}, opts: map[string]value{"--verbose": boolean}},
@@ -138,7 +140,10 @@ var pctForms = map[string]form{
 		"--rootfs":       rootfs,
 		"--net0":         net0,
 		"--unprivileged": boolean,
-		"--features":     oneOf("nesting=1", "nesting=0"),
+		"--features":     exact("nesting=1"),
+		"--onboot":       boolean,
+		"--tags":         exact(policy.CreateTag),
+		"--description":  description,
 		"--nameserver":   ipv4,
 	}},
 }
@@ -266,7 +271,8 @@ func allowPvesh(args []string) error {
 }
 
 // readablePath reports whether p is one of the API paths Nomos reads:
-// inventory, the next free vmid, versions and a container's state.
+// inventory, the next free vmid, versions, a container's state and the
+// addresses of its interfaces.
 func readablePath(p string) bool {
 	switch p {
 	case "/cluster/nextid", "/cluster/resources", "/cluster/status", "/nodes", "/version":
@@ -280,7 +286,7 @@ func readablePath(p string) bool {
 	case 1:
 		return rest[0] == "status" || rest[0] == "lxc" || rest[0] == "storage"
 	case 3:
-		return rest[0] == "lxc" && vmid(rest[1]) == nil && (rest[2] == "config" || rest[2] == "snapshot")
+		return rest[0] == "lxc" && vmid(rest[1]) == nil && (rest[2] == "config" || rest[2] == "snapshot" || rest[2] == "interfaces")
 	case 4:
 		return rest[0] == "lxc" && vmid(rest[1]) == nil && rest[2] == "status" && rest[3] == "current"
 	}
@@ -353,7 +359,9 @@ var (
 	seconds  = number(0, 86400)
 	snapshot = wrap(policy.ValidateSnapshotName)
 	template = wrap(policy.ValidateTemplate)
-	storage  = wrap(policy.ValidateStorage)
+	// description is pct_create's one line of who asked and why.
+	description = wrap(policy.ValidateDescription)
+	storage     = wrap(policy.ValidateStorage)
 )
 
 func ipv4(s string) error {

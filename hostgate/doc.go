@@ -19,6 +19,11 @@
 // host_shell: true, and a privileged container unless it sets
 // privileged_containers: true ([LoadRules]).
 //
-// The package reaches nothing on the network and reads no configuration
-// beyond that one optional file.
+// [Install] is `nomos gate -install`: it puts the forced-command line for
+// the actuator's key into root's authorized_keys once, through the symlink
+// Proxmox VE makes to the cluster-wide /etc/pve/priv/authorized_keys, and
+// reports the cluster's nodes that lack the binary.
+//
+// The package reaches nothing on the network, and the gate reads no
+// configuration beyond that one optional file.
 package hostgate

@@ -122,6 +122,12 @@ func mayRun(argv []string, rules hostgate.Rules) string {
 		if why == "" && argv[1] == "create" && !rules.PrivilegedContainers && !unprivileged(argv) {
 			why = "a privileged container without privileged_containers"
 		}
+		if why == "" && argv[1] == "create" {
+			var ok bool
+			if script, ok = descriptionAt(argv); !ok {
+				why = "a description that is not one line of plain text"
+			}
+		}
 	case "pvesh":
 		if len(argv) < 3 || argv[1] != "get" || !strings.HasPrefix(argv[2], "/") || strings.Contains(argv[2], "..") ||
 			!(strings.HasPrefix(argv[2], "/cluster/") || strings.HasPrefix(argv[2], "/nodes") || argv[2] == "/version") ||
@@ -133,8 +139,8 @@ func mayRun(argv []string, rules hostgate.Rules) string {
 			why = "pveam other than list"
 		}
 	case "pvesm":
-		if !slices.Equal(argv, []string{"pvesm", "status"}) {
-			why = "pvesm other than status"
+		if !slices.Equal(argv, []string{"pvesm", "status"}) && !slices.Equal(argv, []string{"pvesm", "status", "--content", "vztmpl"}) {
+			why = "pvesm other than status of all storages or of the template storages"
 		}
 	case "curl":
 		fixed := []string{"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"}
@@ -175,6 +181,24 @@ func unprivileged(argv []string) bool {
 		}
 	}
 	return false
+}
+
+// descriptionRE is a description as pct_create writes it: letters,
+// digits, spaces and punctuation that neither a shell, Markdown nor HTML
+// reads, not an option, at most 512 bytes (checked apart).
+var descriptionRE = regexp.MustCompile(`^[\p{L}\p{N}.,;:!?'"()/@#%&+=_*][\p{L}\p{N} .,;:!?'"()/@#%&+=_*-]*$`)
+
+// descriptionAt finds the value of a pct create's --description option
+// pair, returning its index (-1 without one) and whether it is plain
+// text. Another word holding the description's text is not exempt.
+func descriptionAt(argv []string) (int, bool) {
+	for i := 4; i+1 < len(argv); i += 2 {
+		if argv[i] == "--description" {
+			d := argv[i+1]
+			return i + 1, len(d) <= 512 && descriptionRE.MatchString(d) && !strings.Contains(d, "  ") && !strings.HasSuffix(d, " ")
+		}
+	}
+	return -1, true
 }
 
 // hostReaching are pct options that would reach past a container or its

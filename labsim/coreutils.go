@@ -56,6 +56,7 @@ func init() {
 		"pct":        {run: pctCmd},
 		"pvesh":      {run: pveshCmd},
 		"pveam":      {run: pveamCmd},
+		"pvesm":      {run: pvesmCmd},
 		"pveversion": {run: func(c *call) int { c.outf("%s\n", pveVersion); return 0 }},
 		"labsim":     {run: labsimCommand, unlocked: true},
 	})

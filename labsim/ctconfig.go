@@ -17,7 +17,6 @@ func confKeys(ct *ctState, c ctConf) map[string]string {
 	k := map[string]string{
 		"arch":     "amd64",
 		"cores":    fmt.Sprint(c.Cores),
-		"features": "nesting=1",
 		"hostname": c.Hostname,
 		"memory":   fmt.Sprint(c.MemoryMB),
 		"ostype":   ostype,
@@ -29,7 +28,8 @@ func confKeys(ct *ctState, c ctConf) map[string]string {
 			k[key] = v
 		}
 	}
-	set("description", c.Description, c.Description != "")
+	set("description", readBack(c.Description), c.Description != "")
+	set("features", "nesting=1", !c.NoNesting)
 	set("lock", c.Lock, c.Lock != "")
 	set("nameserver", c.Nameserver, c.Nameserver != "")
 	if c.IP != "" {
@@ -46,6 +46,18 @@ func confKeys(ct *ctState, c ctConf) map[string]string {
 	set("template", "1", c.IsTemplate)
 	set("unprivileged", "1", c.Unprivileged)
 	return k
+}
+
+// readBack is a description as Proxmox reads it back from the config file,
+// where write_pct_config wrote each of its lines (Perl's split drops the
+// trailing empty ones) as a comment, and parse_pct_config ends each one it
+// reads with a newline: "x" comes back as "x\n".
+func readBack(desc string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(desc, "\n"), "\n") {
+		b.WriteString(l + "\n")
+	}
+	return b.String()
 }
 
 // encodeText is pve-common PVE::ParseUtils encode_text: every control

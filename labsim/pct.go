@@ -276,6 +276,7 @@ func pctPower(c *call, verb string, ct *ctState) int {
 	}
 	if verb == "start" || verb == "reboot" {
 		applyPending(c, ct)
+		c.errf("%s", nestingWarning(ct))
 		ct.boot(c.now)
 	}
 	c.dirty = true
@@ -324,6 +325,7 @@ func pctList(c *call) int {
 var storages = map[string]bool{"local-lvm": true, "local": true, "local-zfs": true}
 
 func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
+	tpl = c.templateVolume(tpl)
 	if node, _ := c.st.findInCluster(c.env.host, vmid); node != "" {
 		c.errf("CT %d already exists on node '%s'\n", vmid, node)
 		return 255
@@ -347,6 +349,7 @@ func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
 		Onboot:       opts["onboot"] == "1",
 		Description:  opts["description"],
 		Unprivileged: opts["unprivileged"] != "0",
+		NoNesting:    true, // unless --features says nesting=1
 	}
 	if perr := applyConf(&conf, "create", opts); perr != nil {
 		return c.fail(perr)
@@ -384,6 +387,7 @@ func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
 		c.outf("Creating SSH host key 'ssh_host_%s_key' - this may take some time ...\n", kt)
 		c.outf("done: SHA256:%s%s root@%s\n", strings.Repeat(fp, 5)[:38], kt[:1], conf.Hostname)
 	}
+	c.errf("%s", nestingWarning(ct))
 	if opts["start"] == "1" {
 		ct.boot(c.now)
 	}
@@ -432,6 +436,9 @@ func applyConf(conf *ctConf, verb string, opts map[string]string) *pveError {
 	}
 	if v, ok := opts["description"]; ok {
 		conf.Description = v
+	}
+	if perr := applyCreateOptions(conf, verb, opts); perr != nil {
+		return perr
 	}
 	if net0, ok := opts["net0"]; ok {
 		ip, gw, hw := "", "", ""
@@ -675,6 +682,8 @@ func pveshCmd(c *call) int {
 		return pveshResources(c, typ, format)
 	case verb == "get" && nodeLXCPathRE.MatchString(p):
 		return pveshNodeLXC(c, nodeLXCPathRE.FindStringSubmatch(p)[1], format, tf)
+	case verb == "get" && strings.HasSuffix(p, "/interfaces"):
+		return pveshInterfaces(c, p, format)
 	}
 	c.errf("No '%s' handler defined for '%s'\n", verb, p)
 	return 255
@@ -721,24 +730,7 @@ func pveamCmd(c *call) int {
 	names := slices.Sorted(maps.Keys(templates))
 	switch c.args[0] {
 	case "list":
-		if len(c.args) < 2 {
-			c.errf("400 not enough arguments\npveam list <storage> [OPTIONS]\n")
-			return 255
-		}
-		// pve-manager PVE/CLI/pveam.pm index and $print_list.
-		switch storage := c.args[1]; {
-		case !storages[storage]:
-			c.errf("storage '%s' does not exist\n", storage)
-			return 255
-		case !templateStorages[storage]:
-			c.errf("Storage does not support templates!\n")
-			return 255
-		}
-		c.outf("%-60s %-6s\n", "NAME", "SIZE")
-		for _, n := range names {
-			c.outf("%-60s %-4.2fMB\n", n, float64(templates[n].sizeMB)+float64(hashString(n)%100)/100)
-		}
-		return 0
+		return pveamList(c)
 	case "available":
 		for _, n := range names {
 			c.outf("%-15s %s\n", "system", strings.TrimPrefix(n, "local:vztmpl/"))

@@ -36,7 +36,6 @@ func TestPctCreateDestroy(t *testing.T) {
 	diff(t, "config", result{Stdout: "" +
 		"arch: amd64\n" +
 		"cores: 2\n" +
-		"features: nesting=1\n" +
 		"hostname: books\n" +
 		"memory: 1024\n" +
 		"nameserver: 10.0.0.53\n" +

@@ -428,7 +428,7 @@ func (s *Sim) saveLocked() {
 // binDir is where a builtin would live on disk, for command -v and which.
 func binDir(name string) string {
 	switch name {
-	case "pct", "pvesh", "pveam", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping":
+	case "pct", "pvesh", "pveam", "pvesm", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping":
 		return "/usr/sbin/"
 	case "labsim":
 		return "/usr/local/bin/"

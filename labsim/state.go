@@ -86,6 +86,9 @@ type ctConf struct {
 	IsTemplate bool `json:"is_template,omitempty"`
 	// Lock is the config lock (backup, snapshot, ...), "" when unlocked.
 	Lock string `json:"lock,omitempty"`
+	// NoNesting is a container made without features: nesting=1; the
+	// zero value keeps nesting, which every configured container has.
+	NoNesting bool `json:"no_nesting,omitempty"`
 }
 
 // guest is the inside of a container: what a snapshot captures besides the

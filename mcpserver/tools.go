@@ -187,7 +187,7 @@ var paramHelp = map[policy.Action]string{
 	policy.ActionSystemctl:   `{"verb": enable|disable|reload|start|stop|restart, "unit": required for an lxc target}`,
 	policy.ActionPctExec:     `{"command": "shell run inside the container"}`,
 	policy.ActionAptUpgrade:  `{"mode": "audit" (default, read-only) | "upgrade"}`,
-	policy.ActionPctCreate:   `{"hostname" (required), "vmid", "cores", "memory" (MB), "disk_gb", "ip": "dhcp" or CIDR, "gw" (with a static ip), "nameserver", "services": [debian packages], "post_install": "shell ending with a health check", "nesting", "privileged", "storage", "bridge", "template"}`,
+	policy.ActionPctCreate:   `{"hostname" (required), "vmid", "cores", "memory" (MB), "disk_gb", "ip": "dhcp" or CIDR, "gw" (with a static ip), "nameserver", "services": [debian packages], "post_install": "shell ending with a health check", "nesting" (default true, as Proxmox's web interface; false turns it off), "onboot" (default true), "privileged", "storage", "bridge", "template"}`,
 	policy.ActionPctStatus:   "none",
 	policy.ActionPctStart:    "none",
 	policy.ActionPctStop:     "none",

@@ -126,8 +126,20 @@ type PctCreateParams struct {
 	PostInstall string `json:"post_install,omitempty"`
 	// Privileged makes a privileged container; the default is unprivileged.
 	Privileged bool `json:"privileged,omitempty"`
-	// Nesting enables the nesting feature, which Docker in a container needs.
-	Nesting bool `json:"nesting,omitempty"`
+	// Nesting enables the nesting feature (features: nesting=1). It is on
+	// by default for an unprivileged container, as the Proxmox web
+	// interface sets it: without it systemd 252 and later (Debian 12 and
+	// 13) warn at start and sandboxed units misbehave. Docker needs it too.
+	// Off by default for a privileged container, where the web interface
+	// does not offer it. ValidateParams fills it in.
+	Nesting *bool `json:"nesting,omitempty"`
+	// Onboot starts the container when its node boots (default true).
+	// ValidateParams fills it in.
+	Onboot *bool `json:"onboot,omitempty"`
+	// Description is the container's notes in Proxmox: who asked for it,
+	// through which execution and why (see CreateDescription). Nomos
+	// writes it when it makes the plan; one line, see ValidateDescription.
+	Description string `json:"description,omitempty"`
 }
 
 // PctStatusParams are the parameters of pct_status: none.
@@ -354,6 +366,17 @@ func (p PctCreateParams) check() (Params, []*ParamError) {
 		if e := checkShell("post_install", p.PostInstall, MaxPostInstallLen, false); e != nil {
 			errs = append(errs, e)
 		}
+	}
+	// Fresh pointers, so normalised parameters share nothing with the
+	// caller's.
+	if p.Nesting == nil {
+		p.Nesting = new(!p.Privileged)
+	} else {
+		p.Nesting = new(*p.Nesting)
+	}
+	p.Onboot = new(p.Onboot == nil || *p.Onboot)
+	if p.Description != "" {
+		add("description", ValidateDescription(p.Description))
 	}
 	return p, errs
 }

@@ -62,7 +62,19 @@ var paramsTests = []paramsTest{
 	{action: ActionAptUpgrade, raw: `{"mode":"dist-upgrade"}`, errs: []string{`params.mode: must be audit or upgrade, got "dist-upgrade"`}},
 	{action: ActionPctCreate, raw: `{"hostname":"web"}`, want: PctCreateParams{
 		Hostname: "web", Cores: 1, Memory: 512, DiskGB: 8, IP: "dhcp", Storage: "local-lvm", Bridge: "vmbr0",
+		Nesting: new(true), Onboot: new(true),
 	}},
+	{action: ActionPctCreate, raw: `{"hostname":"web","privileged":true}`, want: PctCreateParams{
+		Hostname: "web", Cores: 1, Memory: 512, DiskGB: 8, IP: "dhcp", Storage: "local-lvm", Bridge: "vmbr0",
+		Privileged: true, Nesting: new(false), Onboot: new(true),
+	}},
+	{action: ActionPctCreate, raw: `{"hostname":"web","nesting":false,"onboot":false,"description":"Created by Nomos for @alice:example.org"}`, want: PctCreateParams{
+		Hostname: "web", Cores: 1, Memory: 512, DiskGB: 8, IP: "dhcp", Storage: "local-lvm", Bridge: "vmbr0",
+		Nesting: new(false), Onboot: new(false), Description: "Created by Nomos for @alice:example.org",
+	}},
+	{action: ActionPctCreate, raw: `{"hostname":"web","description":"x\nonboot: 0"}`, errs: []string{"params.description: must hold only letters, digits, spaces and"}},
+	{action: ActionPctCreate, raw: `{"hostname":"web","description":"<img src=x onerror=alert(1)>"}`, errs: []string{"params.description: must hold only"}},
+	{action: ActionPctCreate, raw: `{"hostname":"web","nesting":"yes"}`, errs: []string{"params.nesting: must be true or false"}},
 	{action: ActionPctCreate, raw: `{
 		"vmid": 150, "hostname": "paperless", "cores": 2, "memory": 2048, "disk_gb": 16,
 		"ip": "192.168.8.50/24", "gw": "192.168.8.1", "storage": "local-zfs", "bridge": "vmbr1",
@@ -73,7 +85,7 @@ var paramsTests = []paramsTest{
 			VMID: 150, Hostname: "paperless", Cores: 2, Memory: 2048, DiskGB: 16, IP: "192.168.8.50/24", GW: "192.168.8.1",
 			Storage: "local-zfs", Bridge: "vmbr1", Template: "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
 			Nameserver: "1.1.1.1", Services: []string{"docker.io", "git"},
-			PostInstall: "docker compose up -d && curl -fsS http://localhost:8000/", Nesting: true,
+			PostInstall: "docker compose up -d && curl -fsS http://localhost:8000/", Nesting: new(true), Onboot: new(true),
 		}},
 	{action: ActionPctCreate, raw: `{"hostname":"foo;rm"}`, errs: []string{`params.hostname: must be a DNS label (a-z, 0-9, -), got "foo;rm"`}},
 	{action: ActionPctCreate, raw: `{}`, errs: []string{"params.hostname: must be a DNS label (a-z, 0-9, -), got an empty string"}},
@@ -203,7 +215,7 @@ func TestMarshalParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"bridge":"vmbr0","cores":1,"disk_gb":8,"hostname":"web","ip":"dhcp","memory":512,"post_install":"a<b && c>d","services":["git"],"storage":"local-lvm"}`
+	want := `{"bridge":"vmbr0","cores":1,"disk_gb":8,"hostname":"web","ip":"dhcp","memory":512,"nesting":true,"onboot":true,"post_install":"a<b && c>d","services":["git"],"storage":"local-lvm"}`
 	if string(raw) != want {
 		t.Errorf("MarshalParams = %s\nwant %s", raw, want)
 	}

@@ -14,6 +14,10 @@ const (
 	TemplatePlaceholder = "$TEMPLATE"
 )
 
+// CreateTag is the Proxmox tag pct_create gives every container it makes,
+// so the web interface shows which ones Nomos made.
+const CreateTag = "nomos"
+
 // Render returns the command lines that run on the Proxmox host for these
 // parameters and target, in order, exactly as the plan card shows them and
 // the plan hash covers them. Every identifier in them has passed its grammar
@@ -141,11 +145,20 @@ func renderCreate(p PctCreateParams) []string {
 	} else {
 		create = append(create, "--unprivileged 1")
 	}
-	if p.Nesting {
+	if *p.Nesting {
 		create = append(create, "--features nesting=1")
 	}
+	if *p.Onboot {
+		create = append(create, "--onboot 1")
+	} else {
+		create = append(create, "--onboot 0")
+	}
+	create = append(create, "--tags", CreateTag)
 	if p.Nameserver != "" {
 		create = append(create, "--nameserver", p.Nameserver)
+	}
+	if p.Description != "" {
+		create = append(create, "--description", ShellQuote(p.Description))
 	}
 	steps := []string{strings.Join(create, " "), "pct start " + vmid}
 	exec := "pct exec " + vmid + " -- "

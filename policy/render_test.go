@@ -35,16 +35,29 @@ func TestRender(t *testing.T) {
 			"pct exec 101 -- env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 -o Dpkg::Options::=--force-confold upgrade",
 		}},
 		{"pct_create defaults", PctCreateParams{Hostname: "web"}, hostStrong, []string{
-			"pct create $VMID $TEMPLATE --hostname web --cores 1 --memory 512 --rootfs local-lvm:8 --net0 name=eth0,bridge=vmbr0,ip=dhcp --unprivileged 1",
+			"pct create $VMID $TEMPLATE --hostname web --cores 1 --memory 512 --rootfs local-lvm:8 --net0 name=eth0,bridge=vmbr0,ip=dhcp --unprivileged 1 --features nesting=1 --onboot 1 --tags nomos",
+			"pct start $VMID",
+		}},
+		{"pct_create without nesting or onboot", PctCreateParams{Hostname: "web", Nesting: new(false), Onboot: new(false)}, hostStrong, []string{
+			"pct create $VMID $TEMPLATE --hostname web --cores 1 --memory 512 --rootfs local-lvm:8 --net0 name=eth0,bridge=vmbr0,ip=dhcp --unprivileged 1 --onboot 0 --tags nomos",
+			"pct start $VMID",
+		}},
+		{"pct_create privileged", PctCreateParams{Hostname: "web", Privileged: true}, hostStrong, []string{
+			"pct create $VMID $TEMPLATE --hostname web --cores 1 --memory 512 --rootfs local-lvm:8 --net0 name=eth0,bridge=vmbr0,ip=dhcp --unprivileged 0 --onboot 1 --tags nomos",
+			"pct start $VMID",
+		}},
+		{"pct_create described", PctCreateParams{Hostname: "web", Description: CreateDescription("@alice:example.org", "", "0198c0de-0000-7000-8000-000000000001", "it's for the wiki")}, hostStrong, []string{
+			"pct create $VMID $TEMPLATE --hostname web --cores 1 --memory 512 --rootfs local-lvm:8 --net0 name=eth0,bridge=vmbr0,ip=dhcp --unprivileged 1 --features nesting=1 --onboot 1 --tags nomos " +
+				`--description 'Created by Nomos for @alice:example.org, execution 0198c0de-0000-7000-8000-000000000001. Reason: it'\''s for the wiki'`,
 			"pct start $VMID",
 		}},
 		{"pct_create full", PctCreateParams{
 			VMID: 150, Hostname: "paperless", Cores: 2, Memory: 2048, DiskGB: 16, IP: "192.168.8.50/24", GW: "192.168.8.1",
 			Storage: "local-zfs", Template: "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", Nameserver: "1.1.1.1",
 			Services: []string{"docker.io", "git"}, PostInstall: "curl -fsSL https://get.docker.com | sh\ndocker compose up -d",
-			Privileged: true, Nesting: true,
+			Privileged: true, Nesting: new(true),
 		}, hostStrong, []string{
-			"pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname paperless --cores 2 --memory 2048 --rootfs local-zfs:16 --net0 name=eth0,bridge=vmbr0,ip=192.168.8.50/24,gw=192.168.8.1 --unprivileged 0 --features nesting=1 --nameserver 1.1.1.1",
+			"pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname paperless --cores 2 --memory 2048 --rootfs local-zfs:16 --net0 name=eth0,bridge=vmbr0,ip=192.168.8.50/24,gw=192.168.8.1 --unprivileged 0 --features nesting=1 --onboot 1 --tags nomos --nameserver 1.1.1.1",
 			"pct start 150",
 			"pct exec 150 -- apt-get -q -o Acquire::Retries=3 update",
 			"pct exec 150 -- env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 install docker.io git",

@@ -59,7 +59,10 @@ type Target struct {
 	// Host is the Proxmox node's name and HostAddr its SSH address.
 	Host     string `json:"host"`
 	HostAddr string `json:"host_addr"`
-	VMID     int    `json:"vmid,omitempty"`
+	// Node is the host's Proxmox node name, where it differs from Host
+	// (the seed's node:); empty means Host.
+	Node string `json:"node,omitempty"`
+	VMID int    `json:"vmid,omitempty"`
 	// Hostname is the container's host name (a service's, that of the
 	// container it runs in) and IP its address without the prefix length.
 	Hostname string `json:"hostname,omitempty"`

@@ -126,7 +126,12 @@ type CreatedContainer struct {
 	VMID     int    `json:"vmid"`
 	Host     string `json:"host"`
 	Hostname string `json:"hostname"`
-	IP       string `json:"ip"`
+	// IP is the address the order asked for: a CIDR, or "dhcp".
+	IP string `json:"ip"`
+	// Address is the IPv4 CIDR a "dhcp" container was leased, read from
+	// the node after start; empty when the order gave a static address or
+	// none was seen.
+	Address string `json:"address,omitempty"`
 }
 
 // CheckRun asks the actuator for one read-only probe. The bot signs it

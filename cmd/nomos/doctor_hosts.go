@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -107,6 +108,11 @@ func countKnownHosts(path string) (int, error) {
 	return n, nil
 }
 
+// gateMissing matches what a node's shell says when the forced command
+// of the actuator's key, nomos gate, is not there: bash ("line 1: …: No
+// such file or directory") or dash ("…: not found"), with exit 127.
+var gateMissing = regexp.MustCompile(`sh: (line )?1: /\S*/nomos: (No such file or directory|not found)`)
+
 // probeUnreachable opens the detail of a probe the actuator could not
 // get to the host (actuator/probe.go): no connection, a refused host key,
 // a session that broke.
@@ -150,6 +156,11 @@ func (d *doctor) checkHosts(ctx context.Context) []checkLine {
 		case now.Sub(*h.At) > store.StaleAfter*h.MinInterval:
 			lines = append(lines, fail(fmt.Sprintf("%s: the newest probe result is %s old", name, humantime.Duration(now.Sub(*h.At))),
 				"is the actuator running (the one of this host's site), with the same redis.url and actuator.name as the bot? its log says why probes stopped"))
+		case gateMissing.MatchString(h.Detail):
+			lines = append(lines, fail(fmt.Sprintf("%s: the gate binary is missing on that node: sshd cannot run its forced command, so it refuses everything from the actuator's key (%s, %s ago: %s)",
+				name, h.Check, humantime.Duration(now.Sub(*h.At)), strings.TrimSpace(strings.TrimPrefix(h.Detail, probeUnreachable))),
+				"install nomos on that node at the path of command= in its authorized_keys, then run nomos gate -install there (docs/install.md, \"Install nomos gate on each node\"); "+
+					"on a Proxmox cluster the line is shared by every node, so every node needs the binary"))
 		case strings.HasPrefix(h.Detail, probeUnreachable):
 			fix := "check the address, that sshd runs on the host, and that the actuator's key is in its authorized_keys"
 			if strings.Contains(h.Detail, "host key") || strings.Contains(h.Detail, "known_hosts") {

@@ -439,6 +439,12 @@ func TestDoctorHostsFromProbeResults(t *testing.T) {
 	if strings.ContainsAny(lines[0].text, "\x1b\x07\n\r") {
 		t.Errorf("a control character from the host reaches the terminal: %q", lines[0].text)
 	}
+	// strong's nodes lack the gate's binary: bash says so for the forced
+	// command, whatever the probe asked.
+	record("jellyfin-http", "unhealthy", "curl failed: bash: line 1: /usr/local/bin/nomos: No such file or directory", now.Add(-time.Second))
+	if l := hostLine("strong"); l.ok || !strings.Contains(l.text, "the gate binary is missing on that node") || !strings.Contains(l.fix, "every node needs the binary") {
+		t.Errorf("without the gate's binary: %+v", l)
+	}
 	// An hour later nothing new has come: the actuator stopped.
 	d.now = func() time.Time { return now.Add(time.Hour) }
 	if l := hostLine("strong"); l.ok || !strings.Contains(l.text, "old") || !strings.Contains(l.fix, "actuator running") {

@@ -106,8 +106,34 @@ func TestInstallGuideInstallsTheGate(t *testing.T) {
 			t.Errorf("install.md authorizes the actuator's key without the gate: %s", line)
 		}
 	}
-	if keyLines < 2 {
-		t.Errorf("install.md shows %d authorized_keys lines, want the command and the line it writes", keyLines)
+	if keyLines < 1 {
+		t.Errorf("install.md shows no authorized_keys line")
+	}
+	// The guide installs the line with nomos gate -install, never by
+	// appending to the shared file, and shows the line it writes.
+	if strings.Contains(guide, ">> /root/.ssh/authorized_keys") {
+		t.Error("install.md appends to /root/.ssh/authorized_keys, which on Proxmox VE is the cluster's shared file")
+	}
+	const install = "nomos gate -install -key-file ssh_key.pub -from 192.168.1.5"
+	if !strings.Contains(guide, install) {
+		t.Errorf("install.md does not show %q", install)
+	}
+	root := t.TempDir()
+	pub := filepath.Join(root, "ssh_key.pub")
+	if err := os.WriteFile(pub, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOmrmM6qXoSGRkbWZb1NjfTUvJQDu8gvO8AJHNpDqdTR nomos-actuator\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"gate", "-root", root, "-node", "pve1"}, strings.Fields(strings.TrimPrefix(strings.Replace(install, "ssh_key.pub", pub, 1), "nomos gate "))...)
+	if code := run(args, nil, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("%q: exit %d", args, code)
+	}
+	written, err := os.ReadFile(filepath.Join(root, "root", ".ssh", "authorized_keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	options, _, _ := strings.Cut(string(written), " ssh-ed25519 ")
+	if !strings.Contains(guide, "\n"+options+" ssh-ed25519 AAAA… nomos-actuator\n") {
+		t.Errorf("install.md does not show the line nomos gate -install writes, %s ssh-ed25519 …", options)
 	}
 
 	var stderr bytes.Buffer
@@ -130,5 +156,32 @@ func TestInstallGuideInstallsTheGate(t *testing.T) {
 	rules, err := hostgate.ParseRules("host_shell: true\n")
 	if err != nil || !rules.HostShell {
 		t.Errorf("the guide's rules line: %+v, %v", rules, err)
+	}
+}
+
+// TestGateInstallRole: nomos gate -install writes the forced-command line
+// under -root, once, and needs the key.
+func TestGateInstallRole(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	pub := filepath.Join(t.TempDir(), "ssh_key.pub")
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOmrmM6qXoSGRkbWZb1NjfTUvJQDu8gvO8AJHNpDqdTR nomos-actuator"
+	if err := os.WriteFile(pub, []byte(key+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"gate", "-install", "-root", root, "-node", "pve1", "-key-file", pub, "-from", "192.168.1.5"}
+	for i, want := range []string{"added to /root/.ssh/authorized_keys", "already there"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), want) {
+			t.Errorf("install %d: exit %d, stdout %q, stderr %q; want %q", i+1, code, stdout.String(), stderr.String(), want)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(root, "root", ".ssh", "authorized_keys"))
+	if want := `restrict,from="192.168.1.5",command="/usr/local/bin/nomos gate" ` + key + "\n"; err != nil || string(data) != want {
+		t.Errorf("authorized_keys = %q, %v; want %q", data, err, want)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"gate", "-install", "-root", root}, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "needs the actuator's public key") {
+		t.Errorf("without a key: exit %d, stderr %q", code, stderr.String())
 	}
 }
