@@ -57,6 +57,7 @@ func init() {
 		"pvesh":      {run: pveshCmd},
 		"pveam":      {run: pveamCmd},
 		"pveversion": {run: func(c *call) int { c.outf("%s\n", pveVersion); return 0 }},
+		"ha-manager": {run: haManagerCmd},
 		"labsim":     {run: labsimCommand, unlocked: true},
 	})
 	guestBuiltins = maps.Clone(common)

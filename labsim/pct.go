@@ -192,6 +192,9 @@ func pctTarget(verb string, pos []string) (int, *pveError) {
 
 // pctVerb runs a verb on an existing container.
 func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]string) int {
+	if code, done := pctGuard(c, verb, ct, pos, opts); done {
+		return code
+	}
 	switch verb {
 	case "status":
 		c.outf("status: %s\n", ct.Status)
@@ -211,7 +214,7 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 	case "snapshot":
 		return pctSnapshot(c, ct, pos[1], opts["description"])
 	case "listsnapshot":
-		c.outf("%s", snapshotTree(ct))
+		c.outf("%s", listSnapshots(ct))
 		return 0
 	case "rollback":
 		return pctRollback(c, ct, pos[1], opts["start"] == "1")
@@ -224,7 +227,7 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 // pctShowConfig prints the container's config, or a snapshot's.
 func pctShowConfig(c *call, ct *ctState, snap string) int {
 	if snap == "" {
-		c.outf("%s", pctConfig(ct))
+		c.outf("%s", configExtras(ct, pctConfig(ct)))
 		return 0
 	}
 	i := slices.IndexFunc(ct.Snapshots, func(s snapshot) bool { return s.Name == snap })
@@ -283,7 +286,7 @@ func pctList(c *call) int {
 	c.outf("%-10s %-10s %-12s %-20s\n", "VMID", "Status", "Lock", "Name")
 	for _, vmid := range slices.Sorted(maps.Keys(c.hs.Containers)) {
 		ct := c.hs.Containers[vmid]
-		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, "", ct.Conf.Hostname)
+		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, ct.Lock, ct.Conf.Hostname)
 	}
 	return 0
 }
@@ -529,35 +532,6 @@ func pctDelSnapshot(c *call, ct *ctState, name string) int {
 	return 0
 }
 
-// snapshotTree renders pct listsnapshot: snapshots as a tree, with the
-// current state under the snapshot it descends from.
-func snapshotTree(ct *ctState) string {
-	var b strings.Builder
-	line := func(depth int, name, when, desc string) {
-		left := strings.Repeat("  ", depth) + "`-> " + name
-		fmt.Fprintf(&b, "%-36s %-19s     %s\n", left, when, desc)
-	}
-	var walk func(parent string, depth int)
-	walk = func(parent string, depth int) {
-		for _, s := range ct.Snapshots {
-			if s.Parent != parent {
-				continue
-			}
-			desc := s.Description
-			if desc == "" {
-				desc = "no-description"
-			}
-			line(depth, s.Name, s.Taken.UTC().Format("2006-01-02 15:04:05"), strings.SplitN(desc, "\n", 2)[0])
-			walk(s.Name, depth+1)
-		}
-		if parent == ct.Parent {
-			line(depth, "current", "", "You are here!")
-		}
-	}
-	walk("", 0)
-	return b.String()
-}
-
 // pctConfig renders the container's /etc/pve/lxc/<vmid>.conf.
 func pctConfig(ct *ctState) string {
 	c := ct.Conf
@@ -676,6 +650,7 @@ type resource struct {
 	Uptime     int64   `json:"uptime"`
 	Storage    string  `json:"storage,omitempty"`
 	PluginType string  `json:"plugintype,omitempty"`
+	HAState    string  `json:"hastate,omitempty"`
 }
 
 // pveshResources answers `pvesh get /cluster/resources` from the cluster's
@@ -708,6 +683,9 @@ func pveshResources(c *call, typ, format string) int {
 				Template: new(int), MaxCPU: float64(ct.Conf.Cores), MaxMem: int64(ct.Conf.MemoryMB) << 20, MaxDisk: int64(ct.Conf.DiskGB) << 30}
 			if ct.running() {
 				r.Uptime = int64(c.now.Sub(ct.StartedAt).Seconds())
+			}
+			if ct.HA != nil {
+				r.HAState = ct.HA.State
 			}
 			out = append(out, r)
 		}
