@@ -13,8 +13,8 @@ import (
 )
 
 // withProxmoxFleet restarts labsim with containers Proxmox is less kind
-// to: 105 under HA, 104 on ZFS, 106 with a bind mount; HA acts haDelay
-// after a request. Put it before options that depend on labsim's address.
+// to: 105 under HA, 104 on ZFS, 106 with a bind mount, 107 under HA,
+// which HA starts on pve2; HA acts haDelay after a request. Put it before options that depend on labsim's address.
 func withProxmoxFleet(haDelay time.Duration) option {
 	return func(t *testing.T, b *bundle) {
 		if err := b.sim.Close(); err != nil {
@@ -26,7 +26,9 @@ func withProxmoxFleet(haDelay time.Duration) option {
 			labsim.Container{VMID: 105, Hostname: "media", IP: "10.0.0.25/24", Gateway: "10.0.0.1", Status: "running", HA: "started"},
 			labsim.Container{VMID: 106, Hostname: "files", IP: "10.0.0.26/24", Gateway: "10.0.0.1", Status: "running",
 				BindMounts: []labsim.BindMount{{Source: "/mnt/media", Path: "/media"}}},
+			labsim.Container{VMID: 107, Hostname: "roamer", IP: "10.0.0.27/24", Gateway: "10.0.0.1", Status: "stopped", HA: "stopped", HANode: "pve2"},
 		)
+		b.simCfg.Hosts = append(b.simCfg.Hosts, labsim.Host{Name: "pve2"})
 		b.startSim(t)
 	}
 }
@@ -55,6 +57,19 @@ func TestHAStopSucceedsOnlyOnceStopped(t *testing.T) {
 	start := b.run(t, b.order(t, "x-ha-start", policy.PctStartParams{}, b.lxc(105, "media")))
 	diff(t, "start status", tasks.StatusSucceeded, start.Status)
 	diff(t, "state once started", "status: running\n", b.ssh(t, "pct status 105"))
+}
+
+// TestHAStartOnAnotherNode: HA may start the container on another node;
+// the step follows it there through the cluster's listing.
+func TestHAStartOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withProxmoxFleet(300*time.Millisecond), withConfig(fastPolls))
+	res := b.run(t, b.order(t, "x-ha-roam", policy.PctStartParams{}, b.lxc(107, "roamer")))
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s: %s\n%s", res.Status, res.Error, res.Output)
+	}
+	contains(t, "notes", strings.Join(res.Notes, "\n"), "Proxmox HA started CT 107 on node pve2, not on pve1.")
+	contains(t, "commands", strings.Join(commandLines(b.commands(t)), "\n"), "pvesh get /cluster/resources --type vm --output-format json")
 }
 
 // TestHAStopPastTheWaitFailsWithTheStateSeen: when HA has not done what

@@ -87,6 +87,10 @@ type Container struct {
 	// HA, when set, puts the container under Proxmox HA with this
 	// requested state: started or stopped.
 	HA string
+	// HANode, with HA, is the node HA starts the container on when it
+	// next starts it, as its group's priorities or a failover may decide;
+	// empty: where it is.
+	HANode string
 	// Template makes the container a template: it cannot be started or
 	// snapshotted.
 	Template bool

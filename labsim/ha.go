@@ -44,6 +44,8 @@ type haState struct {
 	// Due is when the HA stack will have carried Request out; zero when
 	// nothing waits.
 	Due time.Time `json:"due,omitzero"`
+	// Node is where HA starts the container next, when not where it is.
+	Node string `json:"node,omitempty"`
 }
 
 // haManaged reports whether pct hands the container's power to HA: it has
@@ -90,9 +92,10 @@ func (st *simState) settle(now time.Time) bool {
 		switch h.Request {
 		case haStarted:
 			if !ct.running() {
+				st.relocate(ct, h.Node)
 				ct.boot(h.Due)
 			}
-			h.State = haStarted
+			h.State, h.Node = haStarted, ""
 		case haStopped, haDisabled:
 			if ct.running() {
 				ct.halt(h.Due)
@@ -103,6 +106,18 @@ func (st *simState) settle(now time.Time) bool {
 		changed = true
 	}
 	return changed
+}
+
+// relocate moves a stopped container to node, as HA does when it starts
+// it elsewhere; an unknown or empty node leaves it where it is.
+func (st *simState) relocate(ct *ctState, node string) {
+	from := st.nodeOf(ct.VMID)
+	to := st.Hosts[node]
+	if node == "" || node == from || to == nil {
+		return
+	}
+	delete(st.Hosts[from].Containers, ct.VMID)
+	to.Containers[ct.VMID] = ct
 }
 
 // haRequest is pct start, shutdown or stop of an HA-managed container: the

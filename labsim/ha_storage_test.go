@@ -28,8 +28,8 @@ func proxmoxFleet() []Host {
 
 const testHADelay = 10 * time.Second
 
-// setupProxmox is setup with proxmoxFleet.
-func setupProxmox(t *testing.T) *bundle {
+// setupProxmox is setup with proxmoxFleet, its config changed by tune.
+func setupProxmox(t *testing.T, tune ...func(*Config)) *bundle {
 	t.Helper()
 	dir := t.TempDir()
 	key := newKey(t)
@@ -50,6 +50,9 @@ func setupProxmox(t *testing.T) *bundle {
 		clock:      clock,
 		key:        key,
 		knownHosts: filepath.Join(dir, "known_hosts"),
+	}
+	for _, f := range tune {
+		f(&b.cfg)
 	}
 	b.start(t)
 	return b
@@ -106,6 +109,23 @@ func TestHAManagedPowerIsDeferred(t *testing.T) {
 	// A container HA does not manage still starts at once.
 	diff(t, "plain stop", result{}, b.run(t, "pve1", "pct stop 101"))
 	diff(t, "plain stop is immediate", "status: stopped\n", b.must(t, "pve1", "pct status 101"))
+}
+
+// TestHAStartsItElsewhere: HA may start a container on another node of
+// the cluster; its own node then no longer has it.
+func TestHAStartsItElsewhere(t *testing.T) {
+	t.Parallel()
+	b := setupProxmox(t, func(c *Config) {
+		c.Hosts[0].Containers[1].Status = "stopped"
+		c.Hosts[0].Containers[1].HANode = "pve2"
+	})
+	diff(t, "start", result{Stdout: "Requesting HA start for CT 105\n"}, b.run(t, "pve1", "pct start 105"))
+	b.clock.Advance(testHADelay)
+	diff(t, "gone from its node", result{Stderr: "Configuration file 'nodes/pve1/lxc/105.conf' does not exist\n", Exit: 2}, b.run(t, "pve1", "pct status 105"))
+	diff(t, "running on the other", "status: running\n", b.must(t, "pve2", "pct status 105"))
+	status, ha := b.hastate(t, 105)
+	diff(t, "listing", [2]string{"running", "started"}, [2]string{status, ha})
+	contains(t, "ha-manager status", b.must(t, "pve1", "ha-manager status"), "service ct:105 (pve2, started)")
 }
 
 // TestHAManager: ha-manager add, set, remove and status, in the CLI's

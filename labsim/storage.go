@@ -60,7 +60,7 @@ func (ct *ctState) configure(c Container) {
 		if c.Status == statusRunning {
 			state = haStarted
 		}
-		ct.HA = &haState{Request: c.HA, State: state}
+		ct.HA = &haState{Request: c.HA, State: state, Node: c.HANode}
 	}
 }
 
