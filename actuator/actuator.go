@@ -84,6 +84,15 @@ type Config struct {
 	// context ends; then their commands are killed and they are reported
 	// as outcome_unknown. Default 10s.
 	ShutdownGrace time.Duration
+	// HAWait bounds how long a step that Proxmox handed to HA ("Requesting
+	// HA stop for CT 105") waits for the container to reach the state the
+	// step asked for; past it the step fails with the state it saw.
+	// Default 3m: HA acts on its next rounds, and a shutdown may take its
+	// own 60s.
+	HAWait time.Duration
+	// PollInterval is how often the actuator reads a container's state
+	// while it waits for HA, or for a lock to clear. Default 2s.
+	PollInterval time.Duration
 	// Logger receives the actuator's logs. Default: discarded.
 	Logger *slog.Logger
 	// Clock tells the time for expiry checks, the journal, snapshot names
@@ -133,6 +142,8 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.TaskCheckInterval = cmp.Or(cfg.TaskCheckInterval, tasks.PollInterval)
 	cfg.RetryDelay = cmp.Or(cfg.RetryDelay, 5*time.Second)
 	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, 10*time.Second)
+	cfg.HAWait = cmp.Or(cfg.HAWait, 3*time.Minute)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 2*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -204,7 +215,7 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 		{"command timeout", cfg.CommandTimeout}, {"provision timeout", cfg.ProvisionTimeout},
 		{"progress interval", cfg.ProgressInterval}, {"heartbeat interval", cfg.HeartbeatInterval},
 		{"task check interval", cfg.TaskCheckInterval}, {"retry delay", cfg.RetryDelay},
-		{"shutdown grace", cfg.ShutdownGrace},
+		{"shutdown grace", cfg.ShutdownGrace}, {"ha wait", cfg.HAWait}, {"poll interval", cfg.PollInterval},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))

@@ -1,11 +1,13 @@
 package actuator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,9 +70,18 @@ func (a *Actuator) execute(ctx context.Context, o tasks.Order, plan policy.Plan,
 }
 
 // runSteps runs the plan's steps in order, after a snapshot when the class
-// asks for one, and stops at the first that does not succeed.
+// asks for one, and stops at the first that does not succeed. Before the
+// first command a lock on the container would refuse, it waits for the
+// lock to clear; a step Proxmox hands to HA succeeds only once the
+// container is where it asked; and after a change it snapshotted first it
+// deletes its own oldest snapshots beyond the order's SnapshotKeep.
 func (x *execution) runSteps(ctx context.Context, class policy.Class) {
-	if policy.NeedsSnapshot(x.plan.Params, x.plan.Target, class) && !x.snapshot(ctx, x.plan.Target.VMID) {
+	vmid := x.plan.Target.VMID
+	snapshotFirst := policy.NeedsSnapshot(x.plan.Params, x.plan.Target, class)
+	if vmid != 0 && (snapshotFirst || touchesLock(x.plan.Steps)) && !x.waitForLock(ctx, vmid) {
+		return
+	}
+	if snapshotFirst && !x.snapshot(ctx, vmid) {
 		return
 	}
 	action := string(x.plan.Action())
@@ -79,19 +90,48 @@ func (x *execution) runSteps(ctx context.Context, class policy.Class) {
 		if len(x.plan.Steps) > 1 {
 			name = action + "_" + strconv.Itoa(i+1)
 		}
-		if !x.phase(ctx, name, step) {
+		if !x.step(ctx, name, step) {
 			return
 		}
 	}
 	if p, ok := x.plan.Params.(policy.PctRollbackParams); ok {
-		x.note("Container %d is at snapshot %s and stopped, as a rollback leaves it; request pct_start to bring it back.", x.plan.Target.VMID, p.Name)
+		if len(p.Discard) > 0 {
+			x.note("Deleted the newer snapshots %s of container %d first, as the plan said: ZFS rolls back only to the newest.", strings.Join(p.Discard, ", "), vmid)
+		}
+		x.note("Container %d is at snapshot %s and stopped, as a rollback leaves it; request pct_start to bring it back.", vmid, p.Name)
+	}
+	if snapshotFirst {
+		x.pruneSnapshots(ctx, vmid)
 	}
 }
 
-// snapshot takes a snapshot of the container before a change. A host that
-// cannot snapshot it (a storage without snapshots, say) does not stop the
-// change, and the result says there is no one-step revert. It reports
-// whether the execution goes on.
+// step runs one of the plan's commands as a named phase. A pct start,
+// shutdown, stop or reboot that Proxmox hands to HA succeeds only once
+// the container is in the state it asked for.
+func (x *execution) step(ctx context.Context, name, cmd string) bool {
+	f := strings.Fields(cmd)
+	if len(f) < 3 || f[0] != "pct" || !slices.Contains([]string{"start", "shutdown", "stop", "reboot"}, f[1]) {
+		return x.phase(ctx, name, cmd)
+	}
+	start := x.a.now()
+	var stdout bytes.Buffer
+	code, err := x.attempt(ctx, name, cmd, &stdout)
+	if err != nil || code != 0 {
+		return x.record(name, start, code, err, "")
+	}
+	want := haWanted(stdout.String())
+	if want == "" {
+		return x.record(name, start, code, err, "")
+	}
+	return x.waitForHA(ctx, name, start, code, x.plan.Target.VMID, want)
+}
+
+// snapshot takes a snapshot of the container before a change. A container
+// Proxmox cannot snapshot at all (a bind mount, a raw disk on dir storage)
+// goes on without one only when the plan's card said so
+// (Target.SnapshotBlocker); any other failure ends the execution before
+// the change, which the operator approved with a snapshot first. It
+// reports whether the execution goes on.
 func (x *execution) snapshot(ctx context.Context, vmid int) bool {
 	start := x.a.now()
 	base := policy.SnapshotName(start)
@@ -110,17 +150,29 @@ func (x *execution) snapshot(ctx context.Context, vmid int) bool {
 			break
 		}
 	}
+	blocker := x.plan.Target.SnapshotBlocker
 	switch {
 	case err == nil && code == 0:
 		x.res.Snapshot = name
 		x.addPhase("snapshot", tasks.StatusSucceeded, code, start, "took snapshot "+name)
-		x.note("Took snapshot %s of container %d before the change. To undo the change, request pct_rollback on lxc:%d with name %s.", name, vmid, vmid, name)
+		x.note("Took snapshot %s of container %d before the change. To undo the change, request pct_rollback on %s with name %s: "+
+			"on ZFS a rollback past a later snapshot deletes that one first, and its card says so.", name, vmid, x.containerRef(vmid), name)
+		if k := x.order.SnapshotKeep; k > 0 {
+			x.note("Nomos keeps the newest %d snapshots it made of container %d, so %s goes once %d newer ones exist.", k, vmid, name, k)
+		}
+		return true
+	case err == nil && blocker != "" && strings.Contains(x.why(), featureUnavailable):
+		x.addPhase("snapshot", tasks.StatusFailed, code, start, "no snapshot, as the card said ("+blocker+"); went on without one")
+		x.note("No snapshot was taken: container %d cannot be snapshotted (%s), as the card said before approval. There is no one-step revert for this change.", vmid, blocker)
 		return true
 	case err == nil:
 		why := x.why()
-		x.addPhase("snapshot", tasks.StatusFailed, code, start, "no snapshot; went on without one: "+why)
-		x.note("No snapshot was taken (pct snapshot exited %d: %s), so there is no one-step revert for this change.", code, why)
-		return true
+		msg := fmt.Sprintf("snapshot failed: pct snapshot exited %d: %s. Nothing else ran: the change was approved with a snapshot first.", code, why)
+		if strings.Contains(why, featureUnavailable) {
+			msg += " The container cannot be snapshotted now, and the card did not say so; request the plan again to see why."
+		}
+		x.fail(tasks.StatusFailed, "snapshot", code, start, "", msg)
+		return false
 	}
 	return x.record("snapshot", start, code, err, "")
 }
@@ -214,6 +266,15 @@ func (x *execution) fail(status tasks.Status, name string, code int, start time.
 	x.res.FailedPhase = name
 	x.res.ExitCode = code
 	x.res.Error = msg
+}
+
+// containerRef is how a note names the container for a request: the
+// target's slug when the target is the container, else its vmid.
+func (x *execution) containerRef(vmid int) string {
+	if x.order.Target.Type == string(policy.TargetLXC) && x.order.Target.Slug != "" {
+		return x.order.Target.Slug
+	}
+	return "lxc:" + strconv.Itoa(vmid)
 }
 
 func (x *execution) note(format string, args ...any) {

@@ -95,20 +95,19 @@ func TestInventoryListsTheNode(t *testing.T) {
 		Version: tasks.Version, RunID: "run-1", HostID: "host-pve1", Actuator: tasks.DefaultActuator, Node: "pve1",
 		Containers: []tasks.InventoryContainer{
 			{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.0.0.21/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
-				Addresses: []string{"10.0.0.21/24"}, RootStorage: "local-lvm"},
+				Addresses: []string{"10.0.0.21/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
 			{VMID: 102, Status: "running", Hostname: "web", IP: "10.0.0.22/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
-				Addresses: []string{"10.0.0.22/24"}, RootStorage: "local-lvm"},
+				Addresses: []string{"10.0.0.22/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
 			{VMID: 103, Status: "stopped", Hostname: "spare", IP: "10.0.0.23/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
-				Addresses: []string{"10.0.0.23/24"}, RootStorage: "local-lvm"},
+				Addresses: []string{"10.0.0.23/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
 			{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.0.0.50/24", Gateway: "10.0.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12,
-				Addresses: []string{"10.0.0.50/24"}, RootStorage: "local-lvm"},
+				Addresses: []string{"10.0.0.50/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
 		},
 		Nodes: []string{"pve1"},
 		At:    got.At,
 	}, got)
-	// Until labsim answers the node's own listing and pvesm status, the
-	// inventory falls back to the cluster's resources and judges no
-	// storage; both are asked for.
+	// The node's own listing for the live state, pvesm status for the
+	// storages' types (local-lvm is lvmthin, which snapshots).
 	diff(t, "commands the inventory ran", inventoryCommands("pve1", 101, 102, 103, 150), commandLines(b.commands(t)[before:]))
 }
 

@@ -139,6 +139,8 @@ func policyTarget(t tasks.Target) policy.Target {
 		VMID:     t.VMID,
 		Unit:     t.Unit,
 		Services: t.Services,
+
+		SnapshotBlocker: t.SnapshotBlocker,
 	}
 }
 

@@ -194,10 +194,7 @@ func headLines(m *bodies, v CardView, t cardTarget, class policy.Class) {
 // snapshot that comes first when there is one.
 func commandLines(m *bodies, v CardView, t cardTarget) {
 	x := v.Planned.Execution
-	if v.Planned.Snapshot {
-		p := "📸 First, the actuator takes a snapshot of CT " + strconv.Itoa(t.vmid) + ", so the change can be rolled back."
-		m.para(p, escape(p))
-	}
+	factLines(m, v, t.vmid)
 	if len(x.Steps) == 0 {
 		return
 	}

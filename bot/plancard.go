@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -121,10 +120,9 @@ func stepLine(n int, st executions.PlannedStep, budget int) (plain, htm string) 
 		htm += " (" + codeSpan(t.slug) + ")"
 	}
 	htm += " · " + escape(RiskBadge(class)) + " · " + escape(state)
-	if st.Snapshot {
-		snap := "📸 first, the actuator snapshots CT " + strconv.Itoa(t.vmid) + snapshotState(x)
-		plain += "    " + snap + "\n"
-		htm += "<br>\n" + escape(snap)
+	for _, fact := range stepFacts(st, t.vmid) {
+		plain += "    " + fact + "\n"
+		htm += "<br>\n" + escape(fact)
 	}
 	cmds, cut := cutHead(strings.Join(x.Steps, "\n"), budget)
 	if cut {
@@ -185,6 +183,9 @@ func snapshotState(x store.Execution) string {
 					return ": ✅ taken"
 				}
 				return ": ✅ " + r.Snapshot
+			}
+			if r.FailedPhase == "snapshot" {
+				return ": ❌ it failed, so the step did not run"
 			}
 			return ": ❌ none was taken, and the step went on without one"
 		}

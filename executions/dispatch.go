@@ -74,7 +74,8 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 	if err != nil {
 		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
 	}
-	plan, err := policy.NewPlan(params, g.policyTarget(entity))
+	class, _ := policy.ParseClass(x.RiskClass)
+	plan, err := policy.NewPlan(params, g.planTarget(entity, params, class))
 	if err != nil {
 		return fmt.Errorf("dispatch execution %s: %w: %v", x.ID, ErrTargetChanged, err)
 	}
@@ -104,7 +105,9 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 		ExecutionID: x.ID.String(), Actuator: s.cfg.Actuator, Site: g.site(entity), Action: x.Action, Target: g.orderTarget(entity),
 		Params: x.Params, Steps: x.Steps, RiskClass: x.RiskClass, PlanHash: x.PlanHash,
 		IssuedAt: now, ExpiresAt: deadline,
+		SnapshotKeep: s.cfg.SnapshotKeep, LockWait: tasks.Duration(s.cfg.LockWait),
 	}
+	order.Target.SnapshotBlocker = plan.Target.SnapshotBlocker
 	if order.Target.HostAddr == "" {
 		return fmt.Errorf("dispatch execution %s: host %s has no ssh address in the fleet data", x.ID, order.Target.Host)
 	}

@@ -112,6 +112,20 @@ type Config struct {
 	// InventoryTick is how often RunDiscovery looks for hosts due and
 	// runs asked for with `nomos discover`. Default 5s.
 	InventoryTick time.Duration
+	// SnapshotKeep is how many of its own snapshots the actuator leaves
+	// on a container after a change it snapshotted first, deleting the
+	// oldest (snapshots.keep). Default 3.
+	SnapshotKeep int
+	// RequireSnapshot refuses, before approval, a plan that needs a
+	// snapshot first on a container that cannot be snapshotted (a bind
+	// mount, a raw disk on dir storage) (snapshots.require). Off by
+	// default: the card says there will be none, and the operator decides.
+	RequireSnapshot bool
+	// LockWait bounds how long the actuator waits for a lock on the
+	// container (a backup's) to clear before a step Proxmox would refuse
+	// while it holds. Default tasks.DefaultLockWait, at most
+	// tasks.MaxLockWait.
+	LockWait time.Duration
 	// Metrics records approval and execution latency; nil records
 	// nothing.
 	Metrics *metrics.Metrics
@@ -155,6 +169,10 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("executions: PreviousReportVerifyKey is ReportVerifyKey itself; set it to the key being rotated out, or leave it out")
 	case cfg.OrderTTL > tasks.MaxOrderTTL:
 		return nil, fmt.Errorf("executions: OrderTTL %s is longer than the %s an actuator accepts", cfg.OrderTTL, tasks.MaxOrderTTL)
+	case cfg.SnapshotKeep < 0:
+		return nil, fmt.Errorf("executions: SnapshotKeep must be at least 1, got %d", cfg.SnapshotKeep)
+	case cfg.LockWait < 0 || cfg.LockWait > tasks.MaxLockWait:
+		return nil, fmt.Errorf("executions: LockWait %s must be from 0 to %s", cfg.LockWait, tasks.MaxLockWait)
 	case cfg.DestructiveQuorum < 0:
 		return nil, fmt.Errorf("executions: DestructiveQuorum must be at least 1, got %d", cfg.DestructiveQuorum)
 	case cfg.DestructiveQuorum > len(cfg.Rules.Operators()):
@@ -162,6 +180,8 @@ func New(cfg Config) (*Service, error) {
 			cfg.DestructiveQuorum, len(cfg.Rules.Operators()))
 	}
 	cfg.DestructiveQuorum = cmp.Or(cfg.DestructiveQuorum, 1)
+	cfg.SnapshotKeep = cmp.Or(cfg.SnapshotKeep, 3)
+	cfg.LockWait = cmp.Or(cfg.LockWait, tasks.DefaultLockWait)
 	cfg.ProbeWait = cmp.Or(cfg.ProbeWait, 20*time.Second)
 	cfg.Actuator = cmp.Or(cfg.Actuator, tasks.DefaultActuator)
 	if err := tasks.ValidateActuatorName(cfg.Actuator); err != nil {
@@ -255,6 +275,10 @@ type Planned struct {
 	// Snapshot says the actuator snapshots the container before the step
 	// runs (a config_mutation inside a container), for a plan of one step.
 	Snapshot bool
+	// Facts are what Proxmox says of the container that the card shows:
+	// its lock, HA, the snapshots a rollback deletes, why it cannot be
+	// snapshotted; for a plan of one step.
+	Facts GuestFacts
 }
 
 // Quorum is how many different operators must approve a plan of class c.
@@ -273,6 +297,8 @@ type PlannedStep struct {
 	// Snapshot says the actuator snapshots the step's container before it
 	// runs (a config_mutation inside a container).
 	Snapshot bool
+	// Facts are what Proxmox says of the step's container.
+	Facts GuestFacts
 }
 
 // builtStep is a step validated, resolved, rendered and classified.
@@ -283,6 +309,7 @@ type builtStep struct {
 	hash      string
 	risk      policy.Risk
 	canonical json.RawMessage
+	facts     GuestFacts
 }
 
 // Request validates, resolves and classifies r, and persists the plan. A
@@ -357,7 +384,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		return Planned{}, err
 	}
 	p := Planned{Execution: x, Risk: b.risk, Blast: policy.PlanBlastRadius(b.spec.Action, g.edges, b.entity.Slug), Target: b.entity,
-		Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class)}
+		Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class), Facts: b.facts}
 	if b.risk.Class == policy.Destructive {
 		if p.Phrase, err = policy.ConfirmationPhrase(b.spec.Action, b.entity.Slug, phraseKey(id, b.hash)); err != nil {
 			return Planned{}, err
@@ -448,10 +475,25 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time, o
 		return builtStep{}, &AmbiguousTargetError{Ref: st.Target, Candidates: cands}
 	}
 	entity := matches[0]
+	if params, err = adapt(params, entity, g.guestOf(entity)); err != nil {
+		return builtStep{}, err
+	}
 	target := g.policyTarget(entity)
 	plan, err := policy.NewPlan(params, target)
 	if err != nil {
 		return builtStep{}, err
+	}
+	risk, err := policy.Classify(plan.Params, target, g.overrides)
+	if err != nil {
+		return builtStep{}, err
+	}
+	if t := g.planTarget(entity, plan.Params, risk.Class); t.SnapshotBlocker != "" {
+		if err := s.checkSnapshot(t); err != nil {
+			return builtStep{}, err
+		}
+		if plan, err = policy.NewPlan(plan.Params, t); err != nil {
+			return builtStep{}, err
+		}
 	}
 	if err := checkNoSecrets(plan.Steps); err != nil {
 		return builtStep{}, err
@@ -460,15 +502,12 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time, o
 	if err != nil {
 		return builtStep{}, err
 	}
-	risk, err := policy.Classify(plan.Params, target, g.overrides)
-	if err != nil {
-		return builtStep{}, err
-	}
 	canonical, err := policy.MarshalParams(plan.Params)
 	if err != nil {
 		return builtStep{}, err
 	}
-	return builtStep{spec: spec, entity: entity, plan: plan, hash: hash, risk: risk, canonical: canonical}, nil
+	return builtStep{spec: spec, entity: entity, plan: plan, hash: hash, risk: risk, canonical: canonical,
+		facts: s.guestFacts(g, entity, plan.Params, plan.Target)}, nil
 }
 
 // requestPlan persists a plan of several steps: one execution per step,
@@ -522,7 +561,7 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 	p := Planned{Execution: xs[0], Target: built[0].entity}
 	for i, b := range built {
 		p.Steps = append(p.Steps, PlannedStep{Execution: xs[i], Risk: b.risk, Target: b.entity,
-			Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class)})
+			Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class), Facts: b.facts})
 	}
 	p.Risk, p.Blast = planRisk(p.Steps, g, class)
 	if class == policy.Destructive {
@@ -608,7 +647,9 @@ func (s *Service) Describe(ctx context.Context, x store.Execution) (Planned, err
 		if risk, err := policy.Classify(params, g.policyTarget(entity), g.overrides); err == nil {
 			p.Risk = risk
 		}
-		p.Snapshot = policy.NeedsSnapshot(params, g.policyTarget(entity), class)
+		target := g.planTarget(entity, params, class)
+		p.Snapshot = policy.NeedsSnapshot(params, target, class)
+		p.Facts = s.guestFacts(g, entity, params, target)
 	}
 	p.Risk.Class = class
 	if class == policy.Destructive {
@@ -639,12 +680,13 @@ func (s *Service) describePlan(ctx context.Context, planID uuid.UUID) (Planned, 
 			}
 		}
 		if st.Target.Slug != "" {
-			target := g.policyTarget(st.Target)
 			if params, err := policy.ParseParams(policy.Action(x.Action), x.Params); err == nil {
+				target := g.planTarget(st.Target, params, class)
 				if risk, err := policy.Classify(params, target, g.overrides); err == nil {
 					st.Risk = risk
 				}
 				st.Snapshot = policy.NeedsSnapshot(params, target, class)
+				st.Facts = s.guestFacts(g, st.Target, params, target)
 			}
 		}
 		st.Risk.Class = class

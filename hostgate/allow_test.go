@@ -370,7 +370,6 @@ var refusals = []struct{ cmd, why string }{
 	{"pveam download local debian-12", "want list"},
 	{"pveam list 'local;x'", "not accepted by policy"},
 	{"pvesm free local:100/vm-100-disk-0.raw", "want status"},
-	{"pvesm status --content images", "not an argument"},
 	{"pvesm status local", "not an argument"},
 	{"pct config 101 --current 2", "want one of 0, 1"},
 	{"pct config 101 --current 1 --current 1", "given twice"},

@@ -45,6 +45,16 @@ func (st *simState) findInCluster(host string, vmid int) (string, *ctState) {
 	return "", nil
 }
 
+// hostOf is the node that has the container ct, or "".
+func (st *simState) hostOf(ct *ctState) string {
+	for name, hs := range st.Hosts {
+		if hs.Containers[ct.VMID] == ct {
+			return name
+		}
+	}
+	return ""
+}
+
 // nextIDIn is the lowest free VMID of host's cluster, as
 // /cluster/nextid gives it, or 0 when every one is taken.
 func (st *simState) nextIDIn(host string) int {

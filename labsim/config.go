@@ -41,6 +41,10 @@ type Config struct {
 	// as the argv the gate parsed, never as the raw string. labsim's own
 	// control commands (labsim fault …) are not host commands and pass.
 	Gate *hostgate.Rules
+	// HADelay is how long Proxmox HA takes to carry out a request (ha.go):
+	// pct start, shutdown or stop of an HA-managed container only queue
+	// it. Default 10s, one round of the CRM's and LRM's loops.
+	HADelay time.Duration
 }
 
 // Host is one simulated Proxmox node.
@@ -57,6 +61,10 @@ type Host struct {
 	// Containers are the LXCs the node starts with. Containers already in
 	// the state file keep their saved state instead.
 	Containers []Container
+	// Storage is where the node's containers keep their root disks unless
+	// they say otherwise: local-lvm (lvmthin, the default), local-zfs
+	// (zfspool) or local (dir). See storage.go for what each allows.
+	Storage string
 }
 
 // Container is an LXC as it exists before anyone touches it.
@@ -76,6 +84,29 @@ type Container struct {
 	// Status is "running" or "stopped". Default "running".
 	Status   string
 	Services []Service
+	// Storage holds the root disk; default the host's Storage.
+	Storage string
+	// BindMounts are host directories mounted into the container (mp0,
+	// mp1, …); any of them makes pct snapshot fail.
+	BindMounts []BindMount
+	// HA, when set, puts the container under Proxmox HA with this
+	// requested state: started or stopped.
+	HA string
+	// HANode, with HA, is the node HA starts the container on when it
+	// next starts it, as its group's priorities or a failover may decide;
+	// empty: where it is.
+	HANode string
+	// Template makes the container a template: it cannot be started or
+	// snapshotted.
+	Template bool
+}
+
+// BindMount is a host directory mounted into a container.
+type BindMount struct {
+	// Source is the directory on the node, such as /mnt/media.
+	Source string
+	// Path is where the container sees it, such as /media.
+	Path string
 }
 
 // Service is a systemd unit inside a container.
@@ -132,6 +163,7 @@ func (cfg *Config) validate() error {
 		}
 		for j := range h.Containers {
 			c := &h.Containers[j]
+			c.Storage = cmp.Or(c.Storage, h.Storage, defaultStorage)
 			if err := c.validate(); err != nil {
 				errs = append(errs, fmt.Errorf("host %s: container %d: %w", h.Name, c.VMID, err))
 				continue
@@ -174,6 +206,7 @@ func (c *Container) validate() error {
 	if c.Cores < 0 || c.MemoryMB < 0 || c.DiskGB < 0 {
 		errs = append(errs, errors.New("cores, memory and disk must not be negative"))
 	}
+	errs = append(errs, c.validateStorage()...)
 	c.Status = cmp.Or(c.Status, statusRunning)
 	if c.Status != statusRunning && c.Status != statusStopped {
 		errs = append(errs, fmt.Errorf("status %q: want running or stopped", c.Status))

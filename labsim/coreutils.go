@@ -58,6 +58,7 @@ func init() {
 		"pveam":      {run: pveamCmd},
 		"pvesm":      {run: pvesmCmd},
 		"pveversion": {run: func(c *call) int { c.outf("%s\n", pveVersion); return 0 }},
+		"ha-manager": {run: haManagerCmd},
 		"labsim":     {run: labsimCommand, unlocked: true},
 	})
 	guestBuiltins = maps.Clone(common)

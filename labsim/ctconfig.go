@@ -30,7 +30,10 @@ func confKeys(ct *ctState, c ctConf) map[string]string {
 	}
 	set("description", readBack(c.Description), c.Description != "")
 	set("features", "nesting=1", !c.NoNesting)
-	set("lock", c.Lock, c.Lock != "")
+	set("lock", ct.Lock, ct.Lock != "")
+	for i, m := range ct.Mounts {
+		k[fmt.Sprintf("mp%d", i)] = m.Source + ",mp=" + m.Path
+	}
 	set("nameserver", c.Nameserver, c.Nameserver != "")
 	if c.IP != "" {
 		net := "name=eth0,bridge=vmbr0,firewall=1"

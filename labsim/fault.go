@@ -236,6 +236,9 @@ func labsimCommand(c *call) int {
 		"       labsim fault clear [kind [target]]\n" +
 		"       labsim fault list\n"
 	a := c.args
+	if len(a) > 0 && (a[0] == "lock" || a[0] == "unlock") {
+		return lockCommand(c)
+	}
 	if len(a) < 2 || a[0] != "fault" {
 		c.errf("%s", usage)
 		return 2

@@ -111,8 +111,8 @@ func (c *ctState) vmstatus(now time.Time) map[string]any {
 	if conf.IsTemplate {
 		d["template"] = 1
 	}
-	if conf.Lock != "" {
-		d["lock"] = conf.Lock
+	if c.Lock != "" {
+		d["lock"] = c.Lock
 	}
 	if c.running() {
 		up := int64(now.Sub(c.StartedAt).Seconds())
@@ -265,11 +265,16 @@ func (c *call) guestResource(node string, ct *ctState) map[string]any {
 			r["mem"], r["disk"] = int64(ct.memUsedMB())<<20, int64(ct.diskUsedMB())<<20
 		}
 	}
-	if ct.Conf.Lock != "" {
-		r["lock"] = ct.Conf.Lock
+	if ct.Lock != "" {
+		r["lock"] = ct.Lock
 	}
 	if ct.Conf.Tags != "" {
 		r["tags"] = ct.Conf.Tags
+	}
+	if ct.HA != nil {
+		// From the HA manager's status, not pvestatd's broadcast
+		// (pve-manager PVE/API2/Cluster.pm resources).
+		r["hastate"] = ct.HA.State
 	}
 	return r
 }

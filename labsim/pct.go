@@ -196,6 +196,9 @@ func pctTarget(verb string, pos []string) (int, *pveError) {
 
 // pctVerb runs a verb on an existing container.
 func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]string) int {
+	if code, done := pctGuard(c, verb, ct, pos, opts); done {
+		return code
+	}
 	switch verb {
 	case "status":
 		c.outf("status: %s\n", ct.Status)
@@ -222,7 +225,7 @@ func pctVerb(c *call, verb string, ct *ctState, pos []string, opts map[string]st
 	case "snapshot":
 		return pctSnapshot(c, ct, pos[1], opts["description"])
 	case "listsnapshot":
-		c.outf("%s", snapshotTree(ct))
+		c.outf("%s", listSnapshots(ct))
 		return 0
 	case "rollback":
 		return pctRollback(c, ct, pos[1], opts["start"] == "1")
@@ -317,7 +320,7 @@ func pctList(c *call) int {
 	c.outf("%-10s %-10s %-12s %-20s\n", "VMID", "Status", "Lock", "Name")
 	for _, vmid := range slices.Sorted(maps.Keys(c.hs.Containers)) {
 		ct := c.hs.Containers[vmid]
-		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, ct.Conf.Lock, ct.vmstatus(c.now)["name"])
+		c.outf("%-10d %-10s %-12s %-20s\n", vmid, ct.Status, ct.Lock, ct.vmstatus(c.now)["name"])
 	}
 	return 0
 }
@@ -602,35 +605,6 @@ func pctDelSnapshot(c *call, ct *ctState, name string) int {
 	c.dirty = true
 	c.outf("  Logical volume \"snap_vm-%d-disk-0_%s\" successfully removed.\n", ct.VMID, name)
 	return 0
-}
-
-// snapshotTree renders pct listsnapshot: snapshots as a tree, with the
-// current state under the snapshot it descends from.
-func snapshotTree(ct *ctState) string {
-	var b strings.Builder
-	line := func(depth int, name, when, desc string) {
-		left := strings.Repeat("  ", depth) + "`-> " + name
-		fmt.Fprintf(&b, "%-36s %-19s     %s\n", left, when, desc)
-	}
-	var walk func(parent string, depth int)
-	walk = func(parent string, depth int) {
-		for _, s := range ct.Snapshots {
-			if s.Parent != parent {
-				continue
-			}
-			desc := s.Description
-			if desc == "" {
-				desc = "no-description"
-			}
-			line(depth, s.Name, s.Taken.UTC().Format("2006-01-02 15:04:05"), strings.SplitN(desc, "\n", 2)[0])
-			walk(s.Name, depth+1)
-		}
-		if parent == ct.Parent {
-			line(depth, "current", "", "You are here!")
-		}
-	}
-	walk("", 0)
-	return b.String()
 }
 
 // pctConfig renders the container's /etc/pve/lxc/<vmid>.conf.

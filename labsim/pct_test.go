@@ -93,9 +93,9 @@ func TestPctSnapshotRollback(t *testing.T) {
 	b.must(t, "pve1", "pct snapshot 101 after")
 
 	diff(t, "listsnapshot", result{Stdout: "" +
-		"`-> before                           2024-11-30 10:00:00     before the upgrade\n" +
-		"  `-> after                          2024-11-30 10:01:30     no-description\n" +
-		"    `-> current                                              You are here!\n"}, b.run(t, "pve1", "pct listsnapshot 101"))
+		"`-> before                      2024-11-30 10:00:00     before the upgrade\n" +
+		" `-> after                      2024-11-30 10:01:30     no-description\n" +
+		"  `-> current                                           You are here!\n"}, b.run(t, "pve1", "pct listsnapshot 101"))
 
 	diff(t, "rollback to a missing snapshot", result{Stderr: "snapshot 'nope' does not exist\n", Exit: 255}, b.run(t, "pve1", "pct rollback 101 nope"))
 	b.must(t, "pve1", "pct rollback 101 before")
@@ -109,9 +109,9 @@ func TestPctSnapshotRollback(t *testing.T) {
 	diff(t, "nginx package gone", 1, b.run(t, "pve1", "pct exec 101 -- dpkg -s nginx").Exit)
 
 	diff(t, "listsnapshot after rollback", result{Stdout: "" +
-		"`-> before                           2024-11-30 10:00:00     before the upgrade\n" +
-		"  `-> after                          2024-11-30 10:01:30     no-description\n" +
-		"  `-> current                                                You are here!\n"}, b.run(t, "pve1", "pct listsnapshot 101"))
+		"`-> before                      2024-11-30 10:00:00     before the upgrade\n" +
+		" `-> after                      2024-11-30 10:01:30     no-description\n" +
+		" `-> current                                            You are here!\n"}, b.run(t, "pve1", "pct listsnapshot 101"))
 
 	// Rolling forward with --start brings nginx back, running.
 	b.must(t, "pve1", "pct rollback 101 after --start 1")
@@ -121,8 +121,8 @@ func TestPctSnapshotRollback(t *testing.T) {
 
 	b.must(t, "pve1", "pct delsnapshot 101 before")
 	diff(t, "listsnapshot after delsnapshot", result{Stdout: "" +
-		"`-> after                            2024-11-30 10:01:30     no-description\n" +
-		"  `-> current                                                You are here!\n"}, b.run(t, "pve1", "pct listsnapshot 101"))
+		"`-> after                       2024-11-30 10:01:30     no-description\n" +
+		" `-> current                                            You are here!\n"}, b.run(t, "pve1", "pct listsnapshot 101"))
 }
 
 func TestPctUsageErrors(t *testing.T) {

@@ -404,6 +404,7 @@ func (s *Sim) runLocked(b builtin, c *call) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.st = s.state
+	c.dirty = s.state.settle(c.now)
 	c.hs = s.state.Hosts[c.env.host]
 	if c.env.vmid != 0 {
 		c.ct = c.hs.Containers[c.env.vmid]
@@ -428,7 +429,7 @@ func (s *Sim) saveLocked() {
 // binDir is where a builtin would live on disk, for command -v and which.
 func binDir(name string) string {
 	switch name {
-	case "pct", "pvesh", "pveam", "pvesm", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping":
+	case "pct", "pvesh", "pveam", "pvesm", "ha-manager", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping":
 		return "/usr/sbin/"
 	case "labsim":
 		return "/usr/local/bin/"

@@ -161,7 +161,7 @@ func init() {
 				{VMID: 9001, Hostname: "debian-tpl", Status: "stopped"},
 			}}},
 			setup: []string{"pct template 9001"},
-			state: func(st *simState) { st.Hosts["pve1"].Containers[102].Conf.Lock = "backup" },
+			state: func(st *simState) { st.Hosts["pve1"].Containers[102].Lock = "backup" },
 			cmd:   "pct list",
 		},
 		sampleCase{sample: "pct-status.running.stdout", cmd: "pct status 101"},
@@ -226,7 +226,7 @@ func init() {
 					" --onboot 1 --features nesting=1 --description $'# Pi-hole\\n\\nDNS for the LAN: port 53, admin on /admin\\n'",
 				"pct set 102 --tags 'infra;dns' --protection 1",
 			},
-			state: func(st *simState) { st.Hosts["pve1"].Containers[102].Conf.Lock = "backup" },
+			state: func(st *simState) { st.Hosts["pve1"].Containers[102].Lock = "backup" },
 			cmd:   "pct config 102",
 		},
 	)

@@ -30,6 +30,7 @@ import (
 type Sim struct {
 	log         *slog.Logger
 	clock       func() time.Time
+	haDelay     time.Duration
 	authKeys    string
 	gate        *hostgate.Rules
 	statePath   string
@@ -91,6 +92,7 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{
 		log:        cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		clock:      cfg.Clock,
+		haDelay:    cmp.Or(cfg.HADelay, defaultHADelay),
 		authKeys:   cfg.AuthorizedKeysFile,
 		statePath:  filepath.Join(cfg.StateDir, "state.json"),
 		faultsPath: filepath.Join(cfg.StateDir, "faults.json"),

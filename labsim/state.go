@@ -60,6 +60,15 @@ type ctState struct {
 	Snapshots []snapshot    `json:"snapshots,omitempty"`
 	Journal   []journalLine `json:"journal,omitempty"`
 	NextPID   int           `json:"next_pid"`
+	// Lock is the config's lock (backup while a vzdump runs), until
+	// LockUntil when that is set (lock.go).
+	Lock      string    `json:"lock,omitempty"`
+	LockUntil time.Time `json:"lock_until,omitzero"`
+	// HA is the container's HA resource, nil when HA does not manage it
+	// (ha.go).
+	HA *haState `json:"ha,omitempty"`
+	// Mounts are its bind mounts, mp0 onwards (storage.go).
+	Mounts []BindMount `json:"mounts,omitempty"`
 }
 
 // ctConf is what pct config shows.
@@ -84,8 +93,6 @@ type ctConf struct {
 	Protection bool   `json:"protection,omitempty"`
 	// IsTemplate is set by pct template (Template is the ostemplate).
 	IsTemplate bool `json:"is_template,omitempty"`
-	// Lock is the config lock (backup, snapshot, ...), "" when unlocked.
-	Lock string `json:"lock,omitempty"`
 	// NoNesting is a container made without features: nesting=1; the
 	// zero value keeps nesting, which every configured container has.
 	NoNesting bool `json:"no_nesting,omitempty"`
@@ -364,8 +371,9 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 		MemoryMB:   c.MemoryMB,
 		SwapMB:     512,
 		DiskGB:     c.DiskGB,
-		Storage:    "local-lvm",
+		Storage:    c.Storage,
 	}, now)
+	ct.configure(c)
 	for _, s := range c.Services {
 		ct.Guest.Services[s.Unit] = svcState{
 			Unit:       s.Unit,

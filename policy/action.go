@@ -138,6 +138,11 @@ type Target struct {
 	// the target itself, such as those running in an lxc target. Overrides
 	// raise the class for them but never lower it. Not hashed.
 	Services []string `json:"services,omitempty"`
+	// SnapshotBlocker says why the container cannot be snapshotted, such
+	// as "bind mount mp0 (/mnt/media)", when a step needs a snapshot
+	// first and the card said there would be none. Hashed when set: the
+	// approval covers going on without a snapshot for this reason only.
+	SnapshotBlocker string `json:"snapshot_blocker,omitempty"`
 }
 
 // Name returns the part of the slug after the type, such as "jellyfin".
@@ -190,6 +195,9 @@ func (t Target) Validate() error {
 		if err := ValidateServiceName(s); err != nil {
 			return targetErr("target.services[%d]: %v", i, err)
 		}
+	}
+	if err := ValidateSnapshotBlocker(t.SnapshotBlocker); err != nil {
+		return targetErr("target.snapshot_blocker: %v", err)
 	}
 	return nil
 }

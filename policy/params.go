@@ -165,7 +165,15 @@ type PctSnapshotParams struct {
 type PctRollbackParams struct {
 	// Name is the snapshot to roll back to. Required.
 	Name string `json:"name"`
+	// Discard are the snapshots newer than Name that are deleted first,
+	// newest first: ZFS rolls back only to the newest snapshot. The
+	// planner fills it from the container's storage and snapshots, so
+	// the card names what the rollback destroys.
+	Discard []string `json:"discard,omitempty"`
 }
+
+// MaxDiscard bounds the snapshots one rollback may delete first.
+const MaxDiscard = 32
 
 // PctDestroyParams are the parameters of pct_destroy.
 type PctDestroyParams struct {
@@ -287,6 +295,22 @@ func (p PctRollbackParams) check() (Params, []*ParamError) {
 	}
 	if err := ValidateSnapshotName(p.Name); err != nil {
 		return p, []*ParamError{paramErr("name", "%v", err)}
+	}
+	if len(p.Discard) > MaxDiscard {
+		return p, []*ParamError{paramErr("discard", "lists %d snapshots, at most %d", len(p.Discard), MaxDiscard)}
+	}
+	seen := map[string]bool{p.Name: true}
+	for _, s := range p.Discard {
+		if err := ValidateSnapshotName(s); err != nil {
+			return p, []*ParamError{paramErr("discard", "%v", err)}
+		}
+		if seen[s] {
+			return p, []*ParamError{paramErr("discard", "names %s twice, or the snapshot rolled back to", quoted(s))}
+		}
+		seen[s] = true
+	}
+	if len(p.Discard) == 0 {
+		p.Discard = nil
 	}
 	return p, nil
 }

@@ -70,6 +70,11 @@ func PlanHash(p Plan) (string, error) {
 	field(h, "target.host", p.Target.Host)
 	field(h, "target.vmid", strconv.Itoa(p.Target.VMID))
 	field(h, "target.unit", p.Target.Unit)
+	if p.Target.SnapshotBlocker != "" {
+		// Only when set, so every plan hashed before it existed still
+		// hashes the same.
+		field(h, "target.snapshot_blocker", p.Target.SnapshotBlocker)
+	}
 	field(h, "params", string(params))
 	field(h, "steps", strconv.Itoa(len(p.Steps)))
 	for i, s := range p.Steps {

@@ -2,9 +2,11 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Placeholders in pct_create's summary steps for values the actuator picks
@@ -67,7 +69,11 @@ func Render(p Params, t Target) ([]string, error) {
 		}
 		return []string{"pct snapshot " + vmid + " " + shellWord(p.Name)}, nil
 	case PctRollbackParams:
-		return []string{"pct rollback " + vmid + " " + shellWord(p.Name)}, nil
+		var steps []string
+		for _, s := range p.Discard {
+			steps = append(steps, "pct delsnapshot "+vmid+" "+shellWord(s))
+		}
+		return append(steps, "pct rollback "+vmid+" "+shellWord(p.Name)), nil
 	case PctDestroyParams:
 		if p.Purge {
 			return []string{"pct destroy " + vmid + " --purge 1"}, nil
@@ -181,4 +187,51 @@ func renderCreate(p PctCreateParams) []string {
 // nomos-20260706-101500 (UTC), valid for ValidateSnapshotName.
 func SnapshotName(t time.Time) string {
 	return "nomos-" + t.UTC().Format("20060102-150405")
+}
+
+// nomosSnapshotRE matches the names SnapshotName makes, with the suffix
+// the actuator adds to a second snapshot in the same second.
+var nomosSnapshotRE = regexp.MustCompile(`^nomos-\d{8}-\d{6}(-\d{1,2})?$`)
+
+// IsNomosSnapshot reports whether name is one Nomos gives the snapshots it
+// takes before a change. Nomos deletes only those, never one it did not
+// make.
+func IsNomosSnapshot(name string) bool { return nomosSnapshotRE.MatchString(name) }
+
+// SnapshotsToPrune returns the snapshots of Nomos's own to delete so that
+// at most keep of them remain, oldest first, given a container's
+// snapshots oldest first. A snapshot of anyone else is never among them.
+// keep below 1 prunes nothing.
+func SnapshotsToPrune(snapshots []string, keep int) []string {
+	if keep < 1 {
+		return nil
+	}
+	var ours []string
+	for _, s := range snapshots {
+		if IsNomosSnapshot(s) {
+			ours = append(ours, s)
+		}
+	}
+	if len(ours) <= keep {
+		return nil
+	}
+	return ours[:len(ours)-keep]
+}
+
+// MaxSnapshotBlocker bounds the text of Target.SnapshotBlocker.
+const MaxSnapshotBlocker = 120
+
+// ValidateSnapshotBlocker accepts the reason a container cannot be
+// snapshotted as a card may show it: one line of printable text, at most
+// MaxSnapshotBlocker bytes; empty means none.
+func ValidateSnapshotBlocker(s string) error {
+	if len(s) > MaxSnapshotBlocker {
+		return fmt.Errorf("is %d bytes, at most %d", len(s), MaxSnapshotBlocker)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("must be one line of printable text, got %s", quoted(s))
+		}
+	}
+	return nil
 }

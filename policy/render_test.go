@@ -68,6 +68,8 @@ func TestRender(t *testing.T) {
 		{"pct_reboot", PctRebootParams{}, lxc101, []string{"pct reboot 101"}},
 		{"pct_snapshot", PctSnapshotParams{Name: "pre-upgrade"}, lxc101, []string{"pct snapshot 101 pre-upgrade"}},
 		{"pct_rollback", PctRollbackParams{Name: "pre-upgrade"}, lxc101, []string{"pct rollback 101 pre-upgrade"}},
+		{"pct_rollback past newer snapshots", PctRollbackParams{Name: "a1", Discard: []string{"c3", "b2"}}, lxc101,
+			[]string{"pct delsnapshot 101 c3", "pct delsnapshot 101 b2", "pct rollback 101 a1"}},
 		{"pct_destroy", PctDestroyParams{}, lxc131, []string{"pct destroy 131"}},
 		{"pct_destroy purge", PctDestroyParams{Purge: true}, lxc131, []string{"pct destroy 131 --purge 1"}},
 		{"run", RunParams{Command: "pct list"}, hostStrong, []string{"sh -c 'pct list'"}},

@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Override adjusts the class of actions on one entity, as the seeds'
 // policy section says, e.g. {target: service:postgres, min_class: config_mutation}.
@@ -121,6 +124,9 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 		b.raise(ReversibleLow, "takes a snapshot of "+t.Slug)
 	case PctRollbackParams:
 		b.raise(Destructive, "discards every change to "+t.Slug+" since snapshot "+p.Name)
+		if len(p.Discard) > 0 {
+			b.raise(Destructive, "deletes the newer snapshots "+strings.Join(p.Discard, ", ")+" first: ZFS rolls back only to the newest")
+		}
 	case PctDestroyParams:
 		b.raise(Destructive, "destroys "+t.Slug+" and its disks")
 	case RunParams:

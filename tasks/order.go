@@ -48,7 +48,23 @@ type Order struct {
 	PlanHash  string          `json:"plan_hash"`
 	IssuedAt  time.Time       `json:"issued_at"`
 	ExpiresAt time.Time       `json:"expires_at"`
+	// SnapshotKeep is how many of its own snapshots (policy.IsNomosSnapshot)
+	// the actuator leaves on the container after a change it snapshotted
+	// first, deleting the oldest; 0 deletes none (snapshots.keep).
+	SnapshotKeep int `json:"snapshot_keep,omitempty"`
+	// LockWait bounds how long the actuator waits for a lock on the
+	// container (a backup's) to clear before a step Proxmox would refuse
+	// while it holds; 0 means DefaultLockWait.
+	LockWait Duration `json:"lock_wait,omitempty"`
 }
+
+// DefaultLockWait is how long an order waits for a container's lock when
+// it does not say.
+const DefaultLockWait = 2 * time.Minute
+
+// MaxLockWait caps Order.LockWait: an order is valid for at most
+// MaxOrderTTL, and waiting longer than a good part of it helps nobody.
+const MaxLockWait = 30 * time.Minute
 
 // Target is the resolved entity an order acts on.
 type Target struct {
@@ -73,6 +89,10 @@ type Target struct {
 	HealthPath string `json:"health_path,omitempty"`
 	// Services names the services inside a container target.
 	Services []string `json:"services,omitempty"`
+	// SnapshotBlocker is why the container cannot be snapshotted, when
+	// the plan's card said its change would go on without a snapshot
+	// (policy.Target.SnapshotBlocker; part of the plan hash).
+	SnapshotBlocker string `json:"snapshot_blocker,omitempty"`
 }
 
 // SignOrder encodes and signs an order with the bot's key.

@@ -46,6 +46,9 @@ type Config struct {
 	Inventory InventoryConfig `koanf:"inventory"`
 	// Approvals holds the rules on who and what may approve a plan.
 	Approvals ApprovalsConfig `koanf:"approvals"`
+	// Snapshots says how Nomos treats the snapshots it takes before a
+	// change, and the locks that keep a container from being changed.
+	Snapshots SnapshotsConfig `koanf:"snapshots"`
 	// Alerts tunes the alerts in the ops room.
 	Alerts AlertsConfig `koanf:"alerts"`
 }
@@ -60,6 +63,24 @@ type AlertsConfig struct {
 	// with this bearer token. Empty: off.
 	WebhookToken     string `koanf:"webhook_token"`
 	WebhookTokenFile string `koanf:"webhook_token_file"`
+}
+
+// SnapshotsConfig is the bot's say on snapshots and locks; it signs them
+// into each order, so the actuator needs no config of its own for them.
+type SnapshotsConfig struct {
+	// Keep is how many of its own snapshots (nomos-…) Nomos leaves on a
+	// container: after a change it snapshotted first, the actuator deletes
+	// its oldest beyond Keep, and never a snapshot it did not make.
+	// Default 3; 1 to 100.
+	Keep int `koanf:"keep"`
+	// Require refuses, before approval, a change that needs a snapshot on
+	// a container Proxmox cannot snapshot (a bind mount, a raw disk on dir
+	// storage). Off by default: the card says there will be none.
+	Require bool `koanf:"require"`
+	// LockWait is how long a step waits for a lock on its container (a
+	// backup's) to clear before it fails, naming the lock. Default 2m; at
+	// most 30m.
+	LockWait time.Duration `koanf:"lock_wait"`
 }
 
 // ApprovalsConfig tightens what counts as an approval.
@@ -317,6 +338,9 @@ var defaults = map[string]any{
 	"approvals.require_verified_device": true,
 	"approvals.self_approval":           true,
 	"approvals.destructive_quorum":      1,
+	"snapshots.keep":                    3,
+	"snapshots.require":                 false,
+	"snapshots.lock_wait":               "2m",
 	"alerts.mute_for":                   "4h",
 }
 
@@ -630,6 +654,12 @@ func (c *Config) validateKeys(n need, bad func(string, string, ...any)) {
 	}
 	if n.signing && c.Inventory.Interval != 0 && (c.Inventory.Interval < 10*time.Second || c.Inventory.Interval > 24*time.Hour) {
 		bad("inventory.interval", "want 0 (discovery off) or a duration between 10s and 24h, got %s", c.Inventory.Interval)
+	}
+	if n.signing && (c.Snapshots.Keep < 1 || c.Snapshots.Keep > 100) {
+		bad("snapshots.keep", "want 1 to 100 of Nomos's own snapshots to keep per container, got %d", c.Snapshots.Keep)
+	}
+	if n.signing && (c.Snapshots.LockWait < time.Second || c.Snapshots.LockWait > tasks.MaxLockWait) {
+		bad("snapshots.lock_wait", "want a duration between 1s and %s, got %s", tasks.MaxLockWait, c.Snapshots.LockWait)
 	}
 }
 

@@ -74,6 +74,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 		Store: st, Queue: l.queue, Inspector: l.inspector, SigningKey: signingKey, ReportVerifyKey: reportKey, PreviousReportVerifyKey: previousReportKey, Actuator: cfg.Actuator.Name, Rules: rules,
 		OrderTTL: cfg.Orders.TTL, AckTimeout: cfg.Orders.AckTimeout, ReconcileInterval: cfg.Orders.ReconcileInterval, InventoryInterval: cfg.Inventory.Interval, Metrics: l.metrics, Logger: logger.With("component", "executions"),
 		ForbidSelfApproval: !cfg.Approvals.SelfApproval, DestructiveQuorum: cfg.Approvals.DestructiveQuorum,
+		SnapshotKeep: cfg.Snapshots.Keep, RequireSnapshot: cfg.Snapshots.Require, LockWait: cfg.Snapshots.LockWait,
 	})
 	if err != nil {
 		l.Close()

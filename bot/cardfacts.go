@@ -1,0 +1,83 @@
+package bot
+
+import (
+	"cmp"
+	"strconv"
+	"strings"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/humantime"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// factSentences says, before approval, what Proxmox will make of a step on
+// its container: the snapshot the actuator takes first or why there is
+// none, a lock and what the actuator does about it, HA, and the snapshots
+// a rollback deletes first. snapshot says the step needs a snapshot first.
+func factSentences(action string, snapshot bool, f executions.GuestFacts, vmid int) []string {
+	ct := "CT " + strconv.Itoa(cmpVMID(f.VMID, vmid))
+	var out []string
+	switch {
+	case snapshot && f.SnapshotBlocker != "":
+		out = append(out, "📸 No snapshot: "+f.SnapshotBlocker+". Proxmox cannot snapshot "+ct+
+			", so the change runs without one, and there is no one-step revert.")
+	case snapshot:
+		out = append(out, "📸 First, the actuator takes a snapshot of "+ct+", so the change can be rolled back.")
+	}
+	if f.Lock != "" {
+		out = append(out, "🔒 "+ct+" is locked ("+f.Lock+"): "+lockMeaning(f.Lock)+". The actuator waits up to "+humantime.Duration(cmp.Or(f.LockWait, tasks.DefaultLockWait))+
+			" for the lock to clear before it changes anything, and never runs during a backup; past that the step fails, naming the lock.")
+	}
+	if f.HA {
+		switch policy.Action(action) {
+		case policy.ActionPctDestroy:
+			out = append(out, "🛟 Proxmox HA manages "+ct+": the destroy removes it from HA first (--purge), and from its replication and backup jobs.")
+		case policy.ActionPctStart, policy.ActionPctStop:
+			out = append(out, "🛟 Proxmox HA manages "+ct+": HA starts or stops it on its own rounds, maybe on another node, and the step succeeds only once it has.")
+		}
+	}
+	if len(f.Discard) > 0 {
+		out = append(out, "🗑 ZFS rolls back only to the newest snapshot: this first deletes "+strings.Join(f.Discard, ", ")+
+			", newest first, and they cannot be brought back.")
+	}
+	return out
+}
+
+func cmpVMID(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// lockMeaning says in a few words what a Proxmox lock means.
+func lockMeaning(lock string) string {
+	switch lock {
+	case "backup":
+		return "a backup is running"
+	case "snapshot", "snapshot-delete":
+		return "a snapshot is being taken or deleted"
+	case "rollback":
+		return "a rollback is running"
+	case "migrate":
+		return "it is being migrated"
+	}
+	return "another operation holds it"
+}
+
+// factLines adds a one-step card's facts before its commands.
+func factLines(m *bodies, v CardView, vmid int) {
+	for _, s := range factSentences(v.Planned.Execution.Action, v.Planned.Snapshot, v.Planned.Facts, vmid) {
+		m.para(s, escape(s))
+	}
+}
+
+// stepFacts are a plan step's facts, the snapshot first with how it went.
+func stepFacts(st executions.PlannedStep, vmid int) []string {
+	facts := factSentences(st.Execution.Action, st.Snapshot, st.Facts, vmid)
+	if st.Snapshot && st.Facts.SnapshotBlocker == "" && len(facts) > 0 {
+		facts[0] = "📸 first, the actuator snapshots CT " + strconv.Itoa(cmpVMID(st.Facts.VMID, vmid)) + snapshotState(st.Execution)
+	}
+	return facts
+}
