@@ -786,17 +786,6 @@ func (g *graph) policyTarget(e store.Entity) policy.Target {
 	return t
 }
 
-// containerOf is the slug of the container that runs the service e, or ""
-// for a service on the host itself.
-func (g *graph) containerOf(e store.Entity) string {
-	for _, edge := range g.edges {
-		if edge.To == e.Slug && edge.Type == policy.EdgeRuns && strings.HasPrefix(edge.From, string(policy.TargetLXC)+":") {
-			return edge.From
-		}
-	}
-	return ""
-}
-
 // site is the site of e's host, whose actuator alone may act on e.
 func (g *graph) site(e store.Entity) string {
 	if e.Type != "host" {
@@ -822,7 +811,7 @@ func (g *graph) orderTarget(e store.Entity) tasks.Target {
 	}
 	guest := e
 	if e.Type == "service" {
-		guest = g.entities[g.containerOf(e)]
+		guest = g.guestOf(e)
 	}
 	if guest.Type == "lxc" {
 		t.Hostname = cmp.Or(t.Hostname, guest.AttrString("hostname"))

@@ -98,7 +98,6 @@ func (ct *ctState) hasSnapshot(name string) bool {
 	return slices.ContainsFunc(ct.Snapshots, func(s snapshot) bool { return s.Name == name })
 }
 
-
 // listSnapshots renders pct listsnapshot as pve-guest-common's
 // print_snapshot_tree does (src/PVE/GuestHelpers.pm): each snapshot under
 // its parent, siblings oldest first, the current state last under the
