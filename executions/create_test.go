@@ -85,9 +85,9 @@ func TestCreatedContainerAddress(t *testing.T) {
 			if err != nil || a.Execution.State != store.StateSucceeded {
 				t.Fatalf("result: %s %v", a.Execution.State, err)
 			}
-			e, err := b.store.EntityBySlug(b.ctx, "lxc:160")
+			e, err := b.store.EntityBySlug(b.ctx, "lxc:strong/160")
 			if err != nil || e.AttrString("ip") != tc.address {
-				t.Errorf("lxc:160 ip = %q (%v), want the leased %s", e.AttrString("ip"), err, tc.address)
+				t.Errorf("lxc:strong/160 ip = %q (%v), want the leased %s", e.AttrString("ip"), err, tc.address)
 			}
 		})
 	}

@@ -148,14 +148,14 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the container the admin made is not in the fleet: %v", err)
 	}
-	// The node's live facts, as labsim gives them: no onboot line, no
-	// pvesm to say what local-lvm is.
+	// The node's live facts, as labsim gives them: no onboot line, and
+	// pvesm status saying local-lvm is lvmthin.
 	wantAttrs := map[string]any{"discovered": true, "vmid": 150.0, "host": "strong", "hostname": "newbox", "ip": "10.40.0.150/24",
 		"gateway": "10.40.0.1", "cores": 2.0, "memory_mb": 1024.0, "disk_gb": 12.0,
 		"onboot": false, "lock": "", "tags": []any{}, "hastate": "", "template": false, "protection": false, "addresses": []any{"10.40.0.150/24"},
-		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "", "snapshot_blocker": ""}
+		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "lvmthin", "snapshot_blocker": ""}
 	if d := gocmp.Diff(wantAttrs, box.Attrs); d != "" || box.Name != "newbox" || box.RunState != "running" || box.Health != "healthy" {
-		t.Errorf("lxc:150 is %s, %s, %s; attrs (-want +got):\n%s", box.Name, box.RunState, box.Health, d)
+		t.Errorf("lxc:strong/150 is %s, %s, %s; attrs (-want +got):\n%s", box.Name, box.RunState, box.Health, d)
 	}
 	cs, err := b.store.ListContainers(b.ctx)
 	if err != nil {

@@ -34,11 +34,11 @@ func (b *bundle) tryRequest(action, target, params string) (executions.Planned, 
 func TestDestroyOfAnHAContainerRemovesItFromHA(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	plain := b.request(t, "pct_destroy", "lxc:131", "")
+	plain := b.request(t, "pct_destroy", "lxc:hubris/131", "")
 	pdiff(t, "steps without HA", []string{"pct destroy 131"}, plain.Execution.Steps)
 
-	b.setAttrs(t, "lxc:114", map[string]any{"hastate": "started"})
-	p := b.request(t, "pct_destroy", "lxc:114", "")
+	b.setAttrs(t, "lxc:hubris/114", map[string]any{"hastate": "started"})
+	p := b.request(t, "pct_destroy", "lxc:hubris/114", "")
 	pdiff(t, "steps under HA", []string{"pct destroy 114 --purge 1"}, p.Execution.Steps)
 	if !p.Facts.HA {
 		t.Error("the plan does not say HA manages the container")
@@ -58,19 +58,19 @@ func TestDestroyOfAnHAContainerRemovesItFromHA(t *testing.T) {
 func TestProtectedContainerIsRefusedBeforeApproval(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.setAttrs(t, "lxc:131", map[string]any{"protection": true})
+	b.setAttrs(t, "lxc:hubris/131", map[string]any{"protection": true})
 	before, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.tryRequest("pct_destroy", "lxc:131", "")
+	_, err = b.tryRequest("pct_destroy", "lxc:hubris/131", "")
 	var refused *executions.RefusedError
 	if !errors.As(err, &refused) || !errors.Is(err, policy.ErrInvalidTarget) {
 		t.Fatalf("err = %v, want a RefusedError that reads as an invalid target", err)
 	}
-	pcontains(t, "reason", err.Error(), "lxc:131 is protected", "pct set 131 --protection 0")
+	pcontains(t, "reason", err.Error(), "lxc:hubris/131 is protected", "pct set 131 --protection 0")
 	// A plan of several steps with a destroy in it is refused whole.
-	_, err = b.svc.Request(b.ctx, executions.Request{Target: "lxc:131", RequestedBy: operator, Via: "chat", RoomID: "!ops:localhost",
+	_, err = b.svc.Request(b.ctx, executions.Request{Target: "lxc:hubris/131", RequestedBy: operator, Via: "chat", RoomID: "!ops:localhost",
 		Steps: []executions.Step{{Action: "pct_stop"}, {Action: "pct_destroy"}}})
 	if !errors.As(err, &refused) {
 		t.Fatalf("stop then destroy: err = %v, want refused", err)
@@ -81,7 +81,7 @@ func TestProtectedContainerIsRefusedBeforeApproval(t *testing.T) {
 	}
 	pdiff(t, "executions recorded", len(before), len(after))
 	// What protection does not forbid still plans.
-	b.request(t, "pct_stop", "lxc:131", "")
+	b.request(t, "pct_stop", "lxc:hubris/131", "")
 }
 
 // TestZFSRollbackDeletesWhatItMustAndSaysSo: on ZFS a rollback past newer
@@ -91,8 +91,8 @@ func TestZFSRollbackDeletesWhatItMustAndSaysSo(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	snaps := []any{"nomos-20261201-101500", "before-upgrade", "nomos-20261202-093000"}
-	b.setAttrs(t, "lxc:104", map[string]any{"storage_type": "zfspool", "snapshots": snaps})
-	p := b.request(t, "pct_rollback", "lxc:104", `{"name":"nomos-20261201-101500"}`)
+	b.setAttrs(t, "lxc:strong/104", map[string]any{"storage_type": "zfspool", "snapshots": snaps})
+	p := b.request(t, "pct_rollback", "lxc:strong/104", `{"name":"nomos-20261201-101500"}`)
 	pdiff(t, "steps", []string{
 		"pct delsnapshot 104 nomos-20261202-093000",
 		"pct delsnapshot 104 before-upgrade",
@@ -102,11 +102,11 @@ func TestZFSRollbackDeletesWhatItMustAndSaysSo(t *testing.T) {
 	pcontains(t, "reasons", strings.Join(p.Risk.Reasons, "; "), "deletes the newer snapshots nomos-20261202-093000, before-upgrade first")
 	pdiff(t, "facts", []string{"nomos-20261202-093000", "before-upgrade"}, p.Facts.Discard)
 
-	newest := b.request(t, "pct_rollback", "lxc:104", `{"name":"nomos-20261202-093000"}`)
+	newest := b.request(t, "pct_rollback", "lxc:strong/104", `{"name":"nomos-20261202-093000"}`)
 	pdiff(t, "to the newest", []string{"pct rollback 104 nomos-20261202-093000"}, newest.Execution.Steps)
 
-	b.setAttrs(t, "lxc:102", map[string]any{"storage_type": "lvmthin", "snapshots": snaps})
-	lvm := b.request(t, "pct_rollback", "lxc:102", `{"name":"nomos-20261201-101500","discard":["before-upgrade"]}`)
+	b.setAttrs(t, "lxc:strong/102", map[string]any{"storage_type": "lvmthin", "snapshots": snaps})
+	lvm := b.request(t, "pct_rollback", "lxc:strong/102", `{"name":"nomos-20261201-101500","discard":["before-upgrade"]}`)
 	pdiff(t, "on lvm-thin, nothing is deleted", []string{"pct rollback 102 nomos-20261201-101500"}, lvm.Execution.Steps)
 }
 
@@ -117,9 +117,9 @@ func TestNoSnapshotIsSaidBeforeApproval(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const blocker = "bind mount mp0 (/mnt/media)"
-	plain := b.request(t, "pct_exec", "lxc:101", `{"command":"touch /etc/x"}`)
-	b.setAttrs(t, "lxc:101", map[string]any{"snapshot_blocker": blocker, "lock": "backup"})
-	p := b.request(t, "pct_exec", "lxc:101", `{"command":"touch /etc/x"}`)
+	plain := b.request(t, "pct_exec", "lxc:strong/101", `{"command":"touch /etc/x"}`)
+	b.setAttrs(t, "lxc:strong/101", map[string]any{"snapshot_blocker": blocker, "lock": "backup"})
+	p := b.request(t, "pct_exec", "lxc:strong/101", `{"command":"touch /etc/x"}`)
 	if !p.Snapshot {
 		t.Fatal("a config mutation inside a container needs a snapshot")
 	}
@@ -146,8 +146,8 @@ func TestNoSnapshotIsSaidBeforeApproval(t *testing.T) {
 	}
 
 	// Once the blocker is gone, the approval no longer covers the plan.
-	other := b.request(t, "pct_exec", "lxc:101", `{"command":"touch /etc/y"}`)
-	b.setAttrs(t, "lxc:101", map[string]any{"snapshot_blocker": nil})
+	other := b.request(t, "pct_exec", "lxc:strong/101", `{"command":"touch /etc/y"}`)
+	b.setAttrs(t, "lxc:strong/101", map[string]any{"snapshot_blocker": nil})
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: other.Execution.ID, By: operator, Method: policy.MethodReaction}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +156,14 @@ func TestNoSnapshotIsSaidBeforeApproval(t *testing.T) {
 	}
 
 	strict := b.newService(t, b.queue, func(c *executions.Config) { c.RequireSnapshot = true })
-	b.setAttrs(t, "lxc:101", map[string]any{"snapshot_blocker": blocker})
-	_, err = strict.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "lxc:101", Params: json.RawMessage(`{"command":"touch /etc/x"}`),
+	b.setAttrs(t, "lxc:strong/101", map[string]any{"snapshot_blocker": blocker})
+	_, err = strict.Request(b.ctx, executions.Request{Action: "pct_exec", Target: "lxc:strong/101", Params: json.RawMessage(`{"command":"touch /etc/x"}`),
 		RequestedBy: operator, Via: "chat", RoomID: "!ops:localhost"})
 	var refused *executions.RefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("with snapshots.require: err = %v, want refused", err)
 	}
-	pcontains(t, "reason", err.Error(), "lxc:101 cannot be snapshotted (bind mount mp0 (/mnt/media))", "snapshots.require")
+	pcontains(t, "reason", err.Error(), "lxc:strong/101 cannot be snapshotted (bind mount mp0 (/mnt/media))", "snapshots.require")
 }
 
 func pdiff(t *testing.T, what string, want, got any) {

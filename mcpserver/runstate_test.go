@@ -47,6 +47,6 @@ func TestListLXCsShowsRunState(t *testing.T) {
 		t.Fatalf("claim inventory runs = %+v, %v", runs, err)
 	}
 	apply(runs, later, nil)
-	containsAll(t, "list_lxcs", b.ok(t, "list_lxcs", nil), "12 healthy, 1 stopped; 12 running, 1 stopped.")
+	containsAll(t, "list_lxcs", b.ok(t, "list_lxcs", nil), "14 healthy, 1 stopped; 14 running, 1 stopped.")
 	containsNone(t, "list_lxcs health=attention", b.ok(t, "list_lxcs", map[string]any{"health": "attention"}), "teddycloud")
 }

@@ -19,7 +19,7 @@ func TestInventoryKeepsTheNodesLiveFacts(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
 	cs := strong()
-	cs[0] = store.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", Onboot: new(true), Lock: "backup",
+	cs[1] = store.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", Onboot: new(true), Lock: "backup",
 		Tags: []string{"media", "home"}, HAState: "started", Protection: true, Addresses: []string{"10.40.0.101/24", "fc00::1/64"},
 		Snapshots: []string{"nomos-20261201-101500", "nomos-20261202-093000"}, RootStorage: "local", StorageType: "dir",
 		SnapshotBlocker: "raw volume on dir storage local; bind mount mp0 (/mnt/media)"}
@@ -45,15 +45,15 @@ func TestInventoryKeepsTheNodesLiveFacts(t *testing.T) {
 	want := map[string]any{"onboot": true, "lock": "backup", "tags": []any{"media", "home"}, "hastate": "started", "template": false,
 		"protection": true, "addresses": []any{"10.40.0.101/24", "fc00::1/64"}, "snapshots": []any{"nomos-20261201-101500", "nomos-20261202-093000"},
 		"root_storage": "local", "storage_type": "dir", "snapshot_blocker": "raw volume on dir storage local; bind mount mp0 (/mnt/media)"}
-	if d := gocmp.Diff(want, live("lxc:101")); d != "" {
-		t.Errorf("the seeded lxc:101's live facts (-want +got):\n%s", d)
+	if d := gocmp.Diff(want, live("lxc:strong/101")); d != "" {
+		t.Errorf("the seeded lxc:strong/101's live facts (-want +got):\n%s", d)
 	}
-	if got := entityID(t, e.s, "lxc:101"); got.Name != "jellyfin" || got.Attrs["cores"] != 4.0 {
-		t.Errorf("seeded facts of lxc:101 changed: %s %v", got.Name, got.Attrs)
+	if got := entityID(t, e.s, "lxc:strong/101"); got.Name != "jellyfin" || got.Attrs["cores"] != 4.0 {
+		t.Errorf("seeded facts of lxc:strong/101 changed: %s %v", got.Name, got.Attrs)
 	}
 
 	// The backup ends, HA lets go, protection is off: audited, not news.
-	cs[0].Lock, cs[0].HAState, cs[0].Protection = "", "", false
+	cs[1].Lock, cs[1].HAState, cs[1].Protection = "", "", false
 	ch = e.apply(t, e.run(t, "strong"), cs)
 	if ch.Announced() {
 		t.Errorf("a lock, HA state and protection change was announced: %+v", ch)
@@ -63,15 +63,15 @@ func TestInventoryKeepsTheNodesLiveFacts(t *testing.T) {
 	}
 
 	// The configuration does not answer: what it said stands.
-	cs[0] = store.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", Partial: true, Snapshots: cs[0].Snapshots}
+	cs[1] = store.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", Partial: true, Snapshots: cs[1].Snapshots}
 	e.apply(t, e.run(t, "strong"), cs)
-	if got := live("lxc:101"); got["onboot"] != true || got["storage_type"] != "dir" || got["addresses"] == nil {
+	if got := live("lxc:strong/101"); got["onboot"] != true || got["storage_type"] != "dir" || got["addresses"] == nil {
 		t.Errorf("a partial entry lost what the configuration said: %v", got)
 	}
 
 	// Re-seeding keeps the node's facts.
 	seedAgain(t, e)
-	if got := live("lxc:101"); got["onboot"] != true || got["snapshot_blocker"] == "" {
+	if got := live("lxc:strong/101"); got["onboot"] != true || got["snapshot_blocker"] == "" {
 		t.Errorf("re-seeding dropped the live facts: %v", got)
 	}
 }
@@ -101,8 +101,8 @@ func TestStoppedOnPurposePagesNobody(t *testing.T) {
 		}
 	}
 	fail()
-	if got := entityID(t, e.s, "lxc:111"); got.Health+": "+got.Detail != "stopped: container 111 is stopped, and does not start on boot" {
-		t.Errorf("lxc:111 stopped with onboot unset is %s: %s", got.Health, got.Detail)
+	if got := entityID(t, e.s, "lxc:hubris/111"); got.Health+": "+got.Detail != "stopped: container 111 is stopped, and does not start on boot" {
+		t.Errorf("lxc:hubris/111 stopped with onboot unset is %s: %s", got.Health, got.Detail)
 	}
 	signals, err := e.s.ListSignals(e.ctx, store.SignalFilter{})
 	if err != nil {
@@ -114,14 +114,14 @@ func TestStoppedOnPurposePagesNobody(t *testing.T) {
 
 	off := false
 	e.apply(t, e.run(t, "hubris"), hubris(&off))
-	if got := entityID(t, e.s, "lxc:111"); got.Health != "stopped" {
-		t.Errorf("lxc:111 stopped with onboot 0 is %s", got.Health)
+	if got := entityID(t, e.s, "lxc:hubris/111"); got.Health != "stopped" {
+		t.Errorf("lxc:hubris/111 stopped with onboot 0 is %s", got.Health)
 	}
 
 	e.apply(t, e.run(t, "hubris"), hubris(new(true)))
 	fail()
-	if got := entityID(t, e.s, "lxc:111"); got.Health != "unhealthy" {
-		t.Errorf("lxc:111 stopped with onboot 1 is %s: %s, want unhealthy", got.Health, got.Detail)
+	if got := entityID(t, e.s, "lxc:hubris/111"); got.Health != "unhealthy" {
+		t.Errorf("lxc:hubris/111 stopped with onboot 1 is %s: %s, want unhealthy", got.Health, got.Detail)
 	}
 	signals, err = e.s.ListSignals(e.ctx, store.SignalFilter{})
 	if err != nil {

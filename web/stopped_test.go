@@ -35,8 +35,8 @@ func TestStoppedOnPurposeShowsAsStopped(t *testing.T) {
 	body := b.get(t, "/", http.StatusOK)
 	containsAll(t, "overview", body,
 		`<span class="h-stopped">stopped</span><b>1</b>`,
-		`<a class="tile b-stopped" href="/e/lxc:131" title="teddycloud: stopped">131</a>`)
+		`<a class="tile b-stopped" href="/e/lxc:hubris/131" title="teddycloud: stopped">131</a>`)
 	containsNone(t, "overview", body, `<span class="h-unhealthy">unhealthy</span><b>1</b>`)
-	containsAll(t, "teddycloud", b.get(t, "/e/lxc:131", http.StatusOK), `<span class="badge b-stopped">stopped</span>`,
+	containsAll(t, "teddycloud", b.get(t, "/e/lxc:hubris/131", http.StatusOK), `<span class="badge b-stopped">stopped</span>`,
 		"container 131 is stopped, and does not start on boot")
 }

@@ -108,7 +108,7 @@ func TestDiscoverAsksAndSaysWhatItFound(t *testing.T) {
 
 	fleet.Admin(t, "strong", "pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname newbox --start 1")
 	code, out = discover("-wait", "1m")
-	if code != 0 || !strings.Contains(out, "strong: 8 containers; new: 150 newbox") || !strings.Contains(out, "hubris: 6 containers; nothing changed") {
+	if code != 0 || !strings.Contains(out, "strong: 9 containers; new: 150 newbox") || !strings.Contains(out, "hubris: 7 containers; nothing changed") {
 		t.Errorf("discover exited %d:\n%s", code, out)
 	}
 	if e, err := st.EntityBySlug(ctx, "lxc:strong/150"); err != nil || e.RunState != "running" {
