@@ -691,8 +691,6 @@ func pveshNextID(c *call, want, format string) int {
 // pveshGetUsage is what pvesh adds to a parameter error of pvesh get.
 const pveshGetUsage = "pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]"
 
-// templateStorages are the storages whose content includes vztmpl.
-var templateStorages = map[string]bool{"local": true}
 
 var storagePlugins = map[string]string{"local": "dir", "local-lvm": "lvmthin", "local-zfs": "zfspool"}
 

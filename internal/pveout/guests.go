@@ -166,9 +166,9 @@ func ParseBool(s string) (bool, bool) {
 // SplitTags splits a tags value as Proxmox does: on ';', ',' and
 // spaces, leaving out empty parts. It returns nil for no tags.
 func SplitTags(s string) []string {
-	var out []string
-	for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' || r == ' ' || r == '\t' }) {
-		out = append(out, t)
+	out := strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' || r == ' ' || r == '\t' })
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
