@@ -691,7 +691,6 @@ func pveshNextID(c *call, want, format string) int {
 // pveshGetUsage is what pvesh adds to a parameter error of pvesh get.
 const pveshGetUsage = "pvesh get <api_path> [OPTIONS] [FORMAT_OPTIONS]"
 
-
 var storagePlugins = map[string]string{"local": "dir", "local-lvm": "lvmthin", "local-zfs": "zfspool"}
 
 func pveamCmd(c *call) int {
