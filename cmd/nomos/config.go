@@ -361,7 +361,14 @@ func loadConfig(path string, environ []string) (*Config, error) {
 		}
 	}
 	if path != "" {
-		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		fk := koanf.New(".")
+		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+		if err := checkKeys(fk, "config file "+path, nil); err != nil {
+			return nil, err
+		}
+		if err := k.Merge(fk); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
@@ -369,6 +376,11 @@ func loadConfig(path string, environ []string) (*Config, error) {
 		Prefix:      envPrefix,
 		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(key, value string) (string, any) {
+			if !strings.Contains(key, "__") {
+				// Not a config key, which always has its section:
+				// NOMOS_CONFIG, NOMOS_TEST_GATE and the like.
+				return "", nil
+			}
 			key = strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(key, envPrefix), "__", "."))
 			if listKeys[key] {
 				var items []string
@@ -382,7 +394,14 @@ func loadConfig(path string, environ []string) (*Config, error) {
 			return key, value
 		},
 	})
-	if err := k.Load(env, nil); err != nil {
+	ek := koanf.New(".")
+	if err := ek.Load(env, nil); err != nil {
+		return nil, fmt.Errorf("config environment: %w", err)
+	}
+	if err := errors.Join(checkKeys(ek, "environment", envVar), checkEnvSeparators(environ)); err != nil {
+		return nil, err
+	}
+	if err := k.Merge(ek); err != nil {
 		return nil, fmt.Errorf("config environment: %w", err)
 	}
 	var cfg Config
