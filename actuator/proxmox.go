@@ -50,26 +50,6 @@ func touchesLock(steps []string) bool {
 // lockLineRE finds the lock in pct config's output.
 var lockLineRE = regexp.MustCompile(`(?m)^lock: ([a-z-]{1,32})$`)
 
-// lockMeaning says in a few words what a Proxmox lock means.
-func lockMeaning(lock string) string {
-	switch lock {
-	case "backup":
-		return "a backup is running"
-	case "snapshot", "snapshot-delete":
-		return "a snapshot is being taken or deleted"
-	case "rollback":
-		return "a rollback is running"
-	case "migrate":
-		return "it is being migrated"
-	case "create":
-		return "it is being created"
-	case "destroyed":
-		return "it is being destroyed"
-	case "mounted":
-		return "its disks are mounted on the node (pct mount)"
-	}
-	return "another operation holds it"
-}
 
 // look runs a read-only command on the target's host and returns its
 // output. It never counts as the execution's first command sent: nothing
@@ -136,11 +116,11 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 			waited = lock
 			x.current = "lock"
 			x.prog.setPhase("lock")
-			x.out.WriteString(fmt.Sprintf("== lock\nCT %d is locked (%s): %s. Waiting up to %s for it to clear.\n", vmid, lock, lockMeaning(lock), wait))
+			x.out.WriteString(fmt.Sprintf("== lock\nCT %d is locked (%s): %s. Waiting up to %s for it to clear.\n", vmid, lock, policy.LockMeaning(lock), wait))
 		}
 		if time.Now().Add(x.a.cfg.PollInterval).After(deadline) || !sleep(ctx, x.a.cfg.PollInterval) {
 			x.fail(tasks.StatusFailed, "lock", 0, start, "",
-				fmt.Sprintf("CT %d is locked (%s): %s. The actuator waited %s and ran nothing; try again once it has finished.", vmid, lock, lockMeaning(lock), wait))
+				fmt.Sprintf("CT %d is locked (%s): %s. The actuator waited %s and ran nothing; try again once it has finished.", vmid, lock, policy.LockMeaning(lock), wait))
 			return false
 		}
 	}

@@ -26,7 +26,7 @@ func factSentences(action string, snapshot bool, f executions.GuestFacts, vmid i
 		out = append(out, "📸 First, the actuator takes a snapshot of "+ct+", so the change can be rolled back.")
 	}
 	if f.Lock != "" {
-		out = append(out, "🔒 "+ct+" is locked ("+f.Lock+"): "+lockMeaning(f.Lock)+". The actuator waits up to "+humantime.Duration(cmp.Or(f.LockWait, tasks.DefaultLockWait))+
+		out = append(out, "🔒 "+ct+" is locked ("+f.Lock+"): "+policy.LockMeaning(f.Lock)+". The actuator waits up to "+humantime.Duration(cmp.Or(f.LockWait, tasks.DefaultLockWait))+
 			" for the lock to clear before it changes anything, and never runs during a backup; past that the step fails, naming the lock.")
 	}
 	if f.HA {
@@ -51,20 +51,6 @@ func cmpVMID(a, b int) int {
 	return b
 }
 
-// lockMeaning says in a few words what a Proxmox lock means.
-func lockMeaning(lock string) string {
-	switch lock {
-	case "backup":
-		return "a backup is running"
-	case "snapshot", "snapshot-delete":
-		return "a snapshot is being taken or deleted"
-	case "rollback":
-		return "a rollback is running"
-	case "migrate":
-		return "it is being migrated"
-	}
-	return "another operation holds it"
-}
 
 // factLines adds a one-step card's facts before its commands.
 func factLines(m *bodies, v CardView, vmid int) {
