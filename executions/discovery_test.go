@@ -101,19 +101,6 @@ func (b *bundle) fleetFacts(t *testing.T) ([]store.Entity, []store.Relationship)
 	return es, rels
 }
 
-// withoutLive is attrs without the node's live facts, which the
-// inventory adds to every container it lists.
-func withoutLive(attrs map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range attrs {
-		switch k {
-		case "onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots", "root_storage", "storage_type", "snapshot_blocker":
-		default:
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // TestDiscoveryFollowsWhatAnAdminDoes runs discovery through a real
 // actuator against labsim while an admin works on the hosts outside
@@ -172,7 +159,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	}
 	// The seeds' name and memory for 101 stand; the node's live facts
 	// are added beside them.
-	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:strong/101"].Attrs, withoutLive(got.Attrs)) {
+	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:strong/101"].Attrs, store.WithoutLive(got.Attrs)) {
 		t.Errorf("seeded lxc:strong/101 became %s %v; the seed's facts must win", got.Name, got.Attrs)
 	}
 	notices := b.notices(t)

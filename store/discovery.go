@@ -680,6 +680,18 @@ func mergeKeys(a, b map[string]any) map[string]bool {
 var liveKeys = []string{"onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots",
 	"root_storage", "storage_type", "snapshot_blocker"}
 
+// WithoutLive is attrs without the node's live facts (liveKeys): what the
+// seeds or an earlier discovery said of the container.
+func WithoutLive(attrs map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range attrs {
+		if !slices.Contains(liveKeys, k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // auditedLiveKeys are the live facts whose change is audited
 // (discovery.changed), though never announced: a backup's lock, an HA
 // state, protection, and whether a stop is on purpose.

@@ -102,19 +102,6 @@ func (e *discoveryEnv) audit(t *testing.T) []string {
 	return out
 }
 
-// withoutLive is attrs without the node's live facts, which every listed
-// container gets.
-func withoutLive(attrs map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range attrs {
-		switch k {
-		case "onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots", "root_storage", "storage_type", "snapshot_blocker":
-		default:
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // fleet is the fleet without the status that observations refresh.
 type fleetView struct {
@@ -172,7 +159,7 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 	}
 	// Seeded facts win: the host's different name, address and cores for
 	// 101 change nothing of the seed's.
-	if got := entityID(t, e.s, "lxc:strong/101"); !gocmp.Equal(seededJellyfin.Attrs, withoutLive(got.Attrs)) || got.Name != "jellyfin" || got.RunState != "running" {
+	if got := entityID(t, e.s, "lxc:strong/101"); !gocmp.Equal(seededJellyfin.Attrs, store.WithoutLive(got.Attrs)) || got.Name != "jellyfin" || got.RunState != "running" {
 		t.Errorf("seeded lxc:strong/101 became %s %v (%s), want the seed's attributes and its run state", got.Name, got.Attrs, got.RunState)
 	}
 	if d := gocmp.Diff([]string{"discovery.found 150"}, e.audit(t)); d != "" {
