@@ -101,7 +101,6 @@ func (b *bundle) fleetFacts(t *testing.T) ([]store.Entity, []store.Relationship)
 	return es, rels
 }
 
-
 // TestDiscoveryFollowsWhatAnAdminDoes runs discovery through a real
 // actuator against labsim while an admin works on the hosts outside
 // Nomos: a container created on a node is added to the fleet; an

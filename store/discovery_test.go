@@ -102,7 +102,6 @@ func (e *discoveryEnv) audit(t *testing.T) []string {
 	return out
 }
 
-
 // fleet is the fleet without the status that observations refresh.
 type fleetView struct {
 	Entities []store.Entity
