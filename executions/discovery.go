@@ -146,6 +146,19 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 		log.Warn("the host's inventory could not be taken; nothing changes", "err", r.Error)
 		return err
 	}
+	mismatch, err := s.store.ClusterMismatch(ctx, hostID, r.Nodes)
+	if err != nil {
+		return err
+	}
+	if mismatch != "" {
+		err := s.store.FailInventoryRun(ctx, run.ID, mismatch)
+		if errors.Is(err, store.ErrInventoryApplied) {
+			ref.Reason, ref.Detail = RefusedReplayed, "the run has an outcome already"
+			return s.refuse(ctx, ref)
+		}
+		log.Warn("the host's cluster disagrees with the fleet's clusters; nothing changes", "why", mismatch)
+		return err
+	}
 	obs := store.InventoryObservation{
 		RunID: runID, HostID: hostID, At: r.At, Elsewhere: r.Elsewhere,
 		Horizon: store.StaleAfter * s.cfg.InventoryInterval, Actor: s.cfg.Actor,

@@ -3,14 +3,18 @@ package executions_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
 )
 
 // TestSharedVMIDActsOnTheRightNode: the demo's strong and hubris are
@@ -79,5 +83,42 @@ func TestSharedVMIDActsOnTheRightNode(t *testing.T) {
 		if ran[cmd] != host {
 			t.Errorf("%q ran on %q, want once on %s", cmd, ran[cmd], host)
 		}
+	}
+}
+
+// TestInventoryOfAClusterTheFleetCallsStandalone: strong's Proxmox cluster
+// lists hubris as one of its nodes, but the fleet has the two standalone.
+// The inventory is not applied (its containers would be read as vanishing
+// and appearing as they migrate); the run records why, and the fleet is
+// as it was.
+func TestInventoryOfAClusterTheFleetCallsStandalone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runs, err := b.store.RequestInventory(b.ctx, "@operator:localhost")
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("request inventory = %+v, %v", runs, err)
+	}
+	if rep, err := b.svc.DiscoverDue(b.ctx); err != nil || rep.Sent != 2 {
+		t.Fatalf("discovery pass = %+v, %v", rep, err)
+	}
+	strong := runs[1]
+	before, edges := b.fleetFacts(t)
+	payload, err := tasks.SignInventoryResult(b.reportKey, tasks.InventoryResult{RunID: strong.ID.String(), HostID: strong.HostID.String(),
+		Actuator: tasks.DefaultActuator, Node: "strong", Nodes: []string{"hubris", "strong"},
+		Containers: []tasks.InventoryContainer{{VMID: 101, Status: "running"}}, Elsewhere: []int{110}, At: b.clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.apply(t, tasks.TypeInventoryResult, payload)
+	got, err := b.store.InventoryRun(b.ctx, strong.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AppliedAt == nil || got.Changes != nil || !strings.Contains(got.Error, "strong's Proxmox cluster has node hubris, which the fleet has as host hubris in cluster hubris") {
+		t.Errorf("the run = applied %v, changes %+v, error %q; want it failed with the clusters named", got.AppliedAt, got.Changes, got.Error)
+	}
+	after, edgesAfter := b.fleetFacts(t)
+	if d := gocmp.Diff(before, after); d != "" || !slices.Equal(edges, edgesAfter) {
+		t.Errorf("the fleet changed (-before +after):\n%s", d)
 	}
 }

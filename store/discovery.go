@@ -844,3 +844,64 @@ func (s *Store) PruneInventoryRuns(ctx context.Context, before time.Time) (int, 
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// ClusterMismatch says why the nodes a host's Proxmox cluster lists
+// disagree with the clusters the fleet gives its hosts, or "" when they
+// agree (or nodes is empty: an actuator too old to say). A fleet whose
+// clusters are wrong would take two containers for one or one for two,
+// so such an inventory is not applied.
+//
+//   - A host the fleet puts in this host's cluster must be listed: two
+//     standalone nodes named as one cluster share each other's vmids.
+//   - A node of a cluster of several that the fleet has, once, as a host
+//     of another cluster is in this one: its guests would be read as
+//     appearing and vanishing as they migrate.
+func (s *Store) ClusterMismatch(ctx context.Context, hostID uuid.UUID, nodes []string) (string, error) {
+	if len(nodes) == 0 {
+		return "", nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT h.id, h.name, coalesce(nullif(h.attrs->>'node', ''), h.name), `+hostCluster+`
+		FROM entities h WHERE h.type = 'host' AND h.lifecycle <> 'destroyed' ORDER BY h.name`)
+	if err != nil {
+		return "", fmt.Errorf("clusters of the fleet: %w", err)
+	}
+	type host struct {
+		id                  uuid.UUID
+		name, node, cluster string
+	}
+	hosts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (host, error) {
+		var h host
+		err := r.Scan(&h.id, &h.name, &h.node, &h.cluster)
+		return h, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("clusters of the fleet: %w", err)
+	}
+	var self host
+	byNode := map[string][]host{}
+	for _, h := range hosts {
+		if h.id == hostID {
+			self = h
+		}
+		byNode[h.node] = append(byNode[h.node], h)
+	}
+	if self.name == "" {
+		return "", nil
+	}
+	var why []string
+	for _, h := range hosts {
+		if h.id != hostID && h.cluster == self.cluster && !slices.Contains(nodes, h.node) {
+			why = append(why, fmt.Sprintf("the fleet puts host %s (node %s) in cluster %s with %s, but %s's Proxmox cluster lists only %s: give %s a cluster of its own (or none), or set node: to its Proxmox node name",
+				h.name, h.node, self.cluster, self.name, self.name, strings.Join(nodes, ", "), h.name))
+		}
+	}
+	if len(nodes) > 1 {
+		for _, n := range nodes {
+			if hs := byNode[n]; len(hs) == 1 && hs[0].cluster != self.cluster {
+				why = append(why, fmt.Sprintf("%s's Proxmox cluster has node %s, which the fleet has as host %s in cluster %s: nodes of one cluster must name the same cluster: in the seeds",
+					self.name, n, hs[0].name, hs[0].cluster))
+			}
+		}
+	}
+	return strings.Join(why, "; "), nil
+}

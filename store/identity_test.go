@@ -8,6 +8,7 @@ import (
 	"testing/fstest"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
@@ -204,5 +205,45 @@ func TestReseedWithACluster(t *testing.T) {
 	}
 	if _, err := e.s.EntityBySlug(e.ctx, "lxc:strong/101"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("lxc:strong/101 is still there: %v", err)
+	}
+}
+
+// TestClusterMismatch: an inventory whose cluster listing disagrees with
+// the fleet's clusters is named, so it is not applied: two standalone
+// nodes named as one cluster would share vmids, and a cluster's nodes
+// named standalone would see their guests appear and vanish as they
+// migrate (the node list is /cluster/resources' node entries).
+func TestClusterMismatch(t *testing.T) {
+	t.Parallel()
+	e := discoverySetup(t)
+	seed, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.ApplySeed(e.ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	id := func(host string) uuid.UUID { return entityID(t, e.s, "host:"+host).ID }
+	for _, tc := range []struct {
+		host  string
+		nodes []string
+		want  string
+	}{
+		{"pve1", []string{"pve1", "pve2"}, ""},
+		{"pve2", []string{"pve2", "pve1"}, ""},
+		{"solo", []string{"solo"}, ""},
+		{"strong", []string{"strong"}, ""},
+		{"pve1", nil, ""},
+		{"pve1", []string{"pve1"}, "the fleet puts host pve2 (node pve2) in cluster lab with pve1, but pve1's Proxmox cluster lists only pve1"},
+		{"solo", []string{"solo", "pve1"}, "solo's Proxmox cluster has node pve1, which the fleet has as host pve1 in cluster lab"},
+		{"strong", []string{"strong", "hubris"}, "strong's Proxmox cluster has node hubris, which the fleet has as host hubris in cluster hubris"},
+	} {
+		got, err := e.s.ClusterMismatch(e.ctx, id(tc.host), tc.nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("ClusterMismatch(%s, %v) = %q; want %q", tc.host, tc.nodes, got, tc.want)
+		}
 	}
 }
