@@ -42,12 +42,15 @@ const (
 	// CmdResolve records what really happened to an outcome_unknown
 	// execution: Target is its plan code, Params["note"] the operator's note.
 	CmdResolve
+	// CmdProblems lists what needs attention: open signals, then the
+	// unhealthy, degraded and stale targets, worst first.
+	CmdProblems
 )
 
 var kindNames = [...]string{
 	CmdUnknown: "unknown", CmdHelp: "help", CmdStatus: "status", CmdListContainers: "list_containers",
 	CmdShow: "show", CmdAction: "action", CmdApprove: "approve", CmdDeny: "deny", CmdConfirm: "confirm",
-	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve",
+	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve", CmdProblems: "problems",
 }
 
 // String returns the kind's snake_case name.

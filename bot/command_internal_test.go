@@ -178,6 +178,12 @@ var commandTests = []struct {
 	{text: "exec lxc:101 m3zt", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctExec, Phrase: "exec lxc:101 m3zt"}},
 	{text: "rollback lxc:101 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctRollback, Params: kv{"name": "k7q2"}, Phrase: "rollback lxc:101 k7q2"}},
 
+	// What needs attention.
+	{text: "problems", want: Command{Kind: CmdProblems}},
+	{text: "What's wrong?", want: Command{Kind: CmdProblems}},
+	{text: "what is unhealthy", want: Command{Kind: CmdProblems}},
+	{text: "is anything down?", want: Command{Kind: CmdProblems}},
+
 	// Pending and history.
 	{text: "pending", want: Command{Kind: CmdPending}},
 	{text: "what's pending?", want: Command{Kind: CmdPending}},

@@ -117,6 +117,8 @@ func fixedPhrase(words []string) (CommandKind, bool) {
 		return CmdStatus, true
 	case slices.Contains(pendingPhrases, phrase):
 		return CmdPending, true
+	case slices.Contains(problemPhrases, phrase):
+		return CmdProblems, true
 	case isListCommand(words):
 		return CmdListContainers, true
 	}
@@ -273,6 +275,11 @@ var (
 		"status", "fleet", "fleet status", "overview", "health", "summary", "status report",
 		"how is everything", "how is the fleet", "how are things", "what is up", "sitrep", "hosts",
 		"list hosts", "show hosts", "nodes",
+	}
+	problemPhrases = []string{
+		"problems", "show problems", "list problems", "any problems", "issues", "alerts", "attention",
+		"what is wrong", "whats wrong", "what is broken", "what is unhealthy", "what is down", "what needs attention",
+		"anything wrong", "is anything wrong", "is anything broken", "is anything down", "unhealthy",
 	}
 	pendingPhrases = []string{
 		"pending", "show pending", "list pending", "what is pending", "pending plans", "plans",

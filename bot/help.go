@@ -4,7 +4,7 @@ import "strings"
 
 // ShortHelp is the answer to a message Nomos did not understand.
 func ShortHelp() string {
-	return "I didn't understand that. Try: status · list containers · show <name> · restart <service> · " +
+	return "I didn't understand that. Try: status · problems · list containers · show <name> · restart <service> · " +
 		"start|stop|reboot <lxc> · snapshot <lxc> · rollback <lxc> <snapshot> · destroy <lxc> · " +
 		"exec <lxc> <command> · pending · history · help"
 }
@@ -17,6 +17,7 @@ var helpSections = []struct {
 }{
 	{"Look", []helpEntry{
 		{"status", "the fleet at a glance"},
+		{"problems", "what needs attention, worst first: open signals, then what is unhealthy, degraded or stale (also: what's wrong)"},
 		{"list containers", "containers and the services in them (also: ls, list lxcs)"},
 		{"show <name>", "one host, container or service, e.g. show jellyfin, show lxc:101"},
 		{"pending", "plans waiting for a decision"},

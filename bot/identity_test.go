@@ -2,6 +2,9 @@ package bot_test
 
 import (
 	"testing"
+	"time"
+
+	"github.com/nomoshq/nomos/store"
 )
 
 // TestSharedVMIDInTheRoom: the demo's strong and hubris are standalone
@@ -26,4 +29,29 @@ func TestSharedVMIDInTheRoom(t *testing.T) {
 
 	b.say(t, b.operator, "reboot strong/100", "")
 	b.waitFor(t, b.botSays("lxc:strong/100", "pct reboot 100", "awaiting approval"))
+}
+
+// TestProblemsListsWhatNeedsAttention: "what's wrong" answers without an
+// LLM: nothing at first; then the open signal of a failing check.
+func TestProblemsListsWhatNeedsAttention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withAlerts())
+	b.say(t, b.operator, "problems", "")
+	b.waitFor(t, b.botSays("Nothing needs attention"))
+
+	now := time.Now().UTC().Add(-time.Minute)
+	due, err := b.store.ClaimDueChecks(b.ctx, now, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range due {
+		if c.Slug == "jellyfin-http" {
+			if err := b.store.RecordCheck(b.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(),
+				Health: "unhealthy", Detail: "GET /health: connection refused", At: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b.say(t, b.operator, "What's wrong?", "")
+	b.waitFor(t, b.botSays("Open signals (1), worst first:", "🔴 service:jellyfin check:jellyfin-http", "connection refused"))
 }

@@ -146,6 +146,12 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.replyShow(ctx, evt, cmd.Target)
 	case CmdPending:
 		b.replyPending(ctx, evt)
+	case CmdProblems:
+		if !b.mayRead(evt.Sender) {
+			b.refuseReader(ctx, evt, "problems")
+			return
+		}
+		b.replyProblems(ctx, evt)
 	case CmdHistory:
 		if !b.mayRead(evt.Sender) {
 			b.refuseReader(ctx, evt, "history")
