@@ -51,7 +51,6 @@ func cmpVMID(a, b int) int {
 	return b
 }
 
-
 // factLines adds a one-step card's facts before its commands.
 func factLines(m *bodies, v CardView, vmid int) {
 	for _, s := range factSentences(v.Planned.Execution.Action, v.Planned.Snapshot, v.Planned.Facts, vmid) {
