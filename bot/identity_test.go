@@ -55,3 +55,13 @@ func TestProblemsListsWhatNeedsAttention(t *testing.T) {
 	b.say(t, b.operator, "What's wrong?", "")
 	b.waitFor(t, b.botSays("Open signals (1), worst first:", "🔴 service:jellyfin check:jellyfin-http", "connection refused"))
 }
+
+// TestShowGroupsAServiceWithItsContainer: "show jellyfin" names both the
+// service and the container it runs in, which are one thing to a person;
+// both are shown together instead of a question.
+func TestShowGroupsAServiceWithItsContainer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "show jellyfin", "")
+	b.waitFor(t, b.botSays("jellyfin (lxc:strong/101)", "jellyfin (service:jellyfin)", "runs service:jellyfin"))
+}

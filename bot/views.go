@@ -224,16 +224,18 @@ func containersCard(es []store.Entity) (plain, htm string) {
 	return pb.String(), hb.String()
 }
 
-// replyShow answers "show <entity>". A vmid that several standalone nodes
-// (or clusters) use shows every container with it; any other name that
-// matches more than one entity is asked about.
+// replyShow answers "show <entity>". Matches that are one thing to a
+// person are shown together: a service and the container it runs in (and
+// its host), which often share a name, or one vmid that several
+// standalone nodes use. Matches that are unrelated are asked about.
 func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 	matches, err := b.store.ResolveTargets(ctx, ref)
 	if err != nil || len(matches) == 0 {
 		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("I don't know %q. Try `list containers` or `status`.", ref), "", evt)
 		return
 	}
-	if len(matches) > 1 && !sameVMID(matches) {
+	rels, _ := b.store.Relationships(ctx)
+	if len(matches) > 1 && !sameVMID(matches) && !related(matches, rels) {
 		var slugs []string
 		for _, m := range matches {
 			slugs = append(slugs, m.Slug)
@@ -241,9 +243,8 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%q could mean %s. Which one?", ref, strings.Join(slugs, " or ")), "", evt)
 		return
 	}
-	rels, _ := b.store.Relationships(ctx)
 	var plain, htm strings.Builder
-	if len(matches) > 1 {
+	if len(matches) > 1 && sameVMID(matches) {
 		line := fmt.Sprintf("%d containers have vmid %d, one in each cluster; to act on one, name it as %s does.",
 			len(matches), matches[0].AttrInt("vmid"), matches[0].Slug)
 		plain.WriteString(line + "\n")
@@ -263,6 +264,28 @@ func sameVMID(es []store.Entity) bool {
 		}
 	}
 	return true
+}
+
+// related reports whether the entities are one stack: a service, the
+// container it runs in and that container's host, each up the runs and
+// hosts edges from the one below. Two containers on one host are not.
+func related(es []store.Entity, rels []store.Relationship) bool {
+	up := map[string]string{}
+	for _, r := range rels {
+		if r.Type == "runs" || r.Type == "hosts" {
+			up[r.To] = r.From
+		}
+	}
+	for _, bottom := range es {
+		chain := map[string]bool{}
+		for s := bottom.Slug; s != "" && !chain[s]; s = up[s] {
+			chain[s] = true
+		}
+		if !slices.ContainsFunc(es, func(e store.Entity) bool { return !chain[e.Slug] }) {
+			return true
+		}
+	}
+	return false
 }
 
 // showEntity writes one entity, its attributes and its relations.

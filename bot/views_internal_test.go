@@ -79,3 +79,38 @@ func BenchmarkContainersCard(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "card-bytes")
 }
+
+// TestRelatedIsOneStack: show groups a service, its container and its
+// host, and asks about anything else, such as two containers on one host
+// or a service and an unrelated container.
+func TestRelatedIsOneStack(t *testing.T) {
+	t.Parallel()
+	rels := []store.Relationship{
+		{From: "host:strong", To: "lxc:strong/101", Type: "hosts"},
+		{From: "host:strong", To: "lxc:strong/102", Type: "hosts"},
+		{From: "lxc:strong/101", To: "service:jellyfin", Type: "runs"},
+		{From: "lxc:strong/102", To: "service:gitea", Type: "runs"},
+		{From: "service:gitea", To: "service:jellyfin", Type: "depends_on"},
+	}
+	es := func(slugs ...string) []store.Entity {
+		var out []store.Entity
+		for _, s := range slugs {
+			out = append(out, store.Entity{Slug: s})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		slugs []string
+		want  bool
+	}{
+		{[]string{"service:jellyfin", "lxc:strong/101"}, true},
+		{[]string{"lxc:strong/101", "service:jellyfin", "host:strong"}, true},
+		{[]string{"lxc:strong/101", "lxc:strong/102"}, false},
+		{[]string{"service:jellyfin", "lxc:strong/102"}, false},
+		{[]string{"service:gitea", "service:jellyfin"}, false},
+	} {
+		if got := related(es(tc.slugs...), rels); got != tc.want {
+			t.Errorf("related(%v) = %v, want %v", tc.slugs, got, tc.want)
+		}
+	}
+}
