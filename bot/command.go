@@ -45,12 +45,14 @@ const (
 	// CmdProblems lists what needs attention: open signals, then the
 	// unhealthy, degraded and stale targets, worst first.
 	CmdProblems
+	// CmdSnapshots lists the snapshots of the container named by Target.
+	CmdSnapshots
 )
 
 var kindNames = [...]string{
 	CmdUnknown: "unknown", CmdHelp: "help", CmdStatus: "status", CmdListContainers: "list_containers",
 	CmdShow: "show", CmdAction: "action", CmdApprove: "approve", CmdDeny: "deny", CmdConfirm: "confirm",
-	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve", CmdProblems: "problems",
+	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve", CmdProblems: "problems", CmdSnapshots: "snapshots",
 }
 
 // String returns the kind's snake_case name.

@@ -178,6 +178,12 @@ var commandTests = []struct {
 	{text: "exec lxc:101 m3zt", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctExec, Phrase: "exec lxc:101 m3zt"}},
 	{text: "rollback lxc:101 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctRollback, Params: kv{"name": "k7q2"}, Phrase: "rollback lxc:101 k7q2"}},
 
+	// Snapshots of a container.
+	{text: "snapshots 101", want: Command{Kind: CmdSnapshots, Target: "101"}},
+	{text: "list snapshots of lxc:strong/101", want: Command{Kind: CmdSnapshots, Target: "lxc:strong/101"}},
+	{text: "show snapshots of jellyfin", want: Command{Kind: CmdSnapshots, Target: "jellyfin"}},
+	{text: "snapshots", want: Command{}, hint: true},
+
 	// What needs attention.
 	{text: "problems", want: Command{Kind: CmdProblems}},
 	{text: "What's wrong?", want: Command{Kind: CmdProblems}},

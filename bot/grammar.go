@@ -86,6 +86,13 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 		return targetAction(c, args, "usage: destroy <lxc>, e.g. destroy lxc:131", destroyAction)
 	case "snapshot", "snap":
 		return parseSnapshot(c, args)
+	case "snapshots", "snaps":
+		return parseSnapshots(c, args)
+	case "list":
+		if hasWords(args, "snapshots") || hasWords(args, "snaps") {
+			return parseSnapshots(c, args[1:])
+		}
+		return "", false
 	case "take", "make", "create":
 		if hasWords(args, "a", "snapshot") || hasWords(args, "snapshot") {
 			for args[0].norm != "snapshot" {
@@ -153,6 +160,9 @@ func parseShow(c *Command, verb string, args []token) (string, bool) {
 	if hasWords(args, "me") {
 		args = args[1:]
 	}
+	if len(args) > 1 && (args[0].norm == "snapshots" || args[0].norm == "snaps") {
+		return parseSnapshots(c, args[1:])
+	}
 	for len(args) > 1 && (articles[args[0].norm] || args[0].norm == "of") {
 		args = args[1:]
 	}
@@ -173,6 +183,18 @@ func parseShow(c *Command, verb string, args []token) (string, bool) {
 		return "", true
 	}
 	return "usage: show <name>, e.g. show jellyfin or show lxc:101", false
+}
+
+// parseSnapshots reads "snapshots [of|on|for] <lxc>", and "list
+// snapshots …" and "show snapshots …".
+func parseSnapshots(c *Command, args []token) (string, bool) {
+	const usage = "usage: snapshots <lxc>, e.g. snapshots 101"
+	ref, typ, rest, ok := targetArg(args, "of", "on", "for", "in")
+	if !ok || len(rest) > 0 || (typ != "" && typ != "lxc") {
+		return usage, false
+	}
+	c.Kind, c.Target = CmdSnapshots, ref
+	return "", true
 }
 
 // parseDecision reads "approve|deny [plan] [code]" and "approve it".

@@ -20,6 +20,7 @@ var helpSections = []struct {
 		{"problems", "what needs attention, worst first: open signals, then what is unhealthy, degraded or stale (also: what's wrong)"},
 		{"list containers", "containers and the services in them (also: ls, list lxcs)"},
 		{"show <name>", "one host, container or service, e.g. show jellyfin, show lxc:101"},
+		{"snapshots <lxc>", "a container's snapshots, newest first, and who made each"},
 		{"pending", "plans waiting for a decision"},
 		{"history [name]", "recent executions"},
 	}},

@@ -1,10 +1,14 @@
 package bot_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
 )
 
 // TestSharedVMIDInTheRoom: the demo's strong and hubris are standalone
@@ -64,4 +68,40 @@ func TestShowGroupsAServiceWithItsContainer(t *testing.T) {
 	b := setup(t)
 	b.say(t, b.operator, "show jellyfin", "")
 	b.waitFor(t, b.botSays("jellyfin (lxc:strong/101)", "jellyfin (service:jellyfin)", "runs service:jellyfin"))
+}
+
+// TestSnapshotsListsWhoMadeThem: "snapshots postgres" lists the
+// container's snapshots newest first, with who made each: the one Nomos
+// took before a restart it was asked for (postgres's restart is a
+// config_mutation, so the actuator snapshots first), and one made outside
+// Nomos, which Nomos never deletes.
+func TestSnapshotsListsWhoMadeThem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "restart postgres", "")
+	card := b.waitFor(t, b.botSays("restart postgres", "awaiting approval"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, b.room, card.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	x, err := b.store.GetExecution(b.ctx, b.execFor(t, card.ID).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res tasks.Result
+	if err := json.Unmarshal(x.Result, &res); err != nil || !policy.IsNomosSnapshot(res.Snapshot) {
+		t.Fatalf("the restart's result %s (%v) names no snapshot of Nomos's", x.Result, err)
+	}
+	// What the next inventory would record: oldest first.
+	if err := b.store.MergeEntityAttrs(b.ctx, "lxc:strong/105", map[string]any{"snapshots": []string{"before-upgrade", res.Snapshot}}); err != nil {
+		t.Fatal(err)
+	}
+	b.say(t, b.operator, "snapshots postgres", "")
+	got := b.waitFor(t, b.botSays("Snapshots of postgres (lxc:strong/105): 2, newest first"))
+	body := got.Content.AsMessage().Body
+	mine := strings.Index(body, res.Snapshot+", ")
+	theirs := strings.Index(body, "before-upgrade, not made by Nomos")
+	if mine < 0 || theirs < mine || !strings.Contains(body, "by Nomos before restart on service:postgres, asked by "+b.operator.UserID.String()+", approved by "+b.operator.UserID.String()) {
+		t.Errorf("snapshots = %q; want Nomos's newest first with its restart, asker and approver, then before-upgrade as not Nomos's", body)
+	}
 }

@@ -146,6 +146,12 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.replyShow(ctx, evt, cmd.Target)
 	case CmdPending:
 		b.replyPending(ctx, evt)
+	case CmdSnapshots:
+		if !b.mayRead(evt.Sender) {
+			b.refuseReader(ctx, evt, "snapshots "+cmd.Target)
+			return
+		}
+		b.replySnapshots(ctx, evt, cmd.Target)
 	case CmdProblems:
 		if !b.mayRead(evt.Sender) {
 			b.refuseReader(ctx, evt, "problems")
