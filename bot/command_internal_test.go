@@ -178,6 +178,19 @@ var commandTests = []struct {
 	{text: "exec lxc:101 m3zt", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctExec, Phrase: "exec lxc:101 m3zt"}},
 	{text: "rollback lxc:101 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctRollback, Params: kv{"name": "k7q2"}, Phrase: "rollback lxc:101 k7q2"}},
 
+	// Provisioning, the seeds' central workflow, without an LLM.
+	{text: "create lxc wiki on hubris", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki"}}},
+	{text: "create a container called wiki on hubris", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki"}}},
+	{text: "create lxc wiki on hubris cores 2 memory 2G disk 20G ip 10.40.0.150/24 gw 10.40.0.1", want: Command{Kind: CmdAction, Target: "hubris",
+		Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "cores": 2, "memory": 2048, "disk_gb": 20, "ip": "10.40.0.150/24", "gw": "10.40.0.1"}}},
+	{text: "new ct db on strong memory 512M template local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", want: Command{Kind: CmdAction, Target: "strong",
+		Action: policy.ActionPctCreate, Params: kv{"hostname": "db", "memory": 512, "template": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"}}},
+	{text: "create lxc wiki on hubris disk 8", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "disk_gb": 8}}},
+	{text: "create lxc wiki", want: Command{}, hint: true},
+	{text: "create lxc wiki on hubris memory lots", want: Command{}, hint: true},
+	{text: "create lxc wiki on hubris disk 1.5G", want: Command{}, hint: true},
+	{text: "create lxc wiki on hubris colour blue", want: Command{}, hint: true},
+
 	// Snapshots of a container.
 	{text: "snapshots 101", want: Command{Kind: CmdSnapshots, Target: "101"}},
 	{text: "list snapshots of lxc:strong/101", want: Command{Kind: CmdSnapshots, Target: "lxc:strong/101"}},

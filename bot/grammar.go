@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -93,12 +95,15 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 			return parseSnapshots(c, args[1:])
 		}
 		return "", false
-	case "take", "make", "create":
+	case "take", "make", "create", "provision", "new":
 		if hasWords(args, "a", "snapshot") || hasWords(args, "snapshot") {
 			for args[0].norm != "snapshot" {
 				args = args[1:]
 			}
 			return parseSnapshot(c, args[1:])
+		}
+		if verb != "take" {
+			return parseCreate(c, args)
 		}
 		return "", false
 	case "rollback", "revert", "restore", "roll":
@@ -183,6 +188,88 @@ func parseShow(c *Command, verb string, args []token) (string, bool) {
 		return "", true
 	}
 	return "usage: show <name>, e.g. show jellyfin or show lxc:101", false
+}
+
+// createUsage is the usage of create, with every option.
+const createUsage = "usage: create lxc <name> on <host> [cores N] [memory 2G|512M] [disk 20G] [ip 10.0.0.5/24 gw 10.0.0.1] " +
+	"[template local:vztmpl/debian-13-standard_13.1-1_amd64.tar.zst], e.g. create lxc wiki on hubris cores 2 memory 2G"
+
+// parseCreate reads "create [a|new] lxc|container|ct [called|named] <name>
+// on <host>" and its options, as pct_create's parameters; the gate and the
+// card check them as for any request.
+func parseCreate(c *Command, args []token) (string, bool) {
+	for len(args) > 0 && (articles[args[0].norm] || args[0].norm == "an" || args[0].norm == "new") {
+		args = args[1:]
+	}
+	if len(args) == 0 || typeWords[args[0].norm] != "lxc" {
+		return "", false // not a container: "create" alone is not ours
+	}
+	args = args[1:]
+	if len(args) > 0 && (args[0].norm == "called" || args[0].norm == "named") {
+		args = args[1:]
+	}
+	if len(args) < 3 || args[1].norm != "on" || !isRef(args[0].raw) || !isRef(args[2].raw) {
+		return createUsage, false
+	}
+	params := map[string]any{"hostname": args[0].norm}
+	host := args[2].raw
+	for rest := args[3:]; len(rest) > 0; rest = rest[2:] {
+		if len(rest) < 2 {
+			return createUsage, false
+		}
+		key, val := rest[0].norm, rest[1].raw
+		var err error
+		switch key {
+		case "cores", "cpus", "cpu":
+			params["cores"], err = strconv.Atoi(val)
+		case "memory", "mem", "ram":
+			params["memory"], err = sizeMB(val)
+		case "disk", "size":
+			v := strings.TrimSuffix(strings.ToUpper(val), "B")
+			if _, plain := strconv.Atoi(v); plain == nil {
+				v += "G" // a disk is sized in gigabytes
+			}
+			var mb int
+			mb, err = sizeMB(v)
+			params["disk_gb"] = mb / 1024
+			if err == nil && (mb%1024 != 0 || mb == 0) {
+				err = fmt.Errorf("want whole gigabytes")
+			}
+		case "ip":
+			params["ip"] = val
+		case "gw", "gateway":
+			params["gw"] = val
+		case "template":
+			params["template"] = val
+		case "storage":
+			params["storage"] = val
+		default:
+			return createUsage, false
+		}
+		if err != nil {
+			return fmt.Sprintf("%s: %s %q: %v", createUsage, key, val, err), false
+		}
+	}
+	c.Kind, c.Target, c.Action, c.Params = CmdAction, host, policy.ActionPctCreate, params
+	return "", true
+}
+
+// sizeMB reads a size in megabytes: 512, 512M, 2G or 1T.
+func sizeMB(s string) (int, error) {
+	unit := 1
+	switch {
+	case strings.HasSuffix(strings.ToUpper(s), "T"):
+		unit, s = 1<<20, s[:len(s)-1]
+	case strings.HasSuffix(strings.ToUpper(s), "G"):
+		unit, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(strings.ToUpper(s), "M"):
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("want a size such as 512M or 2G")
+	}
+	return n * unit, nil
 }
 
 // parseSnapshots reads "snapshots [of|on|for] <lxc>", and "list

@@ -105,3 +105,13 @@ func TestSnapshotsListsWhoMadeThem(t *testing.T) {
 		t.Errorf("snapshots = %q; want Nomos's newest first with its restart, asker and approver, then before-upgrade as not Nomos's", body)
 	}
 }
+
+// TestCreateInTheRoomWithoutAnLLM: "create lxc wiki on hubris cores 2
+// memory 2G" makes pct_create's plan from the grammar alone, with the
+// options on the card before anyone approves.
+func TestCreateInTheRoomWithoutAnLLM(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.say(t, b.operator, "create lxc wiki on hubris cores 2 memory 2G", "")
+	b.waitFor(t, b.botSays("pct create", "--hostname wiki", "--cores 2", "--memory 2048", "awaiting approval"))
+}
