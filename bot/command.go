@@ -127,6 +127,10 @@ func ParseCommand(text string, runbooks []store.Runbook) Command {
 	if len(toks) == 0 {
 		return c
 	}
+	if runbookFirst[toks[0].norm] && matchRunbooks(&c, toks, runbooks) {
+		// The operator's own runbook for the verb wins over the grammar's.
+		return c
+	}
 	hint, ok := parseGrammar(&c, body, toks)
 	if ok {
 		return c
@@ -137,6 +141,11 @@ func ParseCommand(text string, runbooks []store.Runbook) Command {
 	c.Hint = hint
 	return c
 }
+
+// runbookFirst are the verbs the grammar takes only when no runbook does:
+// a homelab's runbook for "upgrade 102" (upgrade, then reboot, say) is
+// what its operators mean by it.
+var runbookFirst = map[string]bool{"upgrade": true, "reload": true, "enable": true, "disable": true, "check": true, "audit": true}
 
 // stripReplyFallback drops the "> <@user> quoted text" lines a Matrix
 // reply's body starts with.

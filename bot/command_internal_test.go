@@ -407,3 +407,33 @@ func FuzzParseCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestGrammarWithoutRunbooks: a homelab without the demo's runbooks still
+// reloads, enables and disables units and checks for or installs upgrades
+// from the grammar; where a runbook matches, it wins (TestParseCommand).
+func TestGrammarWithoutRunbooks(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		text string
+		want Command
+		hint bool
+	}{
+		{text: "reload caddy", want: Command{Kind: CmdAction, Target: "caddy", Action: policy.ActionSystemctl, Params: kv{"verb": "reload"}}},
+		{text: "enable the jellyfin service", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionSystemctl, Params: kv{"verb": "enable"}}},
+		{text: "disable gitea", want: Command{Kind: CmdAction, Target: "gitea", Action: policy.ActionSystemctl, Params: kv{"verb": "disable"}}},
+		{text: "check updates on 102", want: Command{Kind: CmdAction, Target: "102", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"}}},
+		{text: "check for updates on lxc:strong/102", want: Command{Kind: CmdAction, Target: "lxc:strong/102", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"}}},
+		{text: "list updates in 102", want: Command{Kind: CmdAction, Target: "102", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"}}},
+		{text: "reload host strong", want: Command{}, hint: true},
+
+		{text: "upgrade 102", want: Command{Kind: CmdAction, Target: "102", Action: policy.ActionAptUpgrade, Params: kv{"mode": "upgrade"}}},
+	} {
+		got := ParseCommand(tt.text, nil)
+		if diff := cmp.Diff(tt.want, stripUnspecified(got), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("ParseCommand(%q) (-want +got):\n%s", tt.text, diff)
+		}
+		if tt.hint && (got.Kind != CmdUnknown || got.Hint == "") {
+			t.Errorf("ParseCommand(%q) = %v with hint %q, want CmdUnknown with a usage hint", tt.text, got.Kind, got.Hint)
+		}
+	}
+}

@@ -71,6 +71,12 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 	case "history", "log", "recent":
 		return parseHistory(c, args)
 	case "show", "info", "describe", "details", "inspect", "status", "check":
+		if verb == "check" && (hasWords(args, "updates") || hasWords(args, "for", "updates")) {
+			if args[0].norm == "for" {
+				args = args[1:]
+			}
+			return parseUpdates(c, args[1:])
+		}
 		return parseShow(c, verb, args)
 	case "approve", "deny", "reject", "cancel", "confirm":
 		return parseDecision(c, verb, args)
@@ -80,6 +86,10 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 		return parseExec(c, body, argFields(body, toks[0].raw))
 	case "restart", "bounce":
 		return targetAction(c, args, "usage: restart <service>, e.g. restart jellyfin", restartAction)
+	case "reload", "enable", "disable":
+		return targetAction(c, args, "usage: "+verb+" <service>, e.g. "+verb+" caddy", unitAction(policy.SystemctlVerb(verb)))
+	case "upgrade":
+		return targetAction(c, args, "usage: upgrade <lxc>, e.g. upgrade 102 (check updates on 102 only lists them)", aptAction(policy.AptUpgrade))
 	case "start", "stop", "shutdown", "shut":
 		return parsePower(c, verb, args)
 	case "reboot":
@@ -93,6 +103,14 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 	case "list":
 		if hasWords(args, "snapshots") || hasWords(args, "snaps") {
 			return parseSnapshots(c, args[1:])
+		}
+		if hasWords(args, "updates") {
+			return parseUpdates(c, args[1:])
+		}
+		return "", false
+	case "audit":
+		if hasWords(args, "updates") {
+			return parseUpdates(c, args[1:])
 		}
 		return "", false
 	case "take", "make", "create", "provision", "new":
@@ -343,6 +361,26 @@ func restartAction(typ string) (policy.Action, map[string]any, bool) {
 		return "", nil, false
 	}
 	return policy.ActionRestart, map[string]any{}, true
+}
+
+// parseUpdates reads what follows "check updates": "[on|of|for|in] <lxc>".
+// It lists the pending upgrades and installs nothing.
+func parseUpdates(c *Command, args []token) (string, bool) {
+	return targetAction(c, args, "usage: check updates on <lxc>, e.g. check updates on 102", aptAction(policy.AptAudit))
+}
+
+// unitAction runs one systemctl verb on a service's unit.
+func unitAction(verb policy.SystemctlVerb) func(typ string) (policy.Action, map[string]any, bool) {
+	return func(typ string) (policy.Action, map[string]any, bool) {
+		return policy.ActionSystemctl, map[string]any{"verb": string(verb)}, typ == "" || typ == "service"
+	}
+}
+
+// aptAction audits or applies a container's package upgrades.
+func aptAction(mode policy.AptMode) func(typ string) (policy.Action, map[string]any, bool) {
+	return func(typ string) (policy.Action, map[string]any, bool) {
+		return policy.ActionAptUpgrade, map[string]any{"mode": string(mode)}, typ == "" || typ == "lxc"
+	}
 }
 
 // rebootAction reboots a container, or restarts a service named as one.

@@ -31,6 +31,8 @@ var helpSections = []struct {
 		{"rollback <lxc> <snapshot>", "roll back to a snapshot (destructive)"},
 		{"destroy <lxc>", "destroy a container, stopping it first if it runs (destructive)"},
 		{"exec <lxc> <command>", "run a shell command in a container, e.g. exec 101 df -h"},
+		{"reload | enable | disable <service>", "one systemctl verb on a service's unit"},
+		{"check updates on <lxc> / upgrade <lxc>", "list pending package upgrades, or install them"},
 		{"create lxc <name> on <host> [cores N] [memory 2G] [disk 20G] [ip CIDR gw IP]", "provision a container, e.g. create lxc wiki on hubris cores 2"},
 	}},
 	{"Decide", []helpEntry{
