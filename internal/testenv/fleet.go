@@ -6,10 +6,12 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -189,10 +191,33 @@ func (f *Fleet) Admin(t testing.TB, host, command string) string {
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	// Below the kernel's ephemeral range (32768 and up on Linux), so no
+	// outgoing connection of this or another test process takes the port
+	// between now and labsim's listen; from a random start, so parallel
+	// test processes rarely try the same one.
+	const lo, hi = 20000, 32000
+	start := lo + rand.IntN(hi-lo)
+	for i := range hi - lo {
+		port := lo + (start-lo+i)%(hi-lo)
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
+
+// handedOut are the ports FreePort gave this process, never given twice.
+var (
+	portMu    sync.Mutex
+	handedOut = map[int]bool{}
+)
