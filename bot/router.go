@@ -248,7 +248,10 @@ func (b *Bot) refuseNonOperator(ctx context.Context, evt *event.Event, what stri
 }
 
 // tryPhrase approves the destructive plan in this room whose typed phrase
-// the message is.
+// the message is. A phrase-shaped message that ends in the code of a
+// destructive plan here but is not its phrase (it names fewer of the
+// plan's destructive steps, or others) is put to that plan and refused:
+// the refusal is audited, and the reply says the phrase to type.
 func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool {
 	if !policy.MayBePhrase(body) {
 		return false
@@ -265,6 +268,14 @@ func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool
 		}
 		b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
 		return true
+	}
+	words := strings.Fields(body)
+	code := words[len(words)-1]
+	for _, x := range pending {
+		if strings.EqualFold(x.PlanCode, code) {
+			b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
+			return true
+		}
 	}
 	return false
 }
@@ -532,7 +543,9 @@ func (b *Bot) decisionErrorText(ctx context.Context, err error, x store.Executio
 		return NoticeSelfApproval(by.String(), x)
 	case errors.Is(err, executions.ErrSameApprover):
 		return NoticeSameApprover(by.String(), x.PlanCode, b.exec.Quorum(policy.Destructive))
-	case errors.Is(err, policy.ErrMethodNotAllowed), errors.Is(err, executions.ErrPhraseMismatch):
+	case errors.Is(err, executions.ErrPhraseMismatch):
+		return NoticePhraseMismatch(x.PlanCode, b.phraseFor(ctx, x))
+	case errors.Is(err, policy.ErrMethodNotAllowed):
 		return NoticeNeedsPhrase(b.phraseFor(ctx, x))
 	case errors.Is(err, executions.ErrExpired):
 		cur, _ := b.store.GetExecution(ctx, x.ID)
