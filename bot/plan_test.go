@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/testenv"
@@ -209,7 +210,7 @@ func TestAgentAsksForAPlanOfSteps(t *testing.T) {
 // rollback approves nothing, and the reply says what to type instead.
 func TestAPhraseNamesEveryDestroyedTarget(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, withTwoOperators())
 	p, err := b.execs.Request(b.ctx, executions.Request{Steps: []executions.Step{
 		{Action: "pct_rollback", Target: "lxc:strong/102", Params: json.RawMessage(`{"name":"pre-upgrade"}`)},
 		{Action: "pct_stop", Target: "lxc:strong/101"},
@@ -224,10 +225,21 @@ func TestAPhraseNamesEveryDestroyedTarget(t *testing.T) {
 		t.Fatalf("phrase %q, want %q", p.Phrase, want)
 	}
 	card := b.waitFor(t, b.botSays("type exactly", want, "3. ⏳ destroy"))
+	told := map[id.EventID]bool{}
+	refused := func(e *event.Event) bool {
+		if told[e.ID] || !b.botSays("nothing was approved", want)(e) {
+			return false
+		}
+		told[e.ID] = true
+		return true
+	}
+	// Typed on its own, and as a reply to the card.
 	b.say(t, b.operator, "rollback lxc:strong/102 "+code, "")
-	b.waitFor(t, b.botSays("nothing was approved", want))
+	b.waitFor(t, refused)
+	b.say(t, b.operator2, "destroy lxc:strong/101 "+code, card.ID)
+	b.waitFor(t, refused)
 	if x := b.execFor(t, card.ID); x.State != store.StateAwaitingApproval {
-		t.Fatalf("the phrase that names only the rollback moved the plan to %s", x.State)
+		t.Fatalf("a phrase that names one step moved the plan to %s", x.State)
 	}
 	b.say(t, b.operator, want, "")
 	b.waitFor(t, b.cardEdited(card.ID, "approved by "+b.operator.UserID.String()))

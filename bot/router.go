@@ -393,10 +393,13 @@ func (b *Bot) resolveUnknown(ctx context.Context, evt *event.Event, cmd Command)
 	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("No execution with code %s has an unknown outcome here.", cmd.Target), "", evt)
 }
 
-// decideByText reads a reply to a card: the typed phrase, assent or refusal.
+// decideByText reads a reply to a card: the typed phrase, assent or
+// refusal. On a destructive card, anything shaped like a phrase is put to
+// the plan as its phrase, so one that names fewer of its steps is refused
+// with the phrase to type.
 func (b *Bot) decideByText(ctx context.Context, evt *event.Event, x store.Execution, body string, isReply bool) {
 	if x.GateClass() == policy.Destructive.String() {
-		if p, err := b.exec.Describe(ctx, x); err == nil && p.Phrase != "" && policy.MatchPhrase(body, p.Phrase) {
+		if p, err := b.exec.Describe(ctx, x); (err == nil && p.Phrase != "" && policy.MatchPhrase(body, p.Phrase)) || policy.MayBePhrase(body) {
 			b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
 			return
 		}
