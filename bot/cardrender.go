@@ -500,8 +500,15 @@ func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOn
 		}
 		m.para("⚠️ Destructive. To approve, type exactly: "+p.Phrase,
 			"⚠️ <strong>Destructive.</strong> To approve, type exactly: "+codeSpan(p.Phrase))
+		if named := destructiveSteps(p.Steps); len(p.Steps) > 1 && named != "" {
+			q := "It names each destructive step: " + named + "."
+			m.para(q, escape(q))
+		}
 		if quorum > 1 {
 			q := fmt.Sprintf("It needs the phrase from %d different operators.", quorum)
+			if len(p.Steps) > 1 {
+				q = fmt.Sprintf("It needs the phrase from %d different operators, and each one's phrase approves all %d steps.", quorum, len(p.Steps))
+			}
 			m.para(q, escape(q))
 		}
 		m.para("A reaction or a \"yes\" does not approve this plan. "+deny,
@@ -519,6 +526,25 @@ func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOn
 	}
 	m.para("Approve: react ✅ or 👍, reply \"go ahead\", or say approve "+code+". "+deny,
 		"Approve: react ✅ or 👍, reply “go ahead”, or say "+codeSpan("approve "+code)+". "+denyHTML)
+}
+
+// destructiveSteps lists a plan's destructive steps as its phrase names
+// them, with their place in the plan: "1. rollback gitea (lxc:strong/102),
+// 3. destroy jellyfin (lxc:strong/101)".
+func destructiveSteps(steps []executions.PlannedStep) string {
+	var named []string
+	for i, st := range steps {
+		if st.Execution.RiskClass != policy.Destructive.String() {
+			continue
+		}
+		t := stepTarget(st)
+		s := fmt.Sprintf("%d. %s %s", i+1, stepVerb(st.Execution), t.display)
+		if t.slug != "" && t.slug != t.display {
+			s += " (" + t.slug + ")"
+		}
+		named = append(named, s)
+	}
+	return strings.Join(named, ", ")
 }
 
 // expiry is "expires in 29m (14:35 UTC)".

@@ -346,6 +346,7 @@ func TestRenderCardEscapes(t *testing.T) {
 	for _, f := range []func() (string, string){
 		func() (string, string) { return NoticeNeedsPhrase(evil) },
 		func() (string, string) { return NoticePhraseUnmatched(evil) },
+		func() (string, string) { return NoticePhraseMismatch(evil, evil) },
 		func() (string, string) { return NoticeNotOperator(evil) },
 		func() (string, string) {
 			return NoticeAlreadyDecided(store.Approval{Decision: "approved", DecidedBy: evil})

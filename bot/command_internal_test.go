@@ -177,6 +177,14 @@ var commandTests = []struct {
 	{text: "destroy lxc:131 k7q2.", want: Command{Kind: CmdConfirm, Target: "lxc:131", Action: policy.ActionPctDestroy, Phrase: "destroy lxc:131 k7q2."}},
 	{text: "exec lxc:101 m3zt", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctExec, Phrase: "exec lxc:101 m3zt"}},
 	{text: "rollback lxc:101 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:101", Action: policy.ActionPctRollback, Params: kv{"name": "k7q2"}, Phrase: "rollback lxc:101 k7q2"}},
+	// A plan's phrase names each destructive step; Action and Target are
+	// the first one's.
+	{text: "rollback lxc:strong/900 destroy lxc:strong/101 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:strong/900", Action: policy.ActionPctRollback,
+		Phrase: "rollback lxc:strong/900 destroy lxc:strong/101 k7q2"}},
+	{text: "Rollback LXC:strong/900\nDestroy lxc:strong/101 K7Q2", want: Command{Kind: CmdConfirm, Target: "lxc:strong/900", Action: policy.ActionPctRollback,
+		Phrase: "Rollback LXC:strong/900\nDestroy lxc:strong/101 K7Q2"}},
+	{text: "@nomos destroy lxc:strong/101 destroy lxc:strong/102 destroy lxc:hubris/131 k7q2", want: Command{Kind: CmdConfirm, Target: "lxc:strong/101", Action: policy.ActionPctDestroy,
+		Phrase: "destroy lxc:strong/101 destroy lxc:strong/102 destroy lxc:hubris/131 k7q2"}},
 
 	// Provisioning, the seeds' central workflow, without an LLM.
 	{text: "create lxc wiki on hubris", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki"}}},

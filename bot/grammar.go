@@ -34,24 +34,34 @@ var verbActions = func() map[string]policy.Action {
 	return m
 }()
 
-// parseConfirm recognises "<verb> <slug> <code>", and tolerates surrounding
-// punctuation in the recognition so that a near miss is never read as a new
-// request; c.Phrase keeps the text as typed for policy.MatchPhrase.
+// parseConfirm recognises a confirmation phrase, "<verb> <slug> … <code>":
+// one verb and slug for each destructive step of a plan, then its code
+// (see policy.PlanPhrase). It tolerates surrounding punctuation in the
+// recognition so that a near miss is never read as a new request;
+// c.Phrase keeps the text as typed for policy.MatchPhrase, and c.Action
+// and c.Target are the first step's.
 func parseConfirm(c *Command, body string) bool {
 	toks := tokenize(body)
-	if len(toks) != 3 {
+	if len(toks) < 3 || len(toks)%2 == 0 || len(toks) > 2*policy.MaxPlanSteps+1 || !isPlanCode(toks[len(toks)-1].norm) {
 		return false
 	}
-	a, ok := verbActions[toks[0].norm]
-	if !ok || !isPlanCode(toks[2].norm) {
-		return false
+	var first policy.Action
+	var firstSlug string
+	for i := 0; i+1 < len(toks)-1; i += 2 {
+		a, ok := verbActions[toks[i].norm]
+		if !ok {
+			return false
+		}
+		slug := normSlug(toks[i+1].raw)
+		if _, _, err := policy.ParseSlug(slug); err != nil {
+			return false
+		}
+		if i == 0 {
+			first, firstSlug = a, slug
+		}
 	}
-	slug := normSlug(toks[1].raw)
-	if _, _, err := policy.ParseSlug(slug); err != nil {
-		return false
-	}
-	c.Kind, c.Action, c.Target, c.Phrase = CmdConfirm, a, slug, body
-	if a == policy.ActionPctRollback {
+	c.Kind, c.Action, c.Target, c.Phrase = CmdConfirm, first, firstSlug, body
+	if first == policy.ActionPctRollback && len(toks) == 3 {
 		// The code's place is also where a snapshot name goes.
 		c.Params = map[string]any{"name": toks[2].raw}
 	}

@@ -44,6 +44,15 @@ func NoticeNeedsPhrase(phrase string) (plain, html string) {
 	return p, h
 }
 
+// NoticePhraseMismatch answers a typed phrase that ends in a destructive
+// plan's code but is not its phrase: one that names fewer of the plan's
+// destructive steps, or others. It gives the phrase to type.
+func NoticePhraseMismatch(code, phrase string) (plain, html string) {
+	p := "That is not the phrase of plan " + code + ", so nothing was approved. Its phrase names every destructive step with its target; to approve all of it, type exactly: " + phrase
+	h := "That is not the phrase of plan " + escape(code) + ", so <strong>nothing was approved</strong>. Its phrase names every destructive step with its target; to approve all of it, type exactly: " + codeSpan(phrase)
+	return p, h
+}
+
 // NoticePhraseUnmatched answers a CmdConfirm that matches no plan waiting
 // in the room.
 func NoticePhraseUnmatched(typed string) (plain, html string) {

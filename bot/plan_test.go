@@ -1,10 +1,12 @@
 package bot_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/testenv"
@@ -200,4 +202,45 @@ func TestAgentAsksForAPlanOfSteps(t *testing.T) {
 	if turns != 2 {
 		t.Errorf("%d model calls started a turn, want 2", turns)
 	}
+}
+
+// TestAPhraseNamesEveryDestroyedTarget: an MCP client's plan rolls
+// lxc:strong/102 back, then stops and destroys lxc:strong/101. The card
+// asks for a phrase that names both; the phrase that names only the
+// rollback approves nothing, and the reply says what to type instead.
+func TestAPhraseNamesEveryDestroyedTarget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withTwoOperators())
+	p, err := b.execs.Request(b.ctx, executions.Request{Steps: []executions.Step{
+		{Action: "pct_rollback", Target: "lxc:strong/102", Params: json.RawMessage(`{"name":"pre-upgrade"}`)},
+		{Action: "pct_stop", Target: "lxc:strong/101"},
+		{Action: "pct_destroy", Target: "lxc:strong/101"},
+	}, RequestedBy: "mcp:claude", Via: executions.ViaMCP, Reason: "tidy up", RoomID: b.room.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := p.Execution.PlanCode
+	want := "rollback lxc:strong/102 destroy lxc:strong/101 " + code
+	if p.Phrase != want {
+		t.Fatalf("phrase %q, want %q", p.Phrase, want)
+	}
+	card := b.waitFor(t, b.botSays("type exactly", want, "3. ⏳ destroy"))
+	told := map[id.EventID]bool{}
+	refused := func(e *event.Event) bool {
+		if told[e.ID] || !b.botSays("nothing was approved", want)(e) {
+			return false
+		}
+		told[e.ID] = true
+		return true
+	}
+	// Typed on its own, and as a reply to the card.
+	b.say(t, b.operator, "rollback lxc:strong/102 "+code, "")
+	b.waitFor(t, refused)
+	b.say(t, b.operator2, "destroy lxc:strong/101 "+code, card.ID)
+	b.waitFor(t, refused)
+	if x := b.execFor(t, card.ID); x.State != store.StateAwaitingApproval {
+		t.Fatalf("a phrase that names one step moved the plan to %s", x.State)
+	}
+	b.say(t, b.operator, want, "")
+	b.waitFor(t, b.cardEdited(card.ID, "approved by "+b.operator.UserID.String()))
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,24 +24,58 @@ const (
 )
 
 // planTitle names a plan of several steps in a few words: "stop, then
-// destroy teddycloud", or each step's target when they differ.
+// destroy teddycloud", or each step's target when they differ. A title
+// longer than stepTitleLen gives way on its other steps, counted ("then
+// 3 other steps"), and never on a destructive one: what a plan destroys
+// is always in its title, whole.
 func planTitle(steps []executions.PlannedStep) string {
 	same := true
 	for _, st := range steps[1:] {
 		same = same && st.Execution.TargetSlug == steps[0].Execution.TargetSlug
 	}
 	parts := make([]string, len(steps))
+	keep := make([]bool, len(steps))
 	for i, st := range steps {
 		parts[i] = stepVerb(st.Execution)
 		if !same {
 			parts[i] += " " + stepTarget(st).display
 		}
+		keep[i] = st.Execution.RiskClass == policy.Destructive.String()
 	}
-	title := strings.Join(parts, ", then ")
-	if same {
-		title += " " + stepTarget(steps[0]).display
+	join := func(parts []string) string {
+		title := strings.Join(parts, ", then ")
+		if same {
+			title += " " + stepTarget(steps[0]).display
+		}
+		return title
 	}
-	return clip(title, stepTitleLen)
+	title := join(parts)
+	if len(title) <= stepTitleLen || !slices.Contains(keep, true) {
+		return clip(title, stepTitleLen)
+	}
+	var short []string
+	for i := 0; i < len(parts); {
+		if keep[i] {
+			short = append(short, parts[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(parts) && !keep[j] {
+			j++
+		}
+		short = append(short, otherSteps(j-i))
+		i = j
+	}
+	return join(short)
+}
+
+// otherSteps is "1 other step" or "n other steps".
+func otherSteps(n int) string {
+	if n == 1 {
+		return "1 other step"
+	}
+	return strconv.Itoa(n) + " other steps"
 }
 
 func stepVerb(x store.Execution) string {

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,23 @@ func TestRenderPlanCard(t *testing.T) {
 			},
 			want: []string{"Approved so far by @alice:example.org (1 of 2)", "type exactly: destroy lxc:strong/101 k7q2", "from 2 different operators"},
 		},
+		{
+			name: "the phrase names each destructive step, and each operator's approves the whole plan",
+			change: func(v *CardView) {
+				for _, n := range []int{1, 3} {
+					v.Planned.Steps[n-1].Execution.RiskClass = "destructive"
+					v.Planned.Steps[n-1].Risk.Class = policy.Destructive
+				}
+				v.Planned.Steps[0].Execution.Action, v.Planned.Steps[2].Execution.Action = "pct_rollback", "pct_destroy"
+				v.Planned.Execution = v.Planned.Steps[0].Execution
+				v.Planned.Risk.Class = policy.Destructive
+				v.Planned.Phrase = "rollback lxc:strong/101 destroy lxc:strong/101 k7q2"
+				v.Quorum = 2
+			},
+			want: []string{"type exactly: rollback lxc:strong/101 destroy lxc:strong/101 k7q2",
+				"It names each destructive step: 1. rollback media (lxc:strong/101), 3. destroy media (lxc:strong/101).",
+				"It needs the phrase from 2 different operators, and each one's phrase approves all 3 steps."},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,4 +202,58 @@ func TestRenderPlanCardEscapesAndRedacts(t *testing.T) {
 		t.Errorf("the card shows a secret:\n%s", plain)
 	}
 	checkHTML(t, htm)
+}
+
+// TestPlanTitleNeverClipsWhatIsDestroyed: a plan too long for its title
+// gives way on its other steps, counted, and never on one that destroys:
+// each destructive step's verb and target stay in the title whole.
+func TestPlanTitleNeverClipsWhatIsDestroyed(t *testing.T) {
+	t.Parallel()
+	step := func(action, class, name string, vmid int) executions.PlannedStep {
+		slug := "lxc:strong/" + strconv.Itoa(vmid)
+		return executions.PlannedStep{
+			Execution: store.Execution{Request: store.Request{Action: action, TargetSlug: slug, RiskClass: class}},
+			Target:    store.Entity{Slug: slug, Type: "lxc", Name: name, Attrs: map[string]any{"host": "strong", "vmid": float64(vmid)}},
+		}
+	}
+	var steps []executions.PlannedStep
+	steps = append(steps, step("pct_rollback", "destructive", "the-family-photo-archive", 900))
+	for i := range 8 {
+		steps = append(steps, step("pct_snapshot", "reversible_low", "a-container-with-a-long-name-"+strconv.Itoa(i), 110+i))
+	}
+	steps = append(steps, step("pct_destroy", "destructive", "the-household-wiki", 101))
+	tests := []struct {
+		name  string
+		steps []executions.PlannedStep
+		want  string
+	}{
+		{"short enough", []executions.PlannedStep{steps[0], steps[1], steps[9]},
+			"rollback the-family-photo-archive, then snapshot a-container-with-a-long-name-0, then destroy the-household-wiki"},
+		{"the others give way", steps,
+			"rollback the-family-photo-archive, then 8 other steps, then destroy the-household-wiki"},
+	}
+	long := append(append([]executions.PlannedStep{}, steps[:2]...), steps[9])
+	long[1].Target.Name = strings.Repeat("x", 120)
+	tests = append(tests, struct {
+		name  string
+		steps []executions.PlannedStep
+		want  string
+	}{"one other step", long, "rollback the-family-photo-archive, then 1 other step, then destroy the-household-wiki"})
+	for _, tt := range tests {
+		if got := planTitle(tt.steps); got != tt.want {
+			t.Errorf("%s: planTitle = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	// On one target, the verbs give way the same way.
+	same := make([]executions.PlannedStep, 10)
+	for i := range same {
+		same[i] = step("pct_snapshot", "reversible_low", "the-household-wiki", 101)
+	}
+	same[9] = step("pct_destroy", "destructive", "the-household-wiki", 101)
+	if got, want := planTitle([]executions.PlannedStep{same[0], same[9]}), "snapshot, then destroy the-household-wiki"; got != want {
+		t.Errorf("planTitle on one target = %q, want %q", got, want)
+	}
+	if got := planTitle(same); !strings.HasSuffix(got, "destroy the-household-wiki") || len(got) > stepTitleLen {
+		t.Errorf("planTitle of ten steps on one target = %q, want it to end in the destroy", got)
+	}
 }

@@ -260,7 +260,10 @@ func (b *Bot) refuseNonOperator(ctx context.Context, evt *event.Event, what stri
 }
 
 // tryPhrase approves the destructive plan in this room whose typed phrase
-// the message is.
+// the message is. A phrase-shaped message that ends in the code of a
+// destructive plan here but is not its phrase (it names fewer of the
+// plan's destructive steps, or others) is put to that plan and refused:
+// the refusal is audited, and the reply says the phrase to type.
 func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool {
 	if !policy.MayBePhrase(body) {
 		return false
@@ -277,6 +280,14 @@ func (b *Bot) tryPhrase(ctx context.Context, evt *event.Event, body string) bool
 		}
 		b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
 		return true
+	}
+	words := strings.Fields(body)
+	code := words[len(words)-1]
+	for _, x := range pending {
+		if strings.EqualFold(x.PlanCode, code) {
+			b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
+			return true
+		}
 	}
 	return false
 }
@@ -394,10 +405,13 @@ func (b *Bot) resolveUnknown(ctx context.Context, evt *event.Event, cmd Command)
 	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("No execution with code %s has an unknown outcome here.", cmd.Target), "", evt)
 }
 
-// decideByText reads a reply to a card: the typed phrase, assent or refusal.
+// decideByText reads a reply to a card: the typed phrase, assent or
+// refusal. On a destructive card, anything shaped like a phrase is put to
+// the plan as its phrase, so one that names fewer of its steps is refused
+// with the phrase to type.
 func (b *Bot) decideByText(ctx context.Context, evt *event.Event, x store.Execution, body string, isReply bool) {
 	if x.GateClass() == policy.Destructive.String() {
-		if p, err := b.exec.Describe(ctx, x); err == nil && p.Phrase != "" && policy.MatchPhrase(body, p.Phrase) {
+		if p, err := b.exec.Describe(ctx, x); (err == nil && p.Phrase != "" && policy.MatchPhrase(body, p.Phrase)) || policy.MayBePhrase(body) {
 			b.decide(ctx, evt, x, policy.Approve, policy.MethodPhrase, body)
 			return
 		}
@@ -544,7 +558,9 @@ func (b *Bot) decisionErrorText(ctx context.Context, err error, x store.Executio
 		return NoticeSelfApproval(by.String(), x)
 	case errors.Is(err, executions.ErrSameApprover):
 		return NoticeSameApprover(by.String(), x.PlanCode, b.exec.Quorum(policy.Destructive))
-	case errors.Is(err, policy.ErrMethodNotAllowed), errors.Is(err, executions.ErrPhraseMismatch):
+	case errors.Is(err, executions.ErrPhraseMismatch):
+		return NoticePhraseMismatch(x.PlanCode, b.phraseFor(ctx, x))
+	case errors.Is(err, policy.ErrMethodNotAllowed):
 		return NoticeNeedsPhrase(b.phraseFor(ctx, x))
 	case errors.Is(err, executions.ErrExpired):
 		cur, _ := b.store.GetExecution(ctx, x.ID)

@@ -607,3 +607,96 @@ func TestPlanApprovesItselfOnlyWhenEveryStepWould(t *testing.T) {
 		}
 	}
 }
+
+// rollbackThenDestroy is the plan of issue 19: roll one container back,
+// then stop and destroy another, as an agent asks for it over MCP.
+func rollbackThenDestroy() []executions.Step {
+	return []executions.Step{
+		{Action: "pct_rollback", Target: "lxc:strong/102", Params: json.RawMessage(`{"name":"pre-upgrade"}`)},
+		{Action: "pct_stop", Target: "lxc:strong/101"},
+		{Action: "pct_destroy", Target: "lxc:strong/101"},
+	}
+}
+
+// TestPlanPhraseNamesEveryDestructiveStep: a plan that rolls one container
+// back and then destroys another asks for a phrase that names both, in
+// order; the phrase that names only the rollback, what such a plan asked
+// for before, approves nothing and is audited as refused.
+func TestPlanPhraseNamesEveryDestructiveStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p, err := b.svc.Request(b.ctx, executions.Request{Steps: rollbackThenDestroy(), RequestedBy: "claude", Via: executions.ViaMCP, Reason: "clean up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := p.Execution.PlanCode
+	if want := "rollback lxc:strong/102 destroy lxc:strong/101 " + code; p.Phrase != want {
+		t.Fatalf("phrase = %q, want %q", p.Phrase, want)
+	}
+	id := p.Execution.ID
+	for _, short := range []string{
+		"rollback lxc:strong/102 " + code,
+		"destroy lxc:strong/101 " + code,
+		"destroy lxc:strong/101 rollback lxc:strong/102 " + code,
+		"rollback lxc:strong/102 stop lxc:strong/101 destroy lxc:strong/101 " + code,
+	} {
+		_, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: id, By: operator, Method: policy.MethodPhrase, Phrase: short})
+		if !errors.Is(err, executions.ErrPhraseMismatch) || !strings.Contains(err.Error(), p.Phrase) {
+			t.Errorf("%q = %v, want ErrPhraseMismatch naming %q", short, err, p.Phrase)
+		}
+	}
+	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), id.String()); err == nil {
+		t.Fatal("a phrase that does not name the destroy sent the plan")
+	}
+	if n := strings.Count(strings.Join(auditActions(t, b, id), " "), "execution.decision_refused"); n != 4 {
+		t.Errorf("%d refusals audited, want 4", n)
+	}
+	// Describe, which the card and the bot's phrase check use, agrees.
+	d, err := b.svc.Describe(b.ctx, p.Execution)
+	if err != nil || d.Phrase != p.Phrase {
+		t.Fatalf("Describe's phrase = %q, %v; want %q", d.Phrase, err, p.Phrase)
+	}
+	x, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: id, By: operator, Method: policy.MethodPhrase, Phrase: strings.ToUpper(p.Phrase[:1]) + p.Phrase[1:]})
+	if err != nil || x.State != store.StateDispatched {
+		t.Fatalf("the full phrase = %s, %v", x.State, err)
+	}
+}
+
+// TestQuorumCountsPerPlan: with a quorum of two, each operator's phrase
+// for a plan of several steps must name every destructive step, and the
+// two approvals take the whole plan: no step goes out on one.
+func TestQuorumCountsPerPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := b.newService(t, b.queue, func(c *executions.Config) { c.DestructiveQuorum = 2 })
+	p, err := svc.Request(b.ctx, executions.Request{Steps: rollbackThenDestroy(), RequestedBy: "claude", Via: executions.ViaMCP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.Execution.ID
+	approve := func(by, phrase string) error {
+		_, err := svc.Approve(b.ctx, executions.Decision{ExecutionID: id, By: by, Method: policy.MethodPhrase, Phrase: phrase, EventID: "$" + by})
+		return err
+	}
+	var pending *executions.QuorumPendingError
+	if err := approve(operator, p.Phrase); !errors.As(err, &pending) || pending.Votes != 1 {
+		t.Fatalf("the first phrase = %v, want approval 1 of 2", err)
+	}
+	if err := approve(operator2, "rollback lxc:strong/102 "+p.Execution.PlanCode); !errors.Is(err, executions.ErrPhraseMismatch) {
+		t.Fatalf("the second operator's short phrase = %v, want ErrPhraseMismatch", err)
+	}
+	steps, err := b.store.PlanSteps(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stepStates(steps); got != "awaiting_approval waiting waiting" || len(steps[0].Votes) != 1 {
+		t.Fatalf("after one full and one short phrase: %s with %d votes", got, len(steps[0].Votes))
+	}
+	if err := approve(operator2, p.Phrase); err != nil {
+		t.Fatalf("the second operator's full phrase = %v", err)
+	}
+	x, err := b.store.GetExecution(b.ctx, id)
+	if err != nil || x.State != store.StateDispatched || len(x.Votes) != 2 || x.Approval.PlanHash != x.DecisionHash() {
+		t.Fatalf("after two full phrases: %s, %d votes, %v", x.State, len(x.Votes), err)
+	}
+}

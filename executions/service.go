@@ -589,15 +589,21 @@ type stepRef struct {
 }
 
 // planPhrase is the typed phrase of a destructive plan of several steps:
-// the verb and target of its first destructive step and the plan's code,
-// such as "destroy lxc:131 k7q2" for stop-then-destroy.
+// the verb and target of every destructive step, in order, and the plan's
+// code, such as "rollback lxc:strong/102 destroy lxc:strong/101 k7q2"
+// for a plan that rolls one container back, then stops and destroys
+// another (see policy.PlanPhrase).
 func planPhrase(headID uuid.UUID, planHash string, steps []stepRef) (string, error) {
+	var named []policy.PhraseStep
 	for _, st := range steps {
 		if st.class == policy.Destructive {
-			return policy.ConfirmationPhrase(st.action, st.slug, phraseKey(headID, planHash))
+			named = append(named, policy.PhraseStep{Action: st.action, Slug: st.slug})
 		}
 	}
-	return "", fmt.Errorf("%w: the plan has no destructive step", policy.ErrInvalidPlan)
+	if len(named) == 0 {
+		return "", fmt.Errorf("%w: the plan has no destructive step", policy.ErrInvalidPlan)
+	}
+	return policy.PlanPhrase(named, phraseKey(headID, planHash))
 }
 
 // planRisk is a plan's risk, class given, with every step's reasons, and

@@ -24,6 +24,12 @@ type Rules struct {
 	// by default: root in a privileged container is close to root on the
 	// host, and pct exec reaches it.
 	PrivilegedContainers bool
+	// HostUnits are the units on the node itself that systemctl may
+	// change, each with the verbs it may use. Without an entry, systemctl
+	// on the node may only ask (is-active, status); a .target is never
+	// allowed. Commands in a container, through pct exec, are not
+	// affected.
+	HostUnits []HostUnit
 }
 
 // Check parses command and checks its argv against the allowlist. It
@@ -61,6 +67,8 @@ func Allowed(argv []string, r Rules) error {
 		return allowForm("curl", args, form{args: []value{
 			exact("-sS"), exact("-o"), exact("/dev/null"), exact("-w"), exact("%{http_code}"), exact("--max-time"), exact("10"), healthURL,
 		}})
+	case "systemctl":
+		return allowHostSystemctl(args, r)
 	case "sh":
 		if !r.HostShell {
 			return refusef("a shell on the host itself (sh -c, which the run action sends) is off; set host_shell: true in %s to allow it", DefaultRulesFile)
@@ -218,7 +226,8 @@ func allowShell(name string, args []string) error {
 }
 
 // probeForms run on the host or, through pct exec, in a container: the
-// probes and the systemctl actions on a service.
+// probes and, in a container only, the systemctl actions on a service (on
+// the host, see allowHostSystemctl).
 var probeForms = map[string]form{
 	"systemctl": {args: []value{oneOf("start", "stop", "restart", "reload", "enable", "disable", "is-active"), wrap(policy.ValidateUnit)}},
 	"ss":        {args: []value{exact("-ltn")}},

@@ -73,6 +73,11 @@ func TestEveryRenderedStepPasses(t *testing.T) {
 		if c, ok := p.params.(policy.PctCreateParams); ok && c.Privileged {
 			rules.PrivilegedContainers = true
 		}
+		if p.target.VMID == 0 && p.target.Unit != "" {
+			// A service on the node itself: systemctl changes it only
+			// where host_units lists it (TestSystemctlOnTheNode).
+			rules.HostUnits = []hostgate.HostUnit{{Unit: policy.NormalizeUnit(p.target.Unit), Verbs: []string{"restart", "stop"}}}
+		}
 		for _, step := range steps {
 			step = fill(step)
 			if _, err := hostgate.Check(step, rules); err != nil {
@@ -245,11 +250,16 @@ var refusals = []struct{ cmd, why string }{
 	{"scp -t /etc/pve", "not a command"},
 	{"rsync --server . /", "not a command"},
 	{"cat /etc/pve/priv/authkey.key", "not a command"},
-	{"systemctl poweroff", "want one of"},
+	{"systemctl poweroff", "want 2 arguments"},
+	{"systemctl start reboot.target", "a .target is never allowed"},
+	{"systemctl start poweroff.target", "a .target is never allowed"},
+	{"systemctl stop pve-cluster.service", "keeps the node reachable"},
+	{"systemctl disable ssh.service", "keeps the node reachable"},
+	{"systemctl restart caddy.service", "unless host_units"},
 	{"systemctl restart", "want 2 arguments"},
 	{"systemctl restart 'a b'", "not accepted by policy"},
 	{"systemctl restart -H evil caddy", "not accepted by policy"},
-	{"systemctl restart caddy --now", "not an argument or option"},
+	{"systemctl restart caddy --now", "want 2 arguments"},
 	{"pct list; bash", "lists of commands"},
 	{"pct list && reboot", "compound"},
 	{"pct list | sh", "compound"},

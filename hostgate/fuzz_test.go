@@ -37,11 +37,14 @@ func FuzzGate(f *testing.F) {
 		seeds = append(seeds, s, "pct exec 101 -- "+s, "sh -c "+policy.ShellQuote(s), "pct exec 101 -- sh -c "+policy.ShellQuote(s))
 	}
 	for _, s := range seeds {
-		f.Add(s, false, false)
-		f.Add(s, true, true)
+		f.Add(s, false, false, false)
+		f.Add(s, true, true, true)
 	}
-	f.Fuzz(func(t *testing.T, cmd string, hostShell, privileged bool) {
+	f.Fuzz(func(t *testing.T, cmd string, hostShell, privileged, units bool) {
 		rules := hostgate.Rules{HostShell: hostShell, PrivilegedContainers: privileged}
+		if units {
+			rules.HostUnits = listed
+		}
 		argv, err := hostgate.Check(cmd, rules)
 		if err != nil {
 			if !errors.Is(err, hostgate.ErrRefused) || strings.ContainsAny(err.Error(), "\n\r") {
@@ -153,6 +156,8 @@ func mayRun(argv []string, rules hostgate.Rules) string {
 		if len(argv) != 6 || !slices.Equal(argv[:5], []string{"ping", "-c", "3", "-W", "2"}) {
 			why = "ping other than the probe"
 		}
+	case "systemctl":
+		why = mayRunOnTheNode(argv, rules)
 	default:
 		why = mayRunEither(argv)
 	}
@@ -245,7 +250,29 @@ func mayRunPct(argv []string, shell func(int) string) string {
 	return mayRunEither(guest)
 }
 
-// mayRunEither covers the probes and systemctl, on a host or in a guest.
+// mayRunOnTheNode covers systemctl on the node itself: a question of any
+// unit but a .target, or a change the rules list for that very unit.
+func mayRunOnTheNode(argv []string, rules hostgate.Rules) string {
+	if len(argv) != 3 || strings.HasPrefix(argv[2], "-") {
+		return "systemctl other than a verb on a unit"
+	}
+	unit := policy.NormalizeUnit(argv[2])
+	if strings.HasSuffix(unit, ".target") {
+		return "systemctl of a .target on the node"
+	}
+	if argv[1] == "is-active" || argv[1] == "status" {
+		return ""
+	}
+	for _, u := range rules.HostUnits {
+		if u.Unit == unit && slices.Contains(u.Verbs, argv[1]) && !strings.HasSuffix(u.Unit, ".target") {
+			return ""
+		}
+	}
+	return "systemctl " + argv[1] + " of a unit on the node that host_units does not list with that verb"
+}
+
+// mayRunEither covers the probes on a host or in a guest, and systemctl
+// in a guest.
 func mayRunEither(argv []string) string {
 	switch argv[0] {
 	case "systemctl":

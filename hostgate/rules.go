@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -14,10 +15,11 @@ import (
 const DefaultRulesFile = "/etc/nomos/gate.yaml"
 
 // LoadRules reads the gate's rules file. A missing file means the defaults
-// (no host shell, no privileged containers). The file holds one directive
-// per line, "key: value", with blank lines and lines starting with #
-// ignored; the keys are host_shell and privileged_containers, each true or
-// false. It must be a regular file that only its owner,
+// (no host shell, no privileged containers, no unit on the node changed
+// by systemctl). The file holds one directive per line, "key: value", with
+// blank lines and lines starting with # ignored: host_shell and
+// privileged_containers, each true or false, and host_units, a block (see
+// ParseRules). It must be a regular file that only its owner,
 // root or the gate's own user, can write: otherwise whoever can write it
 // could turn the host shell on, so the file is refused and so is every
 // command.
@@ -66,15 +68,37 @@ func trusted(info fs.FileInfo) error {
 	return nil
 }
 
-// ParseRules reads the text of a rules file.
+// ParseRules reads the text of a rules file: one "key: value" a line,
+// except host_units, whose value is the block of indented "UNIT: VERB,
+// VERB" lines that follows it, as in YAML:
+//
+//	host_shell: false
+//	host_units:
+//	  caddy.service: restart, reload
 func ParseRules(text string) (Rules, error) {
 	var r Rules
 	seen := map[string]bool{}
-	for i, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
+	inUnits := false
+	for i, raw := range strings.Split(text, "\n") {
+		line := strings.TrimSpace(raw)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if indented := raw[0] == ' ' || raw[0] == '\t'; indented {
+			if !inUnits {
+				return Rules{}, fmt.Errorf("line %d: an indented line outside host_units: %s", i+1, q(line))
+			}
+			u, err := parseHostUnit(line)
+			if err != nil {
+				return Rules{}, fmt.Errorf("line %d: %w", i+1, err)
+			}
+			if slices.ContainsFunc(r.HostUnits, func(h HostUnit) bool { return h.Unit == u.Unit }) {
+				return Rules{}, fmt.Errorf("line %d: %s given twice", i+1, u.Unit)
+			}
+			r.HostUnits = append(r.HostUnits, u)
+			continue
+		}
+		inUnits = false
 		key, val, ok := strings.Cut(line, ":")
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
 		var field *bool
@@ -87,12 +111,19 @@ func ParseRules(text string) (Rules, error) {
 		switch {
 		case !ok:
 			return Rules{}, fmt.Errorf("line %d: want key: value, got %s", i+1, q(line))
-		case field == nil:
-			return Rules{}, fmt.Errorf("line %d: unknown key %s (the keys are host_shell and privileged_containers)", i+1, q(key))
+		case field == nil && key != "host_units":
+			return Rules{}, fmt.Errorf("line %d: unknown key %s (the keys are host_shell, privileged_containers and host_units)", i+1, q(key))
 		case seen[key]:
 			return Rules{}, fmt.Errorf("line %d: %s given twice", i+1, key)
 		}
 		seen[key] = true
+		if key == "host_units" {
+			if val != "" {
+				return Rules{}, fmt.Errorf("line %d: host_units takes a block of indented lines, one a unit: \"  caddy.service: restart, reload\"", i+1)
+			}
+			inUnits = true
+			continue
+		}
 		switch val {
 		case "true":
 			*field = true

@@ -207,37 +207,94 @@ func (r *Rules) Expired(c Class, created, now time.Time) bool {
 	return !now.Before(r.ExpiresAt(c, created))
 }
 
-// ConfirmationPhrase returns the phrase that approves a destructive plan:
-// "<verb> <target-slug> <code>", e.g. "destroy lxc:131 k7q2", where the verb
-// comes from the action's Spec and the code from PlanCode(planHash).
+// ConfirmationPhrase returns the phrase that approves a destructive plan
+// of one step: "<verb> <target-slug> <code>", e.g. "destroy lxc:strong/131
+// k7q2", where the verb comes from the action's Spec and the code from
+// PlanCode(planHash). It is PlanPhrase of that one step.
 func ConfirmationPhrase(a Action, targetSlug, planHash string) (string, error) {
-	spec, err := Lookup(a)
-	if err != nil {
-		return "", err
+	return PlanPhrase([]PhraseStep{{Action: a, Slug: targetSlug}}, planHash)
+}
+
+// PhraseStep is a destructive step as its plan's phrase names it.
+type PhraseStep struct {
+	Action Action
+	// Slug is the step's resolved target, e.g. lxc:strong/101.
+	Slug string
+}
+
+// PlanPhrase returns the typed phrase that approves a destructive plan:
+// the verb and target of each of its destructive steps, in the plan's
+// order, then the plan's code from PlanCode(planHash). "rollback
+// lxc:strong/900 destroy lxc:strong/101 k7q2" approves a plan that rolls
+// lxc:strong/900 back and destroys lxc:strong/101, whatever else it does
+// between; a phrase that names fewer of its steps, or others, never
+// matches it (see MatchPhrase). A pair that comes twice is named once.
+// steps are the destructive steps only; at least one is required.
+func PlanPhrase(steps []PhraseStep, planHash string) (string, error) {
+	if len(steps) == 0 {
+		return "", fmt.Errorf("%w: a confirmation phrase names at least one destructive step", ErrInvalidPlan)
 	}
-	if _, _, err := ParseSlug(targetSlug); err != nil {
-		return "", targetErr("target slug: %v", err)
+	if len(steps) > MaxPlanSteps {
+		return "", fmt.Errorf("%w: a plan has at most %d steps, got %d", ErrInvalidPlan, MaxPlanSteps, len(steps))
+	}
+	var words []string
+	seen := map[PhraseStep]bool{}
+	for _, st := range steps {
+		spec, err := Lookup(st.Action)
+		if err != nil {
+			return "", err
+		}
+		if _, _, err := ParseSlug(st.Slug); err != nil {
+			return "", targetErr("target slug: %v", err)
+		}
+		if !seen[st] {
+			seen[st] = true
+			words = append(words, spec.Verb, st.Slug)
+		}
 	}
 	code, err := PlanCode(planHash)
 	if err != nil {
 		return "", err
 	}
-	return spec.Verb + " " + targetSlug + " " + code, nil
+	phrase := strings.Join(append(words, code), " ")
+	if len(phrase) > maxPhraseLen {
+		return "", fmt.Errorf("%w: its confirmation phrase would be %d bytes, more than %d", ErrInvalidPlan, len(phrase), maxPhraseLen)
+	}
+	return phrase, nil
 }
 
 // MayBePhrase reports whether s has the shape of a confirmation phrase:
-// three words, the second a slug. It is a cheap test for skipping the
-// lookup of pending destructive plans on every other message.
+// one or more pairs of a verb and a slug, then a code of PlanCodeLen
+// letters and digits. It is a cheap test for skipping the lookup of
+// pending destructive plans on every other message.
 func MayBePhrase(s string) bool {
 	if len(s) > maxPhraseLen {
 		return false
 	}
 	f := strings.Fields(s)
-	return len(f) == 3 && strings.Contains(f[1], ":")
+	if len(f) < 3 || len(f)%2 == 0 || len(f) > 2*MaxPlanSteps+1 {
+		return false
+	}
+	for i := 1; i < len(f)-1; i += 2 {
+		if !strings.Contains(f[i], ":") {
+			return false
+		}
+	}
+	code := f[len(f)-1]
+	if len(code) != PlanCodeLen {
+		return false
+	}
+	for _, r := range code {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
-// maxPhraseLen bounds what MatchPhrase reads.
-const maxPhraseLen = 256
+// maxPhraseLen bounds what MatchPhrase reads: room for a verb and a slug
+// for each of a plan's steps.
+const maxPhraseLen = 1024
 
 // MatchPhrase reports whether a typed message is the confirmation phrase
 // want. Surrounding whitespace is trimmed and inner runs of whitespace

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +214,58 @@ func TestConfirmationPhrase(t *testing.T) {
 	}
 }
 
+// TestPlanPhrase: a plan's phrase names the verb and target of every
+// destructive step, in order and each once, then the plan's code; a plan
+// of one destructive step has the phrase ConfirmationPhrase gives.
+func TestPlanPhrase(t *testing.T) {
+	t.Parallel()
+	h := mustHash(t, mustPlan(t, PctDestroyParams{}, lxc131))
+	code, _ := PlanCode(h)
+	rollback := PhraseStep{Action: ActionPctRollback, Slug: "lxc:strong/900"}
+	destroy := PhraseStep{Action: ActionPctDestroy, Slug: "lxc:strong/101"}
+	tests := []struct {
+		name  string
+		steps []PhraseStep
+		want  string
+	}{
+		{"one step", []PhraseStep{destroy}, "destroy lxc:strong/101 " + code},
+		{"rollback then destroy", []PhraseStep{rollback, destroy}, "rollback lxc:strong/900 destroy lxc:strong/101 " + code},
+		{"in the plan's order", []PhraseStep{destroy, rollback}, "destroy lxc:strong/101 rollback lxc:strong/900 " + code},
+		{"each pair once", []PhraseStep{rollback, destroy, rollback}, "rollback lxc:strong/900 destroy lxc:strong/101 " + code},
+	}
+	for _, tt := range tests {
+		got, err := PlanPhrase(tt.steps, h)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: PlanPhrase = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+		if !MayBePhrase(got) || !MatchPhrase(got, tt.want) {
+			t.Errorf("%s: %q does not pass as its own phrase", tt.name, got)
+		}
+	}
+	single, _ := ConfirmationPhrase(ActionPctDestroy, "lxc:strong/101", h)
+	if single != tests[0].want {
+		t.Errorf("ConfirmationPhrase = %q, PlanPhrase of the one step = %q", single, tests[0].want)
+	}
+	// A phrase that names fewer steps, or more, approves nothing.
+	full := tests[1].want
+	for _, short := range []string{"rollback lxc:strong/900 " + code, "destroy lxc:strong/101 " + code,
+		"rollback lxc:900 destroy lxc:101 " + code, "rollback lxc:strong/900 destroy lxc:strong/101 destroy lxc:strong/101 " + code} {
+		if MatchPhrase(short, full) {
+			t.Errorf("%q matches %q", short, full)
+		}
+	}
+	for name, steps := range map[string][]PhraseStep{
+		"no steps":       nil,
+		"bad slug":       {{Action: ActionPctDestroy, Slug: "lxc:101; reboot"}},
+		"unknown verb":   {{Action: "nuke", Slug: "lxc:strong/101"}},
+		"too many steps": slices.Repeat([]PhraseStep{rollback, destroy}, MaxPlanSteps),
+	} {
+		if _, err := PlanPhrase(steps, h); err == nil {
+			t.Errorf("%s: PlanPhrase accepted it", name)
+		}
+	}
+}
+
 var phraseTests = []struct {
 	got  string
 	want bool
@@ -236,12 +289,34 @@ var phraseTests = []struct {
 	{"destroy lxc:131 \u212a7q2", false}, // Kelvin sign is not k
 }
 
+// planPhraseTests are typed against the phrase of a plan that rolls
+// lxc:strong/900 back and destroys lxc:strong/101.
+var planPhraseTests = []struct {
+	got  string
+	want bool
+}{
+	{"rollback lxc:strong/900 destroy lxc:strong/101 k7q2", true},
+	{"Rollback  lxc:strong/900\ndestroy lxc:strong/101 K7Q2 ", true},
+	{"rollback lxc:strong/900 k7q2", false},
+	{"destroy lxc:strong/101 k7q2", false},
+	{"rollback lxc:strong/900 destroy lxc:strong/101", false},
+	{"destroy lxc:strong/101 rollback lxc:strong/900 k7q2", false},
+	{"rollback lxc:strong/900 stop lxc:strong/101 destroy lxc:strong/101 k7q2", false},
+	{"rollback lxc:strong/900, destroy lxc:strong/101 k7q2", false},
+}
+
 func TestMatchPhrase(t *testing.T) {
 	t.Parallel()
 	const want = "destroy lxc:131 k7q2"
 	for _, tt := range phraseTests {
 		if got := MatchPhrase(tt.got, want); got != tt.want {
 			t.Errorf("MatchPhrase(%q, %q) = %v, want %v", tt.got, want, got, tt.want)
+		}
+	}
+	const plan = "rollback lxc:strong/900 destroy lxc:strong/101 k7q2"
+	for _, tt := range planPhraseTests {
+		if got := MatchPhrase(tt.got, plan); got != tt.want {
+			t.Errorf("MatchPhrase(%q, %q) = %v, want %v", tt.got, plan, got, tt.want)
 		}
 	}
 	if MatchPhrase("", "") || MatchPhrase(" ", "  ") {
@@ -258,7 +333,13 @@ func TestMayBePhrase(t *testing.T) {
 			t.Errorf("MayBePhrase(%q) = false for a matching phrase", tt.got)
 		}
 	}
-	for _, s := range []string{"restart jellyfin", "go ahead", "destroy 131", "yes", "list containers", "show lxc:101"} {
+	for _, tt := range planPhraseTests {
+		if tt.want && !MayBePhrase(tt.got) {
+			t.Errorf("MayBePhrase(%q) = false for a matching phrase", tt.got)
+		}
+	}
+	for _, s := range []string{"restart jellyfin", "go ahead", "destroy 131", "yes", "list containers", "show lxc:101",
+		"rollback lxc:101 to pre-upgrade", "stop lxc:101 and lxc:102 now"} {
 		if MayBePhrase(s) {
 			t.Errorf("MayBePhrase(%q) = true", s)
 		}
@@ -268,6 +349,9 @@ func TestMayBePhrase(t *testing.T) {
 func FuzzMatchPhrase(f *testing.F) {
 	for _, tt := range phraseTests {
 		f.Add(tt.got, "destroy lxc:131 k7q2")
+	}
+	for _, tt := range planPhraseTests {
+		f.Add(tt.got, "rollback lxc:strong/900 destroy lxc:strong/101 k7q2")
 	}
 	f.Fuzz(func(t *testing.T, got, want string) {
 		m := MatchPhrase(got, want)

@@ -185,3 +185,47 @@ func TestGateInstallRole(t *testing.T) {
 		t.Errorf("without a key: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// TestGateCheckRefusesUnitControlOnTheNode: with host_shell: false, and
+// with a host_units block that lists other units, nomos gate -check
+// refuses each systemctl form that would take the node down or lock its
+// owner out, with exit 126; it allows the probe's question and what
+// host_units lists.
+func TestGateCheckRefusesUnitControlOnTheNode(t *testing.T) {
+	t.Parallel()
+	write := func(text string) string {
+		p := filepath.Join(t.TempDir(), "gate.yaml")
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, rules := range []string{
+		write("host_shell: false\n"),
+		write("host_shell: false\nhost_units:\n  caddy.service: restart, stop\n"),
+	} {
+		for _, command := range []string{
+			"systemctl start reboot.target",
+			"systemctl start poweroff.target",
+			"systemctl stop pve-cluster.service",
+			"systemctl disable ssh.service",
+			"systemctl stop corosync",
+			"systemctl restart nut-server.service",
+		} {
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"gate", "-rules", rules, "-check", command}, nil, &stdout, &stderr)
+			if code != hostgate.ExitRefused || stdout.Len() != 0 || !strings.HasPrefix(stderr.String(), "nomos gate: refused: systemctl ") {
+				t.Errorf("%s: -check %q: exit %d, stdout %q, stderr %q; want 126 and the refusal", rules, command, code, stdout.String(), stderr.String())
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"gate", "-rules", rules, "-check", "systemctl is-active 'pveproxy.service'"}, nil, &stdout, &stderr); code != 0 {
+			t.Errorf("%s: the systemd probe's is-active: exit %d, stderr %q", rules, code, stderr.String())
+		}
+	}
+	listed := write("host_units:\n  caddy.service: restart, stop\n")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"gate", "-rules", listed, "-check", "systemctl restart caddy.service"}, nil, &stdout, &stderr); code != 0 || stdout.String() != "allowed: systemctl restart caddy.service\n" {
+		t.Errorf("a listed unit's restart: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
