@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,7 +47,7 @@ func init() {
 			return denyOpts(name, args, shortDeny, longDeny...)
 		}
 	}
-	deny("file", "C", "compile")
+	rules["file"] = ruleFile
 	deny("dmesg", "cCDEn", "clear", "read-clear", "console-off", "console-on", "console-level")
 	deny("sensors", "s", "set")
 	deny("blkid", "cg", "cache-file", "garbage-collect")
@@ -524,4 +525,21 @@ func ruleEvaluating(name, why string) rule {
 		a.hiddenArgs(args, depth, name+" evaluates variable names and their subscripts")
 		return ConfigMutation, why
 	}
+}
+
+// ruleFile: file -C writes a magic file. file -f NAMES reads the file names
+// to test from NAMES and, for each line that names no file, prints the
+// line in its error, so file -f /etc/shadow prints the password hashes;
+// file -m reads a magic file and prints the lines it cannot parse.
+func ruleFile(a *analyzer, args []word, _ int) (Class, string) {
+	p := parseOpts(args, "fmFeP", []string{"files-from", "magic-file", "separator", "exclude", "parameter", "exclude-quiet"}, false)
+	for _, o := range p.opts {
+		switch {
+		case o.name == "-f" || len(o.name) > 3 && strings.HasPrefix("--files-from", o.name):
+			a.secret("file -f prints every line of " + cmp.Or(o.val, "the file it is given") + " that names no file")
+		case o.name == "-m" || len(o.name) > 3 && strings.HasPrefix("--magic-file", o.name):
+			a.secret("file -m prints the lines of " + cmp.Or(o.val, "the file it is given") + " it cannot parse")
+		}
+	}
+	return denyOpts("file", args, "C", "compile")
 }

@@ -36,6 +36,9 @@ func init() {
 	} {
 		rules[n] = looseReader(n)
 	}
+	for _, n := range []string{"zstdcat", "lz4cat"} {
+		rules[n] = ruleDecompressor(n)
+	}
 	rules["xxd"] = ruleXxd
 	rules["jq"] = ruleJq
 	rules["sort"] = ruleSort
@@ -79,7 +82,7 @@ func init() {
 		"zcat", "bzcat", "xzcat", "lzcat", "cmp", "diff", "last", "lastb", "who", "users", "less", "more", "most", "pg", "man",
 		"vi", "vim", "nvim", "view", "vimdiff", "nano", "pico", "ed", "red", "ex", "emacs", "joe", "mcedit",
 		"sensible-editor", "editor", "sudoedit", "visudo", "vipw", "vigr", "awk", "gawk", "mawk", "nawk", "busybox-awk",
-		"cat", "tee", "truncate", "cp", "install", "ln", "touch", "mkdir", "rmdir", "rm", "unlink", "mv", "chmod", "chown", "chgrp", "setfacl", "chattr", "dd", "rsync", "sed", "tar", "find", "cd", "pushd", "sort", "xxd", "jq"} {
+		"zstdcat", "lz4cat", "cat", "tee", "truncate", "cp", "install", "ln", "touch", "mkdir", "rmdir", "rm", "unlink", "mv", "chmod", "chown", "chgrp", "setfacl", "chattr", "dd", "rsync", "sed", "tar", "find", "cd", "pushd", "sort", "xxd", "jq"} {
 		modelsPaths[n] = true
 	}
 }
@@ -176,6 +179,28 @@ func looseReader(name string) rule {
 			return notLiteral(name)
 		}
 		return ReadOnly, ""
+	}
+}
+
+// ruleDecompressor is for zstdcat and lz4cat, whose options include -o
+// FILE: read-only with no option and literal operands, each of which it
+// prints.
+func ruleDecompressor(name string) rule {
+	return func(a *analyzer, args []word, _ int) (Class, string) {
+		c, why := ReadOnly, ""
+		for _, w := range args {
+			if strings.HasPrefix(w.val, "-") && w.val != "-" {
+				if c == ReadOnly {
+					c, why = cfgf("%s option %s is not on the read-only list", name, w.val)
+				}
+				continue
+			}
+			a.reads(w, name)
+		}
+		if c == ReadOnly && anyDynamic(args) {
+			return notLiteral(name)
+		}
+		return c, why
 	}
 }
 
@@ -552,6 +577,12 @@ func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
 		args[0].val = "-" + args[0].val
 	}
 	p := tarSpec.parse(args, false)
+	if hasLong(args, "remove-files") {
+		return Destructive, "tar --remove-files deletes the files it archives"
+	}
+	if p.has("-P") || hasLong(args, "absolute-names") {
+		return Destructive, "tar -P (--absolute-names) keeps the leading / of member names, so it reads and writes anywhere on the system"
+	}
 	if c, why, ok := a.tarRunner(p, depth); ok {
 		return c, why
 	}
@@ -573,13 +604,13 @@ func ruleTar(a *analyzer, args []word, depth int) (Class, string) {
 		return a.tarExtract(p)
 	case create:
 		c, why = a.tarCreate(p, archives)
+	case toStdout:
+		a.tarPrints(p, archives)
 	default:
+		// Listing prints names only: a guest backup may be listed.
 		for _, f := range archives {
-			a.reads(f.word, "tar")
-		}
-		if extract {
-			for _, src := range archives {
-				a.reads(src.word, "tar")
+			if _, ok := a.imageWord(f.word); !ok {
+				a.reads(f.word, "tar")
 			}
 		}
 	}
@@ -636,22 +667,67 @@ func (a *analyzer) tarRunner(p parsed, depth int) (c Class, why string, ok bool)
 	return ReadOnly, "", false
 }
 
-// tarExtract judges extracting an archive to files.
+// tarExtract judges extracting an archive to files. An archive's members
+// may be any path below the directory it extracts into (etc/shadow,
+// .ssh/authorized_keys), so extracting into a directory that holds a file
+// the host cannot lose is destructive: /, /etc, /var, /usr, /boot, /root,
+// and the login directories a script starts in when it names none with -C.
 func (a *analyzer) tarExtract(p parsed) (Class, string) {
+	for _, u := range p.unknown {
+		if len(u) >= len("--dir") && strings.HasPrefix("--directory", u) {
+			return Destructive, "tar -x with " + u + ", an abbreviated --directory: where it extracts is not clear"
+		}
+	}
 	dirs := p.values("-C", "--directory")
 	if len(dirs) == 0 {
 		dirs = []opt{{word: word{val: ".", raw: "."}}}
 	}
 	for _, d := range dirs {
-		_, crit, ok := a.criticalWord(d.word)
-		if !ok && strings.HasPrefix(d.word.val, "/") && path.Clean(d.word.val) == "/" {
-			crit, ok = "over the whole system", true
+		v := d.word.val
+		switch {
+		case !d.word.static():
+			return Destructive, "tar -x extracts into a directory only known at run time (" + d.word.raw + ")"
+		case a.cwdUnknown && !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "~"):
+			return Destructive, "tar -x extracts into a working directory only known at run time; name the directory with -C"
 		}
-		if ok {
-			return Destructive, "tar -x extracts into " + d.word.val + ", " + crit
+		for _, c := range a.resolve(v) {
+			if why, ok := criticalWrite(c, a.onHost); ok {
+				return Destructive, "tar -x extracts into " + c + ", " + why
+			}
+			if c == "/" {
+				return Destructive, "tar -x extracts over the whole system (/)"
+			}
+			for _, e := range criticalExamples {
+				if under(e, c) {
+					hint := ""
+					if len(p.values("-C", "--directory")) == 0 {
+						hint = "; name another directory with -C"
+					}
+					return Destructive, "tar -x extracts into " + c + ", where an archive may replace " + e + hint
+				}
+			}
 		}
 	}
 	return cfgf("tar -x extracts files")
+}
+
+// tarPrints notes what tar -O (--to-stdout) prints: the files of a guest
+// backup, which hold the guest's password hashes and keys, and members
+// whose names are secret files (./etc/shadow).
+func (a *analyzer) tarPrints(p parsed, archives []opt) {
+	for _, f := range archives {
+		if what, ok := a.imageWord(f.word); ok {
+			a.secret("tar -O prints the files of " + what)
+		} else {
+			a.reads(f.word, "tar")
+		}
+	}
+	for _, m := range p.operands {
+		name := path.Clean("/" + strings.TrimPrefix(m.val, "./"))
+		if secretPath(name) || (m.glob || p.has("--wildcards")) && globMaySecret(name) {
+			a.secret("tar -O prints " + m.val + " from the archive")
+		}
+	}
 }
 
 // tarCreate notes what creating an archive writes and reads.

@@ -9,7 +9,8 @@ import (
 func init() {
 	rules["pct"] = rulePct
 	rules["qm"] = ruleQm
-	rules["pvesm"] = subRule("pvesm", set("status", "list", "path", "scan", "help", "apiinfo"), set("free"))
+	rules["pvesm"] = subRule("pvesm", set("status", "list", "path", "scan", "help", "apiinfo"), set("free", "prune-backups"))
+	rules["vzdump"] = ruleVzdump
 	rules["pvecm"] = subRule("pvecm", set("status", "nodes", "help"), set("delnode"))
 	rules["pvesh"] = rulePvesh
 	rules["pveam"] = subRule("pveam", set("list", "available", "help"), nil)
@@ -122,7 +123,12 @@ func rulePct(a *analyzer, args []word, depth int) (Class, string) {
 			a.inContainer(args[2:], depth)
 		}
 		return cfgf("pct exec without -- before the command")
-	case anyDynamic(args):
+	case sub == "set" || sub == "create":
+		if c, why, ok := guestOptions("pct "+sub, args[1:]); ok {
+			return c, why
+		}
+	}
+	if anyDynamic(args) {
 		return notLiteral("pct")
 	}
 	switch sub {
@@ -139,6 +145,24 @@ var qmSub = subRule("qm", set("list", "status", "config", "listsnapshot", "pendi
 // there, as in a container. A guest subcommand only known at run time may
 // be exec, so what follows the vmid is read that way too.
 func ruleQm(a *analyzer, args []word, depth int) (Class, string) {
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0].val
+	}
+	switch {
+	case sub == "set" || sub == "create":
+		if c, why, ok := guestOptions("qm "+sub, args[1:]); ok {
+			return c, why
+		}
+	case sub == "unlink" || sub == "disk" && len(args) > 1 && args[1].val == "unlink":
+		if forced(args) {
+			name := "qm unlink"
+			if sub == "disk" {
+				name = "qm disk unlink"
+			}
+			return Destructive, name + " --force erases the disks it unlinks"
+		}
+	}
 	if len(args) < 2 || !args[0].static() || args[0].val != "guest" || (args[1].static() && args[1].val != "exec") {
 		return qmSub(a, args, depth)
 	}
@@ -401,4 +425,107 @@ func ruleHdparm(_ *analyzer, args []word, _ int) (Class, string) {
 		return Destructive, "hdparm erases or overwrites sectors"
 	}
 	return cfgf("hdparm changes drive settings")
+}
+
+// guestOptions judges the options of pct set and create, and qm set and
+// create, that reach past the guest's own configuration: --delete unusedN
+// erases the volume, --mpN and --devN give a container a path or device of
+// the host, and --hookscript runs a script on the host at every start and
+// stop. ok is false when none is given. Proxmox reads -name as --name and
+// --name=value as --name value.
+func guestOptions(cmd string, args []word) (c Class, why string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if !w.static() {
+			if i == 0 || !strings.HasPrefix(args[i-1].val, "-") || strings.Contains(args[i-1].val, "=") {
+				return Destructive, cmd + " with an option only known at run time (" + w.raw + "), which may be --delete unused0", true
+			}
+			continue
+		}
+		if !strings.HasPrefix(w.val, "-") {
+			continue
+		}
+		name, val, has := strings.Cut(strings.TrimLeft(w.val, "-"), "=")
+		vw := sub(w, val)
+		if !has && i+1 < len(args) {
+			vw = args[i+1]
+			val = vw.val
+		}
+		switch {
+		case name == "delete":
+			if !vw.static() {
+				return Destructive, cmd + " --delete of volumes only known at run time may erase them", true
+			}
+			for _, item := range strings.Split(val, ",") {
+				if strings.HasPrefix(strings.TrimSpace(item), "unused") {
+					return Destructive, cmd + " --delete " + strings.TrimSpace(item) + " erases the volume", true
+				}
+			}
+		case name == "hookscript":
+			return Destructive, cmd + " --hookscript runs " + val + " on the host at every start and stop of the guest", true
+		case strings.HasPrefix(cmd, "pct") && guestKey(name, "mp"):
+			return Destructive, cmd + " --" + name + " gives the container the host path " + val, true
+		case strings.HasPrefix(cmd, "pct") && guestKey(name, "dev"):
+			return Destructive, cmd + " --" + name + " gives the container the host device " + val, true
+		}
+	}
+	return ReadOnly, "", false
+}
+
+// guestKey reports whether name is prefix followed by an index, as mp0.
+func guestKey(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	return ok && rest != "" && allBytes(rest, isDigit)
+}
+
+// forced reports whether a Proxmox command is given --force (or -force)
+// with a value other than 0.
+func forced(args []word) bool {
+	for i, w := range args {
+		name, val, has := strings.Cut(strings.TrimLeft(w.val, "-"), "=")
+		if !strings.HasPrefix(w.val, "-") || name != "force" {
+			continue
+		}
+		if !has && i+1 < len(args) && (args[i+1].val == "0" || args[i+1].val == "1") {
+			val = args[i+1].val
+		}
+		if val != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleVzdump: vzdump prunes older backups by the storage's retention
+// unless --remove 0 says otherwise, and --prune-backups (or the old
+// --maxfiles) sets what it keeps; either deletes backups.
+func ruleVzdump(a *analyzer, args []word, _ int) (Class, string) {
+	if anyDynamic(args) {
+		return Destructive, "vzdump with arguments only known at run time may delete backups"
+	}
+	keep := false
+	for i, w := range args {
+		name, val, has := strings.Cut(strings.TrimLeft(w.val, "-"), "=")
+		if !strings.HasPrefix(w.val, "-") {
+			continue
+		}
+		if !has && i+1 < len(args) {
+			val = args[i+1].val
+		}
+		switch name {
+		case "remove":
+			keep = val == "0"
+			if !keep {
+				return Destructive, "vzdump --remove deletes older backups"
+			}
+		case "prune-backups", "maxfiles":
+			if val != "keep-all=1" {
+				return Destructive, "vzdump --" + name + " deletes older backups"
+			}
+		}
+	}
+	if !keep {
+		return Destructive, "vzdump deletes older backups by the storage's retention unless given --remove 0"
+	}
+	return a.opaqueClass("vzdump is not on the read-only list")
 }

@@ -47,8 +47,11 @@
 //     their subscripts), and curl or wget options that read, write or send
 //     files;
 //   - secrets: reading /etc/pve/priv, /etc/shadow, key files (*.key, *.pem,
-//     id_rsa, ssh host keys), .ssh, .env, token.cfg, /proc/*/environ or a
-//     raw disk, expanding a variable the script did not set, or running
+//     id_rsa, ssh host keys), .ssh, .env, token.cfg, /proc/*/environ, a
+//     raw disk, or a guest backup or disk image (vzdump-*, vm-*-disk-*,
+//     *.raw, *.qcow2: cat, strings, zcat, zstdcat, tar -O), tar -O of a
+//     secret member (./etc/shadow), file -f or -m, expanding a variable the
+//     script did not set, or running
 //     printenv, env, set, declare -p, export -p, ps e, docker inspect or
 //     pvesh get /access is listed in [Risk].Secrets and is at least
 //     config_mutation;
@@ -57,7 +60,14 @@
 //     formats or wipes (mkfs*, wipefs, dd of=, blkdiscard, shred, partition
 //     editors), destroys or rolls back (pct/qm destroy, rollback,
 //     delsnapshot, zfs destroy/rollback, zpool destroy, lvremove and kin,
-//     docker volume and system prune), writes to a device or any other
+//     docker volume and system prune), erases guest volumes or backups
+//     (qm/pct set --delete unusedN, qm disk unlink --force, pvesm
+//     prune-backups, vzdump unless --remove 0), gives a container a path
+//     into the host (pct set or create --mpN, --devN, --hookscript; qm set
+//     --hookscript), archives with tar --remove-files or -P, extracts with
+//     tar -x into a directory holding a critical file (/, /etc, /var, /usr,
+//     /boot, /root, the login directories when no -C names another, or a
+//     directory only known at run time), writes to a device or any other
 //     critical path (/etc/pve, /var/lib/vz, /var/lib/pve-cluster, /boot,
 //     guest disk images, /etc/shadow and the files a host needs to boot or
 //     log in, system programs) by any means (a redirection, tee, truncate,

@@ -407,8 +407,10 @@ func (p PctCreateParams) check() (Params, []*ParamError) {
 
 // checkShell validates free-form shell: valid UTF-8, within max bytes, and
 // free of anything that would make the plan card differ from what runs: NUL,
-// control characters other than tab and newline, and invisible or
-// bidirectional formatting characters.
+// control characters other than tab and newline, invisible characters (see
+// invisible), characters that look like a space and are not one, and look-
+// alikes of the shell's syntax (see lookalike). A refusal names the
+// character: "U+FE00 VARIATION SELECTOR-1 is invisible".
 func checkShell(field, s string, maxLen int, required bool) *ParamError {
 	switch {
 	case strings.TrimSpace(s) == "":
@@ -432,52 +434,17 @@ func checkShell(field, s string, maxLen int, required bool) *ParamError {
 		case (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			return paramErr(field, "must not contain control character %U (at byte %d)", r, i)
 		case invisible(r):
-			return paramErr(field, "must not contain invisible or bidirectional formatting character %U (at byte %d): the plan card must show what runs", r, i)
+			return paramErr(field, "%s is invisible (at byte %d): the plan card must show what runs; remove it", runeLabel(r), i)
 		case blank(r):
-			return paramErr(field, "must not contain %U, which looks like a space or a line break to a reader and is not one to the shell (at byte %d): "+
-				"the plan card must show what runs; use a plain space", r, i)
+			return paramErr(field, "%s looks like a space or a line break but is not one to the shell (at byte %d): "+
+				"the plan card must show what runs; use a plain space", runeLabel(r), i)
 		}
-		if ascii, ok := lookalike(r); ok {
-			return paramErr(field, "must not contain %U, which looks like %q to a reader and is not one to the shell (at byte %d): "+
-				"the plan card must show what runs; type %q", r, ascii, i, ascii)
+		if looks, ok := lookalike(r); ok {
+			return paramErr(field, "%s looks like %s but is not (at byte %d): the plan card must show what runs; type %s",
+				runeLabel(r), looks, i, looks)
 		}
 	}
 	return nil
-}
-
-func invisible(r rune) bool {
-	switch {
-	case r == 0x061c, r == 0x00ad, r == 0xfeff,
-		r >= 0x200b && r <= 0x200f, // zero-width and LRM/RLM
-		r >= 0x202a && r <= 0x202e, // bidi embeddings and overrides
-		r >= 0x2060 && r <= 0x2064, // word joiner and invisible operators
-		r >= 0x2066 && r <= 0x2069: // bidi isolates
-		return true
-	}
-	// Every other format character renders as nothing too, as the tag
-	// characters (U+E0000 block) that can spell hidden text.
-	return unicode.Is(unicode.Cf, r)
-}
-
-// lookalike returns the ASCII quote, comment sign or other punctuation that
-// r is drawn like, when r is one the shell reads as a plain letter: with
-// `echo “x ; reboot ; y”` the card seems to show a quoted string, and sh
-// runs reboot. Typographic quotes, primes, fullwidth and small forms.
-func lookalike(r rune) (rune, bool) {
-	switch r {
-	case 0x2018, 0x2019, 0x201a, 0x201b, 0x2032, 0x2035, 0x02b9, 0x02bc:
-		return '\'', true
-	case 0x201c, 0x201d, 0x201e, 0x201f, 0x2033, 0x2036, 0x02ba:
-		return '"', true
-	case 0x266f, 0xfe5f:
-		return '#', true
-	case 0x037e, 0xfe54:
-		return ';', true
-	}
-	if r >= 0xff01 && r <= 0xff5e { // fullwidth ASCII
-		return r - 0xfee0, true
-	}
-	return 0, false
 }
 
 // blank reports whether r renders as white space but is a word character

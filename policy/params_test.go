@@ -31,23 +31,26 @@ var paramsTests = []paramsTest{
 	{action: ActionPctExec, raw: `{"command":"ls\u0000rm"}`, errs: []string{"params.command: must not contain NUL bytes (at byte 2)"}},
 	{action: ActionPctExec, raw: `{"command":"ls\r\nrm"}`, errs: []string{"params.command: must not contain carriage returns"}},
 	{action: ActionPctExec, raw: `{"command":"ls \u001b[2K"}`, errs: []string{"params.command: must not contain control character U+001B"}},
-	{action: ActionPctExec, raw: `{"command":"echo \u202egnp.exe"}`, errs: []string{"params.command: must not contain invisible or bidirectional formatting character U+202E"}},
+	{action: ActionPctExec, raw: `{"command":"echo \u202egnp.exe"}`, errs: []string{"params.command: U+202E RIGHT-TO-LEFT OVERRIDE is invisible (at byte 5)"}},
 	// Characters that look like a space or a line break are word characters
 	// to sh and bash: "x=1<NBSP>#; reboot" reads as a comment on the card
 	// and reboots. Other invisible format characters (tags) hide text.
-	{action: ActionPctExec, raw: `{"command":"x=1\u00a0#; reboot"}`, errs: []string{"params.command: must not contain U+00A0, which looks like a space or a line break to a reader and is not one to the shell (at byte 3)"}},
-	{action: ActionPctExec, raw: `{"command":"x=1\u3164#; reboot"}`, errs: []string{"params.command: must not contain U+3164, which looks like a space"}},
-	{action: ActionPctExec, raw: `{"command":"x=1\u2800#; reboot"}`, errs: []string{"params.command: must not contain U+2800, which looks like a space"}},
-	{action: ActionPctExec, raw: `{"command":"x=1\u3000#; reboot"}`, errs: []string{"params.command: must not contain U+3000, which looks like a space"}},
-	{action: ActionPctExec, raw: `{"command":"x=1\u2028#; reboot"}`, errs: []string{"params.command: must not contain U+2028, which looks like a space"}},
-	{action: ActionPctExec, raw: `{"command":"ls /srv\udb40\udc20"}`, errs: []string{"params.command: must not contain invisible or bidirectional formatting character U+E0020"}},
+	{action: ActionPctExec, raw: `{"command":"x=1\u00a0#; reboot"}`, errs: []string{"params.command: U+00A0 NO-BREAK SPACE looks like a space or a line break but is not one to the shell (at byte 3)"}},
+	{action: ActionPctExec, raw: `{"command":"x=1\u3164#; reboot"}`, errs: []string{"params.command: U+3164 HANGUL FILLER is invisible (at byte 3)"}},
+	{action: ActionPctExec, raw: `{"command":"x=1\u2800#; reboot"}`, errs: []string{"params.command: U+2800 BRAILLE PATTERN BLANK looks like a space"}},
+	{action: ActionPctExec, raw: `{"command":"x=1\u3000#; reboot"}`, errs: []string{"params.command: U+3000 IDEOGRAPHIC SPACE looks like a space"}},
+	{action: ActionPctExec, raw: `{"command":"x=1\u2028#; reboot"}`, errs: []string{"params.command: U+2028 LINE SEPARATOR looks like a space"}},
+	{action: ActionPctExec, raw: `{"command":"ls /srv\udb40\udc20"}`, errs: []string{"params.command: U+E0020 TAG SPACE is invisible (at byte 7)"}},
 	// Quotes and comment signs drawn like the ASCII ones are letters to
 	// the shell: the card would show a quoted string, and sh runs reboot.
-	{action: ActionPctExec, raw: `{"command":"echo “x ; reboot ; y”"}`, errs: []string{`params.command: must not contain U+201C, which looks like '"' to a reader and is not one to the shell (at byte 5): the plan card must show what runs; type '"'`}},
-	{action: ActionPctExec, raw: `{"command":"echo ‘x ; reboot ; y’"}`, errs: []string{`params.command: must not contain U+2018, which looks like '\''`}},
-	{action: ActionPctExec, raw: `{"command":"echo hi ＃; reboot"}`, errs: []string{`params.command: must not contain U+FF03, which looks like '#'`}},
-	{action: ActionPctExec, raw: `{"command":"echo hi ♯; reboot"}`, errs: []string{`params.command: must not contain U+266F, which looks like '#'`}},
-	{action: ActionPctExec, raw: `{"command":"echo héllo 日本 ✅️"}`, want: PctExecParams{Command: "echo héllo 日本 ✅️"}},
+	{action: ActionPctExec, raw: `{"command":"echo “x ; reboot ; y”"}`, errs: []string{`params.command: U+201C LEFT DOUBLE QUOTATION MARK looks like " but is not (at byte 5): the plan card must show what runs; type "`}},
+	{action: ActionPctExec, raw: `{"command":"echo ‘x ; reboot ; y’"}`, errs: []string{`params.command: U+2018 LEFT SINGLE QUOTATION MARK looks like ' but is not`}},
+	{action: ActionPctExec, raw: `{"command":"echo hi ＃; reboot"}`, errs: []string{`params.command: U+FF03 FULLWIDTH NUMBER SIGN looks like # but is not`}},
+	{action: ActionPctExec, raw: `{"command":"echo hi ♯; reboot"}`, errs: []string{`params.command: U+266F MUSIC SHARP SIGN looks like # but is not`}},
+	{action: ActionPctExec, raw: `{"command":"echo héllo 日本 ✅"}`, want: PctExecParams{Command: "echo héllo 日本 ✅"}},
+	// Issue 19: every default-ignorable code point is refused, the emoji
+	// presentation selector after an emoji too.
+	{action: ActionPctExec, raw: `{"command":"echo héllo 日本 ✅️"}`, errs: []string{"params.command: U+FE0F VARIATION SELECTOR-16 is invisible (at byte 22)"}},
 	{action: ActionPctExec, raw: `{"command":"-c id"}`, errs: []string{`params.command: must not start with "-"`}},
 	{action: ActionPctExec, raw: `{"command":"` + strings.Repeat("x", MaxCommandLen+1) + `"}`, errs: []string{"params.command: must be at most 16384 bytes"}},
 	{action: ActionPctExec, raw: `{"command":5}`, errs: []string{"params.command: must be a string, got number"}},

@@ -298,6 +298,9 @@ var secretExamples = []string{
 	"/etc/wireguard/wg0.conf", "/etc/ceph/ceph.client.admin.keyring",
 	"/etc/mysql/debian.cnf", "/proc/1/environ", "/proc/self/environ",
 	"/proc/1/mem", "/proc/kcore", "/dev/mem", "/dev/sda",
+	// Guest backups and disk images hold the guests' secret files.
+	"/var/lib/vz/dump/vzdump-lxc-100.tar.zst", "/var/lib/vz/images/100/vm-100-disk-0.raw",
+	"/mnt/pve/backup/dump/vzdump-qemu-100.vma.zst",
 }
 
 var secretBaseExamples = []string{
@@ -402,7 +405,8 @@ func looksLikePath(v string) bool {
 }
 
 // secretWord reports whether reading the file w may print a secret, and
-// names it.
+// names it: a secret file, or a guest backup or disk image, whose bytes hold
+// the guest's own secret files.
 func (a *analyzer) secretWord(w word) (string, bool) {
 	v := w.val
 	if v == "" || v == "-" {
@@ -411,6 +415,39 @@ func (a *analyzer) secretWord(w word) (string, bool) {
 	for _, c := range a.resolve(v) {
 		if secretPath(c) || w.glob && globMaySecret(c) {
 			return v, true
+		}
+	}
+	return a.imageWord(w)
+}
+
+// imageExamples stand for the guest backups and disk images a glob may
+// match.
+var imageExamples = []string{
+	"/var/lib/vz/dump/vzdump-lxc-100-2024_01_01-00_00_00.tar.zst",
+	"/var/lib/vz/dump/vzdump-qemu-100-2024_01_01-00_00_00.vma.zst",
+	"/var/lib/vz/dump/vzdump-lxc-100-2024_01_01-00_00_00.tar.gz",
+	"/var/lib/vz/images/100/vm-100-disk-0.raw", "/var/lib/vz/images/100/vm-100-disk-0.qcow2",
+	"/mnt/pve/backup/dump/vzdump-lxc-100-2024_01_01-00_00_00.tar.zst",
+}
+
+// imageWord reports whether w names a guest backup (vzdump-*) or disk image
+// (vm-*-disk-*, *.raw, *.qcow2, *.vmdk, *.vma): reading one reads the
+// guest's /etc/shadow, keys and tokens along with everything else.
+func (a *analyzer) imageWord(w word) (string, bool) {
+	if w.val == "" || w.val == "-" {
+		return "", false
+	}
+	for _, c := range a.resolve(w.val) {
+		if guestDisk(c) {
+			return w.val + ", a guest backup or disk image", true
+		}
+		if !w.glob {
+			continue
+		}
+		for _, e := range imageExamples {
+			if ok, err := path.Match(c, e); ok || err != nil {
+				return w.val + ", which may match a guest backup or disk image", true
+			}
 		}
 	}
 	return "", false

@@ -53,15 +53,23 @@ var rules = []rule{
 	{"a secret setting", regexp.MustCompile(`(?i)(\b(?:[A-Za-z0-9]+_)*(?:pass|pwd|psk)["']?[ \t]*[=:][ \t]*)((?:"[^"\n]*"|'[^'\n]*'|[^\s"'&,;])+)`), "${1}" + Marker},
 	// Password hashes as in /etc/shadow: $id$salt$hash (md5, bcrypt,
 	// sha256, sha512, yescrypt, scrypt).
-	{"a password hash", regexp.MustCompile(`\$(?:1|2[abxy]?|5|6|7|y|gy|sha1|md5|argon2(?:id|i|d))\$[./A-Za-z0-9$=,+-]{8,}`), Marker},
+	{"a password hash", regexp.MustCompile(`\$(?:1|2[abxy]?|5|6|7|y|gy|sha1|md5|apr1|argon2(?:id|i|d))\$[./A-Za-z0-9$=,+-]{8,}`), Marker},
+	// Django's and Passlib's PBKDF2 hashes: pbkdf2_sha256$iterations$salt$hash.
+	{"a password hash", regexp.MustCompile(`\bpbkdf2_sha(?:1|256|512)\$\d+\$[A-Za-z0-9./+=]+\$[A-Za-z0-9./+=]{8,}`), Marker},
+	// LDAP userPassword values: {SSHA}base64, {SHA512}, {CRYPT}$6$..., {PBKDF2-SHA256}...
+	{"a password hash", regexp.MustCompile(`\{(?:S?SHA(?:256|384|512)?|S?MD5|CRYPT|PBKDF2(?:-SHA(?:1|256|512))?|ARGON2)\}[A-Za-z0-9+/=.$,:-]{8,}`), Marker},
+	// PostgreSQL's .pgpass: hostname:port:database:username:password per
+	// line, where a password may hold \: and \\.
+	{"a .pgpass password", regexp.MustCompile(`(?m)^([ \t]*[^:\s#][^:\s]*:(?:\d{1,5}|\*):[^:\s]+:[^:\s]+:)((?:\\[:\\]|[^\s:\\])+)[ \t]*$`), "${1}" + Marker},
 	// Ceph keyrings: key = AQ... (base64 of a 16-byte secret plus header).
 	{"a Ceph key", regexp.MustCompile(`\bAQ[A-Za-z0-9+/]{36,}={0,2}`), Marker},
 	// JSON Web Tokens: three base64url parts, the first two JSON objects.
 	{"a JSON Web Token", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`), Marker},
 	// Well-known token shapes wherever they appear: GitHub, Slack, AWS
 	// access key ids, OpenAI-style and OpenRouter keys, Matrix access
-	// tokens, GitLab, Stripe, Google API keys.
-	{"an API token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{20,}|syt_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{20,}|[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{35})`), Marker},
+	// tokens, GitLab, Stripe, Google API keys, HashiCorp Vault (service,
+	// batch and recovery), Grafana Cloud and service account tokens, npm.
+	{"an API token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{20,}|syt_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{20,}|[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{35}|hv[sbr]\.[A-Za-z0-9_-]{20,}|glc_[A-Za-z0-9+/_-]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[0-9a-fA-F]{8}|npm_[A-Za-z0-9]{36})`), Marker},
 }
 
 // String removes secrets from s: values of password=, token=, secret=,
@@ -69,11 +77,15 @@ var rules = []rule{
 // Authorization headers, bearer tokens and cookies, PEM private key blocks
 // (also base64-encoded), the password in scheme://user:password@host URLs,
 // mysql -pPASSWORD and curl -u user:password, password hashes as in
-// /etc/shadow, Ceph keys, Proxmox API tokens, JSON Web Tokens, Slack
-// webhook URLs and well-known token formats (GitHub, Slack, AWS, OpenAI,
-// Matrix, GitLab, Stripe, Google). It errs towards removing too much.
+// /etc/shadow, htpasswd ($apr1$), Django (pbkdf2_sha256$) and LDAP
+// ({SSHA}), .pgpass passwords, Ceph keys, Proxmox API tokens, JSON Web
+// Tokens, Slack webhook URLs, well-known token formats (GitHub, Slack, AWS,
+// OpenAI, Matrix, GitLab, Stripe, Google, Vault, Grafana, npm) and hex dumps
+// (xxd, xxd -p, hexdump -C, od -t x1) of a private key. It errs towards
+// removing too much.
 // String(String(s)) == String(s).
 func String(s string) string {
+	s, _ = keyDumps(s)
 	for _, r := range rules {
 		s = r.re.ReplaceAllString(s, r.repl)
 	}
@@ -85,6 +97,9 @@ func String(s string) string {
 // to refuse a plan whose own command carries a secret: a card must show a
 // command exactly as it will run, never disguised.
 func Find(s string) (kind string, ok bool) {
+	if _, found := keyDumps(s); found {
+		return "a hex dump of a private key", true
+	}
 	for _, r := range rules {
 		if loc := r.re.FindStringSubmatchIndex(s); loc != nil {
 			// A match whose secret part is already the marker is no secret.
