@@ -100,6 +100,8 @@ var importRules = []importRule{
 	// What a Proxmox node prints, read for the actuator and for `nomos
 	// discover -from`: pure, so both read the same bytes the same way.
 	{pkg: "internal/pveout", allowedDirect: []string{}, noIO: true},
+	// The brief is written from the database alone: no Matrix, no LLM.
+	{pkg: "report", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
 	{pkg: "store", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
 }
 
