@@ -22,6 +22,7 @@ import (
 	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/internal/zerobridge"
+	"github.com/nomoshq/nomos/report"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -104,8 +105,14 @@ type Config struct {
 	// MuteFor is how long 🔇 on an alert, or a bare "mute" in reply to
 	// it, keeps new alerts of its kind on its entity quiet. Default 4h.
 	MuteFor time.Duration
-	Logger  *slog.Logger
-	Clock   func() time.Time
+	// Briefs says when the daily brief and the weekly report are posted
+	// in OpsRoom; nil posts none on a schedule ("brief" still answers).
+	Briefs *report.Schedule
+	// BriefCheckInterval is how often the schedule is looked at.
+	// Default 30s.
+	BriefCheckInterval time.Duration
+	Logger             *slog.Logger
+	Clock              func() time.Time
 }
 
 // Bot is the running Matrix front.
@@ -168,6 +175,7 @@ func New(cfg Config) (*Bot, error) {
 	cfg.SignalCheckInterval = cmp.Or(cfg.SignalCheckInterval, 5*time.Second)
 	cfg.FlapWindow = cmp.Or(cfg.FlapWindow, 15*time.Minute)
 	cfg.MuteFor = cmp.Or(cfg.MuteFor, 4*time.Hour)
+	cfg.BriefCheckInterval = cmp.Or(cfg.BriefCheckInterval, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -220,6 +228,9 @@ func (b *Bot) Services() []supervisor.Service {
 			loop.Every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
 			return nil
 		}})
+	}
+	if b.cfg.OpsRoom != "" && b.cfg.Briefs != nil {
+		svcs = append(svcs, supervisor.Service{Name: "briefs", Run: b.runBriefs})
 	}
 	return append(svcs,
 		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error {

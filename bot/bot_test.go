@@ -27,6 +27,7 @@ import (
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/leader"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
@@ -81,6 +82,10 @@ type bundle struct {
 	execTune func(*executions.Config)
 	// fleetOpts adjust labsim, such as making it enforce nomos gate.
 	fleetOpts []testenv.FleetOption
+	// lead runs each bot under the leader lock, as `nomos bot` does, so
+	// that several may run against one database; elector is the last's.
+	lead    bool
+	elector *leader.Elector
 }
 
 // withFleet adjusts labsim in setup.
@@ -269,11 +274,20 @@ func (b *bundle) startBot(t testing.TB) {
 		t.Fatal(err)
 	}
 	b.bot = bt
+	run := bt.Run
+	if b.lead {
+		el, err := leader.New(leader.Config{Lock: store.NewLeaderLock(b.dbURL, store.LeaderLockBot), Poll: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.elector = el
+		run = func(ctx context.Context) error { return el.Run(ctx, bt.Run) }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := bt.Run(ctx); err != nil {
+		if err := run(ctx); err != nil {
 			t.Errorf("bot: %v", err)
 		}
 	}()

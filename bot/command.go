@@ -47,12 +47,16 @@ const (
 	CmdProblems
 	// CmdSnapshots lists the snapshots of the container named by Target.
 	CmdSnapshots
+	// CmdBrief posts the daily brief now, or the weekly report when
+	// Target is "weekly".
+	CmdBrief
 )
 
 var kindNames = [...]string{
 	CmdUnknown: "unknown", CmdHelp: "help", CmdStatus: "status", CmdListContainers: "list_containers",
 	CmdShow: "show", CmdAction: "action", CmdApprove: "approve", CmdDeny: "deny", CmdConfirm: "confirm",
 	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve", CmdProblems: "problems", CmdSnapshots: "snapshots",
+	CmdBrief: "brief",
 }
 
 // String returns the kind's snake_case name.

@@ -110,6 +110,8 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 		return parseSnapshot(c, args)
 	case "snapshots", "snaps":
 		return parseSnapshots(c, args)
+	case "brief", "daily", "weekly":
+		return parseBrief(c, verb, args)
 	case "list":
 		if hasWords(args, "snapshots") || hasWords(args, "snaps") {
 			return parseSnapshots(c, args[1:])

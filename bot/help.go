@@ -23,6 +23,7 @@ var helpSections = []struct {
 		{"snapshots <lxc>", "a container's snapshots, newest first, and who made each"},
 		{"pending", "plans waiting for a decision"},
 		{"history [name]", "recent executions"},
+		{"brief [weekly]", "the daily brief now: the last 24 h, open signals, what is wrong, plans waiting; weekly adds the week's trends"},
 	}},
 	{"Change (each makes a plan that waits for approval)", []helpEntry{
 		{"restart <service>", "restart a service's unit, e.g. restart jellyfin"},

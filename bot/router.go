@@ -158,6 +158,12 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 			return
 		}
 		b.replyProblems(ctx, evt)
+	case CmdBrief:
+		if !b.mayRead(evt.Sender) {
+			b.refuseReader(ctx, evt, "brief")
+			return
+		}
+		b.replyBrief(ctx, evt, cmd.Target)
 	case CmdHistory:
 		if !b.mayRead(evt.Sender) {
 			b.refuseReader(ctx, evt, "history")
