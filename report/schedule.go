@@ -6,6 +6,7 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -70,17 +71,17 @@ func init() {
 // report.weekly (a weekday, "monday" or "mon", at the daily time; or a
 // weekday and a time, "fri 17:30"; or "off") and report.timezone (an
 // IANA zone such as Europe/Berlin; empty means local). Each error names
-// its key.
+// its key; several are joined (errors.Join).
 func ParseSchedule(daily, weekly, timezone string) (Schedule, error) {
 	var s Schedule
-	var errs []string
+	var errs []error
 	switch tz := strings.TrimSpace(timezone); tz {
 	case "", "Local", "local":
 		s.Location = time.Local
 	default:
 		loc, err := time.LoadLocation(tz)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("report.timezone: want an IANA time zone such as Europe/Berlin or UTC, or nothing for the host's, got %q", timezone))
+			errs = append(errs, fmt.Errorf("report.timezone: want an IANA time zone such as Europe/Berlin or UTC, or nothing for the host's, got %q", timezone))
 		}
 		s.Location = loc
 	}
@@ -91,7 +92,7 @@ func ParseSchedule(daily, weekly, timezone string) (Schedule, error) {
 			at = t
 			s.Daily = &t
 		} else {
-			errs = append(errs, fmt.Sprintf("report.daily: want a time of day as HH:MM such as 08:00, or off, got %q", daily))
+			errs = append(errs, fmt.Errorf("report.daily: want a time of day as HH:MM such as 08:00, or off, got %q", daily))
 		}
 	}
 	if !isOff(weekly) {
@@ -99,11 +100,11 @@ func ParseSchedule(daily, weekly, timezone string) (Schedule, error) {
 		if ok {
 			s.Weekly = &w
 		} else {
-			errs = append(errs, fmt.Sprintf("report.weekly: want a weekday such as monday (at report.daily's time), a weekday and HH:MM such as \"fri 17:30\", or off, got %q", weekly))
+			errs = append(errs, fmt.Errorf("report.weekly: want a weekday such as monday (at report.daily's time), a weekday and HH:MM such as \"fri 17:30\", or off, got %q", weekly))
 		}
 	}
 	if len(errs) > 0 {
-		return Schedule{}, fmt.Errorf("%s", strings.Join(errs, "; "))
+		return Schedule{}, errors.Join(errs...)
 	}
 	return s, nil
 }

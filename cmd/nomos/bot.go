@@ -53,6 +53,10 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	defer closeAgent()
+	briefs, err := cfg.Report.schedule()
+	if err != nil {
+		return err
+	}
 	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
 	if err != nil {
 		return fmt.Errorf("crypto store: %w", err)
@@ -64,7 +68,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
-		OpsRoom: cfg.Matrix.OpsRoom, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics,
+		OpsRoom: cfg.Matrix.OpsRoom, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs,
 		Logger: logger.With("component", "bot"),
 
 		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,

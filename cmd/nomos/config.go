@@ -22,6 +22,7 @@ import (
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/report"
 	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
 )
@@ -51,6 +52,26 @@ type Config struct {
 	Snapshots SnapshotsConfig `koanf:"snapshots"`
 	// Alerts tunes the alerts in the ops room.
 	Alerts AlertsConfig `koanf:"alerts"`
+	// Report says when the daily brief and the weekly report are posted.
+	Report ReportConfig `koanf:"report"`
+}
+
+// ReportConfig says when the leading bot posts the daily brief and the
+// weekly report in the ops room (docs/operations.md, "Daily brief").
+type ReportConfig struct {
+	// Daily is the time of day (HH:MM) of the daily brief, or off.
+	// Default 08:00.
+	Daily string `koanf:"daily"`
+	// Weekly is the weekday of the weekly report, at Daily's time
+	// ("monday"), or a weekday and a time ("fri 17:30"), or off. Default
+	// monday.
+	Weekly string `koanf:"weekly"`
+	// Timezone is the IANA zone both are read in; empty means the host's.
+	Timezone string `koanf:"timezone"`
+	// BackupMaxAge is how old a backup may be before the brief names it,
+	// once Nomos knows backup jobs; today it knows none, and the brief
+	// has no backup line. Default 36h.
+	BackupMaxAge time.Duration `koanf:"backup_max_age"`
 }
 
 // AlertsConfig tunes what the ops room hears about signals.
@@ -342,6 +363,9 @@ var defaults = map[string]any{
 	"snapshots.require":                 false,
 	"snapshots.lock_wait":               "2m",
 	"alerts.mute_for":                   "4h",
+	"report.daily":                      "08:00",
+	"report.weekly":                     "monday",
+	"report.backup_max_age":             "36h",
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so
@@ -503,16 +527,19 @@ type need struct {
 	mcpClient bool
 	// reportSigning and reportVerify are the actuator's report key pair.
 	reportSigning, reportVerify bool
+	// brief is the schedule of the daily brief and weekly report.
+	brief bool
 }
 
 var roleNeeds = map[string]need{
 	"migrate":  {database: true},
 	"seed":     {database: true},
 	"labsim":   {labsim: true},
-	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true, reportVerify: true},
+	"bot":      {database: true, redis: true, matrix: true, signing: true, web: true, reportVerify: true, brief: true},
 	"actuator": {redis: true, actuator: true, verify: true, reportSigning: true},
 	"mcp":      {mcpClient: true},
 	"discover": {database: true},
+	"report":   {database: true, brief: true},
 }
 
 var (
@@ -551,6 +578,9 @@ func (c *Config) validate(role string) error {
 	c.validateKeys(n, bad)
 	c.validateWeb(n, bad)
 	c.validateMCPClient(n, bad)
+	if n.brief {
+		errs = append(errs, c.validateReport()...)
+	}
 	if n.labsim {
 		if c.Labsim.StateDir == "" {
 			bad("labsim.state_dir", "want a directory for host keys and container state")
@@ -602,6 +632,28 @@ func (c *Config) validateMatrix(bad func(string, string, ...any)) {
 		bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",
 			len(c.Matrix.Operators), q)
 	}
+}
+
+// validateReport checks when the briefs fall due; each error names its
+// key.
+func (c *Config) validateReport() []error {
+	var errs []error
+	if _, err := c.Report.schedule(); err != nil {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, joined.Unwrap()...)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	if d := c.Report.BackupMaxAge; d < time.Hour || d > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("report.backup_max_age: want a duration between 1h and 720h, got %s", d))
+	}
+	return errs
+}
+
+// schedule is report.daily, report.weekly and report.timezone read.
+func (r ReportConfig) schedule() (report.Schedule, error) {
+	return report.ParseSchedule(r.Daily, r.Weekly, r.Timezone)
 }
 
 // validateLLM checks the model the agent calls.
