@@ -50,7 +50,6 @@ func touchesLock(steps []string) bool {
 // lockLineRE finds the lock in pct config's output.
 var lockLineRE = regexp.MustCompile(`(?m)^lock: ([a-z-]{1,32})$`)
 
-
 // look runs a read-only command on the target's host and returns its
 // output. It never counts as the execution's first command sent: nothing
 // it runs changes anything.

@@ -59,7 +59,7 @@ var cases = []struct {
 	{"slack webhook", "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX ok", "https://hooks.slack.com/[REDACTED] ok"},
 	{"base64 pem", "echo LS0tLS1CRUdJTiBPUEVOU1NIIFBSSVZBVEUgS0VZLS0tLS0K | base64 -d", "echo [REDACTED] | base64 -d"},
 	{"proxmox token.cfg", "root@pam!monitoring 0b5c2e3a-1f2d-4c5b-9a8e-7d6c5b4a3f21\n", "root@pam!monitoring [REDACTED]\n"},
-	{"proxmox api header", "Authorization: PVEAPIToken=root@pam!ci=0b5c2e3a-1f2d-4c5b-9a8e-7d6c5b4a3f21", "Authorization: PVEAPIToken=[REDACTED]"},	// Issue 19: more hash and token shapes, .pgpass, and hex dumps of keys.
+	{"proxmox api header", "Authorization: PVEAPIToken=root@pam!ci=0b5c2e3a-1f2d-4c5b-9a8e-7d6c5b4a3f21", "Authorization: PVEAPIToken=[REDACTED]"}, // Issue 19: more hash and token shapes, .pgpass, and hex dumps of keys.
 	{"htpasswd apr1", "admin:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/\n", "admin:[REDACTED]\n"},
 	{"apr1 near miss", "the $apr1$ prefix marks an htpasswd hash", "the $apr1$ prefix marks an htpasswd hash"},
 	{"django pbkdf2", "pbkdf2_sha256$600000$Xb7L0cZ9d1$3aGvNzE1Yc8bq1Hq3nC6vZqUSyJ9T1nP5qS0yS8o2mA=", "[REDACTED]"},
