@@ -185,3 +185,37 @@ func TestARoomForPlansInTheClearTakesNone(t *testing.T) {
 		t.Fatalf("a room in the clear made %d plans (err %v), want none", len(xs), err)
 	}
 }
+
+// TestAPlanInAnotherRoomForPlansIsCopiedToTheOpsRoom: a room listed in
+// Config.Rooms takes plans and decides them, and the ops room gets a copy
+// of each card there, which decides nothing itself.
+func TestAPlanInAnotherRoomForPlansIsCopiedToTheOpsRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withOpsRoom())
+	ops := b.room
+	listed := b.inviteBot(t, "listed room", false)
+	b.stopBot()
+	b.tune = func(c *bot.Config) { c.Rooms = append(c.Rooms, listed.String()) }
+	b.startBot(t)
+
+	var card *event.Event
+	b.in(listed, func() {
+		b.say(t, b.operator, "restart jellyfin", "")
+		card = b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
+	})
+	x := b.execFor(t, card.ID)
+	copied := b.waitFor(t, b.botSays("Plan "+x.PlanCode+" was asked for in "+listed.String()+" and is decided there", "restart jellyfin"))
+	if _, err := b.operator.Client.SendReaction(b.ctx, ops, copied.ID, "✅"); err != nil {
+		t.Fatal(err)
+	}
+	b.barrier(t)
+	if cur := b.execFor(t, card.ID); cur.State != store.StateAwaitingApproval || cur.RoomID != listed.String() {
+		t.Fatalf("after a ✅ on the ops room's copy the plan is %s in %s, want still awaiting approval in %s", cur.State, cur.RoomID, listed)
+	}
+	b.in(listed, func() {
+		if _, err := b.operator.Client.SendReaction(b.ctx, listed, card.ID, "✅"); err != nil {
+			t.Fatal(err)
+		}
+		b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	})
+}
