@@ -42,11 +42,16 @@ type Config struct {
 	// Readers may read the history of executions and the details of
 	// entities (history, show) besides the operators; nobody else may.
 	Readers []string
-	// AllowUnverifiedDevices lets an approval in an encrypted room count
-	// from any device. Off by default: there an approval (reaction, reply,
-	// phrase or assent) counts only when it was encrypted and sent from a
-	// device its sender has cross-signed.
+	// AllowUnverifiedDevices lets an approval count from any device, and a
+	// room for plans be unencrypted. Off by default: a room for plans must
+	// be encrypted, and there an approval (reaction, reply, phrase or
+	// assent) counts only when it was encrypted and sent from a device its
+	// sender has cross-signed.
 	AllowUnverifiedDevices bool
+	// Rooms are the rooms besides OpsRoom where plans are asked for and
+	// decided. In any other room the bot answers reads only; a plan made
+	// for one is carded in OpsRoom.
+	Rooms []string
 	// Store and Executions are the source of truth and the lifecycle.
 	Store      *store.Store
 	Executions *executions.Service
@@ -86,8 +91,10 @@ type Config struct {
 	// through the actuator every inventory interval and on `nomos
 	// discover`, and applied to the fleet.
 	RunDiscovery bool
-	// OpsRoom is where failing checks and what discovery finds are
-	// announced (the ops room); empty means they are not announced.
+	// OpsRoom is the ops room: where plans are asked for and decided
+	// (with Rooms), where every plan is carded or copied, and where failing
+	// checks and what discovery finds are announced. Empty means none of
+	// that happens there.
 	OpsRoom string
 	// SignalCheckInterval is how often signals are looked at for
 	// announcing. Default 5s.

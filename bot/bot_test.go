@@ -86,6 +86,17 @@ type bundle struct {
 	// that several may run against one database; elector is the last's.
 	lead    bool
 	elector *leader.Elector
+	// opsRoom makes the bundle's room the ops room; otherwise it is only
+	// listed among the rooms for plans (Config.Rooms).
+	opsRoom bool
+	// encrypted makes the bundle's room end-to-end encrypted and requires
+	// verified devices there (withEncryption).
+	encrypted bool
+}
+
+// withOpsRoom makes the bundle's room the ops room.
+func withOpsRoom() func(*bundle) {
+	return func(b *bundle) { b.opsRoom = true }
 }
 
 // withFleet adjusts labsim in setup.
@@ -169,9 +180,12 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 		b.operator2 = testenv.NewMatrixUser(t, "operator")
 		invite = append(invite, b.operator2.UserID)
 	}
-	resp, err := b.operator.Client.CreateRoom(b.ctx, &mautrix.ReqCreateRoom{
-		Preset: "private_chat", Name: "ops", Invite: invite,
-	})
+	req := &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "ops", Invite: invite}
+	if b.encrypted {
+		operatorCrypto(t, b)
+		req.Name, req.InitialState = "encrypted ops", encryptionState()
+	}
+	resp, err := b.operator.Client.CreateRoom(b.ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +217,9 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	b.waitFor(t, func(e *event.Event) bool {
 		return e.Type == event.StateMember && e.GetStateKey() == b.botUser.UserID.String() && e.Content.AsMember().Membership == event.MembershipJoin
 	})
+	if b.encrypted {
+		awaitKeyShare(t, b)
+	}
 	return b
 }
 
@@ -236,6 +253,12 @@ func (b *bundle) startBot(t testing.TB) {
 		CryptoDB: cryptoDB, PickleKey: []byte("test pickle key 0123456789"),
 		RecoveryKeyFile: filepath.Join(b.dir, "recovery_key"), Redis: b.redis,
 		EditInterval: 200 * time.Millisecond, Logger: testenv.Logger(t),
+		// The dev setup: a room in the clear, for clients that speak plain
+		// Matrix, takes plans only while verified devices are not required.
+		Rooms: []string{b.room.String()}, AllowUnverifiedDevices: !b.encrypted,
+	}
+	if b.opsRoom {
+		cfg.OpsRoom = b.room.String()
 	}
 	if b.llm != nil {
 		mcfg := mcpserver.Config{Store: b.store, Executions: b.execs, OpsRoomID: b.room.String(), Token: mcpToken, Logger: testenv.Logger(t)}

@@ -21,9 +21,19 @@ import (
 
 // postCard posts the plan card once per execution. A destructive plan's
 // card is an escalation (m.text mentioning the operators); every other
-// card is a notice.
+// card is a notice. A plan for a room that is not one for plans is carded
+// in the ops room instead, and one carded in another room for plans is
+// copied to the ops room.
 func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned, replyTo *event.Event) {
 	x := p.Execution
+	if to := b.cardRoom(ctx, room); to != room {
+		b.logger.Warn("plan for a room that is not one for plans; carding it in the ops room", "execution_id", x.ID, "room_id", room, "ops_room", to)
+		room, replyTo = to, nil
+	}
+	if room == "" {
+		b.logger.Error("plan for a room that is not one for plans, and no ops room to card it in; it waits uncarded until it expires", "execution_id", x.ID)
+		return
+	}
 	claimed, err := b.store.ClaimNotice(ctx, x.ID, "card")
 	if err != nil || !claimed {
 		return
@@ -42,6 +52,7 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 		b.logger.Error("record card", "execution_id", x.ID, "err", err)
 	}
 	b.reactToCard(ctx, room, eventID, x)
+	b.copyToOpsRoom(ctx, room, plain, htm, x)
 	// The execution may have moved while the card was being posted.
 	if cur, err := b.store.GetExecution(ctx, x.ID); err == nil && cur.State != x.State {
 		b.cards.update(x.ID)

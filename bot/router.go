@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 )
 
 // onMember joins a room when an operator invites the bot and declines
-// every other invite.
+// every other invite. A room that is not one for plans hears where plans
+// belong instead of the greeting.
 func (b *Bot) onMember(ctx context.Context, evt *event.Event) {
 	if evt.GetStateKey() != b.cli.UserID.String() {
 		return
@@ -47,6 +49,10 @@ func (b *Bot) onMember(ctx context.Context, evt *event.Event) {
 		return
 	}
 	b.logger.Info("joined room", "room_id", evt.RoomID, "inviter", evt.Sender)
+	if !slices.Contains(b.planRooms(), evt.RoomID) {
+		b.sayWhereOnce(ctx, evt.RoomID, roomNotListed)
+		return
+	}
 	plain, htm := Help()
 	b.sendNotice(ctx, evt.RoomID, "Hello, I am Nomos. "+plain, "<p>Hello, I am Nomos.</p>"+htm, nil)
 }
@@ -107,20 +113,29 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	body := strings.TrimSpace(stripReplyFallback(msg.Body))
 	if replyTo := msg.RelatesTo.GetReplyTo(); replyTo != "" {
 		if x, err := b.executionForCard(ctx, evt.RoomID, replyTo); err == nil {
-			b.decideByText(ctx, evt, x, body, true)
+			if b.forPlans(ctx, evt, "decide "+x.PlanCode+" by a reply") {
+				b.decideByText(ctx, evt, x, body, true)
+			}
 			return
 		}
 		if b.signalReply(ctx, evt, replyTo, body) {
 			return
 		}
 	}
-	if b.tryPhrase(ctx, evt, body) || b.tryPlanCode(ctx, evt, body) {
-		return
-	}
 	b.mu.Lock()
 	runbooks := b.runbooks
 	b.mu.Unlock()
 	cmd := ParseCommand(body, runbooks)
+	if !cmd.Kind.reads() {
+		// Plans, decisions and the agent (who may ask for plans) only in
+		// the rooms for plans.
+		if !b.forPlans(ctx, evt, clip(body, 200)) {
+			return
+		}
+		if b.tryPhrase(ctx, evt, body) || b.tryPlanCode(ctx, evt, body) {
+			return
+		}
+	}
 	switch cmd.Kind {
 	case CmdApprove, CmdDeny:
 		b.decidePending(ctx, evt, cmd)
@@ -133,6 +148,13 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.requestPlan(ctx, evt, cmd)
 	case CmdHelp:
 		plain, htm := Help()
+		if use := b.roomUse(ctx, evt.RoomID); use != roomForPlans {
+			// Never an invitation to ask for plans where none are taken.
+			plain, htm = NoticeNotForPlans(b.planRooms())
+			if use == roomInTheClear {
+				plain, htm = NoticeRoomInTheClear()
+			}
+		}
 		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 	case CmdStatus:
 		b.replyStatus(ctx, evt)
@@ -449,6 +471,14 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 	if !ok {
 		return
 	}
+	if b.roomUse(ctx, evt.RoomID) != roomForPlans {
+		// A decision on a card outside the rooms for plans is refused;
+		// a ✅ on anything else there is nobody's business.
+		if x, err := b.store.ExecutionByCard(ctx, target.String()); err == nil && b.claim(ctx, evt) {
+			b.forPlans(ctx, evt, "decide "+x.PlanCode+" by a reaction")
+		}
+		return
+	}
 	x, err := b.executionForCard(ctx, evt.RoomID, target)
 	for err != nil && b.awaitStore(ctx) {
 		x, err = b.executionForCard(ctx, evt.RoomID, target)
@@ -474,6 +504,9 @@ func (b *Bot) onReaction(ctx context.Context, evt *event.Event) {
 // decide applies one decision and answers only when something needs
 // saying; a successful decision shows as the card's next edit.
 func (b *Bot) decide(ctx context.Context, evt *event.Event, x store.Execution, d policy.Decision, m policy.Method, phrase string) {
+	if b.roomUse(ctx, evt.RoomID) != roomForPlans {
+		return // every way here checked already; this is the last line
+	}
 	if d == policy.Approve && x.State == store.StateAwaitingApproval && !b.approvalCounts(ctx, evt, x) {
 		return
 	}

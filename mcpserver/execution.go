@@ -67,7 +67,7 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 	}
 	c := s.caller(ctx)
 	if c.RoomID == "" {
-		return mcp.NewToolResultError("nothing was queued: no ops room is configured for requests from outside a room, so no operator could approve it"), nil
+		return mcp.NewToolResultError("nothing was queued: no ops room is configured (matrix.ops_room) for requests from outside a room for plans, so no operator could approve it"), nil
 	}
 	if refused := s.allowRequest(ctx, "request_execution", c); refused != nil {
 		return refused, nil
@@ -237,6 +237,8 @@ func requestedText(p executions.Planned, c Caller) string {
 		fmt.Fprintf(&b, "queued for approval: execution %s (%s): %s on %s.", x.ID, x.RiskClass, x.Action, x.TargetSlug)
 		if p.Phrase != "" {
 			b.WriteString(" It is destructive: the operator must type its confirmation phrase in the room.")
+		} else if c.toOpsRoom {
+			b.WriteString(" This room takes no plans: its card is posted in the ops room, where an operator approves it.")
 		} else {
 			b.WriteString(" The operator approves it in the room.")
 		}
@@ -277,6 +279,9 @@ func requestedPlanText(p executions.Planned, c Caller) string {
 			"each only once the one before it succeeded, and the rest are skipped after a failure.", len(p.Steps), x.GateClass(), x.ID)
 		if p.Phrase != "" {
 			b.WriteString(" It has a destructive step: the operator must type its confirmation phrase in the room.")
+		}
+		if c.toOpsRoom {
+			b.WriteString(" This room takes no plans: its card is posted in the ops room, where an operator decides it.")
 		}
 		if c.Via == ViaAgent {
 			b.WriteString(" End your turn now; you are re-invoked when the plan finishes or stops at a step that failed.")

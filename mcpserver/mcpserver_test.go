@@ -498,9 +498,44 @@ func TestKnowledge(t *testing.T) {
 	containsAll(t, "knowledge of lxc:hubris/112", lxc, "adguard-dns", "## static-ip-dead-resolver (investigation): New static-IP containers cannot resolve names — through host:hubris (host:hubris hosts this)")
 }
 
+// TestAgentPlanFromAnUnlistedRoomGoesToTheOpsRoom: an agent session in a
+// room that is not one for plans (a direct message, a room an operator
+// made and invited the bot to) asks for a plan; it is recorded for the ops
+// room, where its card goes, never for the session's room.
+func TestAgentPlanFromAnUnlistedRoomGoesToTheOpsRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *mcpserver.Config) { c.Rooms = []string{"!listed:localhost"} })
+	for _, room := range []string{"!listed:localhost", "!elsewhere:localhost"} {
+		ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: operator, RoomID: room})
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "request_execution"
+		req.Params.Arguments = map[string]any{"action": "restart", "target": "jellyfin", "reason": "asked in " + room}
+		res, err := b.client.CallTool(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError {
+			t.Fatalf("request_execution from %s failed: %s", room, resultText(t, res))
+		}
+		var got mcpserver.Requested
+		raw, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatalf("structured content %s: %v", raw, err)
+		}
+		want := room
+		if room == "!elsewhere:localhost" {
+			want = opsRoom
+			containsAll(t, "request_execution from an unlisted room", resultText(t, res), "its card is posted in the ops room")
+		}
+		if got.RoomID != want {
+			t.Errorf("a plan the agent asked for in %s is for room %s, want %s", room, got.RoomID, want)
+		}
+	}
+}
+
 func TestRequestExecutionFromTheAgentUsesTheSessionRoom(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, func(c *mcpserver.Config) { c.Rooms = []string{"!session:localhost"} })
 	ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: operator, RoomID: "!session:localhost"})
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "request_execution"

@@ -45,6 +45,11 @@ type Config struct {
 	// that names none. Without it, external clients can read but not
 	// request.
 	OpsRoomID string
+	// Rooms are the rooms besides OpsRoomID where plans are posted and
+	// approved (matrix.rooms). A plan an in-process caller asks for from
+	// any other room is posted in OpsRoomID instead, so it is never
+	// carded only in a room nobody watches.
+	Rooms []string
 	// Tokens are the bearer tokens HTTP clients present, each with its
 	// name and scope. None (and no Token) disables the HTTP transport:
 	// HTTPHandler then refuses every request.
@@ -189,6 +194,10 @@ type Caller struct {
 	// Session is the agent session whose turn makes the call, so an
 	// execution it requests re-invokes it when it ends.
 	Session *store.SessionLink
+
+	// toOpsRoom: the caller's room is not one for plans, so its plans go
+	// to the ops room.
+	toOpsRoom bool
 }
 
 type callerKey struct{}
@@ -215,6 +224,9 @@ func (s *Server) caller(ctx context.Context) Caller {
 		c = Caller{Via: ViaMCP}
 	}
 	c.RoomID = cmp.Or(c.RoomID, s.cfg.OpsRoomID)
+	if c.RoomID != s.cfg.OpsRoomID && !slices.Contains(s.cfg.Rooms, c.RoomID) {
+		c.RoomID, c.toOpsRoom = s.cfg.OpsRoomID, true
+	}
 	if c.RequestedBy == "" {
 		switch c.Via {
 		case ViaAgent:

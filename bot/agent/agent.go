@@ -236,7 +236,7 @@ func (a *Agent) turn(ctx context.Context, sess store.AgentSession, sender string
 		toolCtx: mcpserver.WithCaller(ctx, caller),
 		// A turn that starts from an execution's result has read host
 		// output before its first call.
-		sawHostOutput: in.Role == store.AgentRoleNote,
+		sawOthersText: in.Role == store.AgentRoleNote,
 	}
 	for range a.cfg.MaxIterations {
 		offer := tools
@@ -280,9 +280,9 @@ type turnState struct {
 	// ends with the model's next text and the result re-invokes the
 	// session.
 	queued bool
-	// sawHostOutput: the turn has read text from a host; http_get is
-	// refused from then on.
-	sawHostOutput bool
+	// sawOthersText: the turn has read text from a host or an alert
+	// (closesHTTPGet); http_get is refused from then on.
+	sawOthersText bool
 }
 
 // complete sends the session's history, freshly read and summarised when
@@ -340,13 +340,13 @@ func (a *Agent) runToolCall(ctx context.Context, sessID uuid.UUID, tc openai.Cha
 	name := tc.Function.Name
 	var result string
 	var res *mcp.CallToolResult
-	if name == httpGetTool && st.sawHostOutput {
-		a.logger.Info("http_get refused after host output", "session_id", sessID)
+	if name == httpGetTool && st.sawOthersText {
+		a.logger.Info("http_get refused after text from a host or an alert", "session_id", sessID)
 		result = httpGetRefused
 	} else {
 		result, res = a.callTool(st.toolCtx, name, tc.Function.Arguments)
 	}
-	st.sawHostOutput = st.sawHostOutput || hostOutputTools[name]
+	st.sawOthersText = st.sawOthersText || closesHTTPGet[name]
 	msg := store.AgentMessage{Role: store.AgentRoleTool, Content: result, ToolCallID: tc.ID}
 	if name != "request_execution" {
 		return msg

@@ -5,7 +5,12 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +46,12 @@ type turnBundle struct {
 
 func setup(t *testing.T, tune ...func(*agent.Config)) *turnBundle {
 	t.Helper()
+	return setupWithMCP(t, nil, tune...)
+}
+
+// setupWithMCP is setup with the MCP registry's config adjusted first.
+func setupWithMCP(t *testing.T, mcpTune func(*mcpserver.Config), tune ...func(*agent.Config)) *turnBundle {
+	t.Helper()
 	ctx := testenv.Context(t)
 	st := testenv.Store(t)
 	seed, err := store.LoadSeed(seeds.FS)
@@ -69,7 +80,11 @@ func setup(t *testing.T, tune ...func(*agent.Config)) *turnBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Store: st, Executions: execs, OpsRoomID: room, Token: "agent-test-token-0123456789", Logger: testenv.Logger(t)})
+	mcfg := mcpserver.Config{Store: st, Executions: execs, OpsRoomID: room, Token: "agent-test-token-0123456789", Logger: testenv.Logger(t)}
+	if mcpTune != nil {
+		mcpTune(&mcfg)
+	}
+	srv, err := mcpserver.New(mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +288,69 @@ func TestTurnHTTPGetRefusedAfterHostOutput(t *testing.T) {
 	if res := toolResult(t, reqs[1], "call_2"); !strings.Contains(res, "http_get is refused for the rest of this turn") {
 		t.Errorf("http_get after host output answered %q, want the refusal", res)
 	}
+}
+
+// TestTurnHTTPGetRefusedAfterAlertText: health summaries, signals and the
+// fleet's status notes carry text that others wrote (Alertmanager's
+// annotations, a probe's detail). Once a turn has read any of it,
+// http_get is refused for the rest of the turn and reaches no server; a
+// turn that has read none of it fetches.
+func TestTurnHTTPGetRefusedAfterAlertText(t *testing.T) {
+	t.Parallel()
+	web := &fetchLog{}
+	srv := httptest.NewServer(web)
+	t.Cleanup(srv.Close)
+	b := setupWithMCP(t, func(c *mcpserver.Config) {
+		c.AllowHTTPGetAddr = func(netip.Addr) bool { return true } // the test server is on loopback
+		c.HTTPAllow = []string{"127.0.0.1"}
+	})
+	b.llm.Script(
+		testenv.ToolCall("http_get", `{"url": "`+srv.URL+`/fresh"}`).When(testenv.LastMessage("user", "fresh turn")),
+		testenv.Reply("fetched").When(testenv.LastToolResult("release notes")),
+	)
+	if _, err := b.agent.Message(b.ctx, room, "", operator, "fresh turn"); err != nil {
+		t.Fatal(err)
+	}
+	if got := web.got(); len(got) != 1 || got[0] != "/fresh" {
+		t.Fatalf("a turn that read no alert text fetched %v, want /fresh: the control failed", got)
+	}
+	for _, tool := range []string{"get_health_summary", "get_signal_history", "get_state_snapshot", "get_entity", "list_lxcs", "list_entities"} {
+		ask := "read " + tool
+		b.llm.Script(
+			testenv.ToolCall(tool, `{"entity": "service:jellyfin"}`).
+				ToolCall("http_get", `{"url": "`+srv.URL+`/exfil?after=`+tool+`"}`).When(testenv.LastMessage("user", ask)),
+			testenv.Reply("refused after "+tool).When(testenv.LastToolResult("http_get is refused")),
+		)
+		reply, err := b.agent.Message(b.ctx, room, "", operator, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "refused after " + tool; reply.Text != want {
+			t.Errorf("after %s the turn ended with %q, want %q: http_get was not refused", tool, reply.Text, want)
+		}
+	}
+	if got := web.got(); len(got) != 1 {
+		t.Errorf("the web saw %v, want only /fresh: an http_get after alert text reached it", got)
+	}
+}
+
+// fetchLog is a web server that records every path asked of it.
+type fetchLog struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (f *fetchLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.paths = append(f.paths, r.URL.Path)
+	f.mu.Unlock()
+	io.WriteString(w, "release notes")
+}
+
+func (f *fetchLog) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.paths...)
 }
 
 // TestTurnWaitsForApprovalThenContinues: a step that needs approval ends

@@ -48,23 +48,34 @@ const (
 	summaryCallID           = "call_conversation_summary"
 )
 
-// hostOutputTools return text that came from a host (command output, a
-// probe's answer). After the model has read any of it in a turn, http_get
-// is refused for the rest of the turn: text planted in a log must not be
-// able to send data out through a URL.
-var hostOutputTools = map[string]bool{
+// closesHTTPGet are the tools whose results carry text that someone other
+// than the operator wrote: a host's output (command output, a probe's
+// answer), a probe's detail, or an alert's annotations from Alertmanager.
+// After the model has read any of it in a turn, http_get is refused for
+// the rest of the turn: text planted in a log or an alert must not be able
+// to send data out through a URL.
+var closesHTTPGet = map[string]bool{
+	// Output from a host.
 	"get_execution":     true,
 	"request_execution": true,
 	"get_lxc_state":     true,
+	// Signals (Alertmanager's annotations, a check's detail) and the
+	// status notes of what is not healthy (a probe's detail).
+	"get_health_summary": true,
+	"get_signal_history": true,
+	"get_state_snapshot": true,
+	"get_entity":         true,
+	"list_lxcs":          true,
+	"list_entities":      true,
 }
 
-// httpGetTool is the tool hostOutputTools' output turns off.
+// httpGetTool is the tool closesHTTPGet's results turn off.
 const httpGetTool = "http_get"
 
-// httpGetRefused is the tool result for an http_get after host output.
-const httpGetRefused = "error: http_get is refused for the rest of this turn: this turn has read output from a host, " +
-	"and text planted in that output could try to send data out through a URL. Nothing was fetched. " +
-	"Answer with what you have; the operator can ask for the page in a new message."
+// httpGetRefused is the tool result for an http_get after such text.
+const httpGetRefused = "error: http_get is refused for the rest of this turn: this turn has read text that others wrote " +
+	"(output from a host, a probe's detail or an alert's annotations), and text planted there could try to send data out through a URL. " +
+	"Nothing was fetched. Answer with what you have; the operator can ask for the page in a new message."
 
 // resultCallID is the synthetic call id of an execution's result.
 func resultCallID(id uuid.UUID) string {

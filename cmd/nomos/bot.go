@@ -68,7 +68,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
-		OpsRoom: cfg.Matrix.OpsRoom, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs,
+		OpsRoom: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs,
 		Logger: logger.With("component", "bot"),
 
 		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
@@ -102,7 +102,7 @@ func newTools(cfg *Config, l *lifecycle, logger *slog.Logger) (*mcpserver.Server
 		logger.Warn("mcp.token is deprecated: it is accepted as a token named mcp with scope request; move it to mcp.tokens")
 	}
 	tools, err := mcpserver.New(mcpserver.Config{
-		Store: l.store, Executions: l.execs, OpsRoomID: cfg.Matrix.OpsRoom, Tokens: tokens,
+		Store: l.store, Executions: l.execs, OpsRoomID: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, Tokens: tokens,
 		RequestsPerMinute: cfg.MCP.RequestRate, RequestBurst: cfg.MCP.RequestBurst, HTTPAllow: cfg.LLM.HTTPAllow,
 		MaxResultBytes: cfg.LLM.MaxToolResultBytes, Version: version, Metrics: l.metrics, Logger: logger.With("component", "mcp"),
 	})

@@ -106,9 +106,12 @@ type SnapshotsConfig struct {
 
 // ApprovalsConfig tightens what counts as an approval.
 type ApprovalsConfig struct {
-	// RequireVerifiedDevice: in an encrypted room an approval counts only
+	// RequireVerifiedDevice: a room for plans (matrix.ops_room,
+	// matrix.rooms) must be encrypted, and there an approval counts only
 	// when it was encrypted and sent from a device its operator has
-	// cross-signed. On by default; it does not apply to unencrypted rooms.
+	// cross-signed. On by default. Off, any room for plans takes plans and
+	// approvals from any device: only for a test stack whose clients speak
+	// plain Matrix (`nomos dev`'s default).
 	RequireVerifiedDevice bool `koanf:"require_verified_device"`
 	// SelfApproval lets whoever asked for a plan approve it, including the
 	// operator an agent asked on behalf of. On by default, for a one-person
@@ -152,7 +155,13 @@ type MatrixConfig struct {
 	PickleKey       string   `koanf:"pickle_key"`
 	PickleKeyFile   string   `koanf:"pickle_key_file"`
 	RecoveryKeyFile string   `koanf:"recovery_key_file"`
-	OpsRoom         string   `koanf:"ops_room"`
+	// OpsRoom is the ops room: plans are asked for and decided there, and
+	// every plan is carded (or copied) there.
+	OpsRoom string `koanf:"ops_room"`
+	// Rooms are more rooms where plans are asked for and decided; each
+	// plan carded in one is copied to the ops room. In any other room the
+	// bot answers reads only.
+	Rooms []string `koanf:"rooms"`
 }
 
 // LLMConfig points the agent at an OpenAI-compatible endpoint.
@@ -373,7 +382,7 @@ var defaults = map[string]any{
 const envPrefix = "NOMOS_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "llm.http_allow": true, "web.trusted_proxies": true}
+var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "matrix.rooms": true, "llm.http_allow": true, "web.trusted_proxies": true}
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
@@ -611,6 +620,11 @@ func (c *Config) validateMatrix(bad func(string, string, ...any)) {
 	}
 	if c.Matrix.OpsRoom != "" && !strings.HasPrefix(c.Matrix.OpsRoom, "!") {
 		bad("matrix.ops_room", "want a room id such as !abc123:example.org, got %q", c.Matrix.OpsRoom)
+	}
+	for i, r := range c.Matrix.Rooms {
+		if !strings.HasPrefix(r, "!") {
+			bad(fmt.Sprintf("matrix.rooms[%d]", i), "want a room id such as !abc123:example.org, got %q", r)
+		}
 	}
 	for i, op := range c.Matrix.Operators {
 		if policy.ValidateMatrixUserID(op) != nil {

@@ -46,7 +46,7 @@ var devRoles = []string{"actuator", "bot"}
 // devFlags are `nomos dev`'s flags.
 type devFlags struct {
 	dir, matrixListen, database, webListen, redisURL, bin string
-	prepare, reset                                        bool
+	prepare, reset, e2ee                                  bool
 	sites                                                 int
 }
 
@@ -62,6 +62,8 @@ func parseDevFlags(env *roleEnv, args []string) (devFlags, error) {
 	fs.StringVar(&f.webListen, "web-listen", devWebListen, "`address` of the bot's status page and MCP endpoint")
 	fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` for the stack (default: start or reuse Redis on 127.0.0.1:6379, database 0)")
 	fs.StringVar(&f.bin, "bin", "", "the nomos `binary` to run the roles with (default: this one)")
+	fs.BoolVar(&f.e2ee, "e2ee", false, "make the ops room end-to-end encrypted and require verified devices there, as a real deployment does; "+
+		"`nomos chat` and other plain Matrix clients can then read nothing there (default: a room in the clear, approvals from any session)")
 	fs.IntVar(&f.sites, "sites", 1, "run the demo hosts as this many `sites`, each with its own actuator, SSH key and journal")
 	return f, fs.Parse(args)
 }
@@ -223,7 +225,7 @@ func (s *devStack) ensureMatrix(ctx context.Context) error {
 	if err := ensureDevAccounts(ctx, s.hs, &s.state, s.resetCmd); err != nil {
 		return err
 	}
-	return ensureDevRoom(ctx, &s.state)
+	return ensureDevRoom(ctx, &s.state, s.flags.e2ee)
 }
 
 // writeConfig settles which roles run and writes nomos.yaml and dev.json.

@@ -117,6 +117,10 @@ func writeDevConfig(dir string, s devState, k devKeys, webListen string) (string
 			"recovery_key_file": k.recoveryKey,
 			"ops_room":          s.RoomID,
 		},
+		// A room in the clear takes plans only while verified devices are
+		// not required; `nomos dev -e2ee` makes the room encrypted and
+		// requires them, as a real deployment does.
+		"approvals": map[string]any{"require_verified_device": s.Encrypted},
 		"actuator": map[string]any{
 			"ssh_key_file":     k.sshKey,
 			"known_hosts_file": k.knownHosts,

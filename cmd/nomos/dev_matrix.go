@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/internal/devstack"
@@ -59,15 +60,17 @@ func devLogin(ctx context.Context, hsURL string, a devAccount) (*mautrix.Client,
 }
 
 // ensureDevRoom reuses the ops room of an earlier run when all three users
-// are still in it, and otherwise creates it: the operator creates the room
-// and invites the bot and the guest, who join.
-func ensureDevRoom(ctx context.Context, s *devState) error {
+// are still in it and it is encrypted as asked, and otherwise creates it:
+// the operator creates the room and invites the bot and the guest, who
+// join. An encrypted room cannot be made plain again, so asking for the
+// other kind makes a new room.
+func ensureDevRoom(ctx context.Context, s *devState, encrypted bool) error {
 	op, err := devLogin(ctx, s.HomeserverURL, s.Operator)
 	if err != nil {
 		return err
 	}
 	defer op.Logout(context.WithoutCancel(ctx))
-	if s.RoomID != "" {
+	if s.RoomID != "" && s.Encrypted == encrypted {
 		members, err := op.JoinedMembers(ctx, id.RoomID(s.RoomID))
 		if err == nil {
 			_, bot := members.Joined[id.UserID(s.Bot.UserID)]
@@ -77,16 +80,22 @@ func ensureDevRoom(ctx context.Context, s *devState) error {
 			}
 		}
 	}
-	resp, err := op.CreateRoom(ctx, &mautrix.ReqCreateRoom{
+	req := &mautrix.ReqCreateRoom{
 		Name:   "Nomos ops",
 		Topic:  "Ask Nomos about the fleet; approve its plans with ✅ or a reply.",
 		Preset: "private_chat",
 		Invite: []id.UserID{id.UserID(s.Bot.UserID), id.UserID(s.Guest.UserID)},
-	})
+	}
+	if encrypted {
+		req.Topic = "Ask Nomos about the fleet; approve its plans by replying to the card from a verified session."
+		req.InitialState = []*event.Event{{Type: event.StateEncryption,
+			Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}
+	}
+	resp, err := op.CreateRoom(ctx, req)
 	if err != nil {
 		return fmt.Errorf("create ops room: %w", err)
 	}
-	s.RoomID = resp.RoomID.String()
+	s.RoomID, s.Encrypted = resp.RoomID.String(), encrypted
 	for _, a := range []devAccount{s.Bot, s.Guest} {
 		cli, err := devLogin(ctx, s.HomeserverURL, a)
 		if err != nil {

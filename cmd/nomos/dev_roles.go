@@ -84,7 +84,11 @@ func printDevSummary(env *roleEnv, s devState, dir, dirFlag, self string, starte
 	w := env.stdout
 	fmt.Fprintf(w, "\nNomos dev stack is up (state in %s).\n\n", dir)
 	fmt.Fprintf(w, "  Matrix homeserver  %s  (server name localhost, registration closed)\n", s.HomeserverURL)
-	fmt.Fprintf(w, "  ops room           %s\n", s.RoomID)
+	if s.Encrypted {
+		fmt.Fprintf(w, "  ops room           %s  (encrypted; approvals from verified sessions only)\n", s.RoomID)
+	} else {
+		fmt.Fprintf(w, "  ops room           %s  (in the clear, approvals from any session: -e2ee for an encrypted one)\n", s.RoomID)
+	}
 	fmt.Fprintf(w, "  operator           %s  password %s\n", s.Operator.UserID, s.Operator.Password)
 	fmt.Fprintf(w, "  guest (read-only)  %s  password %s\n", s.Guest.UserID, s.Guest.Password)
 	fmt.Fprintf(w, "  bot                %s\n", s.Bot.UserID)

@@ -156,6 +156,10 @@ func TestDevStackComesUpAndIsReused(t *testing.T) {
 	// page is up and the MCP endpoint wants its token.
 	sendText(t, first.HomeserverURL, token, first.RoomID, "status")
 	waitForReply(t, first.HomeserverURL, token, first.RoomID, first.BotUserID, "Fleet status")
+	// A client that speaks plain Matrix asks for a plan in the ops room
+	// and gets its card: the stack's room in the clear is one for plans.
+	sendText(t, first.HomeserverURL, token, first.RoomID, "restart jellyfin")
+	waitForReply(t, first.HomeserverURL, token, first.RoomID, first.BotUserID, "awaiting approval")
 	if status := httpStatus(t, first.StatusURL); status != http.StatusOK {
 		t.Errorf("status page %s = %d", first.StatusURL, status)
 	}
@@ -242,6 +246,12 @@ func checkDevConfig(t *testing.T, dir string, s devState) {
 		if err := cfg.validate(role); err != nil {
 			t.Errorf("nomos.yaml is not valid for %s: %v", role, err)
 		}
+	}
+	// The ops room is in the clear, for clients that speak plain Matrix,
+	// so verified devices are not required there, or it would take no plans.
+	if s.Encrypted || cfg.Approvals.RequireVerifiedDevice || cfg.Matrix.OpsRoom != s.RoomID {
+		t.Errorf("the dev stack's ops room %s (encrypted %v) runs with require_verified_device %v, ops_room %s; want a room in the clear without it",
+			s.RoomID, s.Encrypted, cfg.Approvals.RequireVerifiedDevice, cfg.Matrix.OpsRoom)
 	}
 	if cfg.Inventory.Interval != 15*time.Second {
 		t.Errorf("the dev stack takes an inventory every %s, want 15s", cfg.Inventory.Interval)

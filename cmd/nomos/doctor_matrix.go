@@ -11,14 +11,15 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto"
 	"maunium.net/go/mautrix/crypto/signatures"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/internal/zerobridge"
 )
 
 // checkMatrix checks, in turn, that the homeserver answers, that the bot
-// can log in, that it is in the ops room and that its device is
-// cross-signed. A step that fails ends the check, since the later ones
+// can log in, that it is in each room for plans (encrypted, while verified
+// devices are required) and that its device is cross-signed. A step that fails ends the check, since the later ones
 // depend on it.
 func (d *doctor) checkMatrix(ctx context.Context) []checkLine {
 	m := d.cfg.Matrix
@@ -44,18 +45,52 @@ func (d *doctor) checkMatrix(ctx context.Context) []checkLine {
 	}
 	lines = append(lines, pass(fmt.Sprintf("matrix login: %s logs in with %s", m.UserID, how)))
 
-	if m.OpsRoom == "" {
-		lines = append(lines, pass("ops room: none set (matrix.ops_room): the bot answers where operators invite it, but has nowhere to post alerts and MCP requests"))
-	} else if rooms, err := cli.JoinedRooms(ctx); err != nil {
-		lines = append(lines, fail("ops room: cannot list the bot's rooms: "+err.Error(), "try again; the homeserver's log says why it failed"))
-	} else if !slices.Contains(rooms.JoinedRooms, id.RoomID(m.OpsRoom)) {
-		lines = append(lines, fail(fmt.Sprintf("ops room: %s is not joined to %s", m.UserID, m.OpsRoom),
-			"invite "+m.UserID+" to the room from an operator's account (matrix.operators): the running bot joins by itself\ncheck that matrix.ops_room is the room's id (Element: room settings, Advanced)"))
-	} else {
-		lines = append(lines, pass(fmt.Sprintf("ops room: %s is joined to %s", m.UserID, m.OpsRoom)))
-	}
+	lines = append(lines, d.checkRooms(ctx, cli)...)
 	if d.cfg.Database.URL != "" {
 		lines = append(lines, d.checkDevice(ctx, cli))
+	}
+	return lines
+}
+
+// checkRooms checks each room for plans (matrix.ops_room, matrix.rooms):
+// the bot is in it and, while approvals.require_verified_device is on, it
+// is encrypted, since the bot takes no plans in one in the clear.
+func (d *doctor) checkRooms(ctx context.Context, cli *mautrix.Client) []checkLine {
+	m := d.cfg.Matrix
+	if m.OpsRoom == "" && len(m.Rooms) == 0 {
+		return []checkLine{fail("ops room: none set (matrix.ops_room): the bot takes no plans in any room, and has nowhere to post alerts and MCP requests",
+			"create a room for operators, invite "+m.UserID+" from an operator's account, and set matrix.ops_room to the room's id (Element: Room settings → Advanced)")}
+	}
+	joined, err := cli.JoinedRooms(ctx)
+	if err != nil {
+		return []checkLine{fail("ops room: cannot list the bot's rooms: "+err.Error(), "try again; the homeserver's log says why it failed")}
+	}
+	var lines []checkLine
+	check := func(label, key, room string) {
+		if !slices.Contains(joined.JoinedRooms, id.RoomID(room)) {
+			lines = append(lines, fail(fmt.Sprintf("%s: %s is not joined to %s", label, m.UserID, room),
+				"invite "+m.UserID+" to the room from an operator's account (matrix.operators): the running bot joins by itself\ncheck that "+key+" is the room's id (Element: room settings, Advanced)"))
+			return
+		}
+		if !d.cfg.Approvals.RequireVerifiedDevice {
+			lines = append(lines, pass(fmt.Sprintf("%s: %s is joined to %s (approvals.require_verified_device is off: plans are taken there encrypted or not)", label, m.UserID, room)))
+			return
+		}
+		var enc event.EncryptionEventContent
+		if err := cli.StateEvent(ctx, id.RoomID(room), event.StateEncryption, "", &enc); err != nil || enc.Algorithm == "" {
+			lines = append(lines, fail(fmt.Sprintf("%s: %s is not encrypted, so the bot takes no plans and counts no decisions there: "+
+				"with approvals.require_verified_device on, only a verified session approves, and in a room in the clear a stolen access token could decide unseen", label, room),
+				"turn encryption on in the room (Element: Room settings → Security & Privacy → Encrypted; it cannot be turned off again)\n"+
+					"or, only for a test stack whose clients cannot encrypt, set approvals.require_verified_device: false"))
+			return
+		}
+		lines = append(lines, pass(fmt.Sprintf("%s: %s is joined to %s, which is encrypted", label, m.UserID, room)))
+	}
+	if m.OpsRoom != "" {
+		check("ops room", "matrix.ops_room", m.OpsRoom)
+	}
+	for i, r := range m.Rooms {
+		check("room for plans", fmt.Sprintf("matrix.rooms[%d]", i), r)
 	}
 	return lines
 }

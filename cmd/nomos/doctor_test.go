@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/internal/testenv"
@@ -29,6 +30,9 @@ type doctorStack struct {
 	dir string
 	// secrets must never appear in the doctor's output.
 	secrets []string
+	// clearRoom is a room in the clear the bot is in: not one for plans
+	// while verified devices are required.
+	clearRoom id.RoomID
 }
 
 // writeConfig writes s.cfg, changed by edit, to a new file.
@@ -97,7 +101,14 @@ func startDoctorStack(t *testing.T) *doctorStack {
 		t.Fatal(err)
 	}
 	op := testenv.NewMatrixUser(t, "doctorop")
-	room, err := op.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(botID)}})
+	// The ops room is encrypted, as approvals.require_verified_device
+	// (on) wants it; the other room, in the clear, is one it refuses.
+	room, err := op.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(botID)},
+		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear, err := op.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(botID)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +122,7 @@ func startDoctorStack(t *testing.T) *doctorStack {
 	pickleKey, mcpToken, llmKey := randomToken(16), randomToken(24), "sk-doctor-"+randomToken(8)
 	mcpTokenFile := writeSecret(t, dir, "mcp_token", mcpToken)
 	webListen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	s := &doctorStack{dir: dir, secrets: []string{botPassword, pickleKey, mcpToken, llmKey}}
+	s := &doctorStack{dir: dir, secrets: []string{botPassword, pickleKey, mcpToken, llmKey}, clearRoom: clear.RoomID}
 	s.cfg = map[string]any{
 		"database": map[string]any{"url_file": writeSecret(t, dir, "database_url", databaseURL)},
 		"redis":    map[string]any{"url": testenv.RedisURL(t)},
@@ -328,6 +339,9 @@ func doctorFindsWhatIsWrong(t *testing.T, s *doctorStack) {
 		{"the ops room is one the bot is not in", func(c map[string]any) {
 			section(c, "matrix")["ops_room"] = "!notjoined:localhost"
 		}, "✗ ops room: "},
+		{"a room for plans is in the clear while verified devices are required", func(c map[string]any) {
+			section(c, "matrix")["rooms"] = []string{s.clearRoom.String()}
+		}, "✗ room for plans: " + s.clearRoom.String() + " is not encrypted, so the bot takes no plans"},
 		{"the homeserver does not answer", func(c map[string]any) {
 			section(c, "matrix")["homeserver_url"] = fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
 		}, "✗ homeserver: "},

@@ -77,6 +77,8 @@ func setupFailover(t *testing.T) *failover {
 		"NOMOS_MATRIX__HOMESERVER_URL="+testenv.Homeserver(t).URL(), "NOMOS_MATRIX__USER_ID="+f.bot.UserID.String(),
 		"NOMOS_MATRIX__PASSWORD="+f.bot.Password, "NOMOS_MATRIX__OPERATORS="+f.op.UserID.String(),
 		"NOMOS_MATRIX__OPS_ROOM="+f.room.String(), "NOMOS_MATRIX__PICKLE_KEY=failover test pickle key 0123",
+		// The operator speaks plain Matrix, in a room in the clear.
+		"NOMOS_APPROVALS__REQUIRE_VERIFIED_DEVICE=false",
 		"NOMOS_MATRIX__RECOVERY_KEY_FILE="+filepath.Join(f.dir, "recovery_key"),
 		"NOMOS_ORDERS__SIGNING_KEY_FILE="+orders, "NOMOS_REPORTS__VERIFY_KEY_FILE="+reportsPub,
 		"NOMOS_CHECKS__ENABLED=false", "NOMOS_INVENTORY__INTERVAL=0s",
