@@ -93,6 +93,10 @@ type Config struct {
 	// PollInterval is how often the actuator reads a container's state
 	// while it waits for HA, or for a lock to clear. Default 2s.
 	PollInterval time.Duration
+	// ApprovalWait is how long the actuator waits for the bot to confirm
+	// that an order is still approved before it asks again; it asks until
+	// the order expires. Default 5s.
+	ApprovalWait time.Duration
 	// Logger receives the actuator's logs. Default: discarded.
 	Logger *slog.Logger
 	// Clock tells the time for expiry checks, the journal, snapshot names
@@ -111,6 +115,9 @@ type Actuator struct {
 	journal *journal
 	running atomic.Bool
 	metrics *metrics
+	// answers routes the bot's answers about approvals to the orders
+	// waiting for them.
+	answers answerBox
 
 	// orderKeys verify orders, probe and inventory requests: the bot's
 	// key and, during a rotation, its previous one.
@@ -144,6 +151,7 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, 10*time.Second)
 	cfg.HAWait = cmp.Or(cfg.HAWait, 3*time.Minute)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 2*time.Second)
+	cfg.ApprovalWait = cmp.Or(cfg.ApprovalWait, 5*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -216,6 +224,7 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 		{"progress interval", cfg.ProgressInterval}, {"heartbeat interval", cfg.HeartbeatInterval},
 		{"task check interval", cfg.TaskCheckInterval}, {"retry delay", cfg.RetryDelay},
 		{"shutdown grace", cfg.ShutdownGrace}, {"ha wait", cfg.HAWait}, {"poll interval", cfg.PollInterval},
+		{"approval wait", cfg.ApprovalWait},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
@@ -269,16 +278,25 @@ func (a *Actuator) recoverOnStart(ctx context.Context) error {
 	return nil
 }
 
-// queues are the two asynq servers: orders and probes are served by two
-// pools, so probes can never take the workers an approved order needs.
-type queues struct{ orders, probes *asynq.Server }
+// queues are the asynq servers: orders and probes are served by two
+// pools, so probes can never take the workers an approved order needs,
+// and the bot's answers about approvals by a third, so orders waiting for
+// an answer never hold up the answer.
+type queues struct{ orders, probes, answers *asynq.Server }
 
 func (q *queues) start(a *Actuator) func(context.Context) error {
 	return func(context.Context) error {
+		q.answers = a.newServer(tasks.ApprovalQueue(a.cfg.Site, a.cfg.Name), 1)
+		answerMux := asynq.NewServeMux()
+		answerMux.HandleFunc(tasks.TypeApprovalAnswer, a.handleAnswer)
+		if err := q.answers.Start(answerMux); err != nil {
+			return fmt.Errorf("start actuator answers: %w", err)
+		}
 		q.orders = a.newServer(tasks.OrderQueue(a.cfg.Site), a.cfg.Concurrency)
 		orderMux := asynq.NewServeMux()
 		orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
 		if err := q.orders.Start(orderMux); err != nil {
+			q.answers.Shutdown()
 			return fmt.Errorf("start actuator: %w", err)
 		}
 		q.probes = a.newServer(tasks.ProbeQueue(a.cfg.Site), a.cfg.ProbeConcurrency)
@@ -287,6 +305,7 @@ func (q *queues) start(a *Actuator) func(context.Context) error {
 		probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
 		if err := q.probes.Start(probeMux); err != nil {
 			q.orders.Shutdown()
+			q.answers.Shutdown()
 			return fmt.Errorf("start actuator probes: %w", err)
 		}
 		a.log.Info("actuator ready", "name", a.cfg.Name, "site", a.cfg.Site, "queues", []string{tasks.OrderQueue(a.cfg.Site), tasks.ProbeQueue(a.cfg.Site)},
@@ -305,6 +324,7 @@ func (q *queues) stop(a *Actuator) func() {
 		a.drain(a.cancelWork, a.cancelReports)
 		q.orders.Shutdown()
 		q.probes.Shutdown()
+		q.answers.Shutdown()
 		a.log.Info("actuator stopped")
 	}
 }

@@ -25,7 +25,7 @@ const (
 var refusals = []tasks.Refusal{
 	tasks.RefusedBadSignature, tasks.RefusedExpired, tasks.RefusedMalformed, tasks.RefusedReplay,
 	tasks.RefusedPlanMismatch, tasks.RefusedWrongActuator, tasks.RefusedTTLTooLong,
-	tasks.RefusedWrongSite,
+	tasks.RefusedWrongSite, tasks.RefusedNotApproved, tasks.RefusedUnconfirmed,
 }
 
 var (

@@ -53,6 +53,13 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	if err != nil {
 		return a.refuse(id, tasks.RefusedMalformed, err, now, o.PlanHash)
 	}
+	// Last before the journal: the order is the bot's and would run, so
+	// ask the bot whether it still stands. A copy put back on the queue
+	// after its approval was withdrawn stops here.
+	if why, err := a.confirmApproved(a.workCtx, o); err != nil {
+		return a.refuse(id, why, err, a.now(), o.PlanHash)
+	}
+	now = a.now()
 
 	if err := a.journal.Begin(id, now); err != nil {
 		if errors.Is(err, errReplay) {
@@ -171,6 +178,11 @@ func refusalSentence(why tasks.Refusal, cause error) string {
 		return "Nothing ran: the order is addressed to another actuator (" + cause.Error() + "). Check actuator.name on the bot and the actuator."
 	case tasks.RefusedWrongSite:
 		return "Nothing ran here: the order reached the actuator of another site (" + cause.Error() + "). Only its own site's actuator may run it."
+	case tasks.RefusedNotApproved:
+		return "Nothing ran: the bot says this execution is no longer approved (" + cause.Error() + "). A copy of its signed order was put back on the queue; " +
+			"something other than the bot may be writing to Redis."
+	case tasks.RefusedUnconfirmed:
+		return "Nothing ran: the bot did not confirm that the order is still approved (" + cause.Error() + "). Request it again."
 	case tasks.RefusedTTLTooLong:
 		return "Nothing ran: the order claims to stay valid for longer than the actuator accepts (" + cause.Error() + "). Keep orders.ttl at 1h or less."
 	}

@@ -35,8 +35,9 @@ func TestOrderKeyRotation(t *testing.T) {
 	b.probe(t, tasks.CheckRun{CheckID: "check-old-key", TargetID: "entity-jellyfin", Kind: "pct_status", Target: b.jellyfin()})
 	diff(t, "a probe signed with the previous key, during the overlap", healthy, b.results.check(t, "check-old-key").Health)
 
-	// The bot has switched to the new key.
+	// The bot has switched to the new key, for its answers too.
 	b.signKey = newKey
+	b.results.signWith(newKey)
 	switched := restart("x-new-during-overlap")
 	diff(t, "an order signed with the new key, during the overlap", tasks.StatusSucceeded, b.run(t, switched).Status)
 	b.probe(t, tasks.CheckRun{CheckID: "check-new-key", TargetID: "entity-jellyfin", Kind: "pct_status", Target: b.jellyfin()})

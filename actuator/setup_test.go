@@ -145,7 +145,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 		Logger:            testenv.Logger(t),
 	}
 
-	b.results = newCollector(t, b.redisURL, reportPub)
+	b.results = newCollector(t, b.redisURL, reportPub, signKey)
 	opt, err := asynq.ParseRedisURI(b.redisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -398,6 +398,14 @@ type collector struct {
 	mu      sync.Mutex
 	msgs    []message
 	changed chan struct{}
+
+	// The bot's side of the approval check: it answers with signKey on
+	// queue, yes unless the execution is in withdrawn, and counts the
+	// questions per execution in asked.
+	signKey   ed25519.PrivateKey
+	queue     *asynq.Client
+	withdrawn map[string]bool
+	asked     map[string]int
 }
 
 type message struct {
@@ -418,13 +426,16 @@ func (m message) executionID() string {
 	return ""
 }
 
-func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey) *collector {
+func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey, signKey ed25519.PrivateKey) *collector {
 	t.Helper()
 	opt, err := asynq.ParseRedisURI(redisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{t: t, pub: pub, changed: make(chan struct{})}
+	queue := asynq.NewClient(opt)
+	t.Cleanup(func() { queue.Close() })
+	c := &collector{t: t, pub: pub, changed: make(chan struct{}), signKey: signKey, queue: queue,
+		withdrawn: map[string]bool{}, asked: map[string]int{}}
 	// One worker, so messages are recorded in queue order.
 	srv := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency:       1,
@@ -453,6 +464,9 @@ func (c *collector) handle(ctx context.Context, task *asynq.Task) error {
 		}
 		return nil
 	}
+	if task.Type() == tasks.TypeApprovalCheck {
+		return c.answer(ctx, task.Payload())
+	}
 	m := message{Type: task.Type()}
 	var err error
 	switch task.Type() {
@@ -477,6 +491,53 @@ func (c *collector) handle(ctx context.Context, task *asynq.Task) error {
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
 	return nil
+}
+
+// answer answers an approval check as the bot does: yes, unless the
+// execution's approval was withdrawn.
+func (c *collector) answer(ctx context.Context, payload []byte) error {
+	q, err := tasks.VerifyApprovalCheck(tasks.VerifyKeys{c.pub}, payload)
+	if err != nil {
+		c.t.Errorf("the actuator asked about an approval with a message that does not verify: %v", err)
+		return errors.Join(err, asynq.SkipRetry)
+	}
+	c.mu.Lock()
+	c.asked[q.ExecutionID]++
+	approved := !c.withdrawn[q.ExecutionID]
+	key := c.signKey
+	c.mu.Unlock()
+	state := "dispatched"
+	if !approved {
+		state = "cancelled"
+	}
+	task, err := tasks.NewApprovalAnswerTask(key, q.Site, tasks.ApprovalAnswer{ExecutionID: q.ExecutionID, Actuator: q.Actuator,
+		PlanHash: q.PlanHash, Nonce: q.Nonce, Approved: approved, State: state, At: time.Now()})
+	if err != nil {
+		return err
+	}
+	_, err = c.queue.EnqueueContext(ctx, task)
+	return err
+}
+
+// signWith makes the bot's side sign its answers with key.
+func (c *collector) signWith(key ed25519.PrivateKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.signKey = key
+}
+
+// withdraw makes the bot's side answer that id is no longer approved.
+func (c *collector) withdraw(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.withdrawn[id] = true
+}
+
+// questions is how many times the actuator asked whether id is approved.
+func (c *collector) questions(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.asked[id]
 }
 
 // wait returns the messages once ok accepts them.

@@ -69,12 +69,14 @@ func NoticeNotReader(userID string) (plain, html string) {
 	return p, escape(p)
 }
 
-// askerText names who asked for a plan: "claude via mcp", "the agent for
-// @op:example.org", or the operator.
+// askerText names who asked for a plan: "mcp:claude via mcp for
+// @op:example.org", "the agent for @op:example.org", or the operator.
 func askerText(x store.Execution) string {
 	switch {
 	case x.RequestedVia == "agent" && x.OnBehalfOf != "":
 		return "the agent for " + x.OnBehalfOf
+	case x.RequestedVia == "mcp" && x.OnBehalfOf != "":
+		return x.RequestedBy + " via mcp for " + x.OnBehalfOf
 	case x.RequestedVia == "mcp" || x.RequestedVia == "agent":
 		return x.RequestedBy + " via " + x.RequestedVia
 	}
@@ -97,7 +99,10 @@ func NoticeAssentNotBound(x store.Execution) (plain, html string) {
 // approvals.self_approval is off.
 func NoticeSelfApproval(userID string, x store.Execution) (plain, html string) {
 	how := "you asked for it"
-	if x.OnBehalfOf == userID {
+	switch {
+	case x.OnBehalfOf == userID && x.RequestedVia == "mcp":
+		how = "it came from " + x.RequestedBy + ", whose MCP token is yours"
+	case x.OnBehalfOf == userID:
 		how = "the agent asked for it on your behalf"
 	}
 	p := fmt.Sprintf("%s, your approval of plan %s was not counted: %s, and here a plan needs the approval of another operator (approvals.self_approval is off). "+

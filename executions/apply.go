@@ -113,6 +113,13 @@ var inFlight = []store.ExecutionState{store.StateApproved, store.StateDispatched
 // as a sign of a forged order.
 func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, error) {
 	ref := RefusedReport{Type: tasks.TypeExecutionResult, ExecutionID: r.ExecutionID, Actuator: r.Actuator}
+	if id, err := uuid.Parse(r.ExecutionID); err == nil && r.Status == tasks.StatusRefused && r.Refusal == tasks.RefusedNotApproved {
+		// A copy of an order the bot said was no longer approved: the
+		// execution stays as it is, and the audit log keeps the attempt.
+		if _, err := s.store.GetExecution(ctx, id); err == nil {
+			return s.noteLate(ctx, id, "execution.unapproved_order_refused", r)
+		}
+	}
 	x, err := s.reportedExecution(ctx, ref)
 	if err != nil {
 		return Applied{}, err

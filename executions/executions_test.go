@@ -52,12 +52,15 @@ func (c *clock) Advance(d time.Duration) {
 type flakyQueue struct {
 	mu   sync.Mutex
 	down bool
-	next executions.Enqueuer
+	// ordersDown refuses orders only: the bot still answers the
+	// actuator's approval checks.
+	ordersDown bool
+	next       executions.Enqueuer
 }
 
 func (q *flakyQueue) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	q.mu.Lock()
-	down := q.down
+	down := q.down || (q.ordersDown && t.Type() == tasks.TypeExecutionRun)
 	q.mu.Unlock()
 	if down {
 		return nil, errors.New("redis: connection refused")
@@ -66,6 +69,8 @@ func (q *flakyQueue) EnqueueContext(ctx context.Context, t *asynq.Task, opts ...
 }
 
 func (q *flakyQueue) setDown(v bool) { q.mu.Lock(); q.down = v; q.mu.Unlock() }
+
+func (q *flakyQueue) setOrdersDown(v bool) { q.mu.Lock(); q.ordersDown = v; q.mu.Unlock() }
 
 type bundle struct {
 	svc *executions.Service

@@ -235,7 +235,7 @@ func TestPlanSurvivesARestartBetweenSteps(t *testing.T) {
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: p.Execution.ID, By: operator, Method: policy.MethodReply}); err != nil {
 		t.Fatal(err)
 	}
-	b.queue.setDown(true)
+	b.queue.setOrdersDown(true)
 	got := b.waitPlan(t, p.Execution.ID, func(xs []store.Execution) bool {
 		return xs[0].State == store.StateSucceeded && xs[1].State == store.StateApproved
 	})

@@ -132,10 +132,11 @@ func (s *Server) requestedPlan(ctx context.Context, p executions.Planned, text s
 }
 
 // identity is who a request is recorded as asked by: the agent itself,
-// on behalf of the operator it acts for, or the external client.
+// on behalf of the operator it acts for, or the external client, on
+// behalf of the person its token was made for.
 func (s *Server) identity(c Caller) (by, onBehalfOf string) {
 	if c.Via != ViaAgent {
-		return c.RequestedBy, ""
+		return c.RequestedBy, c.Owner
 	}
 	if c.RequestedBy == s.cfg.AgentActor {
 		return s.cfg.AgentActor, ""

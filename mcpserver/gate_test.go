@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,11 +13,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/mcpserver"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -107,32 +112,72 @@ func TestTokenNamesTheRequester(t *testing.T) {
 	const legacy = "legacy-token-0123456789abcdef"
 	b := setup(t, func(c *mcpserver.Config) { c.Token = legacy })
 	url := serveHTTP(t, b.srv.HTTPHandler())
-	for _, tc := range []struct{ bearer, want string }{
-		{token, "mcp:claude"},
-		{legacy, "mcp:mcp"}, // the deprecated single token is named mcp
-	} {
-		c := httpClient(t, b.ctx, url, tc.bearer)
-		req := mcp.CallToolRequest{}
-		req.Params.Name = "request_execution"
-		req.Params.Arguments = restartGitea
-		res, err := c.CallTool(b.ctx, req)
-		if err != nil || res.IsError {
-			t.Fatalf("request_execution as %s: %v %s", tc.want, err, resultText(t, res))
-		}
-		var got mcpserver.Requested
-		raw, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(raw, &got); err != nil {
-			t.Fatal(err)
-		}
-		x, err := b.store.GetExecution(b.ctx, uuid.MustParse(got.ExecutionID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if x.RequestedBy != tc.want {
-			t.Errorf("requested_by %q, want %q", x.RequestedBy, tc.want)
-		}
-		text, _ := callTool(t, b.ctx, c, "get_execution", map[string]any{"id": got.ExecutionID})
-		containsAll(t, "get_execution", text, "requested by "+tc.want+" via mcp")
+	c := httpClient(t, b.ctx, url, token)
+	x := requestOverHTTP(t, b, c)
+	if x.RequestedBy != "mcp:claude" || x.OnBehalfOf != operator {
+		t.Errorf("recorded as requested by %q on behalf of %q, want mcp:claude on behalf of %s", x.RequestedBy, x.OnBehalfOf, operator)
+	}
+	text, _ := callTool(t, b.ctx, c, "get_execution", map[string]any{"id": x.ID.String()})
+	containsAll(t, "get_execution", text, "requested by mcp:claude via mcp for "+operator)
+
+	// The deprecated single token is named mcp and has no owner, so it
+	// may only read.
+	legacyClient := httpClient(t, b.ctx, url, legacy)
+	if text, isErr := callTool(t, b.ctx, legacyClient, "request_execution", restartGitea); !isErr || !strings.Contains(text, "the token of mcp:mcp may only read") {
+		t.Errorf("request_execution with the deprecated token = %v %q, want it refused as read-only", isErr, text)
+	}
+}
+
+// requestOverHTTP asks for a restart of gitea through c and returns the
+// execution it recorded.
+func requestOverHTTP(t *testing.T, b *bundle, c *client.Client) store.Execution {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "request_execution"
+	req.Params.Arguments = restartGitea
+	res, err := c.CallTool(b.ctx, req)
+	if err != nil || res.IsError {
+		t.Fatalf("request_execution: %v %s", err, resultText(t, res))
+	}
+	var got mcpserver.Requested
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	x, err := b.store.GetExecution(b.ctx, uuid.MustParse(got.ExecutionID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestRequestTokenActsForItsOwner: a request-scope token is made for a
+// person, and what it asks for is on their behalf. With self-approval
+// off, whoever holds an operator's token cannot approve the plans they
+// send with it; another operator can.
+func TestRequestTokenActsForItsOwner(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const other = "@other:localhost"
+	rules, err := policy.NewRules(policy.RulesConfig{Operators: []string{operator, other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := asynq.NewClient(b.redis)
+	t.Cleanup(func() { queue.Close() })
+	strict, err := executions.New(executions.Config{Store: b.store, Queue: queue, SigningKey: b.keys.OrderSigning, ReportVerifyKey: b.keys.ReportVerify,
+		Rules: rules, ForbidSelfApproval: true, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := httpClient(t, b.ctx, serveHTTP(t, b.srv.HTTPHandler()), token)
+	x := requestOverHTTP(t, b, c)
+	if _, err := strict.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReply}); !errors.Is(err, executions.ErrSelfApproval) {
+		t.Fatalf("the token's owner approved its plan: %v, want ErrSelfApproval", err)
+	}
+	got, err := strict.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: other, Method: policy.MethodReply})
+	if err != nil || got.Approval == nil || got.Approval.DecidedBy != other {
+		t.Fatalf("another operator's approval = %+v %v", got.Approval, err)
 	}
 }
 
@@ -141,13 +186,15 @@ func TestNewRefusesBadTokens(t *testing.T) {
 	b := setup(t)
 	sum := mcpserver.HashToken(token)
 	for name, tokens := range map[string][]mcpserver.Token{
-		"no name":       {{SHA256: sum, Scope: mcpserver.ScopeRead}},
-		"name with ':'": {{Name: "a:b", SHA256: sum, Scope: mcpserver.ScopeRead}},
-		"no scope":      {{Name: "a", SHA256: sum}},
-		"admin scope":   {{Name: "a", SHA256: sum, Scope: "admin"}},
-		"no digest":     {{Name: "a", Scope: mcpserver.ScopeRead}},
-		"same name":     {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRead}, {Name: "a", SHA256: mcpserver.HashToken(readToken), Scope: mcpserver.ScopeRead}},
-		"same digest":   {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRead}, {Name: "b", SHA256: sum, Scope: mcpserver.ScopeRequest}},
+		"no name":           {{SHA256: sum, Scope: mcpserver.ScopeRead}},
+		"name with ':'":     {{Name: "a:b", SHA256: sum, Scope: mcpserver.ScopeRead}},
+		"no scope":          {{Name: "a", SHA256: sum}},
+		"admin scope":       {{Name: "a", SHA256: sum, Scope: "admin"}},
+		"no digest":         {{Name: "a", Scope: mcpserver.ScopeRead}},
+		"same name":         {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRead}, {Name: "a", SHA256: mcpserver.HashToken(readToken), Scope: mcpserver.ScopeRead}},
+		"same digest":       {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRead}, {Name: "b", SHA256: sum, Scope: mcpserver.ScopeRequest, Owner: operator}},
+		"request, no owner": {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRequest}},
+		"owner not a user":  {{Name: "a", SHA256: sum, Scope: mcpserver.ScopeRequest, Owner: "operator"}},
 	} {
 		if _, err := mcpserver.New(mcpserver.Config{Store: b.store, Executions: b.exec, Tokens: tokens}); err == nil {
 			t.Errorf("%s: New accepted %+v", name, tokens)

@@ -29,15 +29,16 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 const (
 	operator = "@operator:localhost"
 	opsRoom  = "!ops:localhost"
-	// token is the request-scope token of the client named claude,
-	// readToken the read-scope token of the client named dashboard.
+	// token is the request-scope token of the client named claude, made
+	// for operator; readToken the read-scope token of the client named
+	// dashboard.
 	token     = "test-token-0123456789abcdef"
 	readToken = "read-token-0123456789abcdef"
 )
 
 // testTokens are the tokens every test server accepts.
 var testTokens = []mcpserver.Token{
-	{Name: "claude", SHA256: mcpserver.HashToken(token), Scope: mcpserver.ScopeRequest},
+	{Name: "claude", SHA256: mcpserver.HashToken(token), Scope: mcpserver.ScopeRequest, Owner: operator},
 	{Name: "dashboard", SHA256: mcpserver.HashToken(readToken), Scope: mcpserver.ScopeRead},
 }
 

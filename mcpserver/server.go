@@ -54,8 +54,9 @@ type Config struct {
 	// name and scope. None (and no Token) disables the HTTP transport:
 	// HTTPHandler then refuses every request.
 	Tokens []Token
-	// Token is a single bearer token, accepted as one request-scope token
-	// named "mcp". Deprecated: use Tokens, which keeps only a digest.
+	// Token is a single bearer token, accepted as one read-scope token
+	// named "mcp": it has no owner, so it cannot request. Deprecated: use
+	// Tokens, which keeps only a digest and names the token's owner.
 	Token string
 	// ExternalActor prefixes requested_by for external clients: a token
 	// named claude requests as "mcp:claude". Default "mcp".
@@ -128,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Tokens = slices.Clone(cfg.Tokens)
 	if cfg.Token != "" {
-		cfg.Tokens = append(cfg.Tokens, Token{Name: LegacyTokenName, SHA256: HashToken(cfg.Token), Scope: ScopeRequest})
+		cfg.Tokens = append(cfg.Tokens, Token{Name: LegacyTokenName, SHA256: HashToken(cfg.Token), Scope: ScopeRead})
 		cfg.Token = ""
 	}
 	if err := validateTokens(cfg.Tokens); err != nil {
@@ -186,6 +187,10 @@ type Caller struct {
 	// RequestedBy is the Matrix user the agent acts for, or the external
 	// client's name. Empty means the configured actor for the route.
 	RequestedBy string
+	// Owner is the Matrix user an external client's token was made for:
+	// its plans are on their behalf. Empty for the agent, whose
+	// RequestedBy is the person it acts for.
+	Owner string
 	// ReadOnly limits the caller to the read tools: a read-scope token.
 	ReadOnly bool
 	// RoomID is where a requested plan is posted and approved. Empty means
@@ -264,7 +269,7 @@ func (s *Server) hideRequestTools(ctx context.Context, _ any, _ *mcp.ListToolsRe
 func (s *Server) refuseReadOnly(ctx context.Context, tool string, c Caller) *mcp.CallToolResult {
 	s.log.WarnContext(ctx, "read-scope MCP client tried to request an execution", "tool", tool, "requested_by", c.RequestedBy)
 	return mcp.NewToolResultError(fmt.Sprintf("refused: %s requests an execution, and the token of %s may only read; "+
-		"an operator can give it scope request in mcp.tokens", tool, c.RequestedBy))
+		"an operator can make a request token for the person who uses it (nomos mcp token -scope request -for @user:server NAME)", tool, c.RequestedBy))
 }
 
 // allowRequest refuses a request from a read-scope caller or one over its

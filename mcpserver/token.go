@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/nomoshq/nomos/policy"
 )
 
 // Scope is what an MCP token may do.
@@ -18,7 +20,8 @@ const (
 	// execution (request_execution, get_lxc_state) is listed or callable.
 	ScopeRead Scope = "read"
 	// ScopeRequest allows every tool, including request_execution, whose
-	// plans still wait for an operator like any other.
+	// plans still wait for an operator like any other. Only a token with
+	// an Owner may have it.
 	ScopeRequest Scope = "request"
 )
 
@@ -33,6 +36,10 @@ type Token struct {
 	SHA256 [sha256.Size]byte
 	// Scope is ScopeRead or ScopeRequest.
 	Scope Scope
+	// Owner is the Matrix user the token was made for. Every plan it
+	// requests is on behalf of them, so with self-approval off they
+	// cannot approve it. A token without one may only read.
+	Owner string
 }
 
 // MinTokenLength is the shortest token accepted, so none can be guessed.
@@ -70,6 +77,10 @@ func validateTokens(tokens []Token) error {
 			return fmt.Errorf("mcpserver: token %d: name %q must be 1 to 40 letters, digits, '.', '_' or '-'", i, t.Name)
 		case t.Scope != ScopeRead && t.Scope != ScopeRequest:
 			return fmt.Errorf("mcpserver: token %s: scope %q must be read or request", t.Name, t.Scope)
+		case t.Owner != "" && policy.ValidateMatrixUserID(t.Owner) != nil:
+			return fmt.Errorf("mcpserver: token %s: owner: %v", t.Name, policy.ValidateMatrixUserID(t.Owner))
+		case t.Scope == ScopeRequest && t.Owner == "":
+			return fmt.Errorf("mcpserver: token %s: scope request needs the Matrix user the token is for (its owner), so that its plans are on their behalf", t.Name)
 		case t.SHA256 == [sha256.Size]byte{}:
 			return fmt.Errorf("mcpserver: token %s has no digest", t.Name)
 		case names[t.Name]:

@@ -45,7 +45,8 @@ func (s *Server) HTTPHandler() http.Handler {
 				return WithCaller(ctx, Caller{Via: ViaMCP, RequestedBy: s.cfg.ExternalActor, ReadOnly: true})
 			}
 			return WithCaller(ctx, Caller{
-				Via: ViaMCP, RequestedBy: s.cfg.ExternalActor + ":" + t.Name, ReadOnly: t.Scope != ScopeRequest,
+				Via: ViaMCP, RequestedBy: s.cfg.ExternalActor + ":" + t.Name, Owner: t.Owner,
+				ReadOnly: t.Scope != ScopeRequest || t.Owner == "",
 			})
 		}),
 		// The bearer token is what keeps a rebinding page out: it cannot

@@ -66,6 +66,13 @@ const (
 	// another site: it reached this actuator's queue by mistake or by a
 	// hand on Redis, and this actuator's SSH key is not the one for it.
 	RefusedWrongSite Refusal = "wrong_site"
+	// RefusedNotApproved means the bot answered that the execution is
+	// no longer approved: its approval was withdrawn, or it already ran.
+	// A copy of its order was put back on the queue.
+	RefusedNotApproved Refusal = "not_approved"
+	// RefusedUnconfirmed means the bot did not confirm the approval
+	// before the order expired or the actuator stopped; nothing ran.
+	RefusedUnconfirmed Refusal = "unconfirmed"
 )
 
 // Progress is a coalesced snapshot of a running execution's output.

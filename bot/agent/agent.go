@@ -115,6 +115,11 @@ var ErrLLM = errors.New("the language model did not answer")
 
 // Message runs a turn for an operator's message.
 func (a *Agent) Message(ctx context.Context, roomID, threadID, sender, text string) (Reply, error) {
+	if sender == "" {
+		// What the turn asks for is on the sender's behalf; a turn for
+		// nobody would hold nobody to approvals.self_approval.
+		return Reply{}, errors.New("agent: a message needs its sender")
+	}
 	sess, err := a.store.EnsureAgentSession(ctx, roomID, threadID)
 	if err != nil {
 		return Reply{}, err
@@ -197,6 +202,14 @@ func (a *Agent) Continue(ctx context.Context, x store.Execution) (reply Reply, r
 		a.logger.Debug("no operator approval in the continuation window", "execution_id", x.ID, "session_id", sess.ID)
 		return Reply{}, "", "", false, nil
 	}
+	// The continuation acts for the person whose message started the
+	// chain, as recorded on the step, never for a name in the session's
+	// text; a step recorded for nobody carries no one's rules on.
+	sender := actingFor(x)
+	if sender == "" {
+		a.logger.Warn("a finished step names no operator the agent acted for; no continuation", "execution_id", x.ID)
+		return Reply{}, "", "", false, nil
+	}
 	if _, claimed, err := a.store.ClaimContinuation(ctx, x.ID); err != nil || !claimed {
 		a.logger.Debug("continuation already claimed", "execution_id", x.ID, "err", err)
 		return Reply{}, "", "", false, err
@@ -204,7 +217,7 @@ func (a *Agent) Continue(ctx context.Context, x store.Execution) (reply Reply, r
 	// The result is shown as the answer to a synthetic execution_result
 	// call (see noteMessages), never as the operator or the system.
 	note := store.AgentMessage{Role: store.AgentRoleNote, Content: resultNote(x, a.cfg.MaxToolResultBytes), ToolCallID: resultCallID(x.ID)}
-	reply, err = a.turn(ctx, sess, actingFor(x), note, link.ChainDepth+1)
+	reply, err = a.turn(ctx, sess, sender, note, link.ChainDepth+1)
 	return reply, sess.RoomID, sess.ThreadID, true, err
 }
 

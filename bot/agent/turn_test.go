@@ -470,3 +470,51 @@ func TestContinueIgnoresExecutionsTheAgentDidNotAsk(t *testing.T) {
 		t.Errorf("%d model calls, want none", n)
 	}
 }
+
+// TestAgentActsForWhoeverStartedTheTurn: what the agent asks for is on
+// behalf of the operator whose message started the turn, and a
+// continuation's on behalf of the one whose message started the chain,
+// whatever names the session's text holds or who spoke since: with
+// approvals.self_approval off, neither can approve what they set off.
+func TestAgentActsForWhoeverStartedTheTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const other = "@other:localhost"
+	b.llm.Script(testenv.Reply("noted"))
+	if _, err := b.agent.Message(b.ctx, room, "", other, "I am away today; "+operator+" may act as "+other); err != nil {
+		t.Fatal(err)
+	}
+	restart := testenv.ToolCall("request_execution", `{"action": "restart", "target": "service:jellyfin", "reason": "asked by @other:localhost"}`)
+	b.llm.Script(restart, testenv.Reply("queued"))
+	first, err := b.agent.Message(b.ctx, room, "", operator, "on behalf of "+other+": restart jellyfin")
+	if err != nil || len(first.Requested) != 1 {
+		t.Fatalf("turn: %+v, %v", first, err)
+	}
+	x, err := b.store.GetExecution(b.ctx, first.Requested[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.RequestedBy != "agent" || x.OnBehalfOf != operator {
+		t.Errorf("the turn's request is by %q on behalf of %q, want agent on behalf of %s, who spoke", x.RequestedBy, x.OnBehalfOf, operator)
+	}
+	if err := b.agent.NoteApproval(b.ctx, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Someone else speaks in the session before the result comes back.
+	b.llm.Script(testenv.Reply("ok"))
+	if _, err := b.agent.Message(b.ctx, room, "", other, "carry on for me"); err != nil {
+		t.Fatal(err)
+	}
+	b.llm.Script(restart, testenv.Reply("queued again"))
+	next, _, _, ok, err := b.agent.Continue(b.ctx, b.finish(t, x.ID))
+	if err != nil || !ok || len(next.Requested) != 1 {
+		t.Fatalf("continuation: %+v ok %v err %v, want a turn that requests one step", next, ok, err)
+	}
+	y, err := b.store.GetExecution(b.ctx, next.Requested[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.OnBehalfOf != operator {
+		t.Errorf("the continuation's request is on behalf of %q, want %s, whose message started the chain", y.OnBehalfOf, operator)
+	}
+}

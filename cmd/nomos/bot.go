@@ -99,7 +99,11 @@ func newTools(cfg *Config, l *lifecycle, logger *slog.Logger) (*mcpserver.Server
 		return nil, 0, err
 	}
 	if cfg.MCP.Token != "" {
-		logger.Warn("mcp.token is deprecated: it is accepted as a token named mcp with scope request; move it to mcp.tokens")
+		logger.Warn("mcp.token is deprecated: it is accepted as a token named mcp with scope read; move it to mcp.tokens, with for: naming whom it is for")
+	}
+	for _, name := range cfg.MCP.readOnlyRequestTokens() {
+		logger.Warn("an MCP token with scope request names nobody it is for, so it may only read; add for: with the Matrix user it was made for",
+			"token", name)
 	}
 	tools, err := mcpserver.New(mcpserver.Config{
 		Store: l.store, Executions: l.execs, OpsRoomID: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, Tokens: tokens,

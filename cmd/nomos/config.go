@@ -289,8 +289,9 @@ func (w WebConfig) authenticator() (web.Authenticator, error) {
 type MCPConfig struct {
 	// Tokens are the named tokens the bot's /mcp endpoint accepts.
 	Tokens []MCPTokenConfig `koanf:"tokens"`
-	// Token and TokenFile are one token named "mcp" with scope request.
-	// Deprecated: use Tokens, which keeps only a hash in the config.
+	// Token and TokenFile are one token named "mcp" with scope read: it
+	// names no owner, so it cannot request. Deprecated: use Tokens, which
+	// keeps only a hash in the config and names the token's owner.
 	Token     string `koanf:"token"`
 	TokenFile string `koanf:"token_file"`
 	// RequestRate and RequestBurst bound how many executions each
@@ -312,6 +313,17 @@ type MCPTokenConfig struct {
 	TokenSHA256 string `koanf:"token_sha256"`
 	TokenFile   string `koanf:"token_file"`
 	Scope       string `koanf:"scope"`
+	// For is the Matrix user the token was made for: its plans are on
+	// their behalf, so with approvals.self_approval off they cannot
+	// approve them. A request token without it only reads.
+	For string `koanf:"for"`
+}
+
+// requestWithoutOwner reports whether t asks for scope request without
+// naming whom it is for: such a token, made before tokens had owners,
+// is served with scope read.
+func (t MCPTokenConfig) requestWithoutOwner() bool {
+	return t.Scope == string(mcpserver.ScopeRequest) && t.For == ""
 }
 
 // ChecksConfig controls the prober, which runs the fleet's check
@@ -513,7 +525,9 @@ func (m *MCPConfig) hashTokenFiles() error {
 }
 
 // serverTokens turns mcp.tokens, and the deprecated mcp.token, into the
-// tokens the MCP endpoint accepts. validate has checked them.
+// tokens the MCP endpoint accepts. validate has checked them. A request
+// token that names nobody it is for (made before tokens had owners) and
+// the deprecated mcp.token are served with scope read.
 func (m *MCPConfig) serverTokens() ([]mcpserver.Token, error) {
 	var out []mcpserver.Token
 	for i, t := range m.Tokens {
@@ -521,12 +535,29 @@ func (m *MCPConfig) serverTokens() ([]mcpserver.Token, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mcp.tokens[%d].token_sha256: %w", i, err)
 		}
-		out = append(out, mcpserver.Token{Name: t.Name, SHA256: sum, Scope: mcpserver.Scope(t.Scope)})
+		scope := mcpserver.Scope(t.Scope)
+		if t.requestWithoutOwner() {
+			scope = mcpserver.ScopeRead
+		}
+		out = append(out, mcpserver.Token{Name: t.Name, SHA256: sum, Scope: scope, Owner: t.For})
 	}
 	if m.Token != "" {
-		out = append(out, mcpserver.Token{Name: mcpserver.LegacyTokenName, SHA256: mcpserver.HashToken(m.Token), Scope: mcpserver.ScopeRequest})
+		out = append(out, mcpserver.Token{Name: mcpserver.LegacyTokenName, SHA256: mcpserver.HashToken(m.Token), Scope: mcpserver.ScopeRead})
 	}
 	return out, nil
+}
+
+// readOnlyRequestTokens names the tokens of mcp.tokens that ask for scope
+// request but are served with scope read, since they name nobody they are
+// for.
+func (m *MCPConfig) readOnlyRequestTokens() []string {
+	var names []string
+	for _, t := range m.Tokens {
+		if t.requestWithoutOwner() {
+			names = append(names, t.Name)
+		}
+	}
+	return names
 }
 
 // need lists which parts of the config a role uses.
@@ -816,6 +847,11 @@ func (c *Config) validateMCPServer(bad func(string, string, ...any)) {
 		}
 		if t.Scope != string(mcpserver.ScopeRead) && t.Scope != string(mcpserver.ScopeRequest) {
 			bad(key+".scope", "want read (the read tools only) or request (may also request executions), got %q", t.Scope)
+		}
+		if t.For != "" {
+			if err := policy.ValidateMatrixUserID(t.For); err != nil {
+				bad(key+".for", "the person the token is for: %v", err)
+			}
 		}
 	}
 	if c.MCP.RequestRate < 1 || c.MCP.RequestRate > 600 {

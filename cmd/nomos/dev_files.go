@@ -132,7 +132,8 @@ func writeDevConfig(dir string, s devState, k devKeys, webListen string) (string
 		// An admin's container made straight on labsim shows up quickly.
 		"inventory": map[string]any{"interval": "15s"},
 		"mcp": map[string]any{
-			"tokens":            []map[string]string{{"name": "dev", "token_file": mcpToken, "scope": "request"}},
+			// The dev operator's own token: what it asks for is theirs.
+			"tokens":            []map[string]string{{"name": "dev", "token_file": mcpToken, "scope": "request", "for": s.Operator.UserID}},
 			"url":               "http://" + webListen + "/mcp",
 			"client_token_file": mcpToken,
 		},

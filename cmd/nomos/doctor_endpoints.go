@@ -89,9 +89,13 @@ func (d *doctor) checkMCP(ctx context.Context) []checkLine {
 	case len(m.Tokens) > 0 || m.Token != "":
 		text := fmt.Sprintf("mcp tokens: %d well formed", len(names))
 		if m.Token != "" {
-			text += " (mcp.token is deprecated: move it to mcp.tokens)"
+			text += " (mcp.token is deprecated, and may only read: move it to mcp.tokens)"
 		}
 		lines = append(lines, pass(text))
+	}
+	if owners := m.readOnlyRequestTokens(); len(owners) > 0 {
+		lines = append(lines, fail("mcp tokens: "+strings.Join(owners, ", ")+" ask for scope request but name nobody they are for, so they may only read",
+			"add for: \"@user:server\" to each, naming the person who uses it (their plans are then on that person's behalf), or make a new one with `nomos mcp token -scope request -for @user:server NAME`"))
 	}
 	if m.ClientToken == "" && m.URL == "" {
 		return lines

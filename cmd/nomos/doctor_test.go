@@ -139,7 +139,7 @@ func startDoctorStack(t *testing.T) *doctorStack {
 		"reports": map[string]any{"signing_key_file": filepath.Join(dir, "reports.key"), "verify_key_file": filepath.Join(dir, "reports.pub")},
 		"web":     map[string]any{"listen": webListen},
 		"mcp": map[string]any{
-			"tokens": []map[string]string{{"name": "claude", "token_file": mcpTokenFile, "scope": "request"}},
+			"tokens": []map[string]string{{"name": "claude", "token_file": mcpTokenFile, "scope": "request", "for": "@operator:localhost"}},
 			"url":    "http://" + webListen + "/mcp", "client_token_file": mcpTokenFile,
 		},
 	}

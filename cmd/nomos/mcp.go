@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/mcpserver/proxy"
+	"github.com/nomoshq/nomos/policy"
 )
 
 // runMCP is `nomos mcp --stdio`: the MCP tools for a local client (Claude
@@ -45,15 +46,18 @@ func runMCP(ctx context.Context, env *roleEnv, args []string) error {
 	return p.ServeStdio(ctx, os.Stdin, env.stdout)
 }
 
-// runMCPToken is `nomos mcp token [-scope read|request] NAME`: it prints a
-// new random token for a client and the mcp.tokens entry, with only the
-// token's hash, that lets the bot accept it.
+// runMCPToken is `nomos mcp token [-scope read|request] [-for USER] NAME`:
+// it prints a new random token for a client and the mcp.tokens entry,
+// with only the token's hash, that lets the bot accept it. A token reads
+// unless asked otherwise; one that may request names the person it is
+// for, whose plans its requests are.
 func runMCPToken(env *roleEnv, args []string) error {
 	fs := flag.NewFlagSet("mcp token", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	scope := fs.String("scope", string(mcpserver.ScopeRequest), "`read` (the read tools only) or request (may also request executions, which operators approve)")
+	scope := fs.String("scope", string(mcpserver.ScopeRead), "`read` (the read tools only) or request (may also request executions, which operators approve; needs -for)")
+	owner := fs.String("for", "", "the Matrix `user` the token is for, such as @alice:example.org: its plans are on their behalf, so with approvals.self_approval off they cannot approve them")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: nomos mcp token [-scope read|request] NAME")
+		fmt.Fprintln(env.stderr, "usage: nomos mcp token [-scope read|request] [-for @user:server] NAME")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -66,13 +70,25 @@ func runMCPToken(env *roleEnv, args []string) error {
 	if *scope != string(mcpserver.ScopeRead) && *scope != string(mcpserver.ScopeRequest) {
 		return fmt.Errorf("-scope: want read or request, got %q", *scope)
 	}
+	if *owner != "" {
+		if err := policy.ValidateMatrixUserID(*owner); err != nil {
+			return fmt.Errorf("-for: %w", err)
+		}
+	}
+	if *scope == string(mcpserver.ScopeRequest) && *owner == "" {
+		return errors.New("-scope request needs -for @user:server, the person the token is for: what it requests is on their behalf")
+	}
 	name, token := fs.Arg(0), randomToken(24)
 	sum := mcpserver.HashToken(token)
+	entry := fmt.Sprintf("{name: %s, token_sha256: %s, scope: %s}", name, hex.EncodeToString(sum[:]), *scope)
+	if *owner != "" {
+		entry = fmt.Sprintf("{name: %s, token_sha256: %s, scope: %s, for: %q}", name, hex.EncodeToString(sum[:]), *scope, *owner)
+	}
 	fmt.Fprintf(env.stdout, `token for %[1]s (shown once; give it to the client as mcp.client_token, or as its bearer token):
   %[2]s
 
 add to mcp.tokens in the bot's config (only the hash is kept there):
-  - {name: %[1]s, token_sha256: %[3]s, scope: %[4]s}
-`, name, token, hex.EncodeToString(sum[:]), *scope)
+  - %[3]s
+`, name, token, entry)
 	return nil
 }

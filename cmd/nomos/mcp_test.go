@@ -28,15 +28,19 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-var tokenOutput = regexp.MustCompile(`(?s)shown once.*?\n  ([0-9a-f]{48})\n.*\n  (- \{name: claude, token_sha256: ([0-9a-f]{64}), scope: request\})\n`)
+var tokenOutput = regexp.MustCompile(`(?s)shown once.*?\n  ([0-9a-f]{48})\n.*\n  (- \{name: claude, token_sha256: ([0-9a-f]{64}), scope: (read|request)(, for: "([^"]+)")?\})\n`)
 
-// newMCPToken runs `nomos mcp token claude` and returns the token and the
-// mcp.tokens line it printed.
-func newMCPToken(t *testing.T) (token, line string) {
+// tokenOwner is whom the request tokens of these tests are for.
+const tokenOwner = "@operator:localhost"
+
+// newMCPToken runs `nomos mcp token` with args and NAME claude, and
+// returns the token and the mcp.tokens line it printed.
+func newMCPToken(t *testing.T, args ...string) (token, line string) {
 	t.Helper()
 	var out, errOut strings.Builder
-	if code := run([]string{"mcp", "token", "claude"}, nil, &out, &errOut); code != 0 {
-		t.Fatalf("nomos mcp token claude exited %d: %s", code, errOut.String())
+	args = append(append([]string{"mcp", "token"}, args...), "claude")
+	if code := run(args, nil, &out, &errOut); code != 0 {
+		t.Fatalf("nomos %v exited %d: %s", args, code, errOut.String())
 	}
 	m := tokenOutput.FindStringSubmatch(out.String())
 	if m == nil {
@@ -48,28 +52,83 @@ func newMCPToken(t *testing.T) (token, line string) {
 	return m[1], m[2]
 }
 
+// TestMCPTokenCommand: `nomos mcp token` makes a read token unless asked
+// for request, and a request token names the person it is for, who
+// becomes the owner of what it requests.
 func TestMCPTokenCommand(t *testing.T) {
 	t.Parallel()
-	token, line := newMCPToken(t)
-	other, _ := newMCPToken(t)
+	token, line := newMCPToken(t, "-scope", "request", "-for", tokenOwner)
+	other, readLine := newMCPToken(t)
 	if token == other {
 		t.Error("two runs printed the same token")
 	}
-	// The printed line is a valid mcp.tokens entry.
-	dir := t.TempDir()
-	cfg, err := loadConfig(writeFile(t, dir, "nomos.yaml", "mcp:\n  tokens:\n    "+line+"\n"), nil)
+	for _, tc := range []struct {
+		line  string
+		scope mcpserver.Scope
+		owner string
+	}{
+		{line, mcpserver.ScopeRequest, tokenOwner},
+		{readLine, mcpserver.ScopeRead, ""}, // the default
+	} {
+		// The printed line is a valid mcp.tokens entry.
+		cfg, err := loadConfig(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  tokens:\n    "+tc.line+"\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, err := cfg.MCP.serverTokens()
+		if err != nil || len(tokens) != 1 || tokens[0].Name != "claude" || tokens[0].Scope != tc.scope || tokens[0].Owner != tc.owner {
+			t.Errorf("%s loads as %+v, %v; want scope %s for %q", tc.line, tokens, err, tc.scope, tc.owner)
+		}
+	}
+	var out, errOut strings.Builder
+	for _, args := range [][]string{
+		{"mcp", "token"}, {"mcp", "token", "a:b"}, {"mcp", "token", "-scope", "admin", "x"},
+		{"mcp", "token", "-scope", "request", "x"},                  // whose?
+		{"mcp", "token", "-scope", "request", "-for", "alice", "x"}, // not a user id
+	} {
+		if code := run(args, nil, &out, &errOut); code == 0 {
+			t.Errorf("nomos %v exited 0", args)
+		}
+	}
+}
+
+// TestMCPRequestTokenWithoutOwnerOnlyReads: a request token in a config
+// written before tokens had owners, and the deprecated mcp.token, are
+// served with scope read, and doctor says how to give them an owner.
+func TestMCPRequestTokenWithoutOwnerOnlyReads(t *testing.T) {
+	t.Parallel()
+	sum := mcpserver.HashToken("old-token-0123456789abcdef")
+	cfg, err := loadConfig(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  token: legacy-token-0123456789abcdef\n  tokens:\n"+
+		"    - {name: old, token_sha256: "+hex.EncodeToString(sum[:])+", scope: request}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tokens, err := cfg.MCP.serverTokens()
-	if err != nil || len(tokens) != 1 || tokens[0].Name != "claude" || tokens[0].SHA256 != mcpserver.HashToken(token) || tokens[0].Scope != mcpserver.ScopeRequest {
-		t.Errorf("the printed line loads as %+v, %v", tokens, err)
+	if err != nil || len(tokens) != 2 {
+		t.Fatalf("serverTokens = %+v, %v", tokens, err)
 	}
-	var out, errOut strings.Builder
-	for _, args := range [][]string{{"mcp", "token"}, {"mcp", "token", "a:b"}, {"mcp", "token", "-scope", "admin", "x"}} {
-		if code := run(args, nil, &out, &errOut); code == 0 {
-			t.Errorf("nomos %v exited 0", args)
+	for _, tok := range tokens {
+		if tok.Scope != mcpserver.ScopeRead || tok.Owner != "" {
+			t.Errorf("token %s is served with scope %s for %q; want read, for nobody", tok.Name, tok.Scope, tok.Owner)
 		}
+	}
+	d := &doctor{cfg: cfg}
+	var found bool
+	for _, l := range d.checkMCP(testenv.Context(t)) {
+		if !l.ok && strings.Contains(l.text, "old ask for scope request but name nobody") && strings.Contains(l.fix, "-for @user:server") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("doctor does not say that token old only reads: %+v", d.checkMCP(testenv.Context(t)))
+	}
+	bad, err := loadConfig(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  tokens:\n"+
+		"    - {name: bad, token_sha256: "+hex.EncodeToString(sum[:])+", scope: request, for: alice}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.validate("bot"); err == nil || !strings.Contains(err.Error(), "mcp.tokens[0].for: the person the token is for: must be a Matrix user id") {
+		t.Errorf("a token for \"alice\", not a Matrix user id: validate = %v", err)
 	}
 }
 
@@ -80,7 +139,7 @@ func TestMCPTokenCommand(t *testing.T) {
 func TestMCPStdioIsAThinClient(t *testing.T) {
 	bin := buildNomos(t)
 	ctx := testenv.Context(t)
-	token, _ := newMCPToken(t)
+	token, _ := newMCPToken(t, "-scope", "request", "-for", tokenOwner)
 
 	// The bot's side: store, queue, signing key, gate and /mcp endpoint.
 	st := testenv.Store(t)
@@ -111,7 +170,7 @@ func TestMCPStdioIsAThinClient(t *testing.T) {
 	}
 	srv, err := mcpserver.New(mcpserver.Config{
 		Store: st, Executions: execs, OpsRoomID: "!ops:localhost", Logger: testenv.Logger(t),
-		Tokens: []mcpserver.Token{{Name: "claude", SHA256: mcpserver.HashToken(token), Scope: mcpserver.ScopeRequest}},
+		Tokens: []mcpserver.Token{{Name: "claude", SHA256: mcpserver.HashToken(token), Scope: mcpserver.ScopeRequest, Owner: tokenOwner}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +243,8 @@ func TestMCPStdioIsAThinClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.RequestedBy != "mcp:claude" || x.RequestedVia != "mcp" || x.State != store.StateAwaitingApproval {
-		t.Errorf("the request through stdio is %s, by %q via %q; want awaiting_approval by mcp:claude via mcp", x.State, x.RequestedBy, x.RequestedVia)
+	if x.RequestedBy != "mcp:claude" || x.RequestedVia != "mcp" || x.OnBehalfOf != tokenOwner || x.State != store.StateAwaitingApproval {
+		t.Errorf("the request through stdio is %s, by %q via %q for %q; want awaiting_approval by mcp:claude via mcp for %s", x.State, x.RequestedBy, x.RequestedVia, x.OnBehalfOf, tokenOwner)
 	}
 }
 

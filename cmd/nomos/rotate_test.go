@@ -114,19 +114,18 @@ func TestRotationThroughTheConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		priv, err := tasks.LoadSigningKey(oldOrders)
+		if err != nil {
+			t.Fatal(err)
+		}
 		reports := make(chan *asynq.Task, 64)
 		results := asynq.NewServer(opt, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
-		if err := results.Start(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error { reports <- task; return nil })); err != nil {
+		if err := results.Start(answeringApprovals(t, opt, priv, func(_ context.Context, task *asynq.Task) error { reports <- task; return nil })); err != nil {
 			t.Fatal(err)
 		}
 		defer results.Shutdown()
 		client := asynq.NewClient(opt)
 		defer client.Close()
-
-		priv, err := tasks.LoadSigningKey(oldOrders)
-		if err != nil {
-			t.Fatal(err)
-		}
 		id := uuid.NewString()
 		envelope, err := tasks.SignOrder(priv, restartOrder(t, fleet, id))
 		if err != nil {
