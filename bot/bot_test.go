@@ -261,7 +261,10 @@ func (b *bundle) startBot(t testing.TB) {
 		cfg.OpsRoom = b.room.String()
 	}
 	if b.llm != nil {
-		mcfg := mcpserver.Config{Store: b.store, Executions: b.execs, OpsRoomID: b.room.String(), Token: mcpToken, Logger: testenv.Logger(t)}
+		// A request token made for the operator, as nomos mcp token
+		// -scope request -for makes one: its plans are on their behalf.
+		mcfg := mcpserver.Config{Store: b.store, Executions: b.execs, OpsRoomID: b.room.String(), Logger: testenv.Logger(t),
+			Tokens: []mcpserver.Token{{Name: "mcp", SHA256: mcpserver.HashToken(mcpToken), Scope: mcpserver.ScopeRequest, Owner: b.operator.UserID.String()}}}
 		if b.mcpTune != nil {
 			b.mcpTune(&mcfg)
 		}
