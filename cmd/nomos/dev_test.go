@@ -41,8 +41,9 @@ func devSeedDir(t testing.TB) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := strings.Replace(string(data), "127.0.0.1:2201", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), 1)
-		s = strings.Replace(s, "127.0.0.1:2202", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), 1)
+		// One pass: a port written in is never taken for the next to replace.
+		s := strings.NewReplacer("127.0.0.1:2201", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+			"127.0.0.1:2202", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))).Replace(string(data))
 		if err := os.WriteFile(filepath.Join(dir, n), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -76,11 +76,12 @@ func NewFleet(t testing.TB, opts ...FleetOption) *Fleet {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := string(data)
-		for _, fixed := range []string{"127.0.0.1:2201", "127.0.0.1:2202"} {
-			s = strings.ReplaceAll(s, fixed, fmt.Sprintf("127.0.0.1:%d", FreePort(t)))
-		}
-		fsys[n] = &fstest.MapFile{Data: []byte(s)}
+		// One pass, so a port just written in is never read again as the
+		// next one to replace (127.0.0.1:22025 starts like :2202).
+		ports := strings.NewReplacer(
+			"127.0.0.1:2201", fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+			"127.0.0.1:2202", fmt.Sprintf("127.0.0.1:%d", FreePort(t)))
+		fsys[n] = &fstest.MapFile{Data: []byte(ports.Replace(string(data)))}
 	}
 	seed, err := store.LoadSeed(fsys)
 	if err != nil {
