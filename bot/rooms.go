@@ -149,6 +149,16 @@ func (k CommandKind) reads() bool {
 	return false
 }
 
+// readersOnly reports whether a read is for the operators and the listed
+// readers only: what it shows goes past the fleet at a glance.
+func (k CommandKind) readersOnly() bool {
+	switch k {
+	case CmdShow, CmdHistory, CmdProblems, CmdSnapshots, CmdBrief:
+		return true
+	}
+	return false
+}
+
 // readsHere lists what the bot answers in any room.
 const readsHere = "Here I answer questions about the fleet: status, list containers, show <name>, problems, snapshots <container>, history."
 

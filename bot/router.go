@@ -136,6 +136,10 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 			return
 		}
 	}
+	if cmd.Kind.readersOnly() && !b.mayRead(evt.Sender) {
+		b.refuseReader(ctx, evt, strings.TrimSpace(cmd.Kind.String()+" "+cmd.Target))
+		return
+	}
 	switch cmd.Kind {
 	case CmdApprove, CmdDeny:
 		b.decidePending(ctx, evt, cmd)
@@ -161,36 +165,16 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	case CmdListContainers:
 		b.replyContainers(ctx, evt)
 	case CmdShow:
-		if !b.mayRead(evt.Sender) {
-			b.refuseReader(ctx, evt, "show "+cmd.Target)
-			return
-		}
 		b.replyShow(ctx, evt, cmd.Target)
 	case CmdPending:
 		b.replyPending(ctx, evt)
 	case CmdSnapshots:
-		if !b.mayRead(evt.Sender) {
-			b.refuseReader(ctx, evt, "snapshots "+cmd.Target)
-			return
-		}
 		b.replySnapshots(ctx, evt, cmd.Target)
 	case CmdProblems:
-		if !b.mayRead(evt.Sender) {
-			b.refuseReader(ctx, evt, "problems")
-			return
-		}
 		b.replyProblems(ctx, evt)
 	case CmdBrief:
-		if !b.mayRead(evt.Sender) {
-			b.refuseReader(ctx, evt, "brief")
-			return
-		}
 		b.replyBrief(ctx, evt, cmd.Target)
 	case CmdHistory:
-		if !b.mayRead(evt.Sender) {
-			b.refuseReader(ctx, evt, "history")
-			return
-		}
 		b.replyHistory(ctx, evt)
 	default:
 		if b.cfg.Agent != nil && cmd.Hint == "" && b.isOperator(evt.Sender) {

@@ -28,11 +28,7 @@ func (b *Bot) replySnapshots(ctx context.Context, evt *event.Event, ref string) 
 		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("I don't know a container %q. Try `list containers`.", ref), "", evt)
 		return
 	case len(matches) > 1:
-		var slugs []string
-		for _, m := range matches {
-			slugs = append(slugs, m.Slug)
-		}
-		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%q could mean %s. Which one?", ref, strings.Join(slugs, " or ")), "", evt)
+		b.askWhich(ctx, evt, ref, matches)
 		return
 	}
 	ct := matches[0]

@@ -236,11 +236,7 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 	}
 	rels, _ := b.store.Relationships(ctx)
 	if len(matches) > 1 && !sameVMID(matches) && !related(matches, rels) {
-		var slugs []string
-		for _, m := range matches {
-			slugs = append(slugs, m.Slug)
-		}
-		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%q could mean %s. Which one?", ref, strings.Join(slugs, " or ")), "", evt)
+		b.askWhich(ctx, evt, ref, matches)
 		return
 	}
 	var plain, htm strings.Builder
@@ -254,6 +250,15 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 		showEntity(&plain, &htm, e, rels)
 	}
 	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+}
+
+// askWhich asks which of matches ref means: Nomos never guesses.
+func (b *Bot) askWhich(ctx context.Context, evt *event.Event, ref string, matches []store.Entity) {
+	slugs := make([]string, len(matches))
+	for i, m := range matches {
+		slugs[i] = m.Slug
+	}
+	b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("%q could mean %s. Which one?", ref, strings.Join(slugs, " or ")), "", evt)
 }
 
 // sameVMID reports whether every entity is a container of one vmid.

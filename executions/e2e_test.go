@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -51,17 +52,7 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 	// The results consumer and the actuator come up.
 	b.startWorkers(t, fleet)
 
-	deadline := time.Now().Add(60 * time.Second)
-	var got store.Execution
-	var err error
-	for time.Now().Before(deadline) {
-		got, err = b.store.GetExecution(b.ctx, x.ID)
-		if err == nil && got.State.Terminal() {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if got.State != store.StateSucceeded {
+	if got := b.waitDone(t, x.ID); got.State != store.StateSucceeded {
 		t.Fatalf("state = %s (%s), want succeeded", got.State, got.Error)
 	}
 	n := 0
@@ -72,6 +63,22 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the restart ran %d times, want once", n)
+	}
+}
+
+// waitDone polls an execution until it is in a final state, and returns it.
+func (b *bundle) waitDone(t *testing.T, id uuid.UUID) store.Execution {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err := b.store.GetExecution(b.ctx, id)
+		if err == nil && got.State.Terminal() {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %s never finished: %s (%v)", id, got.State, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -426,19 +426,8 @@ func TestForgedOrderFailsNothing(t *testing.T) {
 	if _, err := b.svc.Reconcile(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got, err := b.store.GetExecution(b.ctx, x.ID)
-		if err == nil && got.State.Terminal() {
-			if got.State != store.StateSucceeded {
-				t.Fatalf("the genuine order ended %s (%s), want succeeded", got.State, got.Error)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the genuine order never finished: %s", got.State)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if got := b.waitDone(t, x.ID); got.State != store.StateSucceeded {
+		t.Fatalf("the genuine order ended %s (%s), want succeeded", got.State, got.Error)
 	}
 	if diff := gocmp.Diff([]string{"pct exec 101 -- systemctl restart jellyfin.service"}, fleet.Commands(t)); diff != "" {
 		t.Errorf("labsim commands (-want +got):\n%s", diff)

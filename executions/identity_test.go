@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 
@@ -49,19 +48,8 @@ func TestSharedVMIDActsOnTheRightNode(t *testing.T) {
 		ids = append(ids, x)
 	}
 	for _, x := range ids {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			got, err := b.store.GetExecution(b.ctx, x.ID)
-			if err == nil && got.State.Terminal() {
-				if got.State != store.StateSucceeded {
-					t.Fatalf("%s: %s (%s), want succeeded", x.TargetSlug, got.State, got.Error)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not finish", x.TargetSlug)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if got := b.waitDone(t, x.ID); got.State != store.StateSucceeded {
+			t.Fatalf("%s: %s (%s), want succeeded", x.TargetSlug, got.State, got.Error)
 		}
 	}
 	entries, err := labsim.ReadLog(fleet.LogPath)

@@ -19,7 +19,7 @@ func sample(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	first, rest, _ := strings.Cut(string(data), "\n")
-	if !strings.HasPrefix(first, "# source: ") {
+	if !strings.HasPrefix(first, "# source") { // "# source:" or "# source-derived:"
 		t.Fatalf("%s: line 1 is %q, not its source", name, first)
 	}
 	return rest

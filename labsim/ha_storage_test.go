@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	gossh "golang.org/x/crypto/ssh"
 )
 
 // proxmoxFleet is one node with the containers Proxmox's harder cases
@@ -31,31 +29,7 @@ const testHADelay = 10 * time.Second
 // setupProxmox is setup with proxmoxFleet, its config changed by tune.
 func setupProxmox(t *testing.T, tune ...func(*Config)) *bundle {
 	t.Helper()
-	dir := t.TempDir()
-	key := newKey(t)
-	authKeys := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(authKeys, gossh.MarshalAuthorizedKey(key.PublicKey()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	clock := &testClock{t: epoch}
-	b := &bundle{
-		cfg: Config{
-			Hosts:              proxmoxFleet(),
-			StateDir:           filepath.Join(dir, "state"),
-			AuthorizedKeysFile: authKeys,
-			LogPath:            filepath.Join(dir, "commands.jsonl"),
-			Clock:              clock.Now,
-			HADelay:            testHADelay,
-		},
-		clock:      clock,
-		key:        key,
-		knownHosts: filepath.Join(dir, "known_hosts"),
-	}
-	for _, f := range tune {
-		f(&b.cfg)
-	}
-	b.start(t)
-	return b
+	return setupFleet(t, proxmoxFleet(), append([]func(*Config){func(c *Config) { c.HADelay = testHADelay }}, tune...)...)
 }
 
 // hastate is what /cluster/resources says of vmid's HA state.

@@ -73,20 +73,6 @@ func sampleFleet() []Host {
 	}}}
 }
 
-// readSample is a sample without its source line.
-func readSample(t *testing.T, name string) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "pve-samples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, rest, _ := strings.Cut(string(data), "\n")
-	if !strings.HasPrefix(first, "# source") {
-		t.Fatalf("%s: line 1 is not its source: %q", name, first)
-	}
-	return rest
-}
-
 // TestSamplesMatchProxmox: labsim prints what a real Proxmox node printed
 // in each sample's situation, byte for byte, with the same exit status.
 func TestSamplesMatchProxmox(t *testing.T) {
@@ -94,7 +80,7 @@ func TestSamplesMatchProxmox(t *testing.T) {
 	for _, tc := range sampleCases {
 		t.Run(tc.sample, func(t *testing.T) {
 			t.Parallel()
-			want := readSample(t, tc.sample)
+			want := sample(t, tc.sample)
 			b := setupFleet(t, orDefault(tc.hosts, sampleFleet()))
 			host := cmp.Or(tc.host, "pve1")
 			for _, cmd := range tc.setup {

@@ -87,8 +87,8 @@ func setup(t *testing.T) *bundle {
 	return setupFleet(t, testFleet())
 }
 
-// setupFleet starts a simulator of hosts.
-func setupFleet(t *testing.T, hosts []Host) *bundle {
+// setupFleet starts a simulator of hosts, its config changed by tune.
+func setupFleet(t *testing.T, hosts []Host, tune ...func(*Config)) *bundle {
 	t.Helper()
 	dir := t.TempDir()
 	key := newKey(t)
@@ -108,6 +108,9 @@ func setupFleet(t *testing.T, hosts []Host) *bundle {
 		clock:      clock,
 		key:        key,
 		knownHosts: filepath.Join(dir, "known_hosts"),
+	}
+	for _, f := range tune {
+		f(&b.cfg)
 	}
 	b.start(t)
 	return b

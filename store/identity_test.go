@@ -111,11 +111,9 @@ const clusterSeed = `hosts:
       - { vmid: 101, hostname: other, ip: dhcp }
 `
 
-// TestInventoryMoveWithinACluster: a discovered container that migrates
-// to another node of its cluster keeps its slug and moves; the standalone
-// node's CT of the same vmid is untouched.
-func TestInventoryMoveWithinACluster(t *testing.T) {
-	t.Parallel()
+// clusterSetup is the demo fleet with clusterSeed's hosts added.
+func clusterSetup(t *testing.T) *discoveryEnv {
+	t.Helper()
 	e := discoverySetup(t)
 	seed, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}})
 	if err != nil {
@@ -124,6 +122,15 @@ func TestInventoryMoveWithinACluster(t *testing.T) {
 	if _, err := e.s.ApplySeed(e.ctx, seed); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// TestInventoryMoveWithinACluster: a discovered container that migrates
+// to another node of its cluster keeps its slug and moves; the standalone
+// node's CT of the same vmid is untouched.
+func TestInventoryMoveWithinACluster(t *testing.T) {
+	t.Parallel()
+	e := clusterSetup(t)
 	e.apply(t, e.run(t, "pve1"), []store.InventoryContainer{
 		{VMID: 101, Status: "running", Hostname: "web"}, {VMID: 150, Status: "running", Hostname: "scratch"}}, 102)
 	if got := entityID(t, e.s, "lxc:lab/150"); got.Attrs["host"] != "pve1" {
@@ -215,14 +222,7 @@ func TestReseedWithACluster(t *testing.T) {
 // migrate (the node list is /cluster/resources' node entries).
 func TestClusterMismatch(t *testing.T) {
 	t.Parallel()
-	e := discoverySetup(t)
-	seed, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.s.ApplySeed(e.ctx, seed); err != nil {
-		t.Fatal(err)
-	}
+	e := clusterSetup(t)
 	id := func(host string) uuid.UUID { return entityID(t, e.s, "host:"+host).ID }
 	for _, tc := range []struct {
 		host  string
