@@ -143,7 +143,7 @@ func (b *Bot) copyToOpsRoom(ctx context.Context, room id.RoomID, plain, htm stri
 // reads reports whether a command only reads: it is answered in any room.
 func (k CommandKind) reads() bool {
 	switch k {
-	case CmdHelp, CmdStatus, CmdListContainers, CmdShow, CmdPending, CmdHistory, CmdProblems, CmdSnapshots:
+	case CmdHelp, CmdStatus, CmdListContainers, CmdShow, CmdPending, CmdHistory, CmdProblems, CmdSnapshots, CmdBrief:
 		return true
 	}
 	return false
@@ -160,7 +160,7 @@ func (k CommandKind) readersOnly() bool {
 }
 
 // readsHere lists what the bot answers in any room.
-const readsHere = "Here I answer questions about the fleet: status, list containers, show <name>, problems, snapshots <container>, history."
+const readsHere = "Here I answer questions about the fleet: status, list containers, show <name>, problems, snapshots <container>, history, brief."
 
 // matrixTo links a room for Matrix clients.
 func matrixTo(room id.RoomID) string { return "https://matrix.to/#/" + string(room) }
