@@ -5,12 +5,9 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -297,7 +294,7 @@ func TestTurnHTTPGetRefusedAfterHostOutput(t *testing.T) {
 // turn that has read none of it fetches.
 func TestTurnHTTPGetRefusedAfterAlertText(t *testing.T) {
 	t.Parallel()
-	web := &fetchLog{}
+	web := &testenv.WebLog{Body: "release notes"}
 	srv := httptest.NewServer(web)
 	t.Cleanup(srv.Close)
 	b := setupWithMCP(t, func(c *mcpserver.Config) {
@@ -311,7 +308,7 @@ func TestTurnHTTPGetRefusedAfterAlertText(t *testing.T) {
 	if _, err := b.agent.Message(b.ctx, room, "", operator, "fresh turn"); err != nil {
 		t.Fatal(err)
 	}
-	if got := web.got(); len(got) != 1 || got[0] != "/fresh" {
+	if got := web.Got(); len(got) != 1 || got[0] != "/fresh" {
 		t.Fatalf("a turn that read no alert text fetched %v, want /fresh: the control failed", got)
 	}
 	for _, tool := range []string{"get_health_summary", "get_signal_history", "get_state_snapshot", "get_entity", "list_lxcs", "list_entities"} {
@@ -329,28 +326,9 @@ func TestTurnHTTPGetRefusedAfterAlertText(t *testing.T) {
 			t.Errorf("after %s the turn ended with %q, want %q: http_get was not refused", tool, reply.Text, want)
 		}
 	}
-	if got := web.got(); len(got) != 1 {
+	if got := web.Got(); len(got) != 1 {
 		t.Errorf("the web saw %v, want only /fresh: an http_get after alert text reached it", got)
 	}
-}
-
-// fetchLog is a web server that records every path asked of it.
-type fetchLog struct {
-	mu    sync.Mutex
-	paths []string
-}
-
-func (f *fetchLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.paths = append(f.paths, r.URL.Path)
-	f.mu.Unlock()
-	io.WriteString(w, "release notes")
-}
-
-func (f *fetchLog) got() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.paths...)
 }
 
 // TestTurnWaitsForApprovalThenContinues: a step that needs approval ends
