@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -35,12 +34,7 @@ func runDiscover(ctx context.Context, env *roleEnv, args []string) error {
 	if *from != "" {
 		return runDiscoverFrom(env.stdout, *from)
 	}
-	if env.configPath == "" {
-		// In a checkout where `nomos dev` runs, ask its stack.
-		if _, err := os.Stat(devConfigPath); err == nil {
-			env.configPath = devConfigPath
-		}
-	}
+	env.configPath = orDevConfig(env.configPath) // in a checkout where `nomos dev` runs, ask its stack
 	cfg, err := env.config("discover")
 	if err != nil {
 		return err

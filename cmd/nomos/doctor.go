@@ -27,6 +27,17 @@ import (
 // with; `nomos doctor` without -config checks that stack.
 var devConfigPath = filepath.Join(".nomos-dev", "nomos.yaml")
 
+// orDevConfig is path, or when none was given the dev stack's config in a
+// checkout where `nomos dev` runs, or "" when there is none.
+func orDevConfig(path string) string {
+	if path == "" {
+		if _, err := os.Stat(devConfigPath); err == nil {
+			return devConfigPath
+		}
+	}
+	return path
+}
+
 // doctorRoles are the roles doctor knows how to check a config for.
 var doctorRoles = []string{"migrate", "bot", "actuator", "mcp"}
 
@@ -48,12 +59,7 @@ func runDoctor(ctx context.Context, env *roleEnv, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	path := env.configPath
-	if path == "" {
-		if _, err := os.Stat(devConfigPath); err == nil {
-			path = devConfigPath
-		}
-	}
+	path := orDevConfig(env.configPath)
 	cfg, err := loadConfig(path, env.environ)
 	if err != nil {
 		lines := []checkLine{fail("config: cannot be loaded: "+err.Error(),

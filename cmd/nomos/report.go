@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nomoshq/nomos/report"
@@ -30,12 +29,7 @@ func runReport(ctx context.Context, env *roleEnv, args []string) error {
 	if *weekly {
 		kind = report.Weekly
 	}
-	if env.configPath == "" {
-		// In a checkout where `nomos dev` runs, read its database.
-		if _, err := os.Stat(devConfigPath); err == nil {
-			env.configPath = devConfigPath
-		}
-	}
+	env.configPath = orDevConfig(env.configPath) // in a checkout where `nomos dev` runs, read its database
 	cfg, err := env.config("report")
 	if err != nil {
 		return err
