@@ -45,6 +45,20 @@ func (st *simState) findInCluster(host string, vmid int) (string, *ctState) {
 	return "", nil
 }
 
+// vmidOwner is the node of host's cluster that has a container or a VM
+// with vmid, or "": the two kinds share one VMID space.
+func (st *simState) vmidOwner(host string, vmid int) string {
+	for _, name := range st.clusterNodes(host) {
+		if _, ok := st.Hosts[name].Containers[vmid]; ok {
+			return name
+		}
+		if _, ok := st.Hosts[name].VMs[vmid]; ok {
+			return name
+		}
+	}
+	return ""
+}
+
 // hostOf is the node that has the container ct, or "".
 func (st *simState) hostOf(ct *ctState) string {
 	for name, hs := range st.Hosts {
@@ -59,7 +73,7 @@ func (st *simState) hostOf(ct *ctState) string {
 // /cluster/nextid gives it, or 0 when every one is taken.
 func (st *simState) nextIDIn(host string) int {
 	for id := minVMID; id < maxNextID; id++ {
-		if node, _ := st.findInCluster(host, id); node == "" {
+		if st.vmidOwner(host, id) == "" {
 			return id
 		}
 	}

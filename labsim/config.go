@@ -61,6 +61,9 @@ type Host struct {
 	// Containers are the LXCs the node starts with. Containers already in
 	// the state file keep their saved state instead.
 	Containers []Container
+	// VMs are its QEMU virtual machines; their vmids share the cluster's
+	// space with the containers'.
+	VMs []VM
 	// Storage is where the node's containers keep their root disks unless
 	// they say otherwise: local-lvm (lvmthin, the default), local-zfs
 	// (zfspool) or local (dir). See storage.go for what each allows.
@@ -172,6 +175,17 @@ func (cfg *Config) validate() error {
 				errs = append(errs, fmt.Errorf("host %s: container %d: vmid already used on host %s of cluster %s", h.Name, c.VMID, other, h.Cluster))
 			}
 			vmids[key][c.VMID] = h.Name
+		}
+		for j := range h.VMs {
+			v := &h.VMs[j]
+			if err := v.validate(); err != nil {
+				errs = append(errs, fmt.Errorf("host %s: VM %d: %w", h.Name, v.VMID, err))
+				continue
+			}
+			if other, ok := vmids[key][v.VMID]; ok {
+				errs = append(errs, fmt.Errorf("host %s: VM %d: vmid already used on host %s of cluster %s", h.Name, v.VMID, other, h.Cluster))
+			}
+			vmids[key][v.VMID] = h.Name
 		}
 	}
 	return errors.Join(errs...)

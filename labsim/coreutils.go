@@ -54,6 +54,7 @@ func init() {
 	hostBuiltins = maps.Clone(common)
 	maps.Copy(hostBuiltins, map[string]builtin{
 		"pct":        {run: pctCmd},
+		"qm":         {run: qmCmd},
 		"pvesh":      {run: pveshCmd},
 		"pveam":      {run: pveamCmd},
 		"pvesm":      {run: pvesmCmd},

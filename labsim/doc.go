@@ -1,6 +1,7 @@
 // Package labsim is a simulated Proxmox host served over real SSH. It keeps
-// container state, emulates the pct and in-container commands the actuator
-// uses, injects faults on request, and logs every command it receives.
+// container and VM state, emulates the pct, qm and in-container commands
+// the actuator uses, injects faults on request, and logs every command it
+// receives.
 //
 // It behaves as a Proxmox VE 8 node does, with the real texts and exit
 // statuses (testdata/pve-samples, compared by TestSamplesMatchProxmox):
@@ -9,6 +10,12 @@
 //     node). VMIDs are unique per cluster, so standalone nodes may share
 //     one. /cluster/resources and /cluster/nextid answer for the node's
 //     cluster; pct answers only for the node's own containers.
+//   - VMs (qm.go) share the VMID space with containers. qm list, status,
+//     start, shutdown, reboot, stop, snapshot (--vmstate keeps RAM),
+//     rollback, delsnapshot, destroy, config, guest cmd ping and guest
+//     exec answer as qemu-server does; /nodes/<node>/qemu is live. Faults
+//     agent_hung and acpi_ignored make a guest agent stop answering and a
+//     VM ignore the power button, so qm shutdown times out.
 //   - pvesh get /nodes/<node>/lxc is live. /cluster/resources is what
 //     pvestatd last broadcast, every 10 s of the injected clock: a status
 //     change shows at the next cycle, a new guest is "unknown" until then.

@@ -28,7 +28,7 @@ const (
 	FaultDrop FaultKind = "drop"
 )
 
-var faultKinds = []FaultKind{FaultDNSDead, FaultAptFail, FaultNetDown, FaultHang, FaultDrop, FaultStaleStats}
+var faultKinds = []FaultKind{FaultDNSDead, FaultAptFail, FaultNetDown, FaultHang, FaultDrop, FaultStaleStats, FaultAgentHung, FaultIgnoreACPI}
 
 // Fault is one injected failure. It lives in StateDir/faults.json, which is
 // read at every command, so editing the file by hand works too.

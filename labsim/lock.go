@@ -32,7 +32,7 @@ func (ct *ctState) lockError() string {
 	return fmt.Sprintf("CT is locked (%s)\n", ct.Lock)
 }
 
-// SetLock puts lock on container vmid of host's cluster for d (0: until
+// SetLock puts lock on container or VM vmid of host's cluster for d (0: until
 // cleared), or clears its lock when lock is "". It is what `labsim lock`
 // does on host.
 func (s *Sim) SetLock(host string, vmid int, lock string, d time.Duration) error {
@@ -43,7 +43,14 @@ func (s *Sim) SetLock(host string, vmid int, lock string, d time.Duration) error
 	defer s.mu.Unlock()
 	_, ct := s.state.findInCluster(host, vmid)
 	if ct == nil {
-		return fmt.Errorf("no container %d", vmid)
+		// A VM's lock holds until cleared.
+		if node := s.state.vmidOwner(host, vmid); node != "" && s.state.Hosts[node].VMs[vmid] != nil {
+			s.state.Hosts[node].VMs[vmid].Lock = lock
+			s.saveLocked()
+			s.log.Info("lock set", "vmid", vmid, "lock", lock)
+			return nil
+		}
+		return fmt.Errorf("no container or VM %d", vmid)
 	}
 	ct.Lock, ct.LockUntil = lock, time.Time{}
 	if lock != "" && d > 0 {

@@ -140,7 +140,45 @@ var vmstatusColumns = []tableCol{
 	{"uptime", "duration"},
 }
 
-var nodeLXCPathRE = regexp.MustCompile(`^/nodes/([^/]+)/lxc$`)
+var (
+	nodeLXCPathRE  = regexp.MustCompile(`^/nodes/([^/]+)/lxc$`)
+	nodeQemuPathRE = regexp.MustCompile(`^/nodes/([^/]+)/qemu$`)
+)
+
+// qemuStatusColumns are the columns pvesh prints for /nodes/<node>/qemu
+// (src/PVE/API2/Qemu.pm vmlist's schema: status and vmid required).
+var qemuStatusColumns = []tableCol{
+	{"status", ""}, {"vmid", "integer"},
+	{"cpus", "number"}, {"lock", ""}, {"maxdisk", "bytes"}, {"maxmem", "bytes"},
+	{"name", ""}, {"pid", "integer"}, {"tags", ""}, {"uptime", "duration"},
+}
+
+// pveshNodeQemu answers `pvesh get /nodes/<node>/qemu`: the node's VMs,
+// live (src/PVE/API2/Qemu.pm vmlist).
+func pveshNodeQemu(c *call, node, format string, tf tableFormat) int {
+	if !slices.Contains(c.st.clusterNodes(c.env.host), node) {
+		c.errf("hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known\n", node, node)
+		return 255
+	}
+	hs := c.st.Hosts[node]
+	list := []map[string]any{}
+	for _, vmid := range slices.Sorted(maps.Keys(hs.VMs)) {
+		list = append(list, hs.VMs[vmid].vmstatus(c.now))
+	}
+	if strings.HasPrefix(format, "json") {
+		data, _ := json.Marshal(list)
+		c.outf("%s\n", data)
+		return 0
+	}
+	if len(list) == 0 {
+		return 0
+	}
+	slices.SortStableFunc(list, func(a, b map[string]any) int {
+		return strings.Compare(a["status"].(string), b["status"].(string))
+	})
+	c.outf("%s", renderTable(qemuStatusColumns, list, tf))
+	return 0
+}
 
 // pveshNodeLXC answers `pvesh get /nodes/<node>/lxc`: the node's own
 // containers, read live as pct does (pve-container PVE/API2/LXC.pm vmlist).
@@ -194,17 +232,24 @@ func pveshResources(c *call, typ, format string) int {
 			node string
 			ct   *ctState
 		}
-		var guests []guest
+		type entry struct {
+			vmid int
+			r    map[string]any
+		}
+		var guests []entry
 		for _, name := range nodes {
 			for _, ct := range c.st.Hosts[name].Containers {
-				guests = append(guests, guest{name, ct})
+				guests = append(guests, entry{ct.VMID, c.guestResource(name, ct)})
+			}
+			for _, vm := range c.st.Hosts[name].VMs {
+				guests = append(guests, entry{vm.VMID, vm.resource(name, c.now)})
 			}
 		}
-		slices.SortFunc(guests, func(a, b guest) int {
-			return strings.Compare(strconv.Itoa(a.ct.VMID), strconv.Itoa(b.ct.VMID))
+		slices.SortFunc(guests, func(a, b entry) int {
+			return strings.Compare(strconv.Itoa(a.vmid), strconv.Itoa(b.vmid))
 		})
 		for _, g := range guests {
-			out = append(out, c.guestResource(g.node, g.ct))
+			out = append(out, g.r)
 		}
 	}
 	if typ == "" || typ == "node" {

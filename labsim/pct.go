@@ -72,7 +72,12 @@ type pveError struct {
 
 // parsePVEArgs splits PVE CLI arguments into positionals and --options.
 func parsePVEArgs(verb string, args []string) ([]string, map[string]string, *pveError) {
-	allowed := pctOptions[verb]
+	return parseArgs(args, pctOptions[verb], pctUsage[verb])
+}
+
+// parseArgs splits the arguments of a PVE CLI verb (pct, qm) whose
+// options are allowed and whose usage line is usage.
+func parseArgs(args []string, allowed map[string]bool, usage string) ([]string, map[string]string, *pveError) {
 	var pos []string
 	opts := map[string]string{}
 	for i := 0; i < len(args); i++ {
@@ -84,7 +89,7 @@ func parsePVEArgs(verb string, args []string) ([]string, map[string]string, *pve
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		boolean, ok := allowed[name]
 		if !ok {
-			return nil, nil, &pveError{fmt.Sprintf("Unknown option: %s\n400 unable to parse option\n%s\n", name, pctUsage[verb]), 255}
+			return nil, nil, &pveError{fmt.Sprintf("Unknown option: %s\n400 unable to parse option\n%s\n", name, usage), 255}
 		}
 		if !hasVal {
 			switch {
@@ -94,13 +99,13 @@ func parsePVEArgs(verb string, args []string) ([]string, map[string]string, *pve
 			case boolean:
 				val = "1"
 			default:
-				return nil, nil, &pveError{fmt.Sprintf("Option %s requires an argument\n400 unable to parse option\n%s\n", name, pctUsage[verb]), 255}
+				return nil, nil, &pveError{fmt.Sprintf("Option %s requires an argument\n400 unable to parse option\n%s\n", name, usage), 255}
 			}
 		}
 		if boolean {
 			b, ok := pveBool(val)
 			if !ok {
-				return nil, nil, paramError(verb, name, fmt.Sprintf("type check ('boolean') failed - got '%s'", val))
+				return nil, nil, &pveError{fmt.Sprintf("400 Parameter verification failed.\n%s: type check ('boolean') failed - got '%s'\n%s\n", name, val, usage), 255}
 			}
 			val = b
 		}
@@ -329,8 +334,13 @@ var storages = map[string]bool{"local-lvm": true, "local": true, "local-zfs": tr
 
 func pctCreate(c *call, vmid int, tpl string, opts map[string]string) int {
 	tpl = c.templateVolume(tpl)
-	if node, _ := c.st.findInCluster(c.env.host, vmid); node != "" {
-		c.errf("CT %d already exists on node '%s'\n", vmid, node)
+	if node := c.st.vmidOwner(c.env.host, vmid); node != "" {
+		// pve-cluster check_vmid_unused names the guest's kind.
+		kind := "CT"
+		if c.st.Hosts[node].VMs[vmid] != nil {
+			kind = "VM"
+		}
+		c.errf("%s %d already exists on node '%s'\n", kind, vmid, node)
 		return 255
 	}
 	if _, ok := templates[tpl]; !ok {
@@ -656,6 +666,8 @@ func pveshCmd(c *call) int {
 		return pveshResources(c, typ, format)
 	case verb == "get" && nodeLXCPathRE.MatchString(p):
 		return pveshNodeLXC(c, nodeLXCPathRE.FindStringSubmatch(p)[1], format, tf)
+	case verb == "get" && nodeQemuPathRE.MatchString(p):
+		return pveshNodeQemu(c, nodeQemuPathRE.FindStringSubmatch(p)[1], format, tf)
 	case verb == "get" && strings.HasSuffix(p, "/interfaces"):
 		return pveshInterfaces(c, p, format)
 	}
@@ -674,7 +686,7 @@ func pveshNextID(c *call, want, format string) int {
 			c.errf("400 Parameter verification failed.\nvmid: type check ('integer') failed - got '%s'\n%s\n", want, pveshGetUsage)
 			return 255
 		}
-		if node, _ := c.st.findInCluster(c.env.host, n); node != "" {
+		if c.st.vmidOwner(c.env.host, n) != "" {
 			c.errf("400 Parameter verification failed.\nvmid: VM %d already exists\n%s\n", n, pveshGetUsage)
 			return 255
 		}

@@ -46,7 +46,7 @@ var samplesLeftOut = map[string]string{
 	"pvesh-lxc-interfaces.running-dhcp.source-derived.json": "compared by TestInterfaces (create_test.go)",
 	"pvesh-lxc-interfaces.stopped.source-derived.json":      "compared by TestInterfaces (create_test.go)",
 	"pvesm-status.content-vztmpl.source-derived.txt":        "compared by TestTemplateStorage (create_test.go)",
-	"cluster-resources.pve8-excerpt.json":                   "qemu guests and --type vm from another cluster: labsim has no VMs; a parser sample",
+	"cluster-resources.pve8-excerpt.json":                   "a two-node excerpt with a VM template on pve2, from another host: a parser sample (labsim's VM entries are compared by TestQmSharesVMIDSpace)",
 	"conf.rollback-101.pve-container-test.conf":             "a pve-container test fixture of a raw config with a snapshot section; a parser sample",
 	"pct-config.dhcp-no-size.pve-container-test.txt":        "a pve-container test fixture (cpulimit, redhat, rootfs without size) pct create cannot make; a parser sample",
 	"pct-config.multinic.pve-container-test.txt":            "a pve-container test fixture with three NICs; labsim has one; a parser sample",

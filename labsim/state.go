@@ -36,7 +36,9 @@ type hostState struct {
 	Cluster    string           `json:"cluster,omitempty"`
 	Booted     time.Time        `json:"booted"`
 	Containers map[int]*ctState `json:"containers"`
-	// Destroyed keeps configured containers that were destroyed from coming
+	// VMs are the node's QEMU guests (qm.go).
+	VMs map[int]*vmState `json:"vms,omitempty"`
+	// Destroyed keeps configured containers and VMs that were destroyed from coming
 	// back at the next start.
 	Destroyed []int             `json:"destroyed,omitempty"`
 	Files     map[string]string `json:"files,omitempty"`
@@ -255,6 +257,9 @@ func loadState(path string) (*simState, error) {
 		if hs.Containers == nil {
 			hs.Containers = map[int]*ctState{}
 		}
+		if hs.VMs == nil {
+			hs.VMs = map[int]*vmState{}
+		}
 		for _, c := range hs.Containers {
 			if c.Guest.Services == nil {
 				c.Guest.Services = map[string]svcState{}
@@ -331,7 +336,7 @@ func (st *simState) merge(cfg Config, now time.Time) []string {
 	for _, h := range cfg.Hosts {
 		hs := st.Hosts[h.Name]
 		if hs == nil {
-			hs = &hostState{Booted: now, Containers: map[int]*ctState{}}
+			hs = &hostState{Booted: now, Containers: map[int]*ctState{}, VMs: map[int]*vmState{}}
 			st.Hosts[h.Name] = hs
 		}
 		hs.Cluster = h.Cluster
@@ -339,10 +344,16 @@ func (st *simState) merge(cfg Config, now time.Time) []string {
 	for _, h := range cfg.Hosts {
 		hs := st.Hosts[h.Name]
 		for _, c := range h.Containers {
-			if node, _ := st.findInCluster(h.Name, c.VMID); node != "" || slices.Contains(hs.Destroyed, c.VMID) {
+			if st.vmidOwner(h.Name, c.VMID) != "" || slices.Contains(hs.Destroyed, c.VMID) {
 				continue
 			}
 			hs.Containers[c.VMID] = st.fromConfig(h.Name, c, now)
+		}
+		for _, v := range h.VMs {
+			if node := st.vmidOwner(h.Name, v.VMID); node != "" || slices.Contains(hs.Destroyed, v.VMID) {
+				continue
+			}
+			hs.VMs[v.VMID] = newVM(h.Name, v, h.Storage, now)
 		}
 	}
 	return dropped
