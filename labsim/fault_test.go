@@ -303,7 +303,7 @@ func TestFaultCommandErrors(t *testing.T) {
 		{"labsim fault dns_dead abc", result{Stderr: "labsim: dns_dead: target \"abc\" is not a vmid or *\n", Exit: 2}},
 		{"labsim fault drop pve9", result{Stderr: "labsim: drop: unknown host \"pve9\"\n", Exit: 2}},
 		{"labsim fault hang 101", result{Stderr: "labsim: hang: a command substring is required\n", Exit: 2}},
-		{"labsim fault meteor 101", result{Stderr: "labsim: unknown fault kind \"meteor\" (want one of dns_dead, apt_fail, net_down, hang, drop, stale_stats)\n", Exit: 2}},
+		{"labsim fault meteor 101", result{Stderr: "labsim: unknown fault kind \"meteor\" (want one of dns_dead, apt_fail, net_down, hang, drop, stale_stats, agent_hung, acpi_ignored)\n", Exit: 2}},
 		{"labsim fault hang '*' apt-get install", result{Stdout: "injected hang * 'apt-get install'\n"}},
 	}
 	for _, tt := range tests {
