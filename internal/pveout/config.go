@@ -10,11 +10,20 @@ import (
 	"strings"
 )
 
-// Config is what the inventory reads of a container's configuration, as
-// `pct config <vmid> --current 1` prints it or as its raw .conf file
-// holds it.
+// Config is what the inventory reads of a guest's configuration: a
+// container's, as `pct config <vmid> --current 1` prints it or as its raw
+// .conf file holds it, or a VM's, as `qm config <vmid> --current 1`
+// prints it. The two share the format and most keys.
 type Config struct {
+	// Hostname is a container's; Name is a VM's.
 	Hostname string
+	Name     string
+	// Agent is a VM's agent: the QEMU guest agent is enabled (agent: 1 or
+	// agent: enabled=1,...).
+	Agent bool
+	// Disks are a VM's disks (scsiN, virtioN, sataN, ideN, efidisk0,
+	// tpmstate0), by key; CD-ROM drives are left out.
+	Disks []Volume
 	// Cores and MemoryMB are 0 when the config has no line for them
 	// (Proxmox then gives every host core, and 512 MB).
 	Cores    int
@@ -70,6 +79,7 @@ var (
 	keyRE     = regexp.MustCompile(`^([a-z][a-z_]*\d*):\s*(.*?)\s*$`)
 	lxcKeyRE  = regexp.MustCompile(`^lxc\.[a-z0-9_.-]+\s*[:=]`)
 	netKeyRE  = regexp.MustCompile(`^net(\d+)$`)
+	diskKeyRE = regexp.MustCompile(`^(scsi|virtio|sata|ide|efidisk|tpmstate)\d+$`)
 	mpKeyRE   = regexp.MustCompile(`^mp(\d+)$`)
 )
 
@@ -129,8 +139,9 @@ func ParseConfig(text string) (Config, error) {
 	}
 	slices.SortFunc(c.NICs, func(a, b NIC) int { return a.Index - b.Index })
 	slices.SortFunc(c.Mounts, func(a, b Volume) int { return mpIndex(a.Key) - mpIndex(b.Key) })
+	slices.SortFunc(c.Disks, func(a, b Volume) int { return strings.Compare(a.Key, b.Key) })
 	if len(bad) > 0 {
-		return c, fmt.Errorf("not a container configuration: %s", strings.Join(bad, ", "))
+		return c, fmt.Errorf("not a container configuration: %s", strings.Join(bad, ", ")) // nor a VM's
 	}
 	return c, nil
 }
@@ -161,6 +172,18 @@ func (c *Config) set(key, val string) {
 	switch key {
 	case "hostname":
 		c.Hostname = val
+	case "name":
+		c.Name = val
+	case "agent":
+		// qemu-server src/PVE/QemuServer/Agent.pm: the default key is
+		// enabled, so "1" and "enabled=1,fstrim_cloned_disks=1" both
+		// enable it.
+		first, _, _ := strings.Cut(val, ",")
+		on, ok := ParseBool(strings.TrimPrefix(first, "enabled="))
+		if !ok {
+			c.Odd = append(c.Odd, key)
+		}
+		c.Agent = on
 	case "cores":
 		number(&c.Cores)
 	case "memory":
@@ -183,6 +206,12 @@ func (c *Config) set(key, val string) {
 		v := parseVolume(key, val)
 		c.RootFS = &v
 	default:
+		if diskKeyRE.MatchString(key) {
+			if val != "none" && !strings.Contains(val, "media=cdrom") {
+				c.Disks = append(c.Disks, parseVolume(key, val))
+			}
+			return
+		}
 		if m := netKeyRE.FindStringSubmatch(key); m != nil {
 			nic := NIC{}
 			nic.Index, _ = strconv.Atoi(m[1])

@@ -1,6 +1,7 @@
 // Package pveout reads what a Proxmox VE node prints: the JSON of
-// `pvesh get /cluster/resources` and `pvesh get /nodes/<node>/lxc`, the
-// text of `pct config` (or a raw /etc/pve/lxc/<vmid>.conf), `pct
+// `pvesh get /cluster/resources` and `pvesh get /nodes/<node>/lxc` (and
+// /qemu), the text of `pct config` and `qm config` (or a raw
+// /etc/pve/lxc/<vmid>.conf), `pct
 // listsnapshot` and `pvesm status`, and says from them whether `pct
 // snapshot` can work. It is pure: the actuator's inventory and `nomos
 // discover -from` feed it the same bytes, from SSH or from files.
@@ -52,6 +53,12 @@ func ParseResources(out []byte) ([]Guest, error) {
 // json`: the node's own, live view of its containers.
 func ParseNodeGuests(out []byte) ([]Guest, error) {
 	return parseGuests(out, "lxc")
+}
+
+// ParseNodeVMs reads `pvesh get /nodes/<node>/qemu --output-format json`:
+// the node's own, live view of its VMs, whose entries have no type.
+func ParseNodeVMs(out []byte) ([]Guest, error) {
+	return parseGuests(out, "qemu")
 }
 
 func parseGuests(out []byte, defaultType string) ([]Guest, error) {

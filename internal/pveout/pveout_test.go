@@ -291,3 +291,49 @@ func FuzzParseConfig(f *testing.F) {
 		_, _ = pveout.ParseResources([]byte(text))
 	})
 }
+
+// TestParseVMs: a node's /nodes/<node>/qemu entries come without a type
+// and are VMs; `qm config` and a raw qemu-server config read like a
+// container's, with the VM's name, guest agent and disks (CD-ROMs left
+// out). The fixture is qemu-server's own snapshot test config.
+func TestParseVMs(t *testing.T) {
+	t.Parallel()
+	vms, err := pveout.ParseNodeVMs([]byte(sample(t, "nodes-pve1-qemu.source-derived.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "the node's VMs", []pveout.Guest{
+		{Type: "qemu", VMID: 200, Name: "homeassistant", Status: "running", Tags: []string{"homeassistant"}},
+		{Type: "qemu", VMID: 201, Name: "opnsense", Status: "stopped"},
+	}, vms)
+
+	for _, tc := range []struct {
+		file string
+		want pveout.Config
+	}{
+		{"qm-config.agent.source-derived.txt", pveout.Config{
+			Name: "homeassistant", Agent: true, Cores: 2, MemoryMB: 4096, Onboot: new(true), Tags: []string{"homeassistant"},
+			NICs:  []pveout.NIC{{}},
+			Disks: []pveout.Volume{{Key: "scsi0", Source: "local-lvm:vm-200-disk-0", Kind: "volume", Storage: "local-lvm", Volname: "vm-200-disk-0", SizeGB: 32}},
+		}},
+		{"conf.qemu-rollback-101.qemu-server-test.conf", pveout.Config{
+			Name: "win", Agent: true, Cores: 4, MemoryMB: 8192,
+			NICs:      []pveout.NIC{{}},
+			Disks:     []pveout.Volume{{Key: "ide0", Source: "local:snapshotable-disk-1", Kind: "volume", Storage: "local", Volname: "snapshotable-disk-1", SizeGB: 32}},
+			Snapshots: []string{"test"},
+		}},
+	} {
+		got, err := pveout.ParseConfig(sample(t, tc.file))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		diff(t, tc.file, tc.want, got)
+	}
+	for _, tc := range []struct {
+		agent string
+		on    bool
+	}{{"1", true}, {"0", false}, {"enabled=1,fstrim_cloned_disks=1", true}, {"enabled=0,type=isa", false}} {
+		got, _ := pveout.ParseConfig("agent: " + tc.agent + "\n")
+		diff(t, "agent: "+tc.agent, tc.on, got.Agent)
+	}
+}
