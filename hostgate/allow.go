@@ -55,6 +55,8 @@ func Allowed(argv []string, r Rules) error {
 	switch name {
 	case "pct":
 		return allowPct(args, r)
+	case "qm":
+		return allowQm(args)
 	case "pvesh":
 		return allowPvesh(args)
 	case "pveam":
@@ -177,6 +179,63 @@ func allowPct(args []string, r Rules) error {
 	return nil
 }
 
+// qmForms are the qm subcommands Nomos sends to a VM, each in the one
+// shape the catalogue renders it: no --skiplock, no --forceStop (a VM
+// that ignores a shutdown fails the step; stopping it is its own,
+// destructive action), and none of set, importdisk, disk, monitor,
+// terminal, vncproxy or sendkey, which reach the VM's config, disks or
+// console.
+var qmForms = map[string]form{
+	"list":         {},
+	"status":       {args: []value{vmid}},
+	"config":       {args: []value{vmid}, opts: map[string]value{"--current": exact("1")}},
+	"listsnapshot": {args: []value{vmid}},
+	"start":        {args: []value{vmid}},
+	"shutdown":     {args: []value{vmid}, opts: map[string]value{"--timeout": number(1, policy.MaxShutdownTimeout)}},
+	"reboot":       {args: []value{vmid}},
+	"stop":         {args: []value{vmid}},
+	"snapshot":     {args: []value{vmid, snapshot}, opts: map[string]value{"--vmstate": exact("1")}},
+	"rollback":     {args: []value{vmid, snapshot}},
+	"delsnapshot":  {args: []value{vmid, snapshot}},
+	"destroy":      {args: []value{vmid, exact("--purge"), exact("1")}},
+}
+
+func allowQm(args []string) error {
+	if len(args) == 0 {
+		return refusef("qm without a subcommand")
+	}
+	sub, rest := args[0], args[1:]
+	if sub == "guest" {
+		return allowQmGuest(rest)
+	}
+	f, ok := qmForms[sub]
+	if !ok {
+		return refusef("qm %s is not a qm subcommand nomos sends", q(sub))
+	}
+	return allowForm("qm "+sub, rest, f)
+}
+
+// allowQmGuest accepts the guest agent's ping, the health probe, and
+// qm guest exec VMID -- sh -c SCRIPT, what pct_exec renders for a VM.
+func allowQmGuest(args []string) error {
+	if len(args) == 3 && args[0] == "cmd" && args[2] == "ping" {
+		if err := vmid(args[1]); err != nil {
+			return refusef("qm guest cmd: %v", err)
+		}
+		return nil
+	}
+	if len(args) < 4 || args[0] != "exec" || args[2] != "--" {
+		return refusef("qm guest: want qm guest cmd VMID ping or qm guest exec VMID -- sh -c SCRIPT")
+	}
+	if err := vmid(args[1]); err != nil {
+		return refusef("qm guest exec: %v", err)
+	}
+	if args[3] != "sh" {
+		return refusef("qm guest exec: %s is not a command nomos runs in a VM", q(args[3]))
+	}
+	return allowShell("qm guest exec: sh", args[4:])
+}
+
 // optionPairs joins checked "--name value" pairs into single strings.
 func optionPairs(opts []string) []string {
 	var out []string
@@ -293,7 +352,7 @@ func readablePath(p string) bool {
 	}
 	switch rest := parts[3:]; len(rest) {
 	case 1:
-		return rest[0] == "status" || rest[0] == "lxc" || rest[0] == "storage"
+		return rest[0] == "status" || rest[0] == "lxc" || rest[0] == "qemu" || rest[0] == "storage"
 	case 3:
 		return rest[0] == "lxc" && vmid(rest[1]) == nil && (rest[2] == "config" || rest[2] == "snapshot" || rest[2] == "interfaces")
 	case 4:

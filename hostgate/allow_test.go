@@ -14,6 +14,7 @@ import (
 
 var (
 	lxc101   = policy.Target{Type: policy.TargetLXC, ID: "ct-101", Slug: "lxc:101", Host: "strong", VMID: 101}
+	vm200    = policy.Target{Type: policy.TargetVM, ID: "vm-200", Slug: "vm:strong/200", Host: "strong", VMID: 200}
 	jellyfin = policy.Target{Type: policy.TargetService, ID: "svc-jellyfin", Slug: "service:jellyfin", Host: "strong", VMID: 101, Unit: "jellyfin"}
 	caddy    = policy.Target{Type: policy.TargetService, ID: "svc-caddy", Slug: "service:caddy", Host: "strong", Unit: "caddy"}
 	strong   = policy.Target{Type: policy.TargetHost, ID: "host-strong", Slug: "host:strong", Host: "strong"}
@@ -52,6 +53,18 @@ var renderedPlans = []struct {
 	{policy.PctRollbackParams{Name: "pre-upgrade"}, lxc101},
 	{policy.PctDestroyParams{}, lxc101},
 	{policy.PctDestroyParams{Purge: true}, lxc101},
+	// The same actions on a VM render qm (policy/render.go).
+	{policy.PctStatusParams{}, vm200},
+	{policy.PctStartParams{}, vm200},
+	{policy.VMShutdownParams{}, vm200},
+	{policy.VMShutdownParams{Timeout: 5}, vm200},
+	{policy.PctStopParams{}, vm200},
+	{policy.PctRebootParams{}, vm200},
+	{policy.PctSnapshotParams{Name: "nomos-20260706-101500"}, vm200},
+	{policy.PctSnapshotParams{Name: "before-update", VMState: true}, vm200},
+	{policy.PctRollbackParams{Name: "pre-upgrade", Discard: []string{"later"}}, vm200},
+	{policy.PctDestroyParams{}, vm200},
+	{policy.PctExecParams{Command: "ha core check; echo 'it''s' $(id)"}, vm200},
 }
 
 // fill stands in for the actuator's own: the vmid and template it picks.
@@ -119,6 +132,13 @@ var actuatorCommands = []string{
 	"pct exec 101 -- getent hosts 'deb.debian.org'",
 	"ping -c 3 -W 2 '192.168.8.1'",
 	"ping -c 3 -W 2 'nas.lan'",
+	// VMs: the inventory, the guest agent probe and a snapshot first.
+	"pvesh get /nodes/strong/qemu --output-format json",
+	"qm config 200 --current 1",
+	"qm listsnapshot 200",
+	"qm guest cmd 200 ping",
+	"qm snapshot 200 nomos-20260706-101500",
+	"qm list",
 	// Fleet discovery and what an operator checks by hand.
 	"pvesh get /cluster/resources --type vm --output-format json",
 	"pvesh get /cluster/resources --output-format json", // the inventory, nodes included
@@ -233,6 +253,37 @@ func TestArgvIsWhatAShellWouldSee(t *testing.T) {
 // refusals are what a taken actuator key might try on a host, with a
 // part of the reason the gate gives.
 var refusals = []struct{ cmd, why string }{
+	// qm: only the forms the catalogue renders (issue 21).
+	{"qm set 200 --memory 64", "not a qm subcommand"},
+	{"qm set 200 --hookscript local:snippets/x.sh", "not a qm subcommand"},
+	{"qm importdisk 200 /tmp/x.qcow2 local-lvm", "not a qm subcommand"},
+	{"qm disk import 200 /tmp/x.qcow2 local-lvm", "not a qm subcommand"},
+	{"qm disk unlink 200 --idlist scsi0 --force 1", "not a qm subcommand"},
+	{"qm monitor 200", "not a qm subcommand"},
+	{"qm terminal 200", "not a qm subcommand"},
+	{"qm vncproxy 200", "not a qm subcommand"},
+	{"qm sendkey 200 ctrl-alt-delete", "not a qm subcommand"},
+	{"qm reset 200", "not a qm subcommand"},
+	{"qm unlock 200", "not a qm subcommand"},
+	{"qm shutdown 200 --timeout 60 --forceStop 1", "not an argument or option"},
+	{"qm shutdown 200 --timeout 0", "option --timeout"},
+	{"qm shutdown 200 --timeout 601", "option --timeout"},
+	{"qm stop 200 --skiplock 1", "not an argument or option"},
+	{"qm start 200 --skiplock 1", "not an argument or option"},
+	{"qm destroy 200", "want 3 arguments"},
+	{"qm destroy 200 --purge 1 --skiplock 1", "not an argument or option"},
+	{"qm rollback 200 ../x", "argument 2"},
+	{"qm snapshot 200 x1 --vmstate 0", "option --vmstate"},
+	{"qm config 200 --snapshot x1", "not an argument or option"},
+	{"qm status 0200", "argument 1"},
+	{"qm guest cmd 200 shutdown", "want qm guest cmd VMID ping"},
+	{"qm guest cmd 200 set-user-password", "want qm guest cmd VMID ping"},
+	{"qm guest passwd 200 root", "want qm guest cmd VMID ping"},
+	{"qm guest exec 200 -- rm -rf /", "not a command nomos runs in a VM"},
+	{"qm guest exec 200 -- sh -i", "want sh -c SCRIPT"},
+	{"qm guest exec 200 sh -c id", "want qm guest cmd VMID ping"},
+	{"qm guest exec-status 200 1", "want qm guest cmd VMID ping"},
+	{"qm", "without a subcommand"},
 	{"", "no command"},
 	{"   \n", "no command"},
 	{"bash", `"bash" is not a command`},
@@ -390,7 +441,6 @@ var refusals = []struct{ cmd, why string }{
 	{"pvesh get /nodes/strong/lxc --type vm", "not an argument or option"},
 	{"pvesh get /nodes/../lxc --output-format json", "not a path nomos reads"},
 	{"pvesh get '/nodes/strong x/lxc' --output-format json", "not a path nomos reads"},
-	{"pvesh get /nodes/strong/qemu --output-format json", "not a path nomos reads"},
 	{"pvesm status --content images", "want vztmpl"},
 	{"pvesm status --content vztmpl --storage local", "not an argument"},
 	{"pvesm status --content vztmpl --content vztmpl", "given twice"},

@@ -131,6 +131,8 @@ func mayRun(argv []string, rules hostgate.Rules) string {
 				why = "a description that is not one line of plain text"
 			}
 		}
+	case "qm":
+		why = mayRunQm(argv, shell)
 	case "pvesh":
 		if len(argv) < 3 || argv[1] != "get" || !strings.HasPrefix(argv[2], "/") || strings.Contains(argv[2], "..") ||
 			!(strings.HasPrefix(argv[2], "/cluster/") || strings.HasPrefix(argv[2], "/nodes") || argv[2] == "/version") ||
@@ -248,6 +250,51 @@ func mayRunPct(argv []string, shell func(int) string) string {
 		return ""
 	}
 	return mayRunEither(guest)
+}
+
+// mayRunQm: qm only with the subcommands a VM action, probe or the
+// inventory sends, never with --skiplock or --forceStop, and in a guest
+// only sh -c SCRIPT through the agent.
+func mayRunQm(argv []string, shell func(int) string) string {
+	subs := []string{"list", "status", "config", "listsnapshot", "start", "shutdown", "reboot", "stop", "snapshot", "rollback", "delsnapshot", "destroy", "guest"}
+	if len(argv) < 2 || !slices.Contains(subs, argv[1]) {
+		return "a qm subcommand Nomos does not send"
+	}
+	if slices.Contains(argv, "--skiplock") || slices.Contains(argv, "--forceStop") {
+		return "qm overriding a lock or forcing a stop"
+	}
+	if argv[1] == "list" {
+		if len(argv) != 2 {
+			return "qm list with arguments"
+		}
+		return ""
+	}
+	vmidAt := 2
+	if argv[1] == "guest" {
+		if len(argv) < 4 || (argv[2] != "cmd" && argv[2] != "exec") {
+			return "qm guest other than cmd or exec"
+		}
+		vmidAt = 3
+	}
+	if !regexp.MustCompile(`^[1-9][0-9]{2,8}$`).MatchString(argv[vmidAt]) {
+		return "qm without a vmid"
+	}
+	switch {
+	case argv[1] == "guest" && argv[2] == "cmd":
+		if len(argv) != 5 || argv[4] != "ping" {
+			return "a guest agent command other than ping"
+		}
+	case argv[1] == "guest":
+		if len(argv) < 6 || argv[4] != "--" || argv[5] != "sh" {
+			return "qm guest exec other than sh"
+		}
+		return shell(6)
+	case argv[1] == "destroy":
+		if !slices.Equal(argv[3:], []string{"--purge", "1"}) {
+			return "qm destroy other than with --purge 1"
+		}
+	}
+	return ""
 }
 
 // mayRunOnTheNode covers systemctl on the node itself: a question of any

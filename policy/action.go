@@ -35,6 +35,9 @@ const (
 	ActionPctRollback Action = "pct_rollback"
 	// ActionPctDestroy destroys a container and its disks.
 	ActionPctDestroy Action = "pct_destroy"
+	// ActionVMShutdown asks a VM to power off over ACPI (or its guest
+	// agent) and waits, bounded, until it is off.
+	ActionVMShutdown Action = "vm_shutdown"
 	// ActionRun runs any shell command on a Proxmox host.
 	ActionRun Action = "run"
 )
@@ -47,6 +50,7 @@ type TargetType string
 const (
 	TargetHost    TargetType = "host"
 	TargetLXC     TargetType = "lxc"
+	TargetVM      TargetType = "vm"
 	TargetService TargetType = "service"
 )
 
@@ -76,16 +80,17 @@ func (s Spec) Takes(t TargetType) bool { return slices.Contains(s.Targets, t) }
 var catalogue = []Spec{
 	{ActionRestart, "restart", []TargetType{TargetService}, "restart a service's systemd unit inside its container", false, false},
 	{ActionSystemctl, "systemctl", []TargetType{TargetService, TargetLXC}, "run systemctl enable, disable, reload, start, stop or restart on a unit", false, false},
-	{ActionPctExec, "exec", []TargetType{TargetLXC}, "run a shell command inside an existing container", true, false},
+	{ActionPctExec, "exec", []TargetType{TargetLXC, TargetVM}, "run a shell command inside an existing container, or in a VM through its guest agent", true, false},
 	{ActionAptUpgrade, "upgrade", []TargetType{TargetLXC}, "list (audit) or install (upgrade) pending package upgrades in a container", false, false},
 	{ActionPctCreate, "create", []TargetType{TargetHost}, "provision a new container on a host and install its service in one step", true, false},
-	{ActionPctStatus, "status", []TargetType{TargetLXC}, "read whether a container is running, from its host", false, true},
-	{ActionPctStart, "start", []TargetType{TargetLXC}, "start a container", false, false},
-	{ActionPctStop, "stop", []TargetType{TargetLXC}, "shut a container down cleanly, stopping it hard after 60 s", false, false},
-	{ActionPctReboot, "reboot", []TargetType{TargetLXC}, "reboot a container", false, false},
-	{ActionPctSnapshot, "snapshot", []TargetType{TargetLXC}, "take a snapshot of a container", false, false},
-	{ActionPctRollback, "rollback", []TargetType{TargetLXC}, "roll a container back to a snapshot, discarding later changes", false, false},
-	{ActionPctDestroy, "destroy", []TargetType{TargetLXC}, "destroy a stopped container and its disks", false, false},
+	{ActionPctStatus, "status", []TargetType{TargetLXC, TargetVM}, "read whether a container or VM is running, from its host", false, true},
+	{ActionPctStart, "start", []TargetType{TargetLXC, TargetVM}, "start a container or VM", false, false},
+	{ActionPctStop, "stop", []TargetType{TargetLXC, TargetVM}, "shut a container down cleanly, stopping it hard after 60 s; power a VM off at once, like pulling the plug", false, false},
+	{ActionVMShutdown, "shutdown", []TargetType{TargetVM}, "ask a VM to shut down (ACPI, or its guest agent) and wait until it is off, failing after the timeout", false, false},
+	{ActionPctReboot, "reboot", []TargetType{TargetLXC, TargetVM}, "reboot a container or VM", false, false},
+	{ActionPctSnapshot, "snapshot", []TargetType{TargetLXC, TargetVM}, "take a snapshot of a container or VM", false, false},
+	{ActionPctRollback, "rollback", []TargetType{TargetLXC, TargetVM}, "roll a container or VM back to a snapshot, discarding later changes", false, false},
+	{ActionPctDestroy, "destroy", []TargetType{TargetLXC, TargetVM}, "destroy a stopped container or VM and its disks", false, false},
 	{ActionRun, "run", []TargetType{TargetHost}, "run any shell command on a Proxmox host", true, false},
 }
 
@@ -128,7 +133,7 @@ type Target struct {
 	Slug string `json:"slug"`
 	// Host is the Proxmox node that commands run on, such as "strong".
 	Host string `json:"host"`
-	// VMID is the container: for an lxc target, the one in its slug; for a
+	// VMID is the guest: for an lxc or vm target, the one in its slug; for a
 	// service target, the container it runs in, or 0 when it runs on the
 	// host itself. Unused for a host target.
 	VMID int `json:"vmid,omitempty"`
@@ -174,12 +179,12 @@ func (t Target) Validate() error {
 		if t.VMID != 0 || t.Unit != "" {
 			return targetErr("host target %s must not carry a vmid or unit", t.Slug)
 		}
-	case TargetLXC:
+	case TargetLXC, TargetVM:
 		if _, vmid, _ := ParseContainerName(name); vmid != t.VMID {
 			return targetErr("target.vmid %d does not match slug %s", t.VMID, quoted(t.Slug))
 		}
 		if t.Unit != "" {
-			return targetErr("lxc target %s must not carry a unit", t.Slug)
+			return targetErr("%s target %s must not carry a unit", t.Type, t.Slug)
 		}
 	case TargetService:
 		if t.VMID != 0 {

@@ -38,6 +38,7 @@ var dangerPayloads = func() []dangerPayload {
 		"reboot", "rm -rf /", "pct destroy 101", "zfs destroy -r rpool/data",
 		"dd if=/dev/zero of=/dev/sda", "systemctl poweroff", "echo b > /proc/sysrq-trigger",
 		"wipefs -a /dev/sda", "qm destroy 100", "cp /dev/null /etc/pve/storage.cfg",
+		"qm stop 200", "qm rollback 200 snap", "qm guest exec 200 -- rm -rf /", "qm monitor 200",
 		"python3 -c 'import os'", "frobnicate --now",
 	} {
 		add(cmd, TargetHost)

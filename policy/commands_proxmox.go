@@ -138,7 +138,13 @@ func rulePct(a *analyzer, args []word, depth int) (Class, string) {
 	return cfgf("pct %s changes state", sub)
 }
 
-var qmSub = subRule("qm", set("list", "status", "config", "listsnapshot", "pending", "showcmd", "help"), set("destroy", "rollback", "delsnapshot"))
+// qmSub: qm stop and reset cut a running guest's power ("akin to pulling
+// the power plug", qemu-server's own vm_stop description), and monitor
+// reaches QEMU's human monitor, from which any disk can be detached.
+var qmSub = subRule("qm", set("list", "status", "config", "listsnapshot", "pending", "showcmd", "help"), set("destroy", "rollback", "delsnapshot", "stop", "reset", "monitor"))
+
+// qmAgentReads are the guest agent commands that only read.
+var qmAgentReads = set("ping", "info", "get-fsinfo", "get-host-name", "get-osinfo", "get-time", "get-timezone", "get-users", "get-vcpus", "network-get-interfaces", "fsfreeze-status", "get-memory-blocks", "get-memory-block-info")
 
 // ruleQm: qm guest exec runs a program inside a VM through its guest
 // agent, so, as for pct exec, the class is that of the program it runs
@@ -162,6 +168,9 @@ func ruleQm(a *analyzer, args []word, depth int) (Class, string) {
 			}
 			return Destructive, name + " --force erases the disks it unlinks"
 		}
+	}
+	if len(args) == 4 && !anyDynamic(args) && args[0].val == "guest" && args[1].val == "cmd" && qmAgentReads[args[3].val] {
+		return ReadOnly, ""
 	}
 	if len(args) < 2 || !args[0].static() || args[0].val != "guest" || (args[1].static() && args[1].val != "exec") {
 		return qmSub(a, args, depth)

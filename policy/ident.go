@@ -302,16 +302,16 @@ func ParseSlug(s string) (TargetType, string, error) {
 		if err := ValidateHostname(name); err != nil {
 			return "", "", fmt.Errorf("host name %w", err)
 		}
-	case TargetLXC:
+	case TargetLXC, TargetVM:
 		if _, _, err := ParseContainerName(name); err != nil {
-			return "", "", fmt.Errorf("lxc slug %w", err)
+			return "", "", fmt.Errorf("%s slug %w", typ, err)
 		}
 	case TargetService:
 		if err := ValidateServiceName(name); err != nil {
 			return "", "", fmt.Errorf("service name %w", err)
 		}
 	default:
-		return "", "", fmt.Errorf("must be a slug of type host, lxc or service, got %s", quoted(s))
+		return "", "", fmt.Errorf("must be a slug of type host, lxc, vm or service, got %s", quoted(s))
 	}
 	return TargetType(typ), name, nil
 }
@@ -323,8 +323,17 @@ func ParseSlug(s string) (TargetType, string, error) {
 
 // ContainerSlug is the slug of the container vmid in cluster.
 func ContainerSlug(cluster string, vmid int) string {
-	return string(TargetLXC) + ":" + cluster + "/" + strconv.Itoa(vmid)
+	return GuestSlug(TargetLXC, cluster, vmid)
 }
+
+// GuestSlug is the slug of the guest vmid in cluster: a container (lxc)
+// or a VM (vm), named the same way, "vm:strong/200".
+func GuestSlug(kind TargetType, cluster string, vmid int) string {
+	return string(kind) + ":" + cluster + "/" + strconv.Itoa(vmid)
+}
+
+// IsGuest reports whether t is a Proxmox guest: a container or a VM.
+func IsGuest(t TargetType) bool { return t == TargetLXC || t == TargetVM }
 
 // ParseContainerName splits an lxc slug's name, "cluster/vmid" or a bare
 // "vmid", into its cluster ("" for the bare form) and vmid.

@@ -154,11 +154,29 @@ type PctStopParams struct{}
 // PctRebootParams are the parameters of pct_reboot: none.
 type PctRebootParams struct{}
 
+// VMShutdownParams are the parameters of vm_shutdown.
+type VMShutdownParams struct {
+	// Timeout is how long, in seconds, qm shutdown waits for the VM to
+	// go before it fails; 0 means DefaultShutdownTimeout.
+	Timeout int `json:"timeout,omitempty"`
+}
+
+// DefaultShutdownTimeout is vm_shutdown's wait, qm shutdown's own default.
+const DefaultShutdownTimeout = 60
+
+// MaxShutdownTimeout bounds vm_shutdown's wait, below the actuator's
+// command timeout.
+const MaxShutdownTimeout = 600
+
 // PctSnapshotParams are the parameters of pct_snapshot.
 type PctSnapshotParams struct {
 	// Name is the snapshot name. It may be empty when parsed; the caller
 	// fills it (see SnapshotName) before rendering.
 	Name string `json:"name,omitempty"`
+	// VMState also saves a running VM's RAM, so a rollback resumes it
+	// running; the snapshot then needs the VM's memory size in storage.
+	// VMs only.
+	VMState bool `json:"vmstate,omitempty"`
 }
 
 // PctRollbackParams are the parameters of pct_rollback.
@@ -215,6 +233,9 @@ func (PctStopParams) Action() Action { return ActionPctStop }
 // Action returns ActionPctReboot.
 func (PctRebootParams) Action() Action { return ActionPctReboot }
 
+// Action returns ActionVMShutdown.
+func (VMShutdownParams) Action() Action { return ActionVMShutdown }
+
 // Action returns ActionPctSnapshot.
 func (PctSnapshotParams) Action() Action { return ActionPctSnapshot }
 
@@ -232,6 +253,15 @@ func (p PctStatusParams) check() (Params, []*ParamError) { return p, nil }
 func (p PctStartParams) check() (Params, []*ParamError)  { return p, nil }
 func (p PctStopParams) check() (Params, []*ParamError)   { return p, nil }
 func (p PctRebootParams) check() (Params, []*ParamError) { return p, nil }
+func (p VMShutdownParams) check() (Params, []*ParamError) {
+	if p.Timeout < 0 || p.Timeout > MaxShutdownTimeout {
+		return p, []*ParamError{paramErr("timeout", "must be 1 to %d seconds, or 0 for %d, got %d", MaxShutdownTimeout, DefaultShutdownTimeout, p.Timeout)}
+	}
+	if p.Timeout == 0 {
+		p.Timeout = DefaultShutdownTimeout
+	}
+	return p, nil
+}
 func (p PctDestroyParams) check() (Params, []*ParamError) {
 	return p, nil
 }
@@ -519,6 +549,7 @@ var kinds = map[Action]paramKind{
 	ActionPctStart:    kind[PctStartParams](),
 	ActionPctStop:     kind[PctStopParams](),
 	ActionPctReboot:   kind[PctRebootParams](),
+	ActionVMShutdown:  kind[VMShutdownParams](),
 	ActionPctSnapshot: kind[PctSnapshotParams](),
 	ActionPctRollback: kind[PctRollbackParams](),
 	ActionPctDestroy:  kind[PctDestroyParams](),

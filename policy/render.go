@@ -39,12 +39,22 @@ func Render(p Params, t Target) ([]string, error) {
 		return nil, err
 	}
 	vmid := strconv.Itoa(t.VMID)
+	// A guest's tool: pct for a container, qm for a VM; the verbs the
+	// catalogue uses are the same in both.
+	tool := "pct "
+	if t.Type == TargetVM {
+		tool = "qm "
+	}
 	switch p := p.(type) {
 	case RestartParams:
 		return []string{inGuest(t, "systemctl", "restart", NormalizeUnit(t.Unit))}, nil
 	case SystemctlParams:
 		return []string{inGuest(t, "systemctl", string(p.Verb), unitFor(p, t))}, nil
 	case PctExecParams:
+		if t.Type == TargetVM {
+			// Through the guest agent; qm refuses where none answers.
+			return []string{"qm guest exec " + vmid + " -- sh -c " + ShellQuote(p.Command)}, nil
+		}
 		return []string{inGuest(t, "sh", "-c", ShellQuote(p.Command))}, nil
 	case AptUpgradeParams:
 		update := inGuest(t, "apt-get", "-q", "-o", "Acquire::Retries=3", "update")
@@ -56,27 +66,42 @@ func Render(p Params, t Target) ([]string, error) {
 	case PctCreateParams:
 		return renderCreate(p), nil
 	case PctStatusParams:
-		return []string{"pct status " + vmid}, nil
+		return []string{tool + "status " + vmid}, nil
 	case PctStartParams:
-		return []string{"pct start " + vmid}, nil
+		return []string{tool + "start " + vmid}, nil
 	case PctStopParams:
+		if t.Type == TargetVM {
+			return []string{"qm stop " + vmid}, nil
+		}
 		return []string{"pct shutdown " + vmid + " --timeout 60 --forceStop 1"}, nil
+	case VMShutdownParams:
+		// Never --forceStop: a VM that ignores the request fails the step
+		// rather than being powered off unasked.
+		return []string{"qm shutdown " + vmid + " --timeout " + strconv.Itoa(p.Timeout)}, nil
 	case PctRebootParams:
-		return []string{"pct reboot " + vmid}, nil
+		return []string{tool + "reboot " + vmid}, nil
 	case PctSnapshotParams:
 		if p.Name == "" {
 			return nil, paramErr("name", "is required before rendering; generate one with SnapshotName")
 		}
-		return []string{"pct snapshot " + vmid + " " + shellWord(p.Name)}, nil
+		if p.VMState {
+			if t.Type != TargetVM {
+				return nil, paramErr("vmstate", "applies to a VM only: a container snapshot holds no RAM")
+			}
+			return []string{"qm snapshot " + vmid + " " + shellWord(p.Name) + " --vmstate 1"}, nil
+		}
+		return []string{tool + "snapshot " + vmid + " " + shellWord(p.Name)}, nil
 	case PctRollbackParams:
 		var steps []string
 		for _, s := range p.Discard {
-			steps = append(steps, "pct delsnapshot "+vmid+" "+shellWord(s))
+			steps = append(steps, tool+"delsnapshot "+vmid+" "+shellWord(s))
 		}
-		return append(steps, "pct rollback "+vmid+" "+shellWord(p.Name)), nil
+		return append(steps, tool+"rollback "+vmid+" "+shellWord(p.Name)), nil
 	case PctDestroyParams:
-		if p.Purge {
-			return []string{"pct destroy " + vmid + " --purge 1"}, nil
+		if p.Purge || t.Type == TargetVM {
+			// A VM always goes with --purge: out of backup jobs,
+			// replication and HA with it.
+			return []string{tool + "destroy " + vmid + " --purge 1"}, nil
 		}
 		return []string{"pct destroy " + vmid}, nil
 	case RunParams:

@@ -98,6 +98,9 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 		}
 	case PctExecParams:
 		b.merge(ClassifyCommand(p.Command, TargetLXC))
+		if t.Type == TargetVM {
+			b.raise(ReversibleLow, "runs through the QEMU guest agent, which must be enabled and answering")
+		}
 	case AptUpgradeParams:
 		if p.Mode == AptAudit {
 			b.raise(ReadOnly, "lists pending upgrades")
@@ -117,7 +120,13 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 	case PctStartParams:
 		b.raise(ReversibleLow, "starts "+t.Slug)
 	case PctStopParams:
-		b.raise(ReversibleLow, "stops "+t.Slug)
+		if t.Type == TargetVM {
+			b.raise(Destructive, "powers "+t.Slug+" off at once, like pulling the plug: the guest gets no chance to shut down, and unsaved data is lost")
+		} else {
+			b.raise(ReversibleLow, "stops "+t.Slug)
+		}
+	case VMShutdownParams:
+		b.raise(ReversibleLow, fmt.Sprintf("asks %s to shut down and waits up to %d s; a VM that ignores it stays up and the step fails", t.Slug, p.Timeout))
 	case PctRebootParams:
 		b.raise(ReversibleLow, "reboots "+t.Slug)
 	case PctSnapshotParams:
@@ -205,5 +214,5 @@ func NeedsSnapshot(p Params, t Target, c Class) bool {
 	case ActionPctCreate, ActionPctDestroy, ActionPctSnapshot, ActionPctRollback, ActionRun:
 		return false
 	}
-	return (t.Type == TargetLXC || t.Type == TargetService) && t.VMID != 0
+	return (IsGuest(t.Type) || t.Type == TargetService) && t.VMID != 0
 }
