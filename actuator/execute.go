@@ -145,7 +145,7 @@ func (x *execution) snapshot(ctx context.Context, vmid int) bool {
 		if i > 1 {
 			name += "-" + strconv.Itoa(i)
 		}
-		code, err = x.attempt(ctx, "snapshot", fmt.Sprintf("pct snapshot %d %s", vmid, name), nil)
+		code, err = x.attempt(ctx, "snapshot", fmt.Sprintf("%s snapshot %d %s", x.guestTool(), vmid, name), nil)
 		if err != nil || code == 0 || !strings.Contains(x.why(), "already used") {
 			break
 		}
@@ -167,7 +167,7 @@ func (x *execution) snapshot(ctx context.Context, vmid int) bool {
 		return true
 	case err == nil:
 		why := x.why()
-		msg := fmt.Sprintf("snapshot failed: pct snapshot exited %d: %s. Nothing else ran: the change was approved with a snapshot first.", code, why)
+		msg := fmt.Sprintf("snapshot failed: %s snapshot exited %d: %s. Nothing else ran: the change was approved with a snapshot first.", x.guestTool(), code, why)
 		if strings.Contains(why, featureUnavailable) {
 			msg += " The container cannot be snapshotted now, and the card did not say so; request the plan again to see why."
 		}
@@ -231,6 +231,11 @@ func (x *execution) record(name string, start time.Time, code int, err error, no
 	case err == nil && code == 0:
 		x.addPhase(name, tasks.StatusSucceeded, code, start, note)
 		return true
+	case err == nil && x.shutdownTimedOut():
+		p := x.plan.Params.(policy.VMShutdownParams)
+		x.fail(tasks.StatusFailed, name, code, start, note, fmt.Sprintf(
+			"%s failed: VM %d did not shut down within %d s and is still running; qm said: %s. Nothing was forced. "+
+				"Stop it (pct_stop, a hard power-off, like pulling the plug) only if you mean to.", name, x.plan.Target.VMID, p.Timeout, x.why()))
 	case err == nil:
 		msg := fmt.Sprintf("%s failed: the command exited with status %d", name, code)
 		if l := x.why(); l != "" && !strings.HasPrefix(l, "== ") {
@@ -266,6 +271,23 @@ func (x *execution) fail(status tasks.Status, name string, code int, start time.
 	x.res.FailedPhase = name
 	x.res.ExitCode = code
 	x.res.Error = msg
+}
+
+// guestTool is the Proxmox tool for the target's guest: qm for a VM, pct
+// for a container.
+func (x *execution) guestTool() string {
+	if x.order.Target.Type == string(policy.TargetVM) {
+		return "qm"
+	}
+	return "pct"
+}
+
+// shutdownTimedOut reports whether a vm_shutdown step failed because the
+// VM outlasted its timeout: qemu-server's _do_vm_stop says "VM
+// quit/powerdown failed - got timeout" and leaves it running.
+func (x *execution) shutdownTimedOut() bool {
+	_, ok := x.plan.Params.(policy.VMShutdownParams)
+	return ok && strings.Contains(x.why(), "got timeout")
 }
 
 // containerRef is how a note names the container for a request: the

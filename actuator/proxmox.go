@@ -85,7 +85,7 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 	}
 	wait = min(wait, tasks.MaxLockWait)
 	deadline := time.Now().Add(wait)
-	cmd := fmt.Sprintf("pct config %d --current 1", vmid)
+	cmd := fmt.Sprintf("%s config %d --current 1", x.guestTool(), vmid)
 	waited := ""
 	for {
 		stdout, stderr, code, err := x.look(ctx, cmd)
@@ -99,7 +99,7 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 			return false
 		case code != 0:
 			x.fail(tasks.StatusFailed, "lock", code, start, "",
-				fmt.Sprintf("Could not read CT %d's lock (pct config exited %d: %s), so nothing ran.", vmid, code, lastLine(stderr)))
+				fmt.Sprintf("Could not read CT %d's lock (%s config exited %d: %s), so nothing ran.", vmid, x.guestTool(), code, lastLine(stderr)))
 			return false
 		}
 		m := lockLineRE.FindStringSubmatch(stdout)
@@ -256,7 +256,7 @@ func (x *execution) pruneSnapshots(ctx context.Context, vmid int) {
 		return
 	}
 	start := x.a.now()
-	stdout, stderr, code, err := x.look(ctx, "pct listsnapshot "+strconv.Itoa(vmid))
+	stdout, stderr, code, err := x.look(ctx, x.guestTool()+" listsnapshot "+strconv.Itoa(vmid))
 	if err != nil || code != 0 {
 		why := lastLine(stderr)
 		if err != nil {
@@ -290,7 +290,7 @@ func (x *execution) pruneSnapshots(ctx context.Context, vmid int) {
 	}
 	var deleted, failed []string
 	for _, s := range prune {
-		c, err := x.attempt(ctx, "prune", fmt.Sprintf("pct delsnapshot %d %s", vmid, s), nil)
+		c, err := x.attempt(ctx, "prune", fmt.Sprintf("%s delsnapshot %d %s", x.guestTool(), vmid, s), nil)
 		if err != nil || c != 0 {
 			failed = append(failed, s+" ("+x.why()+")")
 			if err != nil {

@@ -1,0 +1,105 @@
+package actuator
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// withVMs gives pve1 the demo's two VMs: Home Assistant OS with a guest
+// agent and OPNsense without one, both running. It restarts labsim, so it
+// goes before withGate or after it with the gate kept.
+func withVMs() option {
+	return func(t *testing.T, b *bundle) {
+		if err := b.sim.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b.simCfg.Hosts[0].VMs = []labsim.VM{
+			{VMID: 200, Name: "homeassistant", Cores: 2, MemoryMB: 4096, Agent: true},
+			{VMID: 201, Name: "opnsense", MemoryMB: 2048, OSType: "other"},
+		}
+		b.startSim(t)
+	}
+}
+
+func (b *bundle) vm(vmid int, name string) tasks.Target {
+	return tasks.Target{ID: "vm-" + strconv.Itoa(vmid), Slug: "vm:pve1/" + strconv.Itoa(vmid), Type: "vm", Host: "pve1", HostAddr: b.addr,
+		VMID: vmid, Hostname: name}
+}
+
+// TestVMShutdownIgnoredIsNoSuccess: a VM that ignores the ACPI request
+// fails vm_shutdown once its timeout passes, with a message that says it
+// did not shut down within that time and is still running; nothing forces
+// it off (qemu-server _do_vm_stop without forceStop: "VM quit/powerdown
+// failed - got timeout"). Through the gate.
+func TestVMShutdownIgnoredIsNoSuccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(), withGate(hostgate.Rules{}))
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultIgnoreACPI, Target: "201"}); err != nil {
+		t.Fatal(err)
+	}
+	res := b.run(t, b.order(t, "x-shutdown", policy.VMShutdownParams{Timeout: 1}, b.vm(201, "opnsense")))
+	if res.Status != tasks.StatusFailed {
+		t.Fatalf("shutdown of a VM ignoring ACPI: %s, want failed\n%s", res.Status, res.Output)
+	}
+	contains(t, "error", res.Error, "VM 201 did not shut down within 1 s and is still running", "Nothing was forced")
+	diff(t, "still running", "status: running\n", b.ssh(t, "qm status 201"))
+
+	res = b.run(t, b.order(t, "x-shutdown-ha", policy.VMShutdownParams{Timeout: 1}, b.vm(200, "homeassistant")))
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("shutdown of a VM that obeys: %s: %s\n%s", res.Status, res.Error, res.Output)
+	}
+	diff(t, "off", "status: stopped\n", b.ssh(t, "qm status 200"))
+}
+
+// TestVMSnapshotRollbackThroughTheGate: a snapshot then a rollback of the
+// Home Assistant VM run as qm through the gate, and labsim's command log
+// records exactly the catalogue's forms; the VM is left stopped, as a
+// disk-only rollback leaves it. A hard stop runs qm stop and nothing else.
+func TestVMSnapshotRollbackThroughTheGate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(), withGate(hostgate.Rules{}))
+	ha := b.vm(200, "homeassistant")
+	for _, tc := range []struct {
+		id     string
+		params policy.Params
+	}{
+		{"snapshot", policy.PctSnapshotParams{Name: "before-update"}},
+		{"rollback", policy.PctRollbackParams{Name: "before-update"}},
+		{"start", policy.PctStartParams{}},
+		{"stop", policy.PctStopParams{}},
+	} {
+		res := b.run(t, b.order(t, "x-"+tc.id, tc.params, ha))
+		if res.Status != tasks.StatusSucceeded {
+			t.Fatalf("%s through the gate: %s at %s: %s\n%s", tc.id, res.Status, res.FailedPhase, res.Error, res.Output)
+		}
+	}
+	var qm []string
+	for _, l := range commandLines(b.commands(t)) {
+		if strings.Contains(l, "qm ") {
+			qm = append(qm, l)
+		}
+	}
+	want := []string{"qm snapshot 200 before-update", "qm rollback 200 before-update", "qm start 200", "qm stop 200"}
+	for _, w := range want {
+		if !slicesContainsSuffix(qm, w) {
+			t.Errorf("labsim's log lacks %q; its qm commands were %q", w, qm)
+		}
+	}
+	diff(t, "stopped", "status: stopped\n", b.ssh(t, "qm status 200"))
+	contains(t, "snapshot kept", b.ssh(t, "qm listsnapshot 200"), "before-update")
+}
+
+func slicesContainsSuffix(lines []string, s string) bool {
+	for _, l := range lines {
+		if strings.HasSuffix(l, s) {
+			return true
+		}
+	}
+	return false
+}
