@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,6 +123,11 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 
 func (a *Actuator) probe(ctx context.Context, c tasks.CheckRun) (probeReport, error) {
 	t := c.Target
+	if t.Type == string(policy.TargetVM) && slices.Contains([]string{"tcp", "systemd", "disk", "dns"}, c.Kind) {
+		// These read from inside the guest, which pct exec reaches in a
+		// container and nothing reaches in a VM.
+		return probeReport{}, fmt.Errorf("%w: %s reads from inside the guest, which Nomos cannot enter in a VM; probe a VM's services over the network (http, ping) and its run state with pct_status", errProbeSpec, c.Kind)
+	}
 	switch c.Kind {
 	case "http":
 		u, err := healthURL(c)
@@ -271,19 +277,38 @@ func (a *Actuator) probeDisk(ctx context.Context, t tasks.Target, path string, w
 	return probeReport{healthy, detail, m}
 }
 
+// probePctStatus reads a guest's run state from its node: pct status for
+// a container, qm status for a VM. A running VM with its guest agent
+// enabled is also pinged through the agent; one whose agent does not
+// answer is degraded, since the OS inside may be hung.
 func (a *Actuator) probePctStatus(ctx context.Context, t tasks.Target) probeReport {
-	out, errOut, code, failed := a.probeRun(ctx, t.HostAddr, "pct status "+strconv.Itoa(t.VMID))
+	tool, kind := "pct", "container"
+	if t.Type == string(policy.TargetVM) {
+		tool, kind = "qm", "VM"
+	}
+	vmid := strconv.Itoa(t.VMID)
+	out, errOut, code, failed := a.probeRun(ctx, t.HostAddr, tool+" status "+vmid)
 	if failed != nil {
 		return *failed
 	}
 	status := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "status:"))
 	switch {
 	case code != 0:
-		return probeReport{health: unhealthy, detail: fmt.Sprintf("pct status %d failed: %s", t.VMID, lastLine(errOut))}
-	case status == "running":
-		return probeReport{health: healthy, detail: fmt.Sprintf("container %d is running", t.VMID)}
+		return probeReport{health: unhealthy, detail: fmt.Sprintf("%s status %d failed: %s", tool, t.VMID, lastLine(errOut))}
+	case status != "running":
+		return probeReport{health: unhealthy, detail: fmt.Sprintf("%s %d is %s", kind, t.VMID, cmp.Or(status, "in an unknown state"))}
+	case kind == "container" || !t.Agent:
+		return probeReport{health: healthy, detail: fmt.Sprintf("%s %d is running", kind, t.VMID)}
 	}
-	return probeReport{health: unhealthy, detail: fmt.Sprintf("container %d is %s", t.VMID, cmp.Or(status, "in an unknown state"))}
+	_, errOut, code, failed = a.probeRun(ctx, t.HostAddr, "qm guest cmd "+vmid+" ping")
+	if failed != nil {
+		return *failed
+	}
+	if code != 0 {
+		return probeReport{health: degraded, detail: fmt.Sprintf("VM %d is running, but its guest agent does not answer: %s", t.VMID, cmp.Or(lastLine(errOut), "exit "+strconv.Itoa(code))),
+			metrics: map[string]float64{"agent_up": 0}}
+	}
+	return probeReport{health: healthy, detail: fmt.Sprintf("VM %d is running and its guest agent answers", t.VMID), metrics: map[string]float64{"agent_up": 1}}
 }
 
 func (a *Actuator) probeDNS(ctx context.Context, t tasks.Target, name string) probeReport {

@@ -103,3 +103,48 @@ func slicesContainsSuffix(lines []string, s string) bool {
 	}
 	return false
 }
+
+// TestVMRunStateAndAgentProbe: pct_status on a VM reads qm status, and
+// where the guest agent is enabled it pings the agent: answering is
+// healthy, a hung agent degraded, a VM without an agent healthy on its run
+// state alone, a stopped VM unhealthy. Probes that read from inside a
+// guest are refused for a VM rather than sent as pct exec. Through the
+// gate.
+func TestVMRunStateAndAgentProbe(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(), withGate(hostgate.Rules{}))
+	b.ssh(t, "qm stop 201")
+	ha, opn := b.vm(200, "homeassistant"), b.vm(201, "opnsense")
+	ha.Agent = true
+	cases := []struct {
+		id, kind string
+		target   tasks.Target
+		health   string
+		detail   string
+	}{
+		{"ha", "pct_status", ha, healthy, "VM 200 is running and its guest agent answers"},
+		{"opnsense", "pct_status", opn, unhealthy, "VM 201 is stopped"},
+		{"tcp-in-vm", "tcp", ha, unhealthy, "the check cannot run: invalid probe: tcp reads from inside the guest"},
+	}
+	for _, tc := range cases {
+		b.probe(t, tasks.CheckRun{CheckID: "check-" + tc.id, TargetID: "entity-" + tc.id, Kind: tc.kind, Target: tc.target})
+	}
+	for _, tc := range cases {
+		got := b.results.check(t, "check-"+tc.id)
+		diff(t, tc.id+" health", tc.health, got.Health)
+		contains(t, tc.id+" detail", got.Detail, tc.detail)
+	}
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultAgentHung, Target: "200"}); err != nil {
+		t.Fatal(err)
+	}
+	b.probe(t, tasks.CheckRun{CheckID: "check-hung", TargetID: "entity-hung", Kind: "pct_status", Target: ha})
+	got := b.results.check(t, "check-hung")
+	diff(t, "hung agent", degraded, got.Health)
+	contains(t, "hung agent detail", got.Detail, "its guest agent does not answer: QEMU guest agent is not running")
+	diff(t, "agent_up", 0.0, got.Metrics["agent_up"])
+	for _, e := range b.commands(t) {
+		if strings.HasPrefix(e.Command, "pct ") {
+			t.Errorf("a VM probe sent %q", e.Command)
+		}
+	}
+}

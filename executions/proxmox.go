@@ -39,7 +39,7 @@ func (e *RefusedError) Unwrap() error { return policy.ErrInvalidTarget }
 // a host or a service on the host itself.
 func (g *graph) guestOf(e store.Entity) store.Entity {
 	switch e.Type {
-	case "lxc":
+	case "lxc", "vm":
 		return e
 	case "service":
 		for _, edge := range g.edges {

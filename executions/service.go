@@ -775,6 +775,8 @@ func (g *graph) policyTarget(e store.Entity) policy.Target {
 	switch e.Type {
 	case "host":
 		t.Host = e.Name
+	case "vm":
+		t.VMID = e.AttrInt("vmid")
 	case "lxc":
 		t.VMID = e.AttrInt("vmid")
 		for _, edge := range g.edges {
@@ -819,7 +821,11 @@ func (g *graph) orderTarget(e store.Entity) tasks.Target {
 	if e.Type == "service" {
 		guest = g.guestOf(e)
 	}
-	if guest.Type == "lxc" {
+	if guest.Type == "vm" {
+		t.Hostname = cmp.Or(t.Hostname, guest.Name)
+		t.Agent = attrBool(guest, "agent")
+	}
+	if policy.IsGuest(policy.TargetType(guest.Type)) {
 		t.Hostname = cmp.Or(t.Hostname, guest.AttrString("hostname"))
 		ip, _, _ := strings.Cut(guest.AttrString("ip"), "/")
 		if _, err := netip.ParseAddr(ip); err == nil {

@@ -48,7 +48,10 @@ type SeedHost struct {
 	MemoryMB   int             `yaml:"memory_mb"`
 	Storage    string          `yaml:"storage"`
 	Containers []SeedContainer `yaml:"containers"`
-	Line       int             `yaml:"-"`
+	// VMs are the node's QEMU virtual machines. Their vmids share the
+	// cluster's space with the containers'.
+	VMs  []SeedVM `yaml:"vms"`
+	Line int      `yaml:"-"`
 	File       string          `yaml:"-"`
 }
 
@@ -67,6 +70,22 @@ type SeedContainer struct {
 	Status   string        `yaml:"status"`
 	Services []SeedService `yaml:"services"`
 	Line     int           `yaml:"-"`
+}
+
+// SeedVM is a QEMU virtual machine on a host: vm:<cluster>/<vmid>.
+type SeedVM struct {
+	VMID int    `yaml:"vmid"`
+	Name string `yaml:"name"`
+	// IP is where its services answer, for network checks; Nomos never
+	// runs commands inside a VM except through its guest agent.
+	IP       string `yaml:"ip"`
+	Cores    int    `yaml:"cores"`
+	MemoryMB int    `yaml:"memory_mb"`
+	DiskGB   int    `yaml:"disk_gb"`
+	Status   string `yaml:"status"`
+	// Agent says the QEMU guest agent is enabled (agent: 1).
+	Agent bool `yaml:"agent"`
+	Line  int  `yaml:"-"`
 }
 
 // SeedService is a systemd service inside a container.
@@ -221,6 +240,10 @@ func (s *Seed) parseFile(name string, data []byte) error {
 				h.Containers[ci].Services[si].Line = ss.Content[si].Line
 			}
 		}
+		vs := mappingValue(n, "vms")
+		for vi := range h.VMs {
+			h.VMs[vi].Line = vs.Content[vi].Line
+		}
 	}
 	for i := range typed.Relationships {
 		typed.Relationships[i].Line, typed.Relationships[i].File = nodes.Relationships[i].Line, name
@@ -363,6 +386,35 @@ func (v *seedValidator) host(h SeedHost) {
 			v.service(h.File, svc)
 		}
 	}
+	for _, vm := range h.VMs {
+		v.vm(h.File, h.ClusterName(), vm)
+	}
+}
+
+func (v *seedValidator) vm(file, cluster string, vm SeedVM) {
+	if policy.ValidateVMID(vm.VMID) != nil {
+		v.bad(file, vm.Line, "vm vmid %d: want %d..%d", vm.VMID, policy.MinVMID, policy.MaxVMID)
+	}
+	if policy.ValidateHostname(vm.Name) != nil {
+		v.bad(file, vm.Line, "vm %d name %q: want a DNS label", vm.VMID, vm.Name)
+	}
+	if vm.IP != "" {
+		if _, err := netip.ParseAddr(vm.IP); err != nil {
+			v.bad(file, vm.Line, "vm %d ip %q: want an IP address", vm.VMID, vm.IP)
+		}
+	}
+	if vm.Status != "" && !slices.Contains(containerStat, vm.Status) {
+		v.bad(file, vm.Line, "vm %d status %q: want running or stopped", vm.VMID, vm.Status)
+	}
+	if vm.Cores < 0 || vm.MemoryMB < 0 || vm.DiskGB < 0 {
+		v.bad(file, vm.Line, "vm %d: cores, memory_mb and disk_gb must not be negative", vm.VMID)
+	}
+	slug := policy.GuestSlug(policy.TargetVM, cluster, vm.VMID)
+	if v.slugs[slug] || v.slugs[policy.ContainerSlug(cluster, vm.VMID)] {
+		v.bad(file, vm.Line, "vm %d: cluster %s has it already (vmids are unique within a cluster, containers and VMs together)", vm.VMID, cluster)
+		return
+	}
+	v.add(file, vm.Line, slug)
 }
 
 func (v *seedValidator) container(file, cluster string, c SeedContainer) {
@@ -389,7 +441,7 @@ func (v *seedValidator) container(file, cluster string, c SeedContainer) {
 		v.bad(file, c.Line, "container %d: cores, memory_mb and disk_gb must not be negative", c.VMID)
 	}
 	slug := policy.ContainerSlug(cluster, c.VMID)
-	if v.slugs[slug] {
+	if v.slugs[slug] || v.slugs[policy.GuestSlug(policy.TargetVM, cluster, c.VMID)] {
 		v.bad(file, c.Line, "container %d: cluster %s has it already (vmids are unique within a cluster)", c.VMID, cluster)
 		return
 	}
@@ -493,6 +545,9 @@ func (s *Seed) Slugs() []string {
 			for _, svc := range c.Services {
 				out = append(out, "service:"+svc.Name)
 			}
+		}
+		for _, vm := range h.VMs {
+			out = append(out, policy.GuestSlug(policy.TargetVM, h.ClusterName(), vm.VMID))
 		}
 	}
 	return out

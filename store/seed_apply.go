@@ -128,6 +128,21 @@ func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error
 			}
 		}
 	}
+	for _, vm := range h.VMs {
+		vmSlug := policy.GuestSlug(policy.TargetVM, h.ClusterName(), vm.VMID)
+		attrs := map[string]any{
+			"vmid": vm.VMID, "host": h.Name, "cores": vm.Cores, "memory_mb": vm.MemoryMB, "disk_gb": vm.DiskGB, "agent": vm.Agent,
+		}
+		if vm.IP != "" {
+			attrs["ip"] = vm.IP
+		}
+		if err := a.entity(ctx, st, vmSlug, vm.Name, attrs); err != nil {
+			return err
+		}
+		if err := a.edge(ctx, st, hostSlug, vmSlug, "hosts"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

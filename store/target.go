@@ -16,21 +16,41 @@ import (
 
 // ResolveTargets finds the entities a name may mean, among the given types
 // (all non-check types when none are given). An exact slug wins outright;
-// otherwise the name is matched against entity names, LXC vmids and
-// hostnames, case-insensitively. A container's short forms, "lxc:101" and
-// "strong/101", match every live container with that vmid (in that
-// cluster), so on two standalone nodes that both have CT 101 they match
-// both. The caller refuses anything but one match.
+// otherwise the name is matched against entity names, guests' vmids and
+// hostnames, case-insensitively. A guest's short forms, "lxc:101",
+// "vm:200" and "strong/101", match every live guest of that kind (either
+// kind for "strong/101") with that vmid (in that cluster), so on two
+// standalone nodes that both have CT 101 they match both, and a name that
+// is a VM on one node and a container on another matches both. The
+// caller refuses anything but one match.
 func (s *Store) ResolveTargets(ctx context.Context, ref string, types ...string) ([]Entity, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
 		return nil, nil
 	}
-	if cluster, vmid, ok := containerRef(ref); ok && (len(types) == 0 || slices.Contains(types, "lxc")) {
-		if cluster != "" {
-			ref = policy.ContainerSlug(cluster, vmid)
-		} else {
-			return s.containersByVMID(ctx, vmid)
+	if kinds, cluster, vmid, ok := guestRef(ref); ok {
+		if len(types) > 0 {
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(types, k) })
+		}
+		switch {
+		case len(kinds) == 0:
+		case cluster == "":
+			return s.guestsByVMID(ctx, kinds, vmid)
+		case len(kinds) == 1:
+			ref = policy.GuestSlug(policy.TargetType(kinds[0]), cluster, vmid)
+		default:
+			var out []Entity
+			for _, k := range kinds {
+				e, err := s.EntityBySlug(ctx, policy.GuestSlug(policy.TargetType(k), cluster, vmid))
+				if errors.Is(err, ErrNotFound) || (err == nil && e.Lifecycle == "destroyed") {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, e)
+			}
+			return out, nil
 		}
 	}
 	if strings.Contains(ref, ":") {
@@ -54,7 +74,7 @@ func (s *Store) ResolveTargets(ctx context.Context, ref string, types ...string)
 		  AND (cardinality($2::text[]) = 0 OR e.type = ANY($2))
 		  AND (lower(e.name) = lower($1)
 		       OR lower(e.attrs->>'hostname') = lower($1)
-		       OR (e.type = 'lxc' AND (e.attrs->>'vmid')::int = $3))
+		       OR (e.type IN ('lxc', 'vm') AND (e.attrs->>'vmid')::int = $3))
 		ORDER BY e.slug`, ref, types, vmid)
 	if err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", ref, err)
@@ -71,28 +91,37 @@ func (s *Store) ResolveTargets(ctx context.Context, ref string, types ...string)
 	return out, rows.Err()
 }
 
-// containerRef reads a container's short forms: "lxc:101" (cluster "")
-// and "strong/101" or "lxc:strong/101".
-func containerRef(ref string) (cluster string, vmid int, ok bool) {
-	name, prefixed := strings.CutPrefix(strings.ToLower(ref), string(policy.TargetLXC)+":")
-	if !prefixed && !strings.Contains(name, "/") {
-		return "", 0, false
+// guestRef reads a guest's short forms: "lxc:101" or "vm:200" (cluster
+// ""), "lxc:strong/101" or "vm:strong/200", which name their kind, and
+// "strong/101", which may be either.
+func guestRef(ref string) (kinds []string, cluster string, vmid int, ok bool) {
+	name := strings.ToLower(ref)
+	kinds = []string{string(policy.TargetLXC), string(policy.TargetVM)}
+	for _, k := range kinds {
+		if rest, prefixed := strings.CutPrefix(name, k+":"); prefixed {
+			name, kinds = rest, []string{k}
+			break
+		}
+	}
+	if len(kinds) > 1 && !strings.Contains(name, "/") {
+		return nil, "", 0, false
 	}
 	cluster, vmid, err := policy.ParseContainerName(name)
-	return cluster, vmid, err == nil
+	return kinds, cluster, vmid, err == nil
 }
 
-// containersByVMID lists the live containers with vmid, in every cluster.
-func (s *Store) containersByVMID(ctx context.Context, vmid int) ([]Entity, error) {
+// guestsByVMID lists the live guests of the given kinds with vmid, in
+// every cluster.
+func (s *Store) guestsByVMID(ctx context.Context, kinds []string, vmid int) ([]Entity, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+`
-		WHERE e.type = 'lxc' AND e.lifecycle <> 'destroyed' AND (e.attrs->>'vmid')::int = $1
-		ORDER BY e.slug`, vmid)
+		WHERE e.type = ANY($2) AND e.lifecycle <> 'destroyed' AND (e.attrs->>'vmid')::int = $1
+		ORDER BY e.slug`, vmid, kinds)
 	if err != nil {
-		return nil, fmt.Errorf("resolve lxc:%d: %w", vmid, err)
+		return nil, fmt.Errorf("resolve %s:%d: %w", strings.Join(kinds, "|"), vmid, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entity, error) { return scanEntity(row) })
 	if err != nil {
-		return nil, fmt.Errorf("resolve lxc:%d: %w", vmid, err)
+		return nil, fmt.Errorf("resolve %s:%d: %w", strings.Join(kinds, "|"), vmid, err)
 	}
 	return out, nil
 }

@@ -93,6 +93,9 @@ type Target struct {
 	// the plan's card said its change would go on without a snapshot
 	// (policy.Target.SnapshotBlocker; part of the plan hash).
 	SnapshotBlocker string `json:"snapshot_blocker,omitempty"`
+	// Agent says a VM target has its QEMU guest agent enabled, so its
+	// run-state probe also asks the agent whether the OS inside answers.
+	Agent bool `json:"agent,omitempty"`
 }
 
 // SignOrder encodes and signs an order with the bot's key.
