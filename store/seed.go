@@ -52,7 +52,7 @@ type SeedHost struct {
 	// cluster's space with the containers'.
 	VMs  []SeedVM `yaml:"vms"`
 	Line int      `yaml:"-"`
-	File       string          `yaml:"-"`
+	File string   `yaml:"-"`
 }
 
 // ClusterName is the host's cluster: Cluster, else the host's own name.
