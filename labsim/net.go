@@ -3,6 +3,7 @@ package labsim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -124,6 +125,7 @@ func (c *call) resolver() string {
 // peer is who answers at an address.
 type peer struct {
 	ct        *ctState // the container there, if any
+	vm        *vmState // or the VM there
 	node      bool     // the Proxmox node the command runs on
 	reachable bool
 }
@@ -145,6 +147,13 @@ func (c *call) peerAt(ip string) peer {
 	for _, ct := range c.st.all() {
 		if ct.addr() == ip {
 			return peer{ct: ct, reachable: ct.running() && !c.env.faults.inContainer(FaultNetDown, ct.VMID)}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.st.Hosts)) {
+		for _, vm := range c.st.Hosts[name].VMs {
+			if vm.Conf.IP == ip {
+				return peer{vm: vm, reachable: vm.running()}
+			}
 		}
 	}
 	for _, ct := range c.st.all() {
@@ -532,6 +541,18 @@ func (c *call) fetch(raw string, quiet bool) (code, status int, body, ip string)
 	if p.node {
 		if port == 8006 {
 			return 0, 200, "<!DOCTYPE html>\n<html><head><title>" + c.env.host + " - Proxmox Virtual Environment</title></head><body></body></html>\n", ip
+		}
+		return fail(7, "Failed to connect to %s port %d after 0 ms: Couldn't connect to server", host, port)
+	}
+	if p.vm != nil {
+		for _, s := range p.vm.Conf.Services {
+			if s.Port != port {
+				continue
+			}
+			if s.HealthPath != "" && u.Path == s.HealthPath {
+				return 0, 200, "Healthy", ip
+			}
+			return 0, 200, fmt.Sprintf("<!DOCTYPE html>\n<html><head><title>%s</title></head><body><h1>%s</h1></body></html>\n", s.Name, s.Name), ip
 		}
 		return fail(7, "Failed to connect to %s port %d after 0 ms: Couldn't connect to server", host, port)
 	}

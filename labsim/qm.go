@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,11 @@ type VM struct {
 	Tags   string
 	// Template makes it a template: never running, never started.
 	Template bool
+	// IP is the VM's address on the LAN, without prefix; "" for none.
+	IP string
+	// Services answer on IP while the VM runs, each on its port (and
+	// HealthPath); what runs inside is not simulated beyond that.
+	Services []Service
 }
 
 func (v *VM) validate() error {
@@ -77,6 +83,11 @@ func (v *VM) validate() error {
 	}
 	if v.Cores < 0 || v.MemoryMB < 0 || v.DiskGB < 0 {
 		return fmt.Errorf("cores, memory and disk must not be negative")
+	}
+	if v.IP != "" {
+		if _, err := netip.ParseAddr(v.IP); err != nil {
+			return fmt.Errorf("ip %q is not an address", v.IP)
+		}
 	}
 	return nil
 }
@@ -108,6 +119,9 @@ type vmConf struct {
 	Tags       string `json:"tags,omitempty"`
 	Protection bool   `json:"protection,omitempty"`
 	IsTemplate bool   `json:"is_template,omitempty"`
+	// IP and Services are what answers on the network while it runs.
+	IP       string     `json:"ip,omitempty"`
+	Services []svcState `json:"services,omitempty"`
 }
 
 // vmSnapshot is a qm snapshot: the config and, with --vmstate, the
@@ -135,7 +149,11 @@ func newVM(host string, cfg VM, storage string, now time.Time) *vmState {
 		HWAddr:  fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(h>>16), byte(h>>8), byte(h)),
 		UUID:    fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", h, h>>16, h&0xfff, (h>>4)&0xfff, uint64(h)*2654435761),
 		OSType:  cfg.OSType, Agent: cfg.Agent, Onboot: cfg.Onboot, Tags: uniqueTags(cfg.Tags), IsTemplate: cfg.Template,
+		IP: cfg.IP,
 	}}
+	for _, s := range cfg.Services {
+		v.Conf.Services = append(v.Conf.Services, svcState{Name: s.Name, Port: s.Port, HealthPath: s.HealthPath})
+	}
 	if cfg.Status == statusRunning {
 		v.boot(now)
 	}

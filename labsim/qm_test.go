@@ -194,3 +194,19 @@ func TestQmRefusesWhatItDoesNotSimulate(t *testing.T) {
 		diff(t, cmd, 255, b.run(t, "pve1", cmd).Exit)
 	}
 }
+
+// TestVMServicesOnTheNetwork: a VM's services answer curl from the node
+// on its address while it runs, and not once it is stopped, so Nomos's
+// network probes see a VM as they see a container.
+func TestVMServicesOnTheNetwork(t *testing.T) {
+	t.Parallel()
+	hosts := vmFleet()
+	hosts[0].VMs[0].IP = "192.168.1.40"
+	hosts[0].VMs[0].Services = []Service{{Name: "homeassistant", Port: 8123, HealthPath: "/manifest.json"}}
+	b := setupFleet(t, hosts)
+	probe := "curl -sS -o /dev/null -w '%{http_code}' --max-time 10 http://192.168.1.40:8123/manifest.json"
+	diff(t, "running", result{Stdout: "200"}, b.run(t, "pve1", probe))
+	diff(t, "closed port", 7, b.run(t, "pve1", "curl -sS http://192.168.1.40:22/").Exit)
+	b.must(t, "pve1", "qm stop 200")
+	diff(t, "stopped", 7, b.run(t, "pve1", probe).Exit)
+}
