@@ -303,6 +303,7 @@ func (q *queues) start(a *Actuator) func(context.Context) error {
 		probeMux := asynq.NewServeMux()
 		probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
 		probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
+		probeMux.HandleFunc(tasks.TypePreviewRun, a.handlePreview)
 		if err := q.probes.Start(probeMux); err != nil {
 			q.orders.Shutdown()
 			q.answers.Shutdown()

@@ -24,6 +24,14 @@ const (
 	TypePreviewResult = "preview:result"
 )
 
+// PreviewActions are the actions whose preview the actuator reads from
+// the host, keyed by action so that another kind of guest can add its
+// own. Every other action's preview, if it has one, needs no host: the
+// bot writes it from the fleet it knows.
+var PreviewActions = []policy.Action{
+	policy.ActionAptUpgrade, policy.ActionPctDestroy, policy.ActionPctRollback, policy.ActionPctCreate,
+}
+
 // PreviewTimeout bounds the actuator's reads for one preview, connection
 // included. A preview that takes longer is reported as unavailable; the
 // plan stands either way.
@@ -197,8 +205,8 @@ func (r PreviewResult) validate() error {
 		}
 	}
 	for _, v := range r.Volumes {
-		if !volumeRE.MatchString(v) {
-			return fmt.Errorf("%q is not a volume id", v)
+		if err := ValidateVolume(v); err != nil {
+			return err
 		}
 	}
 	if r.Backup != nil {
@@ -253,8 +261,16 @@ func (b BackupStatus) Validate() error {
 			return fmt.Errorf("%q is not a storage id", s)
 		}
 	}
-	if b.LastVolume != "" && !volumeRE.MatchString(b.LastVolume) {
-		return fmt.Errorf("%q is not a volume id", b.LastVolume)
+	if b.LastVolume != "" {
+		return ValidateVolume(b.LastVolume)
+	}
+	return nil
+}
+
+// ValidateVolume checks a Proxmox volume id, STORAGE:NAME.
+func ValidateVolume(v string) error {
+	if !volumeRE.MatchString(v) {
+		return fmt.Errorf("%q is not a volume id", v)
 	}
 	return nil
 }
