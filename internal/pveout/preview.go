@@ -42,13 +42,18 @@ type AptSimulation struct {
 	Held int
 }
 
-// aptInstRE is apt-pkg's pkgSimulate line for an install or upgrade:
-// "Inst NAME [OLD] (NEW ORIGIN[, ORIGIN…] [ARCH])", with "[OLD]" absent
-// for a new package and a trailing "[]" or "[dep …]" for what it
-// breaks.
+// aptInstRE is apt-pkg's pkgSimulate::RealInstall line (algorithms.cc,
+// Describe with VerIterator::RelStr): "Inst NAME [OLD] (NEW
+// LABEL:VERSION/ARCHIVE[, …] [ARCH])", "[OLD]" absent for a new package,
+// and after it " [PKG on DEP]" or a list of breaks, which are not read.
 var (
-	aptInstRE    = regexp.MustCompile(`^Inst (\S+)(?: \[([^\]]*)\])? \((\S+) (.*) \[([^\]]*)\]\)`)
-	aptSummaryRE = regexp.MustCompile(`^(\d+) upgraded, (\d+) newly installed, (\d+) to remove and (\d+) not upgraded\.$`)
+	aptInstRE = regexp.MustCompile(`^Inst (\S+)(?: \[([^\]]*)\])? \((\S+) (.*) \[([^\]]*)\]\)`)
+	// aptSummaryRE is private-output.cc's Stats line, the reinstalled
+	// and downgraded counts printed only when not zero; aptSummary30RE
+	// the same at APT::Output-Version 30 (apt 3's apt, or apt-get so
+	// configured).
+	aptSummaryRE   = regexp.MustCompile(`^(\d+) upgraded, (\d+) newly installed, (?:(\d+) reinstalled, )?(?:(\d+) downgraded, )?\d+ to remove and (\d+) not upgraded\.$`)
+	aptSummary30RE = regexp.MustCompile(`^Upgrading: (\d+), Installing: (\d+), (?:Reinstalling: (\d+), )?(?:Downgrading: (\d+), )?Removing: \d+, Not Upgrading: (\d+)$`)
 )
 
 // ParseAptSimulation reads `apt-get -s upgrade`. It needs apt's summary
@@ -58,7 +63,7 @@ var (
 func ParseAptSimulation(out string) (AptSimulation, error) {
 	var sim AptSimulation
 	summary := false
-	var upgraded, installed int
+	listed := 0
 	for line := range strings.Lines(out) {
 		line = strings.TrimRight(line, "\r\n")
 		if m := aptInstRE.FindStringSubmatch(line); m != nil {
@@ -71,18 +76,24 @@ func ParseAptSimulation(out string) (AptSimulation, error) {
 			sim.Changes = append(sim.Changes, c)
 			continue
 		}
-		if m := aptSummaryRE.FindStringSubmatch(line); m != nil {
+		m := aptSummaryRE.FindStringSubmatch(line)
+		if m == nil {
+			m = aptSummary30RE.FindStringSubmatch(line)
+		}
+		if m != nil {
 			summary = true
-			upgraded, _ = strconv.Atoi(m[1])
-			installed, _ = strconv.Atoi(m[2])
-			sim.Held, _ = strconv.Atoi(m[4])
+			for _, n := range m[1:5] {
+				k, _ := strconv.Atoi(n)
+				listed += k
+			}
+			sim.Held, _ = strconv.Atoi(m[5])
 		}
 	}
 	if !summary {
 		return AptSimulation{}, fmt.Errorf("not the output of apt-get -s upgrade: no summary line")
 	}
-	if len(sim.Changes) != upgraded+installed {
-		return AptSimulation{}, fmt.Errorf("apt-get -s upgrade lists %d packages and counts %d upgraded and %d newly installed", len(sim.Changes), upgraded, installed)
+	if len(sim.Changes) != listed {
+		return AptSimulation{}, fmt.Errorf("apt-get -s upgrade lists %d packages and counts %d", len(sim.Changes), listed)
 	}
 	return sim, nil
 }
