@@ -43,7 +43,7 @@ type hostState struct {
 	// BackupJobs are the node's configured vzdump jobs, set from the
 	// config at every start; Backups the archives on its storages, which
 	// outlive their containers (backup.go).
-	BackupJobs []BackupJob  `json:"backup_jobs,omitempty"`
+	BackupJobs []BackupJob `json:"backup_jobs,omitempty"`
 	Backups    []backupVol `json:"backups,omitempty"`
 }
 
