@@ -37,9 +37,9 @@ var errNotReadOnly = errors.New("not read-only")
 // maxPreviewBytes bounds what one preview command may print.
 const maxPreviewBytes = 1 << 20
 
-// handleCheck's sibling for previews: it verifies a preview request, runs
-// its action's reads within tasks.PreviewTimeout and reports what it read
-// or why it could not, signed, on the results queue. A request that does
+// handlePreview verifies a preview request, runs its action's reads
+// within Config.PreviewTimeout and reports what it read or why it could
+// not, signed, on the results queue. A request that does
 // not verify, is for another actuator or has expired runs nothing and is
 // not answered.
 func (a *Actuator) handlePreview(_ context.Context, t *asynq.Task) error {
@@ -61,8 +61,8 @@ func (a *Actuator) handlePreview(_ context.Context, t *asynq.Task) error {
 		return err
 	}
 	a.metrics.verify(kindPreview)
-	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), tasks.PreviewTimeout,
-		fmt.Errorf("%w after %s", ErrTimedOut, tasks.PreviewTimeout))
+	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), a.cfg.PreviewTimeout,
+		fmt.Errorf("%w after %s", ErrTimedOut, a.cfg.PreviewTimeout))
 	defer cancel()
 	res := tasks.PreviewResult{ExecutionID: r.ExecutionID, Actuator: a.cfg.Name, Action: r.Action}
 	if err := a.preview(ctx, r, &res); err != nil {
