@@ -67,6 +67,9 @@ type Config struct {
 	CommandTimeout time.Duration
 	// ProvisionTimeout bounds a whole pct_create. Default 30m.
 	ProvisionTimeout time.Duration
+	// PreviewTimeout bounds the reads of one plan's preview, connection
+	// included. Default tasks.PreviewTimeout (5s).
+	PreviewTimeout time.Duration
 	// ProgressInterval is the least time between two progress reports of
 	// one execution. Default 2s.
 	ProgressInterval time.Duration
@@ -144,6 +147,7 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
 	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)
+	cfg.PreviewTimeout = cmp.Or(cfg.PreviewTimeout, tasks.PreviewTimeout)
 	cfg.ProgressInterval = cmp.Or(cfg.ProgressInterval, 2*time.Second)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, 10*time.Second)
 	cfg.TaskCheckInterval = cmp.Or(cfg.TaskCheckInterval, tasks.PollInterval)
@@ -220,7 +224,7 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 		name string
 		v    time.Duration
 	}{
-		{"command timeout", cfg.CommandTimeout}, {"provision timeout", cfg.ProvisionTimeout},
+		{"command timeout", cfg.CommandTimeout}, {"provision timeout", cfg.ProvisionTimeout}, {"preview timeout", cfg.PreviewTimeout},
 		{"progress interval", cfg.ProgressInterval}, {"heartbeat interval", cfg.HeartbeatInterval},
 		{"task check interval", cfg.TaskCheckInterval}, {"retry delay", cfg.RetryDelay},
 		{"shutdown grace", cfg.ShutdownGrace}, {"ha wait", cfg.HAWait}, {"poll interval", cfg.PollInterval},
@@ -303,6 +307,7 @@ func (q *queues) start(a *Actuator) func(context.Context) error {
 		probeMux := asynq.NewServeMux()
 		probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
 		probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
+		probeMux.HandleFunc(tasks.TypePreviewRun, a.handlePreview)
 		if err := q.probes.Start(probeMux); err != nil {
 			q.orders.Shutdown()
 			q.answers.Shutdown()

@@ -17,6 +17,7 @@ const (
 	kindOrder     = "order"
 	kindProbe     = "probe"
 	kindInventory = "inventory"
+	kindPreview   = "preview"
 )
 
 // refusals are every reason a signed request is refused for, so each
@@ -62,7 +63,7 @@ func newMetrics() *metrics {
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600},
 		}, []string{"result"}),
 	}
-	for _, k := range []string{kindOrder, kindProbe, kindInventory} {
+	for _, k := range []string{kindOrder, kindProbe, kindInventory, kindPreview} {
 		m.verified.WithLabelValues(k)
 	}
 	for _, r := range refusals {

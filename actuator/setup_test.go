@@ -414,6 +414,7 @@ type message struct {
 	Result    tasks.Result
 	Check     tasks.CheckResult
 	Inventory tasks.InventoryResult
+	Preview   tasks.PreviewResult
 }
 
 func (m message) executionID() string {
@@ -478,6 +479,8 @@ func (c *collector) handle(ctx context.Context, task *asynq.Task) error {
 		m.Check, err = tasks.VerifyCheckResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	case tasks.TypeInventoryResult:
 		m.Inventory, err = tasks.VerifyInventoryResult(tasks.VerifyKeys{c.pub}, task.Payload())
+	case tasks.TypePreviewResult:
+		m.Preview, err = tasks.VerifyPreviewResult(tasks.VerifyKeys{c.pub}, task.Payload())
 	default:
 		err = errors.New("unexpected task type " + task.Type())
 	}

@@ -65,6 +65,12 @@ type Config struct {
 	RecoveryKeyFile string
 	// Redis carries results from the actuator (nomos:results).
 	Redis asynq.RedisConnOpt
+	// OwnPath are the entities between Nomos and its homeserver, by slug
+	// (matrix.served_by): the reverse proxy in front of it, the
+	// container it runs in. A card that restarts, stops or reboots one
+	// of them, or what they run on, warns that the room may go quiet
+	// until it is back.
+	OwnPath []string
 	// StatusURL is the status page's address (web.public_url): each card
 	// links to its execution's page under it, StatusURL/executions/<id>.
 	// May be empty.

@@ -38,7 +38,8 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 	if err != nil || !claimed {
 		return
 	}
-	plain, htm := RenderCard(b.cardView(ctx, p))
+	view := b.cardView(ctx, p)
+	plain, htm := RenderCard(view)
 	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: plain, Mentions: &event.Mentions{}}
 	if x.GateClass() == policy.Destructive.String() && x.State == store.StateAwaitingApproval {
 		content.MsgType = event.MsgText
@@ -51,6 +52,7 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 	if err := b.store.SetCardEvent(ctx, x.ID, room.String(), eventID.String()); err != nil {
 		b.logger.Error("record card", "execution_id", x.ID, "err", err)
 	}
+	b.awaitPreview(ctx, x, view.Preview)
 	b.reactToCard(ctx, room, eventID, x)
 	b.copyToOpsRoom(ctx, room, plain, htm, x)
 	// The execution may have moved while the card was being posted.
@@ -125,11 +127,13 @@ func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) error {
 		b.logger.Warn("describe execution for its card", "execution_id", execID, "err", err)
 		p = executions.Planned{Execution: x}
 	}
-	plain, htm := RenderCard(b.cardView(ctx, p))
+	view := b.cardView(ctx, p)
+	plain, htm := RenderCard(view)
 	if err := b.editMessage(ctx, id.RoomID(x.RoomID), id.EventID(x.CardEventID), cardMsgType(x), plain, htm); err != nil {
 		b.logger.Warn("edit card; trying again", "execution_id", execID, "err", err)
 		return err
 	}
+	b.awaitPreview(ctx, x, view.Preview)
 	return nil
 }
 
@@ -138,6 +142,9 @@ func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 	v := CardView{Planned: p, StatusURL: b.cfg.StatusURL, Now: b.now(), Tail: x.ProgressTail}
 	if x.State == store.StateAwaitingApproval && x.RoomID != "" {
 		v.VerifiedOnly = b.verifiedOnly(ctx, id.RoomID(x.RoomID))
+	}
+	if x.State == store.StateAwaitingApproval && len(p.Steps) == 0 {
+		v.Preview, v.OwnPath = b.cardPreview(ctx, x.ID), b.cfg.OwnPath
 	}
 	if class, err := policy.ParseClass(x.GateClass()); err == nil {
 		v.Quorum = b.exec.Quorum(class)

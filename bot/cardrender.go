@@ -51,6 +51,12 @@ type CardView struct {
 	// Quorum is how many operators must type a destructive plan's phrase;
 	// 0 or 1 means one.
 	Quorum int
+	// Preview is what the actuator read of what the plan will change.
+	Preview CardPreview
+	// OwnPath are the entities between Nomos and its homeserver
+	// (Config.OwnPath): a card that takes one down warns that the room
+	// may go quiet.
+	OwnPath []string
 }
 
 // Limits that keep a card far below Matrix's 64 KiB event size.
@@ -141,6 +147,7 @@ func RenderCard(v CardView) (plain, html string) {
 		return m.done()
 	}
 	commandLines(&m, v, t)
+	willChange(&m, v, t)
 	phaseLine(&m, v, x, class, res, t)
 	if res != nil {
 		resultDetails(&m, v, res, t)

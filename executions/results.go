@@ -214,6 +214,15 @@ func (s *Service) ApplyReport(ctx context.Context, typ string, payload []byte) (
 			return Applied{}, err
 		}
 		return Applied{}, s.applyInventory(ctx, r)
+	case tasks.TypePreviewResult:
+		r, err := tasks.VerifyPreviewResult(key, payload)
+		if err != nil {
+			return Applied{}, s.refuseUnverified(ctx, typ, payload, err)
+		}
+		if err := s.checkActuator(ctx, typ, tasks.Claims{ExecutionID: r.ExecutionID, Actuator: r.Actuator}); err != nil {
+			return Applied{}, err
+		}
+		return Applied{}, s.applyPreview(ctx, r)
 	}
 	return Applied{}, s.refuse(ctx, claimed(typ, payload, RefusedMalformed, "not a task type of the results queue"))
 }

@@ -392,6 +392,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	}
 	s.logger.Info("execution requested", "execution_id", id, "action", b.spec.Action, "target", b.entity.Slug,
 		"risk_class", b.risk.Class, "state", x.State, "requested_by", r.RequestedBy)
+	s.requestPreview(ctx, g, x, b.entity)
 	if x.State == store.StateApproved {
 		if x, err = s.Dispatch(ctx, x.ID); err != nil {
 			s.logger.Warn("dispatch failed; the reconciler will retry", "execution_id", id, "err", err)

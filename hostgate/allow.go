@@ -62,6 +62,14 @@ func Allowed(argv []string, r Rules) error {
 	case "pveam":
 		return allowForm("pveam", args, form{args: []value{exact("list"), storage}})
 	case "pvesm":
+		if len(args) > 0 && args[0] == "list" {
+			// A preview's read of a storage's backups of one guest, and
+			// of nothing else on it.
+			if len(args) != 6 {
+				return refusef("pvesm list: want pvesm list STORAGE --content backup --vmid VMID")
+			}
+			return allowForm("pvesm", args, form{args: []value{exact("list"), storage}, opts: map[string]value{"--content": exact("backup"), "--vmid": vmid}})
+		}
 		return allowForm("pvesm", args, form{args: []value{exact("status")}, opts: map[string]value{"--content": exact("vztmpl")}})
 	case "ping":
 		return allowForm("ping", args, form{args: []value{exact("-c"), exact("3"), exact("-W"), exact("2"), host}})
@@ -262,6 +270,10 @@ func allowPctExec(args []string) error {
 	case "env":
 		return allowEnv(rest)
 	}
+	if name == "apt-get" && slices.Equal(rest, []string{"-s", "upgrade"}) {
+		// The upgrade preview: a simulation, which changes nothing.
+		return nil
+	}
 	f, ok := guestForms[name]
 	if !ok {
 		f, ok = probeForms[name]
@@ -339,11 +351,11 @@ func allowPvesh(args []string) error {
 }
 
 // readablePath reports whether p is one of the API paths Nomos reads:
-// inventory, the next free vmid, versions, a container's state and the
-// addresses of its interfaces.
+// inventory, the next free vmid, versions, the backup jobs (a preview's),
+// a container's state and the addresses of its interfaces.
 func readablePath(p string) bool {
 	switch p {
-	case "/cluster/nextid", "/cluster/resources", "/cluster/status", "/nodes", "/version":
+	case "/cluster/nextid", "/cluster/resources", "/cluster/status", "/nodes", "/version", "/cluster/backup":
 		return true
 	}
 	parts := strings.Split(p, "/")

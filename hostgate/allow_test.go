@@ -155,6 +155,12 @@ var actuatorCommands = []string{
 	"pvesh get /nodes/pve-01/lxc --output-format json",
 	"pct config 101 --current 1",
 	"pct listsnapshot 9001",
+	// Previews (actuator/preview.go): what a plan would change, read
+	// before approval.
+	"pct exec 102 -- apt-get -s upgrade",
+	"pvesh get /cluster/backup --output-format json",
+	"pvesm list local --content backup --vmid 101",
+	"pvesm list nas-backup --content backup --vmid 101",
 }
 
 func TestActuatorCommandsPass(t *testing.T) {
@@ -442,6 +448,15 @@ var refusals = []struct{ cmd, why string }{
 	{"pvesh get /nodes/../lxc --output-format json", "not a path nomos reads"},
 	{"pvesh get '/nodes/strong x/lxc' --output-format json", "not a path nomos reads"},
 	{"pvesm status --content images", "want vztmpl"},
+	{"pvesm list local", "want pvesm list STORAGE --content backup --vmid VMID"},
+	{"pvesm list local --vmid 101 --vmid 102", "given twice"},
+	{"pvesm list local --content images --vmid 101", "want backup"},
+	{"pvesm list local --content backup --vmid 99", "want a container id"},
+	{"pvesm list 'local;x' --content backup --vmid 101", "not accepted by policy"},
+	{"pvesm alloc local 101 vm-101-disk-1 4G", "want status"},
+	{"pct exec 102 -- apt-get -s install nginx", "want -q"},
+	{"pct exec 102 -- apt-get -s -o APT::Get::Simulate=0 upgrade", "want"},
+	{"pvesh get /cluster/backup/backup-1a2b/included_volumes", "not a path nomos reads"},
 	{"pvesm status --content vztmpl --storage local", "not an argument"},
 	{"pvesm status --content vztmpl --content vztmpl", "given twice"},
 	{"pvesh get /nodes/strong/lxc/101/interfaces/eth0", "not a path nomos reads"},

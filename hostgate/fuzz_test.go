@@ -144,8 +144,14 @@ func mayRun(argv []string, rules hostgate.Rules) string {
 			why = "pveam other than list"
 		}
 	case "pvesm":
-		if !slices.Equal(argv, []string{"pvesm", "status"}) && !slices.Equal(argv, []string{"pvesm", "status", "--content", "vztmpl"}) {
-			why = "pvesm other than status of all storages or of the template storages"
+		backups := false
+		if len(argv) == 7 && argv[1] == "list" && policy.ValidateStorage(argv[2]) == nil {
+			opts := []string{argv[3] + " " + argv[4], argv[5] + " " + argv[6]}
+			slices.Sort(opts)
+			backups = opts[0] == "--content backup" && strings.HasPrefix(opts[1], "--vmid ")
+		}
+		if !slices.Equal(argv, []string{"pvesm", "status"}) && !slices.Equal(argv, []string{"pvesm", "status", "--content", "vztmpl"}) && !backups {
+			why = "pvesm other than status of all storages or of the template storages, or one guest's backups on a storage"
 		}
 	case "curl":
 		fixed := []string{"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"}

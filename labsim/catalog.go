@@ -48,6 +48,8 @@ var packages = map[string]pkgInfo{
 	"nfs-kernel-server":        {Version: "1:2.6.2-4+deb12u1", SizeKB: 155, Unit: "nfs-server.service", Port: 2049, Description: "NFS server and services"},
 	"fail2ban":                 {Version: "1.0.2-2", Arch: "all", SizeKB: 451, Unit: "fail2ban.service", Description: "Fail2Ban Service"},
 	"curl":                     {Version: "7.88.1-10+deb12u8", SizeKB: 315},
+	"libc6":                    {Version: "2.36-9+deb12u8", SizeKB: 2757, Description: "GNU C Library: Shared libraries"},
+	"libc-bin":                 {Version: "2.36-9+deb12u8", SizeKB: 609, Description: "GNU C Library: Binaries"},
 	"wget":                     {Version: "1.21.3-1+b2", SizeKB: 984},
 	"git":                      {Version: "1:2.39.5-0+deb12u1", SizeKB: 7260},
 	"ca-certificates":          {Version: "20230311", Arch: "all", SizeKB: 153},
@@ -76,7 +78,7 @@ var packages = map[string]pkgInfo{
 }
 
 // basePackages come with every template; the interesting ones carry units.
-var basePackages = []string{"openssh-server", "cron", "postfix", "ca-certificates", "curl", "iputils-ping"}
+var basePackages = []string{"libc6", "libc-bin", "openssh-server", "cron", "postfix", "ca-certificates", "curl", "iputils-ping"}
 
 type ctTemplate struct {
 	distro    string // debian or ubuntu: picks the mirror

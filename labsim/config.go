@@ -68,6 +68,9 @@ type Host struct {
 	// they say otherwise: local-lvm (lvmthin, the default), local-zfs
 	// (zfspool) or local (dir). See storage.go for what each allows.
 	Storage string
+	// BackupJobs are vzdump jobs of the node's cluster (backup.go): every
+	// node of the cluster lists them.
+	BackupJobs []BackupJob
 }
 
 // Container is an LXC as it exists before anyone touches it.
@@ -102,6 +105,22 @@ type Container struct {
 	// Template makes the container a template: it cannot be started or
 	// snapshotted.
 	Template bool
+	// Outdated gives it the packages of an older point release, so that
+	// apt has updates for it: libc6 and libc-bin from stable,
+	// openssh-server and curl from stable-security.
+	Outdated bool
+	// Backups are vzdump archives of it already on a storage, from before
+	// labsim started; the storage's backup jobs are the host's
+	// BackupJobs.
+	Backups []Backup
+}
+
+// Backup is a vzdump archive of a container on a storage.
+type Backup struct {
+	// Storage holds it; default local.
+	Storage string
+	// Taken is when vzdump started, which its name records.
+	Taken time.Time
 }
 
 // BindMount is a host directory mounted into a container.

@@ -398,12 +398,14 @@ func aptCmd(c *call) int {
 	}
 	var verb string
 	var pkgs []string
-	yes := false
+	yes, simulate := false, false
 	for i := 0; i < len(c.args); i++ {
 		a := c.args[i]
 		switch {
 		case a == "-o" || a == "-c" || a == "-t" || a == "--target-release":
 			i++
+		case a == "-s" || a == "--simulate" || a == "--just-print" || a == "--dry-run" || a == "--recon" || a == "--no-act":
+			simulate = true
 		case a == "-y" || a == "--yes" || a == "--assume-yes" || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "y"):
 			yes = true
 		case strings.HasPrefix(a, "-"):
@@ -421,11 +423,10 @@ func aptCmd(c *call) int {
 		return c.aptInstall(tpl, pkgs, yes)
 	case "remove", "purge":
 		return c.aptRemove(pkgs, yes)
-	case "upgrade", "dist-upgrade", "full-upgrade", "autoremove":
+	case "upgrade", "dist-upgrade", "full-upgrade":
+		return c.aptUpgrade(tpl, simulate, yes)
+	case "autoremove":
 		c.outf("Reading package lists...\nBuilding dependency tree...\nReading state information...\n")
-		if verb != "autoremove" {
-			c.outf("Calculating upgrade...\n")
-		}
 		c.outf("0 upgraded, 0 newly installed, 0 to remove and 0 not upgraded.\n")
 		return 0
 	case "clean", "autoclean":
@@ -471,14 +472,15 @@ func (c *call) aptUpdate(tpl ctTemplate) int {
 	return 100
 }
 
-// aptList is apt list: --upgradable shows nothing, since the mirror has no
-// newer versions than it installs; --installed shows what is installed;
-// otherwise every package the mirror carries.
+// aptList is apt list: --upgradable shows the point release's updates of
+// an Outdated container (updates.go), nothing otherwise; --installed
+// shows what is installed; otherwise every package the mirror carries.
 func (c *call) aptList(tpl ctTemplate) int {
 	upgradable := slices.Contains(c.args, "--upgradable") || slices.Contains(c.args, "--upgradeable")
 	installed := slices.Contains(c.args, "--installed")
 	c.outf("Listing...\n")
 	if upgradable {
+		c.upgradableList(tpl)
 		return 0
 	}
 	for _, n := range slices.Sorted(maps.Keys(packages)) {

@@ -664,6 +664,8 @@ func pveshCmd(c *call) int {
 		return pveshNextID(c, want, format)
 	case verb == "get" && p == "/cluster/resources":
 		return pveshResources(c, typ, format)
+	case verb == "get" && p == "/cluster/backup":
+		return pveshBackupJobs(c, format)
 	case verb == "get" && nodeLXCPathRE.MatchString(p):
 		return pveshNodeLXC(c, nodeLXCPathRE.FindStringSubmatch(p)[1], format, tf)
 	case verb == "get" && nodeQemuPathRE.MatchString(p):

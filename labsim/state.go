@@ -42,6 +42,11 @@ type hostState struct {
 	// back at the next start.
 	Destroyed []int             `json:"destroyed,omitempty"`
 	Files     map[string]string `json:"files,omitempty"`
+	// BackupJobs are the node's configured vzdump jobs, set from the
+	// config at every start; Backups the archives on its storages, which
+	// outlive their containers (backup.go).
+	BackupJobs []BackupJob `json:"backup_jobs,omitempty"`
+	Backups    []backupVol `json:"backups,omitempty"`
 }
 
 type ctState struct {
@@ -71,6 +76,9 @@ type ctState struct {
 	HA *haState `json:"ha,omitempty"`
 	// Mounts are its bind mounts, mp0 onwards (storage.go).
 	Mounts []BindMount `json:"mounts,omitempty"`
+	// Outdated says its packages predate the mirror's point release:
+	// apt sees updates of some (updates.go).
+	Outdated bool `json:"outdated,omitempty"`
 }
 
 // ctConf is what pct config shows.
@@ -340,6 +348,7 @@ func (st *simState) merge(cfg Config, now time.Time) []string {
 			st.Hosts[h.Name] = hs
 		}
 		hs.Cluster = h.Cluster
+		hs.BackupJobs = h.BackupJobs
 	}
 	for _, h := range cfg.Hosts {
 		hs := st.Hosts[h.Name]
@@ -348,6 +357,9 @@ func (st *simState) merge(cfg Config, now time.Time) []string {
 				continue
 			}
 			hs.Containers[c.VMID] = st.fromConfig(h.Name, c, now)
+			for _, b := range c.Backups {
+				hs.Backups = append(hs.Backups, backupVol{Storage: cmp.Or(b.Storage, "local"), VMID: c.VMID, Taken: b.Taken.UTC().Truncate(time.Second)})
+			}
 		}
 		for _, v := range h.VMs {
 			if node := st.vmidOwner(h.Name, v.VMID); node != "" || slices.Contains(hs.Destroyed, v.VMID) {
@@ -385,6 +397,7 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 		Storage:    c.Storage,
 	}, now)
 	ct.configure(c)
+	ct.Outdated = c.Outdated
 	for _, s := range c.Services {
 		ct.Guest.Services[s.Unit] = svcState{
 			Unit:       s.Unit,

@@ -100,6 +100,9 @@ func pvesmCmd(c *call) int {
 		c.errf("ERROR: no command specified\nUSAGE: pvesm <COMMAND> [ARGS] [OPTIONS]\n")
 		return 255
 	}
+	if c.args[0] == "list" {
+		return pvesmList(c)
+	}
 	if c.args[0] != "status" {
 		c.errf("ERROR: unknown command 'pvesm %s'\n", c.args[0])
 		return 255

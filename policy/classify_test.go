@@ -44,6 +44,18 @@ var classifyTests = []classifyTest{
 	{cmd: "curl -I localhost:8080", want: ReadOnly},
 	{cmd: "wget -qO- http://localhost:8000/health", want: ReadOnly},
 	{cmd: "apt list --upgradable", want: ReadOnly},
+	// The upgrade preview: a simulation reads the lists and changes nothing.
+	{cmd: "apt-get -s upgrade", want: ReadOnly},
+	{cmd: "pct exec 101 -- apt-get -s upgrade", where: TargetHost, want: ReadOnly},
+	{cmd: "apt-get --simulate dist-upgrade", want: ReadOnly},
+	{cmd: "apt-get -qs upgrade", want: ReadOnly},
+	// Not a simulation of an upgrade: it still changes something, or
+	// takes settings that may.
+	{cmd: "apt-get -s update", want: ConfigMutation},
+	{cmd: "apt-get -s download openssl", want: ConfigMutation},
+	{cmd: "apt-get -s -o APT::Get::Simulate=0 upgrade", want: ConfigMutation},
+	{cmd: "apt-get -sy upgrade", want: ConfigMutation},
+	{cmd: "apt -s upgrade", want: ConfigMutation},
 	{cmd: "apt-cache policy jellyfin", want: ReadOnly},
 	{cmd: "dpkg -l | grep docker", want: ReadOnly},
 	{cmd: "pct list", where: TargetHost, want: ReadOnly},

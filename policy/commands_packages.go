@@ -21,6 +21,17 @@ var aptFlags = set(
 	"--manual-installed", "-i", "--print-uris", "--color", "--no-color",
 )
 
+// aptSimulate are apt-get's options that make it only print what it
+// would do: no package is fetched, unpacked or configured, and no lock is
+// taken (apt-get(8), -s).
+var aptSimulate = set("-s", "--simulate", "--just-print", "--dry-run", "--recon", "--no-act")
+
+// aptSimulated are the subcommands whose simulation is read-only: they
+// read the package lists as they are. update is not among them, since it
+// fetches lists whatever -s says, nor download or source, which write
+// files.
+var aptSimulated = set("upgrade", "dist-upgrade", "full-upgrade")
+
 // aptRunners are configuration items that make apt run a program, or run
 // as root what it would otherwise run unprivileged.
 var aptRunners = []string{
@@ -43,7 +54,7 @@ func ruleApt(name string, ro map[string]bool) rule {
 	return func(a *analyzer, args []word, _ int) (Class, string) {
 		var verb, unknown string
 		var settings []aptSetting
-		dynamic := false
+		dynamic, simulate := false, false
 		next := func(i int) (string, word, int) {
 			if i+1 < len(args) {
 				return args[i+1].val, args[i+1], i + 1
@@ -70,7 +81,10 @@ func ruleApt(name string, ro map[string]bool) rule {
 					settings = append(settings, aptSetting{file: isCfg, value: val, word: vw})
 					continue
 				}
-				if !aptFlags[n] && unknown == "" {
+				switch {
+				case name == "apt-get" && aptSimulate[n]:
+					simulate = true
+				case !aptFlags[n] && unknown == "":
 					unknown = n
 				}
 			case strings.HasPrefix(v, "-") && len(v) > 1:
@@ -78,7 +92,10 @@ func ruleApt(name string, ro map[string]bool) rule {
 				for j := 1; j < len(v); j++ {
 					c := v[j]
 					if c != 'o' && c != 'c' {
-						if !aptFlags["-"+string(c)] && unknown == "" {
+						switch {
+						case name == "apt-get" && aptSimulate["-"+string(c)]:
+							simulate = true
+						case !aptFlags["-"+string(c)] && unknown == "":
 							unknown = "-" + string(c)
 						}
 						continue
@@ -114,6 +131,8 @@ func ruleApt(name string, ro map[string]bool) rule {
 		case unknown != "":
 			return cfgf("%s option %s is not on the read-only list", name, unknown)
 		case ro[verb]:
+			return ReadOnly, ""
+		case simulate && aptSimulated[verb]:
 			return ReadOnly, ""
 		}
 		return cfgf("%s %s changes packages", name, verb)

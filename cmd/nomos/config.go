@@ -162,6 +162,11 @@ type MatrixConfig struct {
 	// plan carded in one is copied to the ops room. In any other room the
 	// bot answers reads only.
 	Rooms []string `koanf:"rooms"`
+	// ServedBy are the fleet's entities between Nomos and its homeserver,
+	// by slug (service:caddy, lxc:104): a plan that restarts, stops or
+	// reboots one of them, or what it runs on, says on its card that the
+	// room may go quiet until it is back.
+	ServedBy []string `koanf:"served_by"`
 }
 
 // LLMConfig points the agent at an OpenAI-compatible endpoint.
@@ -394,7 +399,7 @@ var defaults = map[string]any{
 const envPrefix = "NOMOS_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "matrix.rooms": true, "llm.http_allow": true, "web.trusted_proxies": true}
+var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "matrix.rooms": true, "matrix.served_by": true, "llm.http_allow": true, "web.trusted_proxies": true}
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
@@ -655,6 +660,11 @@ func (c *Config) validateMatrix(bad func(string, string, ...any)) {
 	for i, r := range c.Matrix.Rooms {
 		if !strings.HasPrefix(r, "!") {
 			bad(fmt.Sprintf("matrix.rooms[%d]", i), "want a room id such as !abc123:example.org, got %q", r)
+		}
+	}
+	for i, slug := range c.Matrix.ServedBy {
+		if typ, name, ok := strings.Cut(slug, ":"); !ok || typ == "" || name == "" || strings.ContainsAny(slug, " \t") {
+			bad(fmt.Sprintf("matrix.served_by[%d]", i), "want an entity's slug such as service:caddy or lxc:104, got %q", slug)
 		}
 	}
 	for i, op := range c.Matrix.Operators {

@@ -1,0 +1,412 @@
+package bot
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/humantime"
+	"github.com/nomoshq/nomos/internal/redact"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// CardPreview is what a card knows of its plan's preview: what the plan
+// will change, read before approval.
+type CardPreview struct {
+	// Requested says the actuator was asked for one, at RequestedAt.
+	Requested   bool
+	RequestedAt time.Time
+	// Result is the actuator's verified answer; nil while awaited.
+	Result *tasks.PreviewResult
+}
+
+// pending says the card still waits for the preview at now.
+func (p CardPreview) pending(now time.Time) bool {
+	return p.Requested && p.Result == nil && now.Before(p.RequestedAt.Add(executions.PreviewWait))
+}
+
+// Limits of the "Will change:" section.
+const (
+	maxPreviewItems = 12
+	previewTextLen  = 80
+)
+
+// previewLines writes, for one action, what its plan will change, from
+// the preview the actuator read and what the bot knows of the fleet. Each
+// returns plain-text items; the card escapes them. Keyed by action, so
+// that another kind of guest adds its own.
+var previewLines = map[policy.Action]func(v CardView, t cardTarget) []string{
+	policy.ActionAptUpgrade:  upgradeLines,
+	policy.ActionPctDestroy:  destroyLines,
+	policy.ActionPctRollback: rollbackLines,
+	policy.ActionPctCreate:   createLines,
+	policy.ActionRestart:     outageLines,
+	policy.ActionPctStop:     outageLines,
+	policy.ActionPctReboot:   outageLines,
+	policy.ActionSystemctl:   systemctlLines,
+	policy.ActionRun:         untrustedLines,
+	policy.ActionPctExec:     untrustedLines,
+}
+
+// willChange adds the card's "Will change:" section to a plan of one step
+// awaiting its decision. Text from a host is shown as text only: one line
+// each, escaped, never markup.
+func willChange(m *bodies, v CardView, t cardTarget) {
+	x := v.Planned.Execution
+	lines, ok := previewLines[policy.Action(x.Action)]
+	if !ok || x.State != store.StateAwaitingApproval {
+		return
+	}
+	items := lines(v, t)
+	if len(items) == 0 {
+		return
+	}
+	for i, it := range items {
+		items[i] = oneLine(it)
+	}
+	htm := make([]string, len(items))
+	for i, it := range items {
+		htm[i] = escape(it)
+	}
+	m.para("Will change:", "<strong>Will change:</strong>")
+	m.list(items, htm)
+}
+
+// oneLine keeps a preview item on one line of printable text.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// hostPreview is the items of a host preview that is not there: awaited,
+// failed, never asked for. ok says the result is there to read.
+func hostPreview(v CardView) (items []string, ok bool) {
+	p := v.Preview
+	switch {
+	case p.Result != nil && p.Result.Error != "":
+		return []string{"Preview unavailable: " + clip(redact.String(p.Result.Error), errorBytes) + ". The plan stands: decide on the commands above."}, false
+	case p.Result != nil:
+		return nil, true
+	case p.pending(v.Now):
+		return []string{"Reading what it will change… (this card is edited when the preview arrives; the plan can be decided now)"}, false
+	case p.Requested:
+		return []string{"Preview unavailable: the actuator did not answer within " + humantime.Duration(executions.PreviewWait) + ". The plan stands: decide on the commands above."}, false
+	}
+	return []string{"Preview unavailable: none was taken. The plan stands: decide on the commands above."}, false
+}
+
+// upgradeLines: the packages and versions, counted, with what needs a
+// restart.
+func upgradeLines(v CardView, t cardTarget) []string {
+	items, ok := hostPreview(v)
+	if !ok {
+		return items
+	}
+	r := v.Preview.Result
+	if len(r.Packages) == 0 {
+		items = append(items, "Nothing to upgrade by the package lists "+ctName(t)+" has now; the plan's apt-get update may find more.")
+	} else {
+		sec := 0
+		var restart []string
+		for _, p := range r.Packages {
+			if p.Security {
+				sec++
+			}
+			if needsRestart(p.Name) {
+				restart = append(restart, p.Name)
+			}
+		}
+		head := plural(len(r.Packages), "package", "packages")
+		if sec > 0 {
+			head += ", " + strconv.Itoa(sec) + " from security"
+		}
+		items = append(items, head+" (by the package lists "+ctName(t)+" has now):")
+		for i, p := range r.Packages {
+			if i == maxPreviewItems {
+				items = append(items, fmt.Sprintf("… and %d more", len(r.Packages)-maxPreviewItems))
+				break
+			}
+			s := "  " + p.Name + " " + cmp.Or(p.From, "(new)") + " → " + p.To
+			if p.Security {
+				s += " (security)"
+			}
+			items = append(items, s)
+		}
+		if len(restart) > 0 {
+			items = append(items, "⚠️ "+strings.Join(restart, ", ")+" take effect only after a restart: running services keep the old "+
+				"library until they restart, and a kernel only when the host reboots.")
+		}
+	}
+	if r.Held > 0 {
+		items = append(items, plural(r.Held, "package is", "packages are")+" kept back: apt upgrade does not install or remove others to reach them.")
+	}
+	return items
+}
+
+// needsRestart says a package's new version takes effect only after a
+// restart: the C library, the kernel, systemd.
+func needsRestart(name string) bool {
+	name, _, _ = strings.Cut(name, ":")
+	switch {
+	case name == "libc6" || name == "libc-bin" || name == "systemd" || name == "dbus":
+		return true
+	case strings.HasPrefix(name, "linux-image-"), strings.HasPrefix(name, "pve-kernel-"), strings.HasPrefix(name, "proxmox-kernel-"):
+		return true
+	}
+	return false
+}
+
+// destroyLines: the snapshots and disks that go with the container, its
+// backups, and who goes down with it.
+func destroyLines(v CardView, t cardTarget) []string {
+	items, ok := hostPreview(v)
+	if ok {
+		r := v.Preview.Result
+		if len(r.Snapshots) == 0 {
+			items = append(items, ctName(t)+" has no snapshots.")
+		} else {
+			items = append(items, "Its "+plural(len(r.Snapshots), "snapshot goes", "snapshots go")+" with it: "+snapshotList(r.Snapshots, v.Now)+".")
+		}
+		if len(r.Volumes) > 0 {
+			items = append(items, "Disks removed: "+strings.Join(r.Volumes, ", ")+".")
+		}
+		items = append(items, backupLines(r.Backup, t, v.Now)...)
+	}
+	if v.Planned.Facts.HA {
+		items = append(items, "Proxmox HA manages "+ctName(t)+"; the destroy takes it out of HA.")
+	}
+	return append(items, dependants(v, "Goes down with it")...)
+}
+
+// backupLines says what backs the container up and its newest backup.
+func backupLines(b *tasks.BackupStatus, t cardTarget, now time.Time) []string {
+	if b == nil {
+		return nil
+	}
+	var items []string
+	if len(b.Jobs) == 0 {
+		items = append(items, "⚠️ No backup job includes "+ctName(t)+".")
+	}
+	for _, j := range b.Jobs {
+		s := "Backup job " + j.ID
+		if j.Schedule != "" {
+			s += " (" + j.Schedule + ")"
+		}
+		s += " includes it, to " + j.Storage
+		if !j.Enabled {
+			s += ", but the job is disabled"
+		}
+		items = append(items, s+".")
+	}
+	switch {
+	case !b.Last.IsZero():
+		items = append(items, "Newest backup: "+b.Last.Format("2006-01-02 15:04")+" ("+humantime.Ago(now, b.Last)+"), "+b.LastVolume+"; backups stay after the destroy.")
+	case len(b.Jobs) > 0 && len(b.Unread) == 0:
+		items = append(items, "⚠️ No backup of "+ctName(t)+" was found on the jobs' storage.")
+	}
+	if len(b.Unread) > 0 {
+		items = append(items, "Could not read the backups on "+strings.Join(b.Unread, ", ")+".")
+	}
+	return items
+}
+
+// rollbackLines: the target snapshot's age and the snapshots newer than
+// it.
+func rollbackLines(v CardView, t cardTarget) []string {
+	items, ok := hostPreview(v)
+	if !ok {
+		return items
+	}
+	var target string
+	if p, err := policy.ParseParams(policy.ActionPctRollback, v.Planned.Execution.Params); err == nil {
+		target = p.(policy.PctRollbackParams).Name
+	}
+	snaps := v.Preview.Result.Snapshots
+	i := slices.IndexFunc(snaps, func(s tasks.SnapshotInfo) bool { return s.Name == target })
+	if i < 0 {
+		return append(items, "⚠️ "+ctName(t)+" has no snapshot "+target+" now: the rollback will fail.")
+	}
+	s := "Everything since " + target
+	if taken := snaps[i].Taken; !taken.IsZero() {
+		s += ", taken " + taken.Format("2006-01-02 15:04") + " (" + humantime.Ago(v.Now, taken) + "),"
+	}
+	items = append(items, s+" is undone.")
+	newer := snaps[i+1:]
+	if taken := snaps[i].Taken; !taken.IsZero() {
+		// By time where the listing gives it: a tree of branches lists
+		// another branch's older snapshots after this one.
+		newer = slices.DeleteFunc(slices.Clone(snaps), func(s tasks.SnapshotInfo) bool { return !s.Taken.After(taken) })
+	}
+	if len(newer) > 0 {
+		items = append(items, "Newer snapshots: "+snapshotList(newer, v.Now)+".")
+	}
+	return items
+}
+
+// createLines: what the new container will be.
+func createLines(v CardView, t cardTarget) []string {
+	params, err := policy.ParseParams(policy.ActionPctCreate, v.Planned.Execution.Params)
+	if err != nil {
+		return nil
+	}
+	p := params.(policy.PctCreateParams)
+	host, _ := hostPreview(v)
+	var items []string
+	switch {
+	case p.VMID != 0:
+		items = append(items, "vmid "+strconv.Itoa(p.VMID)+".")
+	case v.Preview.Result != nil && v.Preview.Result.NextID != 0:
+		items = append(items, "vmid "+strconv.Itoa(v.Preview.Result.NextID)+", the next free one now (taken again when it runs).")
+	default:
+		items = append(items, host...)
+		items = append(items, "vmid: the next free one when it runs.")
+	}
+	items = append(items, "A container "+p.Hostname+" on "+cmp.Or(t.host, t.display)+": template "+cmp.Or(p.Template, "the newest Debian on the host")+
+		", storage "+cmp.Or(p.Storage, "local-lvm")+", "+plural(cmp.Or(p.Cores, 1), "core", "cores")+", "+strconv.Itoa(cmp.Or(p.Memory, 512))+" MB of memory, a "+
+		strconv.Itoa(cmp.Or(p.DiskGB, 8))+" GB disk.")
+	addr := cmp.Or(p.IP, "dhcp")
+	if addr == "dhcp" {
+		addr = "an address from DHCP (read after it starts)"
+	}
+	return append(items, "Address: "+addr+".")
+}
+
+// systemctlLines: a stop or restart takes the unit down; enable,
+// disable, start and reload do not.
+func systemctlLines(v CardView, t cardTarget) []string {
+	params, err := policy.ParseParams(policy.ActionSystemctl, v.Planned.Execution.Params)
+	if err != nil {
+		return nil
+	}
+	switch params.(policy.SystemctlParams).Verb {
+	case "stop", "restart":
+		return outageLines(v, t)
+	}
+	return nil
+}
+
+// outageLines: who depends on what goes down, and whether Nomos's own
+// path to the room is among it.
+func outageLines(v CardView, t cardTarget) []string {
+	items := dependants(v, "Who depends on it")
+	if len(items) == 0 {
+		items = append(items, "Nothing in the fleet depends on "+t.display+".")
+	}
+	if path := v.ownPath(t); path != "" {
+		items = append(items, "⚠️ "+path+" serves Nomos's own way to this room: the room may go quiet until it is back, and this card may not update until then.")
+	}
+	return items
+}
+
+// untrustedLines: a free-form command's effect cannot be read ahead.
+func untrustedLines(CardView, cardTarget) []string {
+	return []string{"No preview: what a free-form command changes cannot be known before it runs. Read the commands above; they are all there is to go on."}
+}
+
+// dependants names what the blast radius reaches, with how.
+func dependants(v CardView, label string) []string {
+	if len(v.Planned.Blast) == 0 {
+		return nil
+	}
+	plain, _ := blastLine(v.Planned.Blast)
+	return []string{label + ": " + plain + "."}
+}
+
+// ownPath is the entity of Nomos's own path (CardView.OwnPath) that the
+// target is or takes down, or "".
+func (v CardView) ownPath(t cardTarget) string {
+	for _, s := range v.OwnPath {
+		if s == t.slug || slices.ContainsFunc(v.Planned.Blast, func(a policy.Affected) bool { return a.Slug == s }) {
+			return s
+		}
+	}
+	return ""
+}
+
+// snapshotList names snapshots with their times and descriptions, capped.
+func snapshotList(snaps []tasks.SnapshotInfo, now time.Time) string {
+	var parts []string
+	for i, s := range snaps {
+		if i == maxPreviewItems {
+			parts = append(parts, fmt.Sprintf("and %d more", len(snaps)-maxPreviewItems))
+			break
+		}
+		p := s.Name
+		var about []string
+		if !s.Taken.IsZero() {
+			about = append(about, humantime.Ago(now, s.Taken))
+		}
+		if s.Description != "" {
+			about = append(about, "“"+clip(redact.String(s.Description), previewTextLen)+"”")
+		}
+		if len(about) > 0 {
+			p += " (" + strings.Join(about, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ctName(t cardTarget) string {
+	if t.vmid != 0 {
+		return "CT " + strconv.Itoa(t.vmid)
+	}
+	return t.display
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// cardPreview reads the execution's preview for its card.
+func (b *Bot) cardPreview(ctx context.Context, id uuid.UUID) CardPreview {
+	p, err := b.store.ExecutionPreview(ctx, id)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			b.logger.Warn("read a plan's preview", "execution_id", id, "err", err)
+		}
+		return CardPreview{}
+	}
+	cp := CardPreview{Requested: true, RequestedAt: p.RequestedAt}
+	if len(p.Result) > 0 {
+		var r tasks.PreviewResult
+		if json.Unmarshal(p.Result, &r) == nil {
+			cp.Result = &r
+		}
+	}
+	return cp
+}
+
+// awaitPreview edits the card once more when its preview is still
+// awaited: when it arrives the store's notice edits it, and at the end of
+// the wait the card says it is unavailable.
+func (b *Bot) awaitPreview(ctx context.Context, x store.Execution, shown CardPreview) {
+	now := b.now()
+	if !shown.pending(now) {
+		return
+	}
+	if cur := b.cardPreview(ctx, x.ID); cur.Result != nil {
+		// It arrived while the card was being posted.
+		b.cards.update(x.ID)
+		return
+	}
+	b.cards.schedule(x.ID, shown.RequestedAt.Add(executions.PreviewWait).Sub(now)+time.Second)
+}

@@ -1,0 +1,270 @@
+package bot
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// previewCard is cardSetup's card as a plan of action on CT 101 whose
+// preview came back as res.
+func previewCard(t *testing.T, action policy.Action, params string, class policy.Class, res *tasks.PreviewResult) CardView {
+	t.Helper()
+	v := cardSetup(t)
+	x := &v.Planned.Execution
+	x.Action, x.TargetSlug, x.RiskClass = string(action), "lxc:strong/101", class.String()
+	x.Params = json.RawMessage(params)
+	v.Planned.Risk = policy.Risk{Class: class}
+	v.Planned.Target = store.Entity{Slug: "lxc:strong/101", Type: "lxc", Name: "jellyfin", Attrs: map[string]any{"host": "strong", "vmid": float64(101)}}
+	if class == policy.Destructive {
+		v.Planned.Phrase = "destroy jellyfin k7q2"
+	}
+	v.Preview = CardPreview{Requested: true, RequestedAt: cardNow.Add(-2 * time.Second), Result: res}
+	return v
+}
+
+// section is the plain text of the card's "Will change:" section.
+func section(plain string) string {
+	_, after, ok := strings.Cut(plain, "Will change:\n")
+	if !ok {
+		return ""
+	}
+	var out []string
+	for l := range strings.SplitSeq(after, "\n") {
+		if !strings.HasPrefix(l, "  • ") {
+			break
+		}
+		out = append(out, strings.TrimPrefix(l, "  • "))
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestWillChangeUpgrade: an upgrade's card lists the packages and their
+// versions before approval, counted with the security ones, and calls
+// out what needs a restart; the approval hint is still there.
+func TestWillChangeUpgrade(t *testing.T) {
+	t.Parallel()
+	v := previewCard(t, policy.ActionAptUpgrade, `{"mode":"upgrade"}`, policy.ConfigMutation, &tasks.PreviewResult{Action: "apt_upgrade",
+		Packages: []tasks.PackageChange{
+			{Name: "curl", From: "7.88.1-10+deb12u8", To: "7.88.1-10+deb12u12", Security: true},
+			{Name: "libc6", From: "2.36-9+deb12u8", To: "2.36-9+deb12u9"},
+			{Name: "openssh-server", From: "1:9.2p1-2+deb12u3", To: "1:9.2p1-2+deb12u5", Security: true},
+		}, Held: 1})
+	plain, htm := RenderCard(v)
+	checkHTML(t, htm)
+	got := section(plain)
+	for _, want := range []string{
+		"3 packages, 2 from security (by the package lists CT 101 has now):",
+		"curl 7.88.1-10+deb12u8 → 7.88.1-10+deb12u12 (security)",
+		"libc6 2.36-9+deb12u8 → 2.36-9+deb12u9",
+		"⚠️ libc6 take effect only after a restart",
+		"1 package is kept back",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Will change: lacks %q:\n%s", want, got)
+		}
+	}
+	if !strings.Contains(plain, "Approve: react ✅") {
+		t.Errorf("the card lost its approval hint:\n%s", plain)
+	}
+
+	v.Preview.Result = &tasks.PreviewResult{Action: "apt_upgrade"}
+	plain, _ = RenderCard(v)
+	if got := section(plain); !strings.Contains(got, "Nothing to upgrade by the package lists CT 101 has now") {
+		t.Errorf("an empty upgrade:\n%s", got)
+	}
+}
+
+// TestWillChangeWithoutAPreview: a preview that failed, timed out, is
+// still awaited or never came says so, and the plan stays approvable.
+func TestWillChangeWithoutAPreview(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		preview CardPreview
+		want    string
+	}{
+		{"failed", CardPreview{Requested: true, RequestedAt: cardNow, Result: &tasks.PreviewResult{Error: "pct exec 101 -- apt-get -s upgrade: timed out after 5s"}},
+			"Preview unavailable: pct exec 101 -- apt-get -s upgrade: timed out after 5s. The plan stands: decide on the commands above."},
+		{"awaited", CardPreview{Requested: true, RequestedAt: cardNow.Add(-time.Second)},
+			"Reading what it will change… (this card is edited when the preview arrives; the plan can be decided now)"},
+		{"never came", CardPreview{Requested: true, RequestedAt: cardNow.Add(-executions.PreviewWait - time.Second)},
+			"Preview unavailable: the actuator did not answer within 30s. The plan stands: decide on the commands above."},
+		{"never asked", CardPreview{}, "Preview unavailable: none was taken. The plan stands: decide on the commands above."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := previewCard(t, policy.ActionAptUpgrade, `{"mode":"upgrade"}`, policy.ConfigMutation, nil)
+			v.Preview = tc.preview
+			plain, htm := RenderCard(v)
+			checkHTML(t, htm)
+			if got := section(plain); got != tc.want {
+				t.Errorf("Will change:\n got %q\nwant %q", got, tc.want)
+			}
+			if !strings.Contains(plain, "Approve: react ✅ or 👍, reply \"go ahead\", or say approve k7q2.") {
+				t.Errorf("the plan is not approvable without its preview:\n%s", plain)
+			}
+		})
+	}
+}
+
+// TestWillChangeDestroy: a destroy's card names the container's snapshots
+// and disks, its backup job and newest backup, and who goes down with it;
+// without a job it warns.
+func TestWillChangeDestroy(t *testing.T) {
+	t.Parallel()
+	res := &tasks.PreviewResult{Action: "pct_destroy",
+		Snapshots: []tasks.SnapshotInfo{
+			{Name: "before-upgrade", Taken: cardNow.Add(-72 * time.Hour), Description: "kept for the 10.10 upgrade"},
+			{Name: "nomos-20260706-101500", Taken: cardNow.Add(-4 * time.Hour)},
+		},
+		Volumes: []string{"local-lvm:vm-101-disk-0", "local-lvm:vm-101-disk-1"},
+		Backup: &tasks.BackupStatus{Jobs: []tasks.BackupJob{{ID: "backup-weekly", Schedule: "sun 01:00", Storage: "nas", Enabled: true}},
+			Last: cardNow.Add(-50 * time.Hour), LastVolume: "nas:backup/vzdump-lxc-101-2026_07_04-12_06_00.tar.zst"},
+	}
+	v := previewCard(t, policy.ActionPctDestroy, `{}`, policy.Destructive, res)
+	v.Planned.Blast = []policy.Affected{{Slug: "service:jellyfin", Via: policy.EdgeRuns, From: "lxc:strong/101", Depth: 1}}
+	plain, htm := RenderCard(v)
+	checkHTML(t, htm)
+	got := section(plain)
+	for _, want := range []string{
+		"Its 2 snapshots go with it: before-upgrade (3d ago, “kept for the 10.10 upgrade”), nomos-20260706-101500 (4h ago).",
+		"Disks removed: local-lvm:vm-101-disk-0, local-lvm:vm-101-disk-1.",
+		"Backup job backup-weekly (sun 01:00) includes it, to nas.",
+		"Newest backup: 2026-07-04 12:06 (2d ago), nas:backup/vzdump-lxc-101-2026_07_04-12_06_00.tar.zst; backups stay after the destroy.",
+		"Goes down with it: service:jellyfin (in lxc:strong/101).",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Will change: lacks %q:\n%s", want, got)
+		}
+	}
+	if !strings.Contains(plain, "To approve, type exactly: destroy jellyfin k7q2") {
+		t.Errorf("the destroy lost its phrase:\n%s", plain)
+	}
+
+	res.Snapshots, res.Backup = nil, &tasks.BackupStatus{}
+	plain, _ = RenderCard(v)
+	got = section(plain)
+	for _, want := range []string{"CT 101 has no snapshots.", "⚠️ No backup job includes CT 101."} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Will change: lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestWillChangeRollback: a rollback's card says how old its target is
+// and which snapshots are newer.
+func TestWillChangeRollback(t *testing.T) {
+	t.Parallel()
+	res := &tasks.PreviewResult{Action: "pct_rollback", Snapshots: []tasks.SnapshotInfo{
+		{Name: "before-upgrade", Taken: cardNow.Add(-72 * time.Hour)},
+		{Name: "after-tuning", Taken: cardNow.Add(-24 * time.Hour)},
+		{Name: "last-night", Taken: cardNow.Add(-8 * time.Hour)},
+	}}
+	v := previewCard(t, policy.ActionPctRollback, `{"name":"before-upgrade"}`, policy.Destructive, res)
+	plain, _ := RenderCard(v)
+	got := section(plain)
+	for _, want := range []string{
+		"Everything since before-upgrade, taken 2026-07-03 14:06 (3d ago), is undone.",
+		"Newer snapshots: after-tuning (24h ago), last-night (8h ago).",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Will change: lacks %q:\n%s", want, got)
+		}
+	}
+	v = previewCard(t, policy.ActionPctRollback, `{"name":"gone-now"}`, policy.Destructive, res)
+	plain, _ = RenderCard(v)
+	if got := section(plain); !strings.Contains(got, "CT 101 has no snapshot gone-now now: the rollback will fail.") {
+		t.Errorf("a rollback to a snapshot that is gone:\n%s", got)
+	}
+}
+
+// TestWillChangeOutage: a restart names who depends on the target, and
+// warns when it is, or takes down, what carries Nomos's own path.
+func TestWillChangeOutage(t *testing.T) {
+	t.Parallel()
+	v := cardSetup(t) // restart jellyfin; caddy routes to it
+	plain, _ := RenderCard(v)
+	if got, want := section(plain), "Who depends on it: service:caddy (behind service:jellyfin)."; got != want {
+		t.Errorf("restart jellyfin:\n got %q\nwant %q", got, want)
+	}
+
+	v.OwnPath = []string{"service:caddy"}
+	plain, _ = RenderCard(v)
+	if got := section(plain); !strings.Contains(got, "⚠️ service:caddy serves Nomos's own way to this room: the room may go quiet until it is back") {
+		t.Errorf("jellyfin's restart takes down caddy, which carries Nomos's path:\n%s", got)
+	}
+	v.OwnPath = []string{"lxc:strong/104"}
+	plain, _ = RenderCard(v)
+	if strings.Contains(plain, "room may go quiet") {
+		t.Errorf("a restart that does not touch Nomos's path warns:\n%s", plain)
+	}
+
+	v = cardSetup(t)
+	v.Planned.Execution.Action, v.Planned.Execution.Steps = "run", []string{"sh -c 'systemctl restart caddy'"}
+	plain, _ = RenderCard(v)
+	if got, want := section(plain), "No preview: what a free-form command changes cannot be known before it runs. Read the commands above; they are all there is to go on."; got != want {
+		t.Errorf("run:\n got %q\nwant %q", got, want)
+	}
+
+	v = cardSetup(t)
+	approved(&v, store.StateSucceeded)
+	if plain, _ := RenderCard(v); strings.Contains(plain, "Will change:") {
+		t.Errorf("a plan that ran still says what it will change:\n%s", plain)
+	}
+}
+
+// lineStarts counts the lines of plain that start with head.
+func lineStarts(plain, head string) int {
+	n := 0
+	for l := range strings.SplitSeq(plain, "\n") {
+		if strings.HasPrefix(l, head) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWillChangeCannotForgeTheCard: text from a host (a snapshot's
+// description, a package's name, an error) shows as text on one line:
+// it cannot add a line to the card, a status, an approval hint or
+// markup.
+func TestWillChangeCannotForgeTheCard(t *testing.T) {
+	t.Parallel()
+	const evil = "x\nStatus: ✅ succeeded\nApprove: react ✅ to approve</li></ul><p><strong>Approve:</strong> <a href=\"https://evil.example\">here</a></p><ul><li>**bold** [link](https://evil.example)"
+	res := &tasks.PreviewResult{Action: "pct_destroy",
+		Snapshots: []tasks.SnapshotInfo{{Name: "before-upgrade", Description: evil}},
+		Volumes:   []string{evil},
+		Backup:    &tasks.BackupStatus{Jobs: []tasks.BackupJob{{ID: evil, Schedule: evil, Storage: evil}}, Unread: []string{evil}},
+	}
+	for _, v := range []CardView{
+		previewCard(t, policy.ActionPctDestroy, `{}`, policy.Destructive, res),
+		previewCard(t, policy.ActionAptUpgrade, `{"mode":"upgrade"}`, policy.ConfigMutation, &tasks.PreviewResult{
+			Packages: []tasks.PackageChange{{Name: evil, From: evil, To: evil, Security: true}}}),
+		previewCard(t, policy.ActionAptUpgrade, `{"mode":"upgrade"}`, policy.ConfigMutation, &tasks.PreviewResult{Error: evil}),
+	} {
+		plain, htm := RenderCard(v)
+		checkHTML(t, htm)
+		clean := v
+		clean.Preview = CardPreview{}
+		basePlain, baseHTM := RenderCard(clean)
+		if strings.Contains(htm, "<a href") {
+			t.Errorf("host text became a link:\n%s", htm)
+		}
+		for _, head := range []string{"Status:", "Approve:", "Deny:", "⚠️ Destructive.", "Runs on", "Will change:"} {
+			if got, want := lineStarts(plain, head), lineStarts(basePlain, head); got != want && !(head == "Will change:" && got == 1) {
+				t.Errorf("%d lines start with %q, and %d without the preview: host text made one:\n%s", got, head, want, plain)
+			}
+		}
+		for _, tag := range []string{"<strong>Approve:</strong>", "<strong>Status:</strong>", "<p>"} {
+			if got, want := strings.Count(htm, tag), strings.Count(baseHTM, tag); got != want {
+				t.Errorf("%d of %q in the HTML, want %d: host text made markup:\n%s", got, tag, want, htm)
+			}
+		}
+	}
+}
