@@ -230,6 +230,12 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 		r.Action, r.Params, r.Steps = r.Steps[0].Action, r.Steps[0].Params, nil
 	}
 	p, err := b.exec.Request(ctx, r)
+	var waiting *executions.AlreadyWaitingError
+	if errors.As(err, &waiting) {
+		plain, htm := NoticeAlreadyWaiting(waiting.Waiting, b.cfg.StatusURL)
+		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+		return
+	}
 	if err != nil {
 		b.sendNotice(ctx, evt.RoomID, requestErrorText(err), "", evt)
 		return
