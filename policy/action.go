@@ -37,6 +37,11 @@ const (
 	ActionPctDestroy Action = "pct_destroy"
 	// ActionRun runs any shell command on a Proxmox host.
 	ActionRun Action = "run"
+	// ActionTailLog reads the last lines of a service's or a container's
+	// journal.
+	ActionTailLog Action = "tail_log"
+	// ActionNodeReboot reboots a Proxmox node.
+	ActionNodeReboot Action = "node_reboot"
 )
 
 // TargetType is the kind of entity an action acts on; it is also the prefix
@@ -64,9 +69,9 @@ type Spec struct {
 	// They never approve themselves, whatever the classifier says: the
 	// classifier is a guide for people, not a gate.
 	FreeForm bool
-	// Probe marks actions that only read and take nothing but a target, so
-	// no text can steer what they run. They approve themselves even when
-	// the agent asks.
+	// Probe marks actions that only read and take nothing but a target
+	// (and at most a bounded number), so no text can steer what they run.
+	// They approve themselves even when the agent asks.
 	Probe bool
 }
 
@@ -77,7 +82,7 @@ var catalogue = []Spec{
 	{ActionRestart, "restart", []TargetType{TargetService}, "restart a service's systemd unit inside its container", false, false},
 	{ActionSystemctl, "systemctl", []TargetType{TargetService, TargetLXC}, "run systemctl enable, disable, reload, start, stop or restart on a unit", false, false},
 	{ActionPctExec, "exec", []TargetType{TargetLXC}, "run a shell command inside an existing container", true, false},
-	{ActionAptUpgrade, "upgrade", []TargetType{TargetLXC}, "list (audit) or install (upgrade) pending package upgrades in a container", false, false},
+	{ActionAptUpgrade, "upgrade", []TargetType{TargetLXC, TargetHost}, "list (audit) or install (upgrade) pending package upgrades in a container or on a node", false, false},
 	{ActionPctCreate, "create", []TargetType{TargetHost}, "provision a new container on a host and install its service in one step", true, false},
 	{ActionPctStatus, "status", []TargetType{TargetLXC}, "read whether a container is running, from its host", false, true},
 	{ActionPctStart, "start", []TargetType{TargetLXC}, "start a container", false, false},
@@ -87,6 +92,8 @@ var catalogue = []Spec{
 	{ActionPctRollback, "rollback", []TargetType{TargetLXC}, "roll a container back to a snapshot, discarding later changes", false, false},
 	{ActionPctDestroy, "destroy", []TargetType{TargetLXC}, "destroy a stopped container and its disks", false, false},
 	{ActionRun, "run", []TargetType{TargetHost}, "run any shell command on a Proxmox host", true, false},
+	{ActionTailLog, "logs", []TargetType{TargetService, TargetLXC}, "read the last lines of a service's unit journal, or of a container's whole journal", false, true},
+	{ActionNodeReboot, "reboot-node", []TargetType{TargetHost}, "reboot a Proxmox node: every container on it stops, and those set to start at boot start again", false, false},
 }
 
 // Catalogue returns every action's Spec in a stable order.
