@@ -152,6 +152,9 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.requestPlan(ctx, evt, cmd)
 	case CmdHelp:
 		plain, htm := Help()
+		if more, moreHTML, ok := HelpFor(cmd.Target); ok && cmd.Target != "" {
+			plain, htm = more, moreHTML
+		}
 		if use := b.roomUse(ctx, evt.RoomID); use != roomForPlans {
 			// Never an invitation to ask for plans where none are taken.
 			plain, htm = NoticeNotForPlans(b.planRooms())
