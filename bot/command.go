@@ -17,7 +17,7 @@ const (
 	// CmdUnknown is anything the grammar and the runbooks do not cover; the
 	// caller answers with Hint, or ShortHelp when Hint is empty.
 	CmdUnknown CommandKind = iota
-	// CmdHelp asks for Help.
+	// CmdHelp asks for Help, or for HelpFor(Target) when a verb follows.
 	CmdHelp
 	// CmdStatus asks for the fleet at a glance.
 	CmdStatus

@@ -99,7 +99,36 @@ var commandTests = []struct {
 	{text: "restart it", want: Command{}, hint: true},
 	{text: "restart", want: Command{}, hint: true},
 	{text: "restart service", want: Command{}, hint: true},
-	{text: "restart host strong", want: Command{}, hint: true},
+	{text: "restart host strong", want: Command{Kind: CmdAction, Target: "strong", Action: policy.ActionNodeReboot, Params: kv{}}},
+
+	// Nodes.
+	{text: "reboot host strong", want: Command{Kind: CmdAction, Target: "strong", Action: policy.ActionNodeReboot, Params: kv{}}},
+	{text: "reboot the node strong please", want: Command{Kind: CmdAction, Target: "strong", Action: policy.ActionNodeReboot, Params: kv{}}},
+	{text: "reboot host:strong", want: Command{Kind: CmdAction, Target: "host:strong", Action: policy.ActionNodeReboot, Params: kv{}}},
+	{text: "check updates on host strong", want: Command{Kind: CmdAction, Target: "strong", Action: policy.ActionAptUpgrade, Params: kv{"mode": "audit"}}},
+	{text: "upgrade host strong", want: Command{Kind: CmdAction, Target: "strong", Action: policy.ActionAptUpgrade, Params: kv{"mode": "upgrade"}}},
+	{text: "upgrade service jellyfin", want: Command{}, hint: true},
+	{text: "run strong uptime", want: Command{Kind: CmdAction, Target: "strong", Action: policy.ActionRun, Params: kv{"command": "uptime"}}},
+	{text: "run on host strong -- df -h /", want: Command{Kind: CmdAction, Target: "strong", Action: policy.ActionRun, Params: kv{"command": "df -h /"}}},
+	{text: "run lxc:101 ls", want: Command{}, hint: true},
+
+	// Logs.
+	{text: "logs jellyfin", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionTailLog, Params: kv{}}},
+	{text: "logs of jellyfin 20 lines", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionTailLog, Params: kv{"lines": 20}}},
+	{text: "logs lxc:101 last 5", want: Command{Kind: CmdAction, Target: "lxc:101", Action: policy.ActionTailLog, Params: kv{"lines": 5}}},
+	{text: "tail the gitea service 100", want: Command{Kind: CmdAction, Target: "gitea", Action: policy.ActionTailLog, Params: kv{"lines": 100}}},
+	{text: "journal 101 -n 3", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionTailLog, Params: kv{"lines": 3}}},
+	{text: "logs jellyfin 500", want: Command{}, hint: true},
+	{text: "logs jellyfin 0", want: Command{}, hint: true},
+	{text: "logs jellyfin -n 5; rm -rf /", want: Command{}, hint: true},
+	{text: "logs jellyfin --unit=x --output-fields", want: Command{}, hint: true},
+	{text: "logs jellyfin -f", want: Command{}, hint: true},
+	{text: "logs host strong", want: Command{}, hint: true},
+	{text: "logs", want: Command{}, hint: true},
+
+	// Probe.
+	{text: "probe 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctStatus, Params: kv{}}},
+	{text: "probe service jellyfin", want: Command{}, hint: true},
 
 	// Container power.
 	{text: "start 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctStart, Params: kv{}}},

@@ -68,82 +68,146 @@ func parseConfirm(c *Command, body string) bool {
 	return true
 }
 
-// parseGrammar reads the fixed command grammar. When the verb is known but
-// the rest is not, it returns a usage hint.
-func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) {
-	words := norms(toks)
-	if kind, ok := fixedPhrase(words); ok {
-		c.Kind = kind
-		return "", true
-	}
-	verb, args := words[0], toks[1:]
-	switch verb {
-	case "history", "log", "recent":
-		return parseHistory(c, args)
-	case "show", "info", "describe", "details", "inspect", "status", "check":
-		if verb == "check" && (hasWords(args, "updates") || hasWords(args, "for", "updates")) {
-			if args[0].norm == "for" {
-				args = args[1:]
+// grammarVerb is one verb of the command grammar: the first words that
+// select it, the catalogue actions it may ask for (none for a read), and
+// its parser. The table is the grammar; help and the near-miss
+// suggestions are checked against it.
+type grammarVerb struct {
+	words   []string
+	actions []policy.Action
+	// parse reads the message whose first word is verb, toks[0]; when the
+	// verb is known but the rest is not, it returns a usage hint.
+	parse func(c *Command, verb, body string, toks []token) (hint string, ok bool)
+}
+
+// grammar is every verb of the command grammar.
+var grammar = []grammarVerb{
+	{words: []string{"history", "log", "recent"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseHistory(c, toks[1:])
+	}},
+	{words: []string{"show", "info", "describe", "details", "inspect", "status", "check"}, actions: []policy.Action{policy.ActionAptUpgrade},
+		parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+			args := toks[1:]
+			if verb == "check" && (hasWords(args, "updates") || hasWords(args, "for", "updates")) {
+				if args[0].norm == "for" {
+					args = args[1:]
+				}
+				return parseUpdates(c, args[1:])
 			}
-			return parseUpdates(c, args[1:])
-		}
-		return parseShow(c, verb, args)
-	case "approve", "deny", "reject", "cancel", "confirm":
-		return parseDecision(c, verb, args)
-	case "resolve", "reconcile", "resolved", "reconciled":
+			return parseShow(c, verb, args)
+		}},
+	{words: []string{"approve", "deny", "reject", "cancel", "confirm"}, parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+		return parseDecision(c, verb, toks[1:])
+	}},
+	{words: []string{"resolve", "reconcile", "resolved", "reconciled"}, parse: func(c *Command, _, body string, toks []token) (string, bool) {
 		return parseResolve(c, body, argFields(body, toks[0].raw))
-	case "exec", "execute":
+	}},
+	{words: []string{"exec", "execute"}, actions: []policy.Action{policy.ActionPctExec}, parse: func(c *Command, _, body string, toks []token) (string, bool) {
 		return parseExec(c, body, argFields(body, toks[0].raw))
-	case "restart", "bounce":
-		return targetAction(c, args, "usage: restart <service>, e.g. restart jellyfin", restartAction)
-	case "reload", "enable", "disable":
-		return targetAction(c, args, "usage: "+verb+" <service>, e.g. "+verb+" caddy", unitAction(policy.SystemctlVerb(verb)))
-	case "upgrade":
-		return targetAction(c, args, "usage: upgrade <lxc>, e.g. upgrade 102 (check updates on 102 only lists them)", aptAction(policy.AptUpgrade))
-	case "start", "stop", "shutdown", "shut":
-		return parsePower(c, verb, args)
-	case "reboot":
-		return targetAction(c, args, "usage: reboot <lxc>, e.g. reboot 101", rebootAction)
-	case "destroy":
-		return targetAction(c, args, "usage: destroy <lxc>, e.g. destroy lxc:131", destroyAction)
-	case "snapshot", "snap":
-		return parseSnapshot(c, args)
-	case "snapshots", "snaps":
-		return parseSnapshots(c, args)
-	case "brief", "daily", "weekly":
-		return parseBrief(c, verb, args)
-	case "list":
-		if hasWords(args, "snapshots") || hasWords(args, "snaps") {
+	}},
+	{words: []string{"run"}, actions: []policy.Action{policy.ActionRun}, parse: func(c *Command, _, body string, toks []token) (string, bool) {
+		return parseRun(c, body, argFields(body, toks[0].raw))
+	}},
+	{words: []string{"restart", "bounce"}, actions: []policy.Action{policy.ActionRestart, policy.ActionPctReboot, policy.ActionNodeReboot},
+		parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+			return targetAction(c, toks[1:], "usage: restart <service>, e.g. restart jellyfin", restartAction)
+		}},
+	{words: []string{"reload", "enable", "disable"}, actions: []policy.Action{policy.ActionSystemctl},
+		parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+			return targetAction(c, toks[1:], "usage: "+verb+" <service>, e.g. "+verb+" caddy", unitAction(policy.SystemctlVerb(verb)))
+		}},
+	{words: []string{"upgrade"}, actions: []policy.Action{policy.ActionAptUpgrade}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return targetAction(c, toks[1:], "usage: upgrade <lxc> or upgrade host <host>, e.g. upgrade 102 (check updates on 102 only lists them)", aptAction(policy.AptUpgrade))
+	}},
+	{words: []string{"start", "stop", "shutdown", "shut"}, actions: []policy.Action{policy.ActionPctStart, policy.ActionPctStop, policy.ActionSystemctl},
+		parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+			return parsePower(c, verb, toks[1:])
+		}},
+	{words: []string{"reboot"}, actions: []policy.Action{policy.ActionPctReboot, policy.ActionRestart, policy.ActionNodeReboot},
+		parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+			return targetAction(c, toks[1:], "usage: reboot <lxc> or reboot host <host>, e.g. reboot 101", rebootAction)
+		}},
+	{words: []string{"destroy"}, actions: []policy.Action{policy.ActionPctDestroy}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return targetAction(c, toks[1:], "usage: destroy <lxc>, e.g. destroy lxc:131", destroyAction)
+	}},
+	{words: []string{"snapshot", "snap"}, actions: []policy.Action{policy.ActionPctSnapshot}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseSnapshot(c, toks[1:])
+	}},
+	{words: []string{"snapshots", "snaps"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseSnapshots(c, toks[1:])
+	}},
+	{words: []string{"logs", "journal", "tail"}, actions: []policy.Action{policy.ActionTailLog}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseLogs(c, toks[1:])
+	}},
+	{words: []string{"probe"}, actions: []policy.Action{policy.ActionPctStatus}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return targetAction(c, toks[1:], "usage: probe <lxc>, e.g. probe 101", func(typ string) (policy.Action, map[string]any, bool) {
+			return policy.ActionPctStatus, map[string]any{}, typ == "" || typ == "lxc"
+		})
+	}},
+	{words: []string{"brief", "daily", "weekly"}, parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+		return parseBrief(c, verb, toks[1:])
+	}},
+	{words: []string{"list", "audit"}, actions: []policy.Action{policy.ActionAptUpgrade}, parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+		args := toks[1:]
+		if verb == "list" && (hasWords(args, "snapshots") || hasWords(args, "snaps")) {
 			return parseSnapshots(c, args[1:])
 		}
 		if hasWords(args, "updates") {
 			return parseUpdates(c, args[1:])
 		}
 		return "", false
-	case "audit":
-		if hasWords(args, "updates") {
-			return parseUpdates(c, args[1:])
-		}
-		return "", false
-	case "take", "make", "create", "provision", "new":
-		if hasWords(args, "a", "snapshot") || hasWords(args, "snapshot") {
-			for args[0].norm != "snapshot" {
+	}},
+	{words: []string{"take", "make", "create", "provision", "new"}, actions: []policy.Action{policy.ActionPctSnapshot, policy.ActionPctCreate},
+		parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+			args := toks[1:]
+			if hasWords(args, "a", "snapshot") || hasWords(args, "snapshot") {
+				for args[0].norm != "snapshot" {
+					args = args[1:]
+				}
+				return parseSnapshot(c, args[1:])
+			}
+			if verb != "take" {
+				return parseCreate(c, args)
+			}
+			return "", false
+		}},
+	{words: []string{"rollback", "revert", "restore", "roll"}, actions: []policy.Action{policy.ActionPctRollback},
+		parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
+			args := toks[1:]
+			if verb == "roll" {
+				if !hasWords(args, "back") {
+					return "", false
+				}
 				args = args[1:]
 			}
-			return parseSnapshot(c, args[1:])
+			return parseRollback(c, args)
+		}},
+}
+
+// grammarByWord finds a verb of the grammar by any of its words.
+var grammarByWord = func() map[string]*grammarVerb {
+	m := map[string]*grammarVerb{}
+	for i := range grammar {
+		for _, w := range grammar[i].words {
+			m[w] = &grammar[i]
 		}
-		if verb != "take" {
-			return parseCreate(c, args)
+	}
+	return m
+}()
+
+// parseGrammar reads the fixed command grammar. When the verb is known but
+// the rest is not, it returns a usage hint.
+func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) {
+	words := norms(toks)
+	if kind, ok := fixedPhrase(words); ok {
+		c.Kind = kind
+		if kind == CmdHelp && words[0] == "help" && len(toks) == 2 {
+			c.Target = toks[1].norm // help <verb>
 		}
-		return "", false
-	case "rollback", "revert", "restore", "roll":
-		if verb == "roll" {
-			if !hasWords(args, "back") {
-				return "", false
-			}
-			args = args[1:]
-		}
-		return parseRollback(c, args)
+		return "", true
+	}
+	if v, ok := grammarByWord[words[0]]; ok {
+		return v.parse(c, words[0], body, toks)
 	}
 	return "", false
 }
@@ -364,13 +428,14 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 	})
 }
 
-// restartAction restarts a service, or reboots a container named as one.
+// restartAction restarts a service, reboots a container named as one,
+// or a node named as one.
 func restartAction(typ string) (policy.Action, map[string]any, bool) {
 	switch typ {
 	case "lxc":
 		return policy.ActionPctReboot, map[string]any{}, true
 	case "host":
-		return "", nil, false
+		return policy.ActionNodeReboot, map[string]any{}, true
 	}
 	return policy.ActionRestart, map[string]any{}, true
 }
@@ -378,7 +443,7 @@ func restartAction(typ string) (policy.Action, map[string]any, bool) {
 // parseUpdates reads what follows "check updates": "[on|of|for|in] <lxc>".
 // It lists the pending upgrades and installs nothing.
 func parseUpdates(c *Command, args []token) (string, bool) {
-	return targetAction(c, args, "usage: check updates on <lxc>, e.g. check updates on 102", aptAction(policy.AptAudit))
+	return targetAction(c, args, "usage: check updates on <lxc> or on host <host>, e.g. check updates on 102", aptAction(policy.AptAudit))
 }
 
 // unitAction runs one systemctl verb on a service's unit.
@@ -388,20 +453,22 @@ func unitAction(verb policy.SystemctlVerb) func(typ string) (policy.Action, map[
 	}
 }
 
-// aptAction audits or applies a container's package upgrades.
+// aptAction audits or applies the package upgrades of a container or a
+// node.
 func aptAction(mode policy.AptMode) func(typ string) (policy.Action, map[string]any, bool) {
 	return func(typ string) (policy.Action, map[string]any, bool) {
-		return policy.ActionAptUpgrade, map[string]any{"mode": string(mode)}, typ == "" || typ == "lxc"
+		return policy.ActionAptUpgrade, map[string]any{"mode": string(mode)}, typ != "service"
 	}
 }
 
-// rebootAction reboots a container, or restarts a service named as one.
+// rebootAction reboots a container, a node named as one ("reboot host
+// strong"), or restarts a service named as one.
 func rebootAction(typ string) (policy.Action, map[string]any, bool) {
 	switch typ {
 	case "service":
 		return policy.ActionRestart, map[string]any{}, true
 	case "host":
-		return "", nil, false
+		return policy.ActionNodeReboot, map[string]any{}, true
 	}
 	return policy.ActionPctReboot, map[string]any{}, true
 }
@@ -567,14 +634,25 @@ func argFields(body, verb string) []rawField {
 // command is the rest of the line as typed, unwrapped from Markdown code
 // marks (`...` or ```...```) that chat clients add.
 func parseExec(c *Command, body string, fs []rawField) (string, bool) {
-	const usage = "usage: exec <lxc> <command>, e.g. exec 101 df -h"
+	return parseShell(c, body, fs, "lxc", policy.ActionPctExec, "usage: exec <lxc> <command>, e.g. exec 101 df -h")
+}
+
+// parseRun reads "run [on] [host] <host> [--] <command...>": a shell on
+// the node itself, which the host gate refuses unless its rules allow it.
+func parseRun(c *Command, body string, fs []rawField) (string, bool) {
+	return parseShell(c, body, fs, "host", policy.ActionRun, "usage: run <host> <command>, e.g. run strong uptime")
+}
+
+// parseShell reads a target of type typ and the free-form command after
+// it, for action.
+func parseShell(c *Command, body string, fs []rawField, typ string, action policy.Action, usage string) (string, bool) {
 	for len(fs) > 0 {
 		w := strings.ToLower(fs[0].text)
 		if w == "in" || w == "on" || articles[w] {
 			fs = fs[1:]
 			continue
 		}
-		if t, ok := typeWords[w]; ok && t == "lxc" && len(fs) > 1 {
+		if t, ok := typeWords[w]; ok && t == typ && len(fs) > 1 {
 			fs = fs[1:]
 		}
 		break
@@ -586,7 +664,7 @@ func parseExec(c *Command, body string, fs []rawField) (string, bool) {
 	if !isRef(ref) {
 		return usage, false
 	}
-	if typ, _, isSlug := strings.Cut(ref, ":"); isSlug && typ != "lxc" {
+	if t, _, isSlug := strings.Cut(ref, ":"); isSlug && t != typ {
 		return usage, false
 	}
 	fs = fs[1:]
@@ -600,8 +678,37 @@ func parseExec(c *Command, body string, fs []rawField) (string, bool) {
 	if strings.TrimSpace(cmd) == "" {
 		return usage, false
 	}
-	c.Kind, c.Target, c.Action = CmdAction, ref, policy.ActionPctExec
+	c.Kind, c.Target, c.Action = CmdAction, ref, action
 	c.Params = map[string]any{"command": cmd}
+	return "", true
+}
+
+// parseLogs reads "logs [of|for] <service|lxc> [last] [N] [lines]": the
+// tail of a service's unit journal, or of a container's whole journal.
+func parseLogs(c *Command, args []token) (string, bool) {
+	usage := fmt.Sprintf("usage: logs <service|lxc> [N lines], e.g. logs jellyfin 100 lines (%d by default, at most %d)", policy.DefaultLogLines, policy.MaxLogLines)
+	ref, typ, rest, ok := targetArg(args, "of", "for", "from", "on", "in")
+	if !ok || typ == "host" {
+		return usage, false
+	}
+	params := map[string]any{}
+	if len(rest) > 0 && (rest[0].norm == "last" || rest[0].norm == "n") {
+		rest = rest[1:]
+	}
+	if len(rest) > 0 {
+		n, err := strconv.Atoi(rest[0].norm)
+		if err != nil || n < 1 || n > policy.MaxLogLines {
+			return usage, false
+		}
+		params["lines"], rest = n, rest[1:]
+		if len(rest) > 0 && (rest[0].norm == "lines" || rest[0].norm == "line") {
+			rest = rest[1:]
+		}
+	}
+	if len(rest) != 0 {
+		return usage, false
+	}
+	c.Kind, c.Target, c.Action, c.Params = CmdAction, ref, policy.ActionTailLog, params
 	return "", true
 }
 

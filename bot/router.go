@@ -152,6 +152,9 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.requestPlan(ctx, evt, cmd)
 	case CmdHelp:
 		plain, htm := Help()
+		if more, moreHTML, ok := HelpFor(cmd.Target); ok && cmd.Target != "" {
+			plain, htm = more, moreHTML
+		}
 		if use := b.roomUse(ctx, evt.RoomID); use != roomForPlans {
 			// Never an invitation to ask for plans where none are taken.
 			plain, htm = NoticeNotForPlans(b.planRooms())
@@ -230,6 +233,12 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 		r.Action, r.Params, r.Steps = r.Steps[0].Action, r.Steps[0].Params, nil
 	}
 	p, err := b.exec.Request(ctx, r)
+	var waiting *executions.AlreadyWaitingError
+	if errors.As(err, &waiting) {
+		plain, htm := NoticeAlreadyWaiting(waiting.Waiting, b.cfg.StatusURL)
+		b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
+		return
+	}
 	if err != nil {
 		b.sendNotice(ctx, evt.RoomID, requestErrorText(err), "", evt)
 		return

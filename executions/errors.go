@@ -64,5 +64,22 @@ func (e *AmbiguousTargetError) Error() string {
 	return fmt.Sprintf("%q matches %d entities: %s; name one of them", e.Ref, len(e.Candidates), strings.Join(e.Candidates, ", "))
 }
 
+// ErrAlreadyWaiting is what every *AlreadyWaitingError wraps.
+var ErrAlreadyWaiting = errors.New("the same change already awaits a decision")
+
+// AlreadyWaitingError reports that a plan for the same change (same
+// action, target and parameters) still awaits a decision, so no second one
+// was made: the caller points at Waiting, its code and its card.
+type AlreadyWaitingError struct {
+	// Waiting is the waiting plan's execution (its first step's).
+	Waiting store.Execution
+}
+
+func (e *AlreadyWaitingError) Error() string {
+	return fmt.Sprintf("already queued: plan %s (%s %s) awaits a decision", e.Waiting.PlanCode, e.Waiting.Action, e.Waiting.TargetSlug)
+}
+
+func (e *AlreadyWaitingError) Unwrap() error { return ErrAlreadyWaiting }
+
 // AlreadyDecidedError reports the decision that won.
 type AlreadyDecidedError = store.ErrAlreadyDecided

@@ -65,7 +65,9 @@ var harmlessCommands = []string{`sleep 600`, `df -h /`}
 // TestHostileCommandsWaitForAPerson sends every hostile form as an MCP
 // client and as the agent would, in a container and on a host: each waits
 // for an operator, shows exactly the command that will run, and sends no
-// order; a command that carries a secret is refused outright.
+// order; a command that carries a secret is refused outright. Each plan is
+// cancelled once checked: the same command from the next caller would
+// otherwise point at it.
 func TestHostileCommandsWaitForAPerson(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -99,6 +101,11 @@ func TestHostileCommandsWaitForAPerson(t *testing.T) {
 				}
 				if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 					t.Errorf("%s %s via %s %q: an order was queued with nobody approving", action, target, via, cmd)
+				}
+				// Withdrawn, so the next via's request for the same change
+				// makes a plan of its own instead of pointing at this one.
+				if _, err := b.svc.Cancel(b.ctx, x.ID, operator); err != nil {
+					t.Fatalf("cancel %s: %v", x.PlanCode, err)
 				}
 			}
 		}

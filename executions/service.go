@@ -310,6 +310,51 @@ type builtStep struct {
 	risk      policy.Risk
 	canonical json.RawMessage
 	facts     GuestFacts
+	// asked is what the step asks for, as its request key sees it: the
+	// action, the resolved target as the plan runs on it and the
+	// parameters as given, before Nomos names a snapshot or writes a
+	// description.
+	asked string
+}
+
+// requestKey identifies the change a plan asks for: its steps' actions,
+// targets and parameters as given. Two requests with the same key ask for
+// the same change.
+func requestKey(built []builtStep) string {
+	h := sha256.New()
+	for _, b := range built {
+		h.Write([]byte(b.asked))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// persist runs create. When a plan for the same change (key) already
+// waits for a decision, it creates nothing and returns
+// *AlreadyWaitingError naming that plan; a waiting plan whose window has
+// closed is expired first, and one decided meanwhile no longer counts.
+// The database's unique index decides between two requests at once.
+func (s *Service) persist(ctx context.Context, key string, now time.Time, create func() ([]store.Execution, error)) ([]store.Execution, error) {
+	for range 3 {
+		xs, err := create()
+		if !errors.Is(err, store.ErrAlreadyWaiting) {
+			return xs, err
+		}
+		x, err := s.store.WaitingByRequestKey(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		case !now.Before(x.ExpiresAt):
+			if _, err := s.expire(ctx, x.ID); err != nil && !isConflict(err) {
+				return nil, err
+			}
+			continue
+		}
+		return nil, &AlreadyWaitingError{Waiting: x}
+	}
+	return nil, fmt.Errorf("request %s: a plan for the same change kept appearing and going", key)
 }
 
 // Request validates, resolves and classifies r, and persists the plan. A
@@ -374,15 +419,20 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 		},
 		Session: r.Session, UnattendedLimit: s.cfg.UnattendedLimit,
 	}
+	n.RequestKey = requestKey(built)
 	var auto *store.Approval
 	if s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, byAgent, false) {
 		n.State = store.StateApproved
 		auto = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: b.hash, DecidedAt: now}
 	}
-	x, err := s.store.CreateExecution(ctx, n, auto)
+	xs, err := s.persist(ctx, n.RequestKey, now, func() ([]store.Execution, error) {
+		x, err := s.store.CreateExecution(ctx, n, auto)
+		return []store.Execution{x}, err
+	})
 	if err != nil {
 		return Planned{}, err
 	}
+	x := xs[0]
 	p := Planned{Execution: x, Risk: b.risk, Blast: policy.PlanBlastRadius(b.spec.Action, g.edges, b.entity.Slug), Target: b.entity,
 		Snapshot: policy.NeedsSnapshot(b.plan.Params, b.plan.Target, b.risk.Class), Facts: b.facts}
 	if b.risk.Class == policy.Destructive {
@@ -435,6 +485,10 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time, o
 		return builtStep{}, err
 	}
 	params, err := policy.ParseParams(spec.Action, st.Params)
+	if err != nil {
+		return builtStep{}, err
+	}
+	asked, err := policy.MarshalParams(params)
 	if err != nil {
 		return builtStep{}, err
 	}
@@ -507,8 +561,15 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time, o
 	if err != nil {
 		return builtStep{}, err
 	}
+	// The target as the plan runs on it: one that has moved, or that
+	// now cannot be snapshotted, is another change.
+	where, err := json.Marshal(plan.Target)
+	if err != nil {
+		return builtStep{}, err
+	}
 	return builtStep{spec: spec, entity: entity, plan: plan, hash: hash, risk: risk, canonical: canonical,
-		facts: s.guestFacts(g, entity, plan.Params, plan.Target)}, nil
+		facts: s.guestFacts(g, entity, plan.Params, plan.Target),
+		asked: string(spec.Action) + "\x00" + string(where) + "\x00" + string(asked)}, nil
 }
 
 // requestPlan persists a plan of several steps: one execution per step,
@@ -550,12 +611,15 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 			Session: r.Session, UnattendedLimit: s.cfg.UnattendedLimit,
 		}
 	}
+	news[0].RequestKey = requestKey(built)
 	var approval *store.Approval
 	if auto {
 		news[0].State = store.StateApproved
 		approval = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: planHash, DecidedAt: now}
 	}
-	xs, err := s.store.CreatePlan(ctx, store.NewPlan{Hash: planHash, RiskClass: class.String(), Steps: news}, approval)
+	xs, err := s.persist(ctx, news[0].RequestKey, now, func() ([]store.Execution, error) {
+		return s.store.CreatePlan(ctx, store.NewPlan{Hash: planHash, RiskClass: class.String(), Steps: news}, approval)
+	})
 	if err != nil {
 		return Planned{}, err
 	}

@@ -79,6 +79,18 @@ func Allowed(argv []string, r Rules) error {
 		}})
 	case "systemctl":
 		return allowHostSystemctl(args, r)
+	case "journalctl":
+		return allowJournal("journalctl", args)
+	case "shutdown":
+		// node_reboot's: a reboot in a minute, nothing else (no halt, no
+		// power-off, no wall message).
+		return allowForm("shutdown", args, form{args: []value{exact("-r"), exact("+1")}})
+	case "apt-get", "apt":
+		// apt_upgrade on the node: the same update and listing as in a
+		// container.
+		return allowForm(name, args, guestForms[name])
+	case "env":
+		return allowNodeUpgrade(args)
 	case "sh":
 		if !r.HostShell {
 			return refusef("a shell on the host itself (sh -c, which the run action sends) is off; set host_shell: true in %s to allow it", DefaultRulesFile)
@@ -269,6 +281,8 @@ func allowPctExec(args []string) error {
 		return allowShell("pct exec: sh", rest)
 	case "env":
 		return allowEnv(rest)
+	case "journalctl":
+		return allowJournal("pct exec: journalctl", rest)
 	}
 	if name == "apt-get" && slices.Equal(rest, []string{"-s", "upgrade"}) {
 		// The upgrade preview: a simulation, which changes nothing.
@@ -306,12 +320,39 @@ var probeForms = map[string]form{
 	"getent":    {args: []value{exact("hosts"), host}},
 }
 
-// guestForms run only inside a container: apt_upgrade, pct_create's
-// packages and its network check.
+// guestForms run inside a container: apt_upgrade, pct_create's packages
+// and its network check. apt_upgrade's apt-get update and apt list run on
+// a node too; cat never does.
 var guestForms = map[string]form{
 	"apt-get": {args: []value{exact("-q"), exact("-o"), exact("Acquire::Retries=3"), exact("update")}},
 	"apt":     {args: []value{exact("list"), exact("--upgradable")}},
 	"cat":     {args: []value{exact("/etc/resolv.conf")}},
+}
+
+// allowJournal accepts tail_log's two reads, on the node or in a
+// container: journalctl -u UNIT -n N --no-pager for a unit, and
+// journalctl -n N --no-pager for the whole journal. N is 1 to
+// policy.MaxLogLines; nothing follows (-f), picks fields or reads files.
+func allowJournal(name string, args []string) error {
+	lines := number(1, policy.MaxLogLines)
+	if len(args) > 0 && args[0] == "-u" {
+		return allowForm(name, args, form{args: []value{exact("-u"), wrap(policy.ValidateUnit), exact("-n"), lines, exact("--no-pager")}})
+	}
+	return allowForm(name, args, form{args: []value{exact("-n"), lines, exact("--no-pager")}})
+}
+
+// nodeUpgrade is apt_upgrade's upgrade on a node: dist-upgrade, as a
+// Proxmox node must be upgraded.
+var nodeUpgrade = []string{"DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "-o", "Acquire::Retries=3",
+	"-o", "Dpkg::Options::=--force-confold", "dist-upgrade"}
+
+// allowNodeUpgrade accepts env on the node for nodeUpgrade only: no
+// install, no remove, no other variable.
+func allowNodeUpgrade(args []string) error {
+	if !slices.Equal(args, nodeUpgrade) {
+		return refusef("env: on the node only env %s", strings.Join(nodeUpgrade, " "))
+	}
+	return nil
 }
 
 // allowEnv accepts the two apt-get forms that run through env.

@@ -12,9 +12,10 @@
 //
 // The allowlist, [Allowed], is built from policy's validators: pct's
 // subcommands with the options Nomos uses, pvesh get of a few read-only
-// paths, pveam and pvesm listings, the probes, and inside a container
-// (pct exec VMID -- …) the guest commands the actions and probes run,
-// including sh -c with an approved script. A shell on the host itself, which
+// paths, pveam and pvesm listings, the probes, tail_log's journalctl
+// reads, node_reboot's shutdown -r +1 and apt_upgrade's fixed apt forms on
+// the node, and inside a container (pct exec VMID -- …) the guest commands
+// the actions and probes run, including sh -c with an approved script. A shell on the host itself, which
 // only the run action sends, is refused unless the rules file sets
 // host_shell: true, and a privileged container unless it sets
 // privileged_containers: true ([LoadRules]).

@@ -166,6 +166,19 @@ func mayRun(argv []string, rules hostgate.Rules) string {
 		}
 	case "systemctl":
 		why = mayRunOnTheNode(argv, rules)
+	case "shutdown":
+		if !slices.Equal(argv, []string{"shutdown", "-r", "+1"}) {
+			why = "shutdown other than a reboot in a minute"
+		}
+	case "apt-get", "apt":
+		if !slices.Equal(argv, []string{"apt-get", "-q", "-o", "Acquire::Retries=3", "update"}) && !slices.Equal(argv, []string{"apt", "list", "--upgradable"}) {
+			why = "apt on the node other than update or list --upgradable"
+		}
+	case "env":
+		if !slices.Equal(argv, []string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "-o", "Acquire::Retries=3",
+			"-o", "Dpkg::Options::=--force-confold", "dist-upgrade"}) {
+			why = "env on the node other than the dist-upgrade"
+		}
 	default:
 		why = mayRunEither(argv)
 	}
@@ -343,6 +356,14 @@ func mayRunEither(argv []string) string {
 	case "getent":
 		if len(argv) != 3 || argv[1] != "hosts" || strings.HasPrefix(argv[2], "-") {
 			return "getent other than hosts NAME"
+		}
+	case "journalctl":
+		rest := argv[1:]
+		if len(rest) == 5 && rest[0] == "-u" && !strings.HasPrefix(rest[1], "-") && !strings.ContainsAny(rest[1], "*?[") {
+			rest = rest[2:]
+		}
+		if len(rest) != 3 || rest[0] != "-n" || rest[2] != "--no-pager" || !regexp.MustCompile(`^[1-9][0-9]?$|^100$`).MatchString(rest[1]) {
+			return "journalctl other than a bounded read of one unit or the journal"
 		}
 	default:
 		return "program " + argv[0] + " is not one Nomos runs"

@@ -88,7 +88,9 @@ type Container struct {
 	MemoryMB   int // default 512
 	DiskGB     int // default 8
 	// Status is "running" or "stopped". Default "running".
-	Status   string
+	Status string
+	// Onboot starts the container when its node boots (onboot: 1).
+	Onboot   bool
 	Services []Service
 	// Storage holds the root disk; default the host's Storage.
 	Storage string

@@ -61,6 +61,10 @@ func init() {
 		"pveversion": {run: func(c *call) int { c.outf("%s\n", pveVersion); return 0 }},
 		"ha-manager": {run: haManagerCmd},
 		"labsim":     {run: labsimCommand, unlocked: true},
+		"apt-get":    {run: nodeAptCmd},
+		"apt":        {run: nodeAptCmd},
+		"shutdown":   {run: shutdownCmd},
+		"journalctl": {run: nodeJournalctl},
 	})
 	guestBuiltins = maps.Clone(common)
 	maps.Copy(guestBuiltins, map[string]builtin{

@@ -240,3 +240,41 @@ func TestNodeNetwork(t *testing.T) {
 	}
 	diff(t, "node DNS with every container's resolver dead", 0, b.run(t, "pve1", "getent hosts deb.debian.org").Exit)
 }
+
+// TestNodeRebootFollowsOnboot: shutdown -r +1 on a node says when, as
+// systemd's shutdown does (systemctl-logind.c, logind_show_shutdown), and
+// the node comes back with only its onboot containers running, as
+// pve-guests.service starts them (pve-manager PVE/API2/Nodes.pm,
+// startall: onboot guests only). Another node's containers are untouched.
+func TestNodeRebootFollowsOnboot(t *testing.T) {
+	t.Parallel()
+	hosts := testFleet()
+	hosts[0].Containers[0].Onboot = true // jellyfin comes back
+	hosts[0].Containers = append(hosts[0].Containers, Container{VMID: 103, Hostname: "scratch", IP: "10.0.0.23/24", Gateway: "10.0.0.1", Status: "running"})
+	b := setupFleet(t, hosts)
+	r := b.run(t, "pve1", "shutdown -r +1")
+	diff(t, "shutdown -r +1", result{Stderr: "Reboot scheduled for Sat 2024-11-30 10:01:00 UTC, use 'shutdown -c' to cancel.\n"}, r)
+	diff(t, "pct list after the reboot", ""+
+		"VMID       Status     Lock         Name                \n"+
+		"101        running                 jellyfin            \n"+
+		"102        stopped                 pihole              \n"+
+		"103        stopped                 scratch             \n", b.must(t, "pve1", "pct list"))
+	contains(t, "jellyfin's journal", b.must(t, "pve1", "pct exec 101 -- journalctl -u jellyfin -n 2 --no-pager"),
+		"jellyfin systemd[1]: Started jellyfin.service - Jellyfin Media Server.\n")
+	diff(t, "the other node", "running", strings.Fields(b.must(t, "pve2", "pct status 201"))[1])
+
+	diff(t, "the node's journal", result{Stdout: "-- No entries --\n"}, b.run(t, "pve1", "journalctl -u pveproxy.service -n 5 --no-pager"))
+	diff(t, "shutdown -h", 1, b.run(t, "pve1", "shutdown -h now").Exit)
+}
+
+// TestNodeApt: apt_upgrade on a node reads the Debian and Proxmox indexes
+// and finds the node up to date.
+func TestNodeApt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	contains(t, "update", b.must(t, "pve1", "apt-get -q -o Acquire::Retries=3 update"),
+		"Hit:4 http://download.proxmox.com/debian/pve bookworm InRelease\n", "Reading package lists...\n")
+	diff(t, "list", "Listing...\n", b.must(t, "pve1", "apt list --upgradable"))
+	contains(t, "dist-upgrade", b.must(t, "pve1", "env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 -o Dpkg::Options::=--force-confold dist-upgrade"),
+		"0 upgraded, 0 newly installed, 0 to remove and 0 not upgraded.\n")
+}

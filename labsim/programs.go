@@ -429,7 +429,7 @@ func (s *Sim) saveLocked() {
 // binDir is where a builtin would live on disk, for command -v and which.
 func binDir(name string) string {
 	switch name {
-	case "pct", "qm", "pvesh", "pveam", "pvesm", "ha-manager", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping":
+	case "pct", "qm", "pvesh", "pveam", "pvesm", "ha-manager", "pveversion", "apt-get", "apt", "dpkg", "getent", "ss", "ping", "shutdown":
 		return "/usr/sbin/"
 	case "labsim":
 		return "/usr/local/bin/"

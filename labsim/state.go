@@ -395,6 +395,7 @@ func (st *simState) fromConfig(host string, c Container, now time.Time) *ctState
 		SwapMB:     512,
 		DiskGB:     c.DiskGB,
 		Storage:    c.Storage,
+		Onboot:     c.Onboot,
 	}, now)
 	ct.configure(c)
 	ct.Outdated = c.Outdated

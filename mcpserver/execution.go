@@ -33,6 +33,9 @@ type Requested struct {
 	RoomID      string `json:"room_id,omitempty"`
 	// Steps lists the steps of a plan of several, in order.
 	Steps []RequestedStep `json:"steps,omitempty"`
+	// AlreadyQueued says nothing new was queued: the execution named is
+	// an earlier plan for the same change, still awaiting a decision.
+	AlreadyQueued bool `json:"already_queued,omitempty"`
 }
 
 // RequestedStep is one step of a requested plan of several steps.
@@ -77,6 +80,10 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 		Action: action, Target: target, Params: params, Steps: steps,
 		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via, Reason: reason, RoomID: c.RoomID, Session: c.Session,
 	})
+	var waiting *executions.AlreadyWaitingError
+	if errors.As(err, &waiting) {
+		return alreadyWaiting(waiting.Waiting, c), nil
+	}
 	if err != nil {
 		return s.requestError(ctx, err), nil
 	}
@@ -225,6 +232,22 @@ func (s *Server) requestError(ctx context.Context, err error) *mcp.CallToolResul
 		return mcp.NewToolResultError("nothing was queued: " + err.Error())
 	}
 	return s.internal(ctx, "request_execution", err, "nothing was queued: the request could not be recorded just now; try again shortly")
+}
+
+// alreadyWaiting answers a request for a change whose plan still awaits
+// a decision: nothing new was queued, and the answer names that plan.
+func alreadyWaiting(x store.Execution, c Caller) *mcp.CallToolResult {
+	text := fmt.Sprintf("already queued: nothing new was queued, because execution %s (plan %s: %s on %s) asks for the same change and still awaits the operator's decision.",
+		x.ID, x.PlanCode, x.Action, x.TargetSlug)
+	if c.Via == ViaAgent {
+		text += " Do not ask again; end your turn now."
+	} else {
+		text += fmt.Sprintf(" get_execution %s shows where it stands.", x.ID)
+	}
+	return mcp.NewToolResultStructured(Requested{
+		ExecutionID: x.ID.String(), Action: x.Action, Target: x.TargetSlug, State: string(x.State),
+		RiskClass: x.GateClass(), RoomID: x.RoomID, AlreadyQueued: true,
+	}, text)
 }
 
 func requestedText(p executions.Planned, c Caller) string {

@@ -67,6 +67,12 @@ func executionCount(t *testing.T, b *bundle) int {
 
 var restartGitea = map[string]any{"action": "restart", "target": "service:gitea", "reason": "gitea returns 502"}
 
+// nthRequest is the n-th of requests for different changes: a repeat of
+// one still waiting would point at it instead of making a plan.
+func nthRequest(n int) map[string]any {
+	return map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": fmt.Sprintf("echo request %d", n)}, "reason": "one of several"}
+}
+
 func TestReadTokenCannotRequestExecutions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -236,11 +242,11 @@ func TestRequestsAreRateLimitedPerRequester(t *testing.T) {
 	claude := httpClient(t, b.ctx, url, token)
 
 	for i := range 2 {
-		if text, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea); isErr {
+		if text, isErr := callTool(t, b.ctx, claude, "request_execution", nthRequest(i)); isErr {
 			t.Fatalf("request %d within the burst refused: %s", i+1, text)
 		}
 	}
-	text, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea)
+	text, isErr := callTool(t, b.ctx, claude, "request_execution", nthRequest(2))
 	if !isErr || !strings.Contains(text, "too many requests from mcp:claude; try again in 10s") {
 		t.Errorf("third request = %v %q; want it refused naming mcp:claude and the wait", isErr, text)
 	}
@@ -257,21 +263,21 @@ func TestRequestsAreRateLimitedPerRequester(t *testing.T) {
 	// is untouched by claude's, and shared between operators.
 	for i, who := range []string{operator, "@bob:localhost"} {
 		ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: who})
-		if text, isErr := b.call(t, ctx, "request_execution", restartGitea); isErr {
+		if text, isErr := b.call(t, ctx, "request_execution", nthRequest(3+i)); isErr {
 			t.Fatalf("agent request %d refused while claude is over its limit: %s", i+1, text)
 		}
 	}
 	ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: operator})
-	if text, isErr := b.call(t, ctx, "request_execution", restartGitea); !isErr || !strings.Contains(text, "too many requests from agent") {
+	if text, isErr := b.call(t, ctx, "request_execution", nthRequest(5)); !isErr || !strings.Contains(text, "too many requests from agent") {
 		t.Errorf("third agent request = %v %q; want it refused", isErr, text)
 	}
 
 	// Ten seconds on, claude may ask once more, and only once.
 	clock.Add(10 * time.Second)
-	if text, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea); isErr {
+	if text, isErr := callTool(t, b.ctx, claude, "request_execution", nthRequest(6)); isErr {
 		t.Errorf("request after the wait refused: %s", text)
 	}
-	if _, isErr := callTool(t, b.ctx, claude, "request_execution", restartGitea); !isErr {
+	if _, isErr := callTool(t, b.ctx, claude, "request_execution", nthRequest(7)); !isErr {
 		t.Error("a second request right after the wait was allowed")
 	}
 	if n := executionCount(t, b); n != 5 {
@@ -384,4 +390,47 @@ func TestReadTokenCannotRequestByRawJSONRPC(t *testing.T) {
 	if n := executionCount(t, b); n != 1 || !strings.Contains(text, "queued for approval") {
 		t.Errorf("the request-scope token's stateless call = %d %s and %d executions, want one queued for approval", status, text, n)
 	}
+}
+
+// TestRepeatedRequestIsAlreadyQueued: an MCP client, then the agent, ask
+// for the restart the client asked for a moment ago and no one has decided
+// yet: nothing new is queued, and each answer names the waiting
+// execution.
+func TestRepeatedRequestIsAlreadyQueued(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	claude := httpClient(t, b.ctx, serveHTTP(t, b.srv.HTTPHandler()), token)
+	first, isErr := callToolResult(t, b.ctx, claude, "request_execution", restartGitea)
+	if isErr || first.AlreadyQueued {
+		t.Fatalf("first request = %v %+v", isErr, first)
+	}
+	again, isErr := callToolResult(t, b.ctx, claude, "request_execution", restartGitea)
+	if isErr || !again.AlreadyQueued || again.ExecutionID != first.ExecutionID {
+		t.Errorf("repeat = %v %+v; want already_queued naming %s", isErr, again, first.ExecutionID)
+	}
+	ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: operator, RoomID: opsRoom})
+	text, isErr := b.call(t, ctx, "request_execution", restartGitea)
+	if isErr || !strings.Contains(text, "already queued") || !strings.Contains(text, first.ExecutionID) || !strings.Contains(text, "end your turn") {
+		t.Errorf("the agent's repeat = %v %q", isErr, text)
+	}
+	if n := executionCount(t, b); n != 1 {
+		t.Errorf("%d executions after one request and two repeats, want 1", n)
+	}
+}
+
+// callToolResult calls a request tool and decodes its structured answer.
+func callToolResult(t *testing.T, ctx context.Context, c *client.Client, name string, args map[string]any) (mcpserver.Requested, bool) {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got mcpserver.Requested
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &got); err != nil && !res.IsError {
+		t.Fatalf("structured content %s: %v", raw, err)
+	}
+	return got, res.IsError
 }

@@ -506,11 +506,13 @@ func TestKnowledge(t *testing.T) {
 func TestAgentPlanFromAnUnlistedRoomGoesToTheOpsRoom(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *mcpserver.Config) { c.Rooms = []string{"!listed:localhost"} })
-	for _, room := range []string{"!listed:localhost", "!elsewhere:localhost"} {
+	// A service each: the same restart asked for twice would point at
+	// the first plan.
+	for room, service := range map[string]string{"!listed:localhost": "jellyfin", "!elsewhere:localhost": "gitea"} {
 		ctx := mcpserver.WithCaller(b.ctx, mcpserver.Caller{Via: mcpserver.ViaAgent, RequestedBy: operator, RoomID: room})
 		req := mcp.CallToolRequest{}
 		req.Params.Name = "request_execution"
-		req.Params.Arguments = map[string]any{"action": "restart", "target": "jellyfin", "reason": "asked in " + room}
+		req.Params.Arguments = map[string]any{"action": "restart", "target": service, "reason": "asked in " + room}
 		res, err := b.client.CallTool(ctx, req)
 		if err != nil {
 			t.Fatal(err)

@@ -117,7 +117,7 @@ func TestStdioProxyForwardsToTheBot(t *testing.T) {
 	// The bot restarts, with none of its sessions: the proxy's next
 	// request goes through, once.
 	endpoint.set(b.srv.HTTPHandler())
-	if text, isErr := callTool(t, b.ctx, c, "request_execution", restartGitea); isErr {
+	if text, isErr := callTool(t, b.ctx, c, "request_execution", nthRequest(1)); isErr {
 		t.Errorf("request_execution after the bot restarted: %s", text)
 	}
 	if n := executionCount(t, b); n != 2 {

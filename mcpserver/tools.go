@@ -197,6 +197,8 @@ var paramHelp = map[policy.Action]string{
 	policy.ActionPctRollback: `{"name": "snapshot name"}`,
 	policy.ActionPctDestroy:  `{"purge": bool}`,
 	policy.ActionRun:         `{"command": "shell run on the Proxmox host"}`,
+	policy.ActionTailLog:     `{"lines": 1-100, default 50}`,
+	policy.ActionNodeReboot:  "none",
 }
 
 func requestDescription() string {

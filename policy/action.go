@@ -40,6 +40,11 @@ const (
 	ActionVMShutdown Action = "vm_shutdown"
 	// ActionRun runs any shell command on a Proxmox host.
 	ActionRun Action = "run"
+	// ActionTailLog reads the last lines of a service's or a container's
+	// journal.
+	ActionTailLog Action = "tail_log"
+	// ActionNodeReboot reboots a Proxmox node.
+	ActionNodeReboot Action = "node_reboot"
 )
 
 // TargetType is the kind of entity an action acts on; it is also the prefix
@@ -68,9 +73,9 @@ type Spec struct {
 	// They never approve themselves, whatever the classifier says: the
 	// classifier is a guide for people, not a gate.
 	FreeForm bool
-	// Probe marks actions that only read and take nothing but a target, so
-	// no text can steer what they run. They approve themselves even when
-	// the agent asks.
+	// Probe marks actions that only read and take nothing but a target
+	// (and at most a bounded number), so no text can steer what they run.
+	// They approve themselves even when the agent asks.
 	Probe bool
 }
 
@@ -81,7 +86,7 @@ var catalogue = []Spec{
 	{ActionRestart, "restart", []TargetType{TargetService}, "restart a service's systemd unit inside its container", false, false},
 	{ActionSystemctl, "systemctl", []TargetType{TargetService, TargetLXC}, "run systemctl enable, disable, reload, start, stop or restart on a unit", false, false},
 	{ActionPctExec, "exec", []TargetType{TargetLXC, TargetVM}, "run a shell command inside an existing container, or in a VM through its guest agent", true, false},
-	{ActionAptUpgrade, "upgrade", []TargetType{TargetLXC}, "list (audit) or install (upgrade) pending package upgrades in a container", false, false},
+	{ActionAptUpgrade, "upgrade", []TargetType{TargetLXC, TargetHost}, "list (audit) or install (upgrade) pending package upgrades in a container or on a node", false, false},
 	{ActionPctCreate, "create", []TargetType{TargetHost}, "provision a new container on a host and install its service in one step", true, false},
 	{ActionPctStatus, "status", []TargetType{TargetLXC, TargetVM}, "read whether a container or VM is running, from its host", false, true},
 	{ActionPctStart, "start", []TargetType{TargetLXC, TargetVM}, "start a container or VM", false, false},
@@ -92,6 +97,8 @@ var catalogue = []Spec{
 	{ActionPctRollback, "rollback", []TargetType{TargetLXC, TargetVM}, "roll a container or VM back to a snapshot, discarding later changes", false, false},
 	{ActionPctDestroy, "destroy", []TargetType{TargetLXC, TargetVM}, "destroy a stopped container or VM and its disks", false, false},
 	{ActionRun, "run", []TargetType{TargetHost}, "run any shell command on a Proxmox host", true, false},
+	{ActionTailLog, "logs", []TargetType{TargetService, TargetLXC}, "read the last lines of a service's unit journal, or of a container's whole journal", false, true},
+	{ActionNodeReboot, "reboot-node", []TargetType{TargetHost}, "reboot a Proxmox node: every container on it stops, and those set to start at boot start again", false, false},
 }
 
 // Catalogue returns every action's Spec in a stable order.

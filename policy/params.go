@@ -200,6 +200,23 @@ type PctDestroyParams struct {
 	Purge bool `json:"purge,omitempty"`
 }
 
+// Lines of a journal tail_log reads.
+const (
+	DefaultLogLines = 50
+	// MaxLogLines is as many lines as an execution's result keeps.
+	MaxLogLines = 100
+)
+
+// TailLogParams are the parameters of tail_log.
+type TailLogParams struct {
+	// Lines is how many of the journal's last lines to read, 1 to
+	// MaxLogLines (default DefaultLogLines).
+	Lines int `json:"lines,omitempty"`
+}
+
+// NodeRebootParams are the parameters of node_reboot: none.
+type NodeRebootParams struct{}
+
 // RunParams are the parameters of run.
 type RunParams struct {
 	// Command is a shell script run by sh -c on the host.
@@ -247,6 +264,22 @@ func (PctDestroyParams) Action() Action { return ActionPctDestroy }
 
 // Action returns ActionRun.
 func (RunParams) Action() Action { return ActionRun }
+
+// Action returns ActionTailLog.
+func (TailLogParams) Action() Action { return ActionTailLog }
+
+// Action returns ActionNodeReboot.
+func (NodeRebootParams) Action() Action { return ActionNodeReboot }
+
+func (p NodeRebootParams) check() (Params, []*ParamError) { return p, nil }
+
+func (p TailLogParams) check() (Params, []*ParamError) {
+	p.Lines = cmp.Or(p.Lines, DefaultLogLines)
+	if p.Lines < 1 || p.Lines > MaxLogLines {
+		return p, []*ParamError{paramErr("lines", "must be from 1 to %d, got %d", MaxLogLines, p.Lines)}
+	}
+	return p, nil
+}
 
 func (p RestartParams) check() (Params, []*ParamError)   { return p, nil }
 func (p PctStatusParams) check() (Params, []*ParamError) { return p, nil }
@@ -554,6 +587,8 @@ var kinds = map[Action]paramKind{
 	ActionPctRollback: kind[PctRollbackParams](),
 	ActionPctDestroy:  kind[PctDestroyParams](),
 	ActionRun:         kind[RunParams](),
+	ActionTailLog:     kind[TailLogParams](),
+	ActionNodeReboot:  kind[NodeRebootParams](),
 }
 
 // ParseParams decodes and validates the JSON parameters of action a. Empty

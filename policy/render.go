@@ -61,8 +61,23 @@ func Render(p Params, t Target) ([]string, error) {
 		if p.Mode == AptAudit {
 			return []string{update, inGuest(t, "apt", "list", "--upgradable")}, nil
 		}
+		// A Proxmox node is upgraded with dist-upgrade, never upgrade:
+		// its packages' new dependencies must come in with them.
+		verb := "upgrade"
+		if t.Type == TargetHost {
+			verb = "dist-upgrade"
+		}
 		return []string{update, inGuest(t, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y",
-			"-o", "Acquire::Retries=3", "-o", "Dpkg::Options::=--force-confold", "upgrade")}, nil
+			"-o", "Acquire::Retries=3", "-o", "Dpkg::Options::=--force-confold", verb)}, nil
+	case TailLogParams:
+		if t.Type == TargetService {
+			return []string{inGuest(t, "journalctl", "-u", NormalizeUnit(t.Unit), "-n", strconv.Itoa(p.Lines), "--no-pager")}, nil
+		}
+		return []string{inGuest(t, "journalctl", "-n", strconv.Itoa(p.Lines), "--no-pager")}, nil
+	case NodeRebootParams:
+		// In a minute, so the command returns and its result is reported
+		// before the node goes down.
+		return []string{"shutdown -r +1"}, nil
 	case PctCreateParams:
 		return renderCreate(p), nil
 	case PctStatusParams:

@@ -54,7 +54,7 @@ func (o Override) Validate() error {
 //	systemctl enable, disable                config_mutation
 //	pct_exec                                 ClassifyCommand(command, in a container)
 //	apt_upgrade audit                        read_only
-//	apt_upgrade upgrade                      config_mutation
+//	apt_upgrade upgrade                      config_mutation (dist-upgrade on a node)
 //	pct_create                               config_mutation; for a privileged
 //	                                         container, at least the class of its
 //	                                         post_install
@@ -63,6 +63,8 @@ func (o Override) Validate() error {
 //	pct_snapshot                             reversible_low
 //	pct_rollback, pct_destroy                destructive
 //	run                                      ClassifyCommand(command, on the host)
+//	tail_log                                 read_only
+//	node_reboot                              destructive
 //
 // Overrides then apply: every matching MinClass raises the class (for the
 // target itself, its host, or any service in Target.Services), read_only
@@ -102,11 +104,18 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 			b.raise(ReversibleLow, "runs through the QEMU guest agent, which must be enabled and answering")
 		}
 	case AptUpgradeParams:
-		if p.Mode == AptAudit {
+		switch {
+		case p.Mode == AptAudit:
 			b.raise(ReadOnly, "lists pending upgrades")
-		} else {
+		case t.Type == TargetHost:
+			b.raise(ConfigMutation, "installs package upgrades on node "+t.Host+" (dist-upgrade); a new kernel needs a reboot of the node")
+		default:
 			b.raise(ConfigMutation, "installs package upgrades")
 		}
+	case TailLogParams:
+		b.raise(ReadOnly, fmt.Sprintf("reads the last %d lines of %s's journal", p.Lines, t.Slug))
+	case NodeRebootParams:
+		b.raise(Destructive, "reboots node "+t.Host+": every container on it stops, and only those set to start at boot come back")
 	case PctCreateParams:
 		b.raise(ConfigMutation, "creates a container on "+t.Host)
 		if p.Privileged && p.PostInstall != "" {

@@ -70,6 +70,11 @@ type Request struct {
 	// OnBehalfOf is the operator an agent acted for (RequestedBy is then
 	// the agent); empty otherwise.
 	OnBehalfOf string
+	// RequestKey identifies the change asked for (action, target and
+	// parameters), on a plan's first step only; empty for none. While a
+	// plan with a key waits for a decision, no other plan with that key
+	// can be created (see ErrAlreadyWaiting).
+	RequestKey string
 }
 
 // Execution is one gated action and where it stands.
@@ -365,9 +370,33 @@ func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution,
 		return p.flush(ctx)
 	})
 	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == waitingRequestIndex {
+			return nil, ErrAlreadyWaiting
+		}
 		return nil, err
 	}
 	return out, nil
+}
+
+// waitingRequestIndex is the partial unique index that allows one plan
+// awaiting a decision per request key.
+const waitingRequestIndex = "executions_waiting_request_idx"
+
+// ErrAlreadyWaiting is returned when a plan is created with the request
+// key of a plan that still awaits a decision; WaitingByRequestKey finds
+// that plan.
+var ErrAlreadyWaiting = errors.New("a plan for the same change is already awaiting a decision")
+
+// WaitingByRequestKey returns the plan awaiting a decision whose first
+// step carries key, or ErrNotFound.
+func (s *Store) WaitingByRequestKey(ctx context.Context, key string) (Execution, error) {
+	x, err := scanExecution(s.pool.QueryRow(ctx, `SELECT `+executionColumns+` FROM `+executionFrom+`
+		WHERE x.request_key = $1 AND x.state = 'awaiting_approval'`, key))
+	if err != nil {
+		return Execution{}, fmt.Errorf("waiting plan for request %s: %w", key, err)
+	}
+	return x, nil
 }
 
 func insertExecution(ctx context.Context, q execer, n NewExecution, planID *uuid.UUID, position *int, now time.Time) error {
@@ -381,10 +410,10 @@ func insertExecution(ctx context.Context, q execer, n NewExecution, planID *uuid
 	}
 	_, err = q.Exec(ctx, `INSERT INTO executions (id, action, target_id, target_slug, params, steps,
 		risk_class, plan_hash, plan_code, state, requested_by, requested_via, room_id, expires_at, created_at, updated_at, reason,
-		on_behalf_of, plan_id, plan_position)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15, $16, $17, $18, $19)`,
+		on_behalf_of, plan_id, plan_position, request_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $15, $16, $17, $18, $19, nullif($20, ''))`,
 		n.ID, n.Action, n.TargetID, n.TargetSlug, params, steps, n.RiskClass, n.PlanHash, n.PlanCode,
-		n.State, n.RequestedBy, n.RequestedVia, n.RoomID, n.ExpiresAt, now, n.Reason, n.OnBehalfOf, planID, position)
+		n.State, n.RequestedBy, n.RequestedVia, n.RoomID, n.ExpiresAt, now, n.Reason, n.OnBehalfOf, planID, position, n.RequestKey)
 	return err
 }
 

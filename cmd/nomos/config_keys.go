@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/knadh/koanf/v2"
+
+	"github.com/nomoshq/nomos/internal/typo"
 )
 
 // configKeys is every key the config knows, from Config's koanf tags: the
@@ -93,7 +95,7 @@ func (k configKeys) suggest(key string) string {
 	slices.Sort(candidates)
 	leaf := key[strings.LastIndexByte(key, '.')+1:]
 	for _, known := range candidates {
-		d := editDistance(key, known)
+		d := typo.Distance(key, known)
 		if known[strings.LastIndexByte(known, '.')+1:] == leaf {
 			d = min(d, 2) // the right name in the wrong section
 		}
@@ -151,25 +153,4 @@ func checkEnvSeparators(environ []string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

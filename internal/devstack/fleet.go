@@ -22,6 +22,8 @@ func LabsimConfig(seed *store.Seed, stateDir, authorizedKeys, logPath string, lo
 			ct := labsim.Container{
 				VMID: c.VMID, Hostname: c.Hostname, IP: c.IP, Gateway: c.Gateway,
 				Cores: c.Cores, MemoryMB: c.MemoryMB, DiskGB: c.DiskGB, Status: c.Status,
+				// What runs in a homelab is set to start with its node.
+				Onboot: c.Status != "stopped",
 			}
 			if ct.IP != "dhcp" && ct.Gateway != "" {
 				// The demo fleet's resolver works; a dead one is a fault the

@@ -1,0 +1,55 @@
+// Package typo finds the known word a mistyped one most likely meant: a
+// config key, a command's verb, an entity's name.
+package typo
+
+// Distance is the Levenshtein distance between a and b, in bytes: how
+// many single-byte insertions, deletions and substitutions turn one into
+// the other.
+func Distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Near is how far a word of n bytes may be from the one it was meant to
+// be: one edit in a short word, two from eight bytes on. Below three
+// bytes nothing is near, since every short word is near another.
+func Near(n int) int {
+	switch {
+	case n < 3:
+		return 0
+	case n < 8:
+		return 1
+	}
+	return 2
+}
+
+// Nearest returns the candidate nearest to word within limit edits, the
+// first in candidates' order among equals, and false when none is that
+// near or word is itself a candidate.
+func Nearest(word string, candidates []string, limit int) (string, bool) {
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		if c == word {
+			return "", false
+		}
+		if d := Distance(word, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best, best != ""
+}
