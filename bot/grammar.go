@@ -74,6 +74,9 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 	words := norms(toks)
 	if kind, ok := fixedPhrase(words); ok {
 		c.Kind = kind
+		if kind == CmdListContainers {
+			c.Target = listedKind(words)
+		}
 		return "", true
 	}
 	verb, args := words[0], toks[1:]
@@ -307,7 +310,7 @@ func sizeMB(s string) (int, error) {
 func parseSnapshots(c *Command, args []token) (string, bool) {
 	const usage = "usage: snapshots <lxc>, e.g. snapshots 101"
 	ref, typ, rest, ok := targetArg(args, "of", "on", "for", "in")
-	if !ok || len(rest) > 0 || (typ != "" && typ != "lxc") {
+	if !ok || len(rest) > 0 || (typ != "" && !isGuestWord(typ)) {
 		return usage, false
 	}
 	c.Kind, c.Target = CmdSnapshots, ref
@@ -341,11 +344,11 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 	}
 	if verb == "shut" {
 		if !hasWords(args, "down") {
-			return "usage: stop <lxc>", false
+			return "usage: stop <lxc|vm>", false
 		}
 		verb, args = "shutdown", args[1:]
 	}
-	usage := "usage: " + verb + " <lxc>, e.g. " + verb + " 101"
+	usage := "usage: " + verb + " <lxc|vm>, e.g. " + verb + " 101"
 	return targetAction(c, args, usage, func(typ string) (policy.Action, map[string]any, bool) {
 		switch typ {
 		case "service":
@@ -357,8 +360,13 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 		case "host":
 			return "", nil, false
 		}
-		if verb == "start" {
+		switch verb {
+		case "start":
 			return policy.ActionPctStart, map[string]any{}, true
+		case "shutdown":
+			// A request the guest may refuse; stop is the one that
+			// makes it stop.
+			return policy.ActionGuestShutdown, map[string]any{}, true
 		}
 		return policy.ActionPctStop, map[string]any{}, true
 	})
@@ -367,7 +375,7 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 // restartAction restarts a service, or reboots a container named as one.
 func restartAction(typ string) (policy.Action, map[string]any, bool) {
 	switch typ {
-	case "lxc":
+	case "lxc", "vm":
 		return policy.ActionPctReboot, map[string]any{}, true
 	case "host":
 		return "", nil, false
@@ -406,10 +414,13 @@ func rebootAction(typ string) (policy.Action, map[string]any, bool) {
 	return policy.ActionPctReboot, map[string]any{}, true
 }
 
-// destroyAction destroys a container and nothing else.
+// destroyAction destroys a container or VM and nothing else.
 func destroyAction(typ string) (policy.Action, map[string]any, bool) {
-	return policy.ActionPctDestroy, map[string]any{}, typ == "" || typ == "lxc"
+	return policy.ActionPctDestroy, map[string]any{}, typ == "" || isGuestWord(typ)
 }
+
+// isGuestWord reports whether a type word names a Proxmox guest.
+func isGuestWord(typ string) bool { return policy.IsGuest(policy.TargetType(typ)) }
 
 // onlyPronouns reports whether args name nothing but the plan in
 // question: "it", "this plan", "that one".
@@ -464,13 +475,25 @@ func isListCommand(words []string) bool {
 	for _, w := range rest {
 		switch w {
 		case "all", "the", "my", "list":
-		case "containers", "lxcs", "lxc", "cts", "ct", "services", "guests":
+		case "containers", "lxcs", "lxc", "cts", "ct", "services", "guests", "vms", "vm", "qemu":
 			noun = true
 		default:
 			return false
 		}
 	}
 	return noun || ((words[0] == "list" || words[0] == "ls") && len(rest) == 0)
+}
+
+// listedKind is what a list command lists: "vm" for "list vms", "guests"
+// for "list guests" (containers and VMs), "" for the containers.
+func listedKind(words []string) string {
+	switch {
+	case slices.Contains(words, "guests"):
+		return "guests"
+	case slices.Contains(words, "vms") || slices.Contains(words, "vm") || slices.Contains(words, "qemu"):
+		return "vm"
+	}
+	return ""
 }
 
 // targetAction completes a one-target action. pick maps the type named by
@@ -491,7 +514,7 @@ func targetAction(c *Command, args []token, usage string, pick func(typ string) 
 func parseSnapshot(c *Command, args []token) (string, bool) {
 	const usage = "usage: snapshot <lxc> [name], e.g. snapshot 101 before-upgrade"
 	ref, typ, rest, ok := targetArg(args, "of", "on")
-	if !ok || (typ != "" && typ != "lxc") {
+	if !ok || (typ != "" && !isGuestWord(typ)) {
 		return usage, false
 	}
 	params := map[string]any{}
@@ -511,7 +534,7 @@ func parseSnapshot(c *Command, args []token) (string, bool) {
 func parseRollback(c *Command, args []token) (string, bool) {
 	const usage = "usage: rollback <lxc> <snapshot>, e.g. rollback lxc:101 nomos-20260706-101500"
 	ref, typ, rest, ok := targetArg(args)
-	if !ok || (typ != "" && typ != "lxc") {
+	if !ok || (typ != "" && !isGuestWord(typ)) {
 		return usage, false
 	}
 	for len(rest) > 1 && (rest[0].norm == "to" || rest[0].norm == "snapshot" || rest[0].norm == "the") {
@@ -574,7 +597,7 @@ func parseExec(c *Command, body string, fs []rawField) (string, bool) {
 			fs = fs[1:]
 			continue
 		}
-		if t, ok := typeWords[w]; ok && t == "lxc" && len(fs) > 1 {
+		if t, ok := typeWords[w]; ok && isGuestWord(t) && len(fs) > 1 {
 			fs = fs[1:]
 		}
 		break
@@ -586,7 +609,7 @@ func parseExec(c *Command, body string, fs []rawField) (string, bool) {
 	if !isRef(ref) {
 		return usage, false
 	}
-	if typ, _, isSlug := strings.Cut(ref, ":"); isSlug && typ != "lxc" {
+	if typ, _, isSlug := strings.Cut(ref, ":"); isSlug && !isGuestWord(typ) {
 		return usage, false
 	}
 	fs = fs[1:]

@@ -4,8 +4,8 @@ import "strings"
 
 // ShortHelp is the answer to a message Nomos did not understand.
 func ShortHelp() string {
-	return "I didn't understand that. Try: status · problems · list containers · show <name> · restart <service> · " +
-		"start|stop|reboot <lxc> · snapshot <lxc> · rollback <lxc> <snapshot> · destroy <lxc> · " +
+	return "I didn't understand that. Try: status · problems · list containers · list guests · show <name> · restart <service> · " +
+		"start|shutdown|stop|reboot <lxc|vm> · snapshot <lxc|vm> · rollback <lxc|vm> <snapshot> · destroy <lxc|vm> · " +
 		"exec <lxc> <command> · pending · history · help"
 }
 
@@ -19,7 +19,8 @@ var helpSections = []struct {
 		{"status", "the fleet at a glance"},
 		{"problems", "what needs attention, worst first: open signals, then what is unhealthy, degraded or stale (also: what's wrong)"},
 		{"list containers", "containers and the services in them (also: ls, list lxcs)"},
-		{"show <name>", "one host, container or service, e.g. show jellyfin, show lxc:101"},
+		{"list vms / list guests", "the virtual machines, with run state and whether a guest agent is set; guests lists containers and VMs together"},
+		{"show <name>", "one host, container, VM or service, e.g. show jellyfin, show lxc:101, show homeassistant (a VM also says whether its guest agent answers)"},
 		{"snapshots <lxc>", "a container's snapshots, newest first, and who made each"},
 		{"pending", "plans waiting for a decision"},
 		{"history [name]", "recent executions"},
@@ -27,11 +28,12 @@ var helpSections = []struct {
 	}},
 	{"Change (each makes a plan that waits for approval)", []helpEntry{
 		{"restart <service>", "restart a service's unit, e.g. restart jellyfin"},
-		{"start | stop | reboot <lxc>", "a container by vmid, slug or hostname, e.g. reboot 101"},
-		{"snapshot <lxc> [name]", "take a snapshot"},
-		{"rollback <lxc> <snapshot>", "roll back to a snapshot (destructive)"},
-		{"destroy <lxc>", "destroy a container, stopping it first if it runs (destructive)"},
-		{"exec <lxc> <command>", "run a shell command in a container, e.g. exec 101 df -h"},
+		{"start | stop | reboot <lxc|vm>", "a container or VM by vmid, slug or name, e.g. reboot 101; stop of a VM is a hard power-off, like pulling the plug (destructive)"},
+		{"shutdown <lxc|vm>", "ask a guest to shut down (a VM over ACPI or its guest agent) and wait up to 60 s; one that ignores it stays up and the plan fails, nothing forced"},
+		{"snapshot <lxc|vm> [name]", "take a snapshot"},
+		{"rollback <lxc|vm> <snapshot>", "roll back to a snapshot (destructive)"},
+		{"destroy <lxc|vm>", "destroy a container or VM with its disks (destructive)"},
+		{"exec <lxc|vm> <command>", "run a shell command in a container, or in a VM through its guest agent, e.g. exec 101 df -h"},
 		{"reload | enable | disable <service>", "one systemctl verb on a service's unit"},
 		{"check updates on <lxc> / upgrade <lxc>", "list pending package upgrades, or install them"},
 		{"create lxc <name> on <host> [cores N] [memory 2G] [disk 20G] [ip CIDR gw IP]", "provision a container, e.g. create lxc wiki on hubris cores 2"},

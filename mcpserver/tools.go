@@ -192,7 +192,7 @@ var paramHelp = map[policy.Action]string{
 	policy.ActionPctStart:    "none",
 	policy.ActionPctStop:     "none",
 	policy.ActionPctReboot:   "none",
-	policy.ActionVMShutdown:  `{"timeout": seconds to wait, default 60, at most 600}`,
+	policy.ActionGuestShutdown:  `{"timeout": seconds to wait, default 60, at most 600}`,
 	policy.ActionPctSnapshot: `{"name": optional, "vmstate": bool, VMs only: also save RAM, which needs the VM's memory size in storage}`,
 	policy.ActionPctRollback: `{"name": "snapshot name"}`,
 	policy.ActionPctDestroy:  `{"purge": bool}`,
