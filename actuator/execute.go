@@ -232,10 +232,14 @@ func (x *execution) record(name string, start time.Time, code int, err error, no
 		x.addPhase(name, tasks.StatusSucceeded, code, start, note)
 		return true
 	case err == nil && x.shutdownTimedOut():
-		p := x.plan.Params.(policy.VMShutdownParams)
+		p := x.plan.Params.(policy.GuestShutdownParams)
+		kind, stop := "CT", "pct_stop stops it hard after another 60 s"
+		if x.plan.Target.Type == policy.TargetVM {
+			kind, stop = "VM", "pct_stop powers it off at once, like pulling the plug"
+		}
 		x.fail(tasks.StatusFailed, name, code, start, note, fmt.Sprintf(
-			"%s failed: VM %d did not shut down within %d s and is still running; qm said: %s. Nothing was forced. "+
-				"Stop it (pct_stop, a hard power-off, like pulling the plug) only if you mean to.", name, x.plan.Target.VMID, p.Timeout, x.why()))
+			"%s failed: %s %d did not shut down within %d s and is still running (%s said: %s). Nothing was forced; %s, if you mean to.",
+			name, kind, x.plan.Target.VMID, p.Timeout, x.guestTool(), x.why(), stop))
 	case err == nil:
 		msg := fmt.Sprintf("%s failed: the command exited with status %d", name, code)
 		if l := x.why(); l != "" && !strings.HasPrefix(l, "== ") {
@@ -282,12 +286,14 @@ func (x *execution) guestTool() string {
 	return "pct"
 }
 
-// shutdownTimedOut reports whether a vm_shutdown step failed because the
-// VM outlasted its timeout: qemu-server's _do_vm_stop says "VM
-// quit/powerdown failed - got timeout" and leaves it running.
+// shutdownTimedOut reports whether a guest_shutdown step failed because the
+// guest outlasted its timeout: qemu-server's _do_vm_stop says "VM
+// quit/powerdown failed - got timeout" and leaves it running, and
+// pve-container's PVE::LXC vm_stop "container did not stop".
 func (x *execution) shutdownTimedOut() bool {
-	_, ok := x.plan.Params.(policy.VMShutdownParams)
-	return ok && strings.Contains(x.why(), "got timeout")
+	_, ok := x.plan.Params.(policy.GuestShutdownParams)
+	why := x.why()
+	return ok && (strings.Contains(why, "got timeout") || strings.Contains(why, "container did not stop"))
 }
 
 // containerRef is how a note names the container for a request: the

@@ -374,8 +374,10 @@ func healthURL(c tasks.CheckRun) (*url.URL, error) {
 			return nil, fmt.Errorf("%w: http needs spec.url, or a target with an address or host name", errProbeSpec)
 		}
 		raw = "http://" + host
-		if c.Target.Port != 0 {
-			raw += ":" + strconv.Itoa(c.Target.Port)
+		// spec.port names the port where the target has none of its
+		// own, as a VM's services do.
+		if port := int(specNumber(c.Spec, "port", float64(c.Target.Port))); port != 0 {
+			raw += ":" + strconv.Itoa(port)
 		}
 		raw += cmp.Or(specString(c.Spec, "path"), c.Target.HealthPath, "/")
 	}

@@ -33,7 +33,7 @@ func (b *bundle) vm(vmid int, name string) tasks.Target {
 }
 
 // TestVMShutdownIgnoredIsNoSuccess: a VM that ignores the ACPI request
-// fails vm_shutdown once its timeout passes, with a message that says it
+// fails guest_shutdown once its timeout passes, with a message that says it
 // did not shut down within that time and is still running; nothing forces
 // it off (qemu-server _do_vm_stop without forceStop: "VM quit/powerdown
 // failed - got timeout"). Through the gate.
@@ -43,14 +43,14 @@ func TestVMShutdownIgnoredIsNoSuccess(t *testing.T) {
 	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultIgnoreACPI, Target: "201"}); err != nil {
 		t.Fatal(err)
 	}
-	res := b.run(t, b.order(t, "x-shutdown", policy.VMShutdownParams{Timeout: 1}, b.vm(201, "opnsense")))
+	res := b.run(t, b.order(t, "x-shutdown", policy.GuestShutdownParams{Timeout: 1}, b.vm(201, "opnsense")))
 	if res.Status != tasks.StatusFailed {
 		t.Fatalf("shutdown of a VM ignoring ACPI: %s, want failed\n%s", res.Status, res.Output)
 	}
 	contains(t, "error", res.Error, "VM 201 did not shut down within 1 s and is still running", "Nothing was forced")
 	diff(t, "still running", "status: running\n", b.ssh(t, "qm status 201"))
 
-	res = b.run(t, b.order(t, "x-shutdown-ha", policy.VMShutdownParams{Timeout: 1}, b.vm(200, "homeassistant")))
+	res = b.run(t, b.order(t, "x-shutdown-ha", policy.GuestShutdownParams{Timeout: 1}, b.vm(200, "homeassistant")))
 	if res.Status != tasks.StatusSucceeded {
 		t.Fatalf("shutdown of a VM that obeys: %s: %s\n%s", res.Status, res.Error, res.Output)
 	}

@@ -21,7 +21,8 @@ const (
 	CmdHelp
 	// CmdStatus asks for the fleet at a glance.
 	CmdStatus
-	// CmdListContainers asks for the containers and the services in them.
+	// CmdListContainers asks for the containers and the services in them;
+	// with Target "vm" for the VMs instead, with "guests" for both.
 	CmdListContainers
 	// CmdShow asks for one entity, named by Target.
 	CmdShow
@@ -311,6 +312,7 @@ var (
 	// typeWords may stand before or after a target and say its type.
 	typeWords = map[string]string{
 		"container": "lxc", "containers": "lxc", "lxc": "lxc", "ct": "lxc", "guest": "lxc",
+		"vm": "vm", "qemu": "vm", "kvm": "vm",
 		"service": "service", "unit": "service", "app": "service",
 		"host": "host", "node": "host", "server": "host",
 	}

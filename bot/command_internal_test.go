@@ -65,6 +65,10 @@ var commandTests = []struct {
 	{text: "show all containers", want: Command{Kind: CmdListContainers}},
 	{text: "pct list", want: Command{Kind: CmdListContainers}},
 	{text: "list services", want: Command{Kind: CmdListContainers}},
+	{text: "list vms", want: Command{Kind: CmdListContainers, Target: "vm"}},
+	{text: "show all VMs", want: Command{Kind: CmdListContainers, Target: "vm"}},
+	{text: "list guests", want: Command{Kind: CmdListContainers, Target: "guests"}},
+	{text: "guests", want: Command{Kind: CmdListContainers, Target: "guests"}},
 
 	// Show.
 	{text: "show jellyfin", want: Command{Kind: CmdShow, Target: "jellyfin"}},
@@ -133,7 +137,17 @@ var commandTests = []struct {
 	// Container power.
 	{text: "start 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctStart, Params: kv{}}},
 	{text: "stop lxc:101", want: Command{Kind: CmdAction, Target: "lxc:101", Action: policy.ActionPctStop, Params: kv{}}},
-	{text: "shut down 101 now", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctStop, Params: kv{}}},
+	// Shutdown asks; stop makes it stop (for a VM, a hard power-off).
+	{text: "shut down 101 now", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionGuestShutdown, Params: kv{}}},
+	{text: "shutdown opnsense", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionGuestShutdown, Params: kv{}}},
+	{text: "stop opnsense", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionPctStop, Params: kv{}}},
+	{text: "stop vm opnsense", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionPctStop, Params: kv{}}},
+	{text: "reboot vm:hubris/200", want: Command{Kind: CmdAction, Target: "vm:hubris/200", Action: policy.ActionPctReboot, Params: kv{}}},
+	{text: "restart vm homeassistant", want: Command{Kind: CmdAction, Target: "homeassistant", Action: policy.ActionPctReboot, Params: kv{}}},
+	{text: "destroy vm:200", want: Command{Kind: CmdAction, Target: "vm:200", Action: policy.ActionPctDestroy, Params: kv{}}},
+	{text: "snapshot vm homeassistant before-update", want: Command{Kind: CmdAction, Target: "homeassistant", Action: policy.ActionPctSnapshot, Params: kv{"name": "before-update"}}},
+	{text: "rollback vm:hubris/200 before-update", want: Command{Kind: CmdAction, Target: "vm:hubris/200", Action: policy.ActionPctRollback, Params: kv{"name": "before-update"}}},
+	{text: "shutdown host strong", want: Command{}, hint: true},
 	{text: "reboot container 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctReboot, Params: kv{}}},
 	{text: "reboot the gitea container", want: Command{Kind: CmdAction, Target: "gitea", Action: policy.ActionPctReboot, Params: kv{}}},
 	{text: "stop the jellyfin service", want: Command{Kind: CmdAction, Target: "jellyfin", Action: policy.ActionSystemctl, Params: kv{"verb": "stop"}}},
@@ -382,7 +396,7 @@ func TestRunbookPrecedence(t *testing.T) {
 func TestCommandHelp(t *testing.T) {
 	t.Parallel()
 	plain, html := Help()
-	for _, want := range []string{"status", "list containers", "restart <service>", "exec <lxc> <command>", "pending", "history", "go ahead"} {
+	for _, want := range []string{"status", "list containers", "restart <service>", "exec <lxc|vm> <command>", "shutdown <lxc|vm>", "list vms / list guests", "pending", "history", "go ahead"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("Help plain text lacks %q", want)
 		}

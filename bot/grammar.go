@@ -119,7 +119,7 @@ var grammar = []grammarVerb{
 	{words: []string{"upgrade"}, actions: []policy.Action{policy.ActionAptUpgrade}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
 		return targetAction(c, toks[1:], "usage: upgrade <lxc> or upgrade host <host>, e.g. upgrade 102 (check updates on 102 only lists them)", aptAction(policy.AptUpgrade))
 	}},
-	{words: []string{"start", "stop", "shutdown", "shut"}, actions: []policy.Action{policy.ActionPctStart, policy.ActionPctStop, policy.ActionSystemctl},
+	{words: []string{"start", "stop", "shutdown", "shut"}, actions: []policy.Action{policy.ActionPctStart, policy.ActionPctStop, policy.ActionGuestShutdown, policy.ActionSystemctl},
 		parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
 			return parsePower(c, verb, toks[1:])
 		}},
@@ -140,8 +140,8 @@ var grammar = []grammarVerb{
 		return parseLogs(c, toks[1:])
 	}},
 	{words: []string{"probe"}, actions: []policy.Action{policy.ActionPctStatus}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
-		return targetAction(c, toks[1:], "usage: probe <lxc>, e.g. probe 101", func(typ string) (policy.Action, map[string]any, bool) {
-			return policy.ActionPctStatus, map[string]any{}, typ == "" || typ == "lxc"
+		return targetAction(c, toks[1:], "usage: probe <lxc|vm>, e.g. probe 101", func(typ string) (policy.Action, map[string]any, bool) {
+			return policy.ActionPctStatus, map[string]any{}, typ == "" || isGuestWord(typ)
 		})
 	}},
 	{words: []string{"brief", "daily", "weekly"}, parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
@@ -203,6 +203,9 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 		c.Kind = kind
 		if kind == CmdHelp && words[0] == "help" && len(toks) == 2 {
 			c.Target = toks[1].norm // help <verb>
+		}
+		if kind == CmdListContainers {
+			c.Target = listedKind(words)
 		}
 		return "", true
 	}
@@ -371,7 +374,7 @@ func sizeMB(s string) (int, error) {
 func parseSnapshots(c *Command, args []token) (string, bool) {
 	const usage = "usage: snapshots <lxc>, e.g. snapshots 101"
 	ref, typ, rest, ok := targetArg(args, "of", "on", "for", "in")
-	if !ok || len(rest) > 0 || (typ != "" && typ != "lxc") {
+	if !ok || len(rest) > 0 || (typ != "" && !isGuestWord(typ)) {
 		return usage, false
 	}
 	c.Kind, c.Target = CmdSnapshots, ref
@@ -405,11 +408,11 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 	}
 	if verb == "shut" {
 		if !hasWords(args, "down") {
-			return "usage: stop <lxc>", false
+			return "usage: stop <lxc|vm>", false
 		}
 		verb, args = "shutdown", args[1:]
 	}
-	usage := "usage: " + verb + " <lxc>, e.g. " + verb + " 101"
+	usage := "usage: " + verb + " <lxc|vm>, e.g. " + verb + " 101"
 	return targetAction(c, args, usage, func(typ string) (policy.Action, map[string]any, bool) {
 		switch typ {
 		case "service":
@@ -421,8 +424,13 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 		case "host":
 			return "", nil, false
 		}
-		if verb == "start" {
+		switch verb {
+		case "start":
 			return policy.ActionPctStart, map[string]any{}, true
+		case "shutdown":
+			// A request the guest may refuse; stop is the one that
+			// makes it stop.
+			return policy.ActionGuestShutdown, map[string]any{}, true
 		}
 		return policy.ActionPctStop, map[string]any{}, true
 	})
@@ -432,7 +440,7 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 // or a node named as one.
 func restartAction(typ string) (policy.Action, map[string]any, bool) {
 	switch typ {
-	case "lxc":
+	case "lxc", "vm":
 		return policy.ActionPctReboot, map[string]any{}, true
 	case "host":
 		return policy.ActionNodeReboot, map[string]any{}, true
@@ -473,10 +481,13 @@ func rebootAction(typ string) (policy.Action, map[string]any, bool) {
 	return policy.ActionPctReboot, map[string]any{}, true
 }
 
-// destroyAction destroys a container and nothing else.
+// destroyAction destroys a container or VM and nothing else.
 func destroyAction(typ string) (policy.Action, map[string]any, bool) {
-	return policy.ActionPctDestroy, map[string]any{}, typ == "" || typ == "lxc"
+	return policy.ActionPctDestroy, map[string]any{}, typ == "" || isGuestWord(typ)
 }
+
+// isGuestWord reports whether a type word names a Proxmox guest.
+func isGuestWord(typ string) bool { return policy.IsGuest(policy.TargetType(typ)) }
 
 // onlyPronouns reports whether args name nothing but the plan in
 // question: "it", "this plan", "that one".
@@ -531,13 +542,25 @@ func isListCommand(words []string) bool {
 	for _, w := range rest {
 		switch w {
 		case "all", "the", "my", "list":
-		case "containers", "lxcs", "lxc", "cts", "ct", "services", "guests":
+		case "containers", "lxcs", "lxc", "cts", "ct", "services", "guests", "vms", "vm", "qemu":
 			noun = true
 		default:
 			return false
 		}
 	}
 	return noun || ((words[0] == "list" || words[0] == "ls") && len(rest) == 0)
+}
+
+// listedKind is what a list command lists: "vm" for "list vms", "guests"
+// for "list guests" (containers and VMs), "" for the containers.
+func listedKind(words []string) string {
+	switch {
+	case slices.Contains(words, "guests"):
+		return "guests"
+	case slices.Contains(words, "vms") || slices.Contains(words, "vm") || slices.Contains(words, "qemu"):
+		return "vm"
+	}
+	return ""
 }
 
 // targetAction completes a one-target action. pick maps the type named by
@@ -558,7 +581,7 @@ func targetAction(c *Command, args []token, usage string, pick func(typ string) 
 func parseSnapshot(c *Command, args []token) (string, bool) {
 	const usage = "usage: snapshot <lxc> [name], e.g. snapshot 101 before-upgrade"
 	ref, typ, rest, ok := targetArg(args, "of", "on")
-	if !ok || (typ != "" && typ != "lxc") {
+	if !ok || (typ != "" && !isGuestWord(typ)) {
 		return usage, false
 	}
 	params := map[string]any{}
@@ -578,7 +601,7 @@ func parseSnapshot(c *Command, args []token) (string, bool) {
 func parseRollback(c *Command, args []token) (string, bool) {
 	const usage = "usage: rollback <lxc> <snapshot>, e.g. rollback lxc:101 nomos-20260706-101500"
 	ref, typ, rest, ok := targetArg(args)
-	if !ok || (typ != "" && typ != "lxc") {
+	if !ok || (typ != "" && !isGuestWord(typ)) {
 		return usage, false
 	}
 	for len(rest) > 1 && (rest[0].norm == "to" || rest[0].norm == "snapshot" || rest[0].norm == "the") {
@@ -634,13 +657,20 @@ func argFields(body, verb string) []rawField {
 // command is the rest of the line as typed, unwrapped from Markdown code
 // marks (`...` or ```...```) that chat clients add.
 func parseExec(c *Command, body string, fs []rawField) (string, bool) {
-	return parseShell(c, body, fs, "lxc", policy.ActionPctExec, "usage: exec <lxc> <command>, e.g. exec 101 df -h")
+	return parseShell(c, body, fs, "lxc", policy.ActionPctExec, "usage: exec <lxc|vm> <command>, e.g. exec 101 df -h")
 }
 
 // parseRun reads "run [on] [host] <host> [--] <command...>": a shell on
 // the node itself, which the host gate refuses unless its rules allow it.
 func parseRun(c *Command, body string, fs []rawField) (string, bool) {
 	return parseShell(c, body, fs, "host", policy.ActionRun, "usage: run <host> <command>, e.g. run strong uptime")
+}
+
+// takesType reports whether a shell verb for typ may name a target of
+// type t: exec takes any guest (a VM through its guest agent), run only a
+// host.
+func takesType(typ, t string) bool {
+	return t == typ || (typ == "lxc" && isGuestWord(t))
 }
 
 // parseShell reads a target of type typ and the free-form command after
@@ -652,7 +682,7 @@ func parseShell(c *Command, body string, fs []rawField, typ string, action polic
 			fs = fs[1:]
 			continue
 		}
-		if t, ok := typeWords[w]; ok && t == typ && len(fs) > 1 {
+		if t, ok := typeWords[w]; ok && takesType(typ, t) && len(fs) > 1 {
 			fs = fs[1:]
 		}
 		break
@@ -664,7 +694,7 @@ func parseShell(c *Command, body string, fs []rawField, typ string, action polic
 	if !isRef(ref) {
 		return usage, false
 	}
-	if t, _, isSlug := strings.Cut(ref, ":"); isSlug && t != typ {
+	if t, _, isSlug := strings.Cut(ref, ":"); isSlug && !takesType(typ, t) {
 		return usage, false
 	}
 	fs = fs[1:]

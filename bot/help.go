@@ -7,9 +7,9 @@ import (
 
 // ShortHelp is the answer to a message Nomos did not understand.
 func ShortHelp() string {
-	return "I didn't understand that. Try: status · problems · list containers · show <name> · logs <service> · restart <service> · " +
-		"start|stop|reboot <lxc> · snapshot <lxc> · rollback <lxc> <snapshot> · destroy <lxc> · upgrade <lxc> · " +
-		"exec <lxc> <command> · pending · history · help <verb>"
+	return "I didn't understand that. Try: status · problems · list guests · show <name> · logs <service> · restart <service> · " +
+		"start|shutdown|stop|reboot <lxc|vm> · snapshot <lxc|vm> · rollback <lxc|vm> <snapshot> · destroy <lxc|vm> · upgrade <lxc> · " +
+		"exec <lxc|vm> <command> · pending · history · help <verb>"
 }
 
 // helpEntry is one line of help: the form, one example that works on the
@@ -40,13 +40,14 @@ var helpSections = []struct {
 		{"problems", "what's wrong",
 			"what needs attention, worst first: open signals, then what is unhealthy, degraded or stale (also: what's wrong, what is unhealthy)", ""},
 		{"list containers", "list containers", "containers and the services in them (also: ls, list lxcs)", ""},
-		{"show <name>", "show jellyfin", "one host, container or service; a service is shown with its container and host",
+		{"list vms / list guests", "list guests", "the virtual machines, with run state and whether a guest agent is set; guests lists containers and VMs together", ""},
+		{"show <name>", "show jellyfin", "one host, container, VM or service; a service is shown with its container and host, a VM with whether its guest agent answers",
 			"Name it by name, vmid or slug (show 101, show lxc:strong/101). When the name means things that are not one stack, I ask which."},
-		{"snapshots <lxc>", "snapshots 101", "a container's snapshots, newest first, and who made each",
+		{"snapshots <lxc|vm>", "snapshots 101", "a guest's snapshots, newest first, and who made each",
 			"The names are those rollback takes. Snapshots Nomos did not make are listed too, and Nomos never deletes them."},
 		{"logs <service|lxc> [N lines]", "logs jellyfin 20 lines", "the last lines of a service's journal, or a container's whole journal",
 			"50 lines by default, at most 100. It is a read: it runs at once, through the same gate as any plan, and the card shows the output with secrets redacted."},
-		{"probe <lxc>", "probe 101", "ask the container's host now whether it runs", ""},
+		{"probe <lxc|vm>", "probe 101", "ask the guest's host now whether it runs", ""},
 		{"pending", "pending", "plans waiting for a decision, with their codes", ""},
 		{"history [name]", "history jellyfin", "recent executions", ""},
 		{"brief [weekly]", "brief", "the daily brief now: the last 24 h, open signals, what is wrong, plans waiting; weekly adds the week's trends", ""},
@@ -54,14 +55,17 @@ var helpSections = []struct {
 	{"Change (each makes a plan that waits for approval)", []helpEntry{
 		{"restart <service>", "restart jellyfin", "restart a service's unit inside its container",
 			"Asking again while the plan waits does not make a second card: I point at the first."},
-		{"start | stop | reboot <lxc>", "reboot 101", "a container by vmid, slug or hostname", ""},
+		{"start | stop | reboot <lxc|vm>", "reboot 101", "a container or VM by vmid, slug or name",
+			"stop of a VM is a hard power-off, like pulling the plug, so it is destructive and needs the phrase; shutdown asks it nicely."},
+		{"shutdown <lxc|vm>", "shutdown homeassistant", "ask a guest to shut down (a VM over ACPI or its guest agent) and wait up to 60 s",
+			"A guest that ignores it stays up and the plan fails with \"did not shut down within 60 s\"; nothing is forced."},
 		{"reboot host <host>", "reboot host strong", "reboot a Proxmox node (destructive: type the phrase)",
 			"The node runs shutdown -r +1. Every container on it stops, and only those set to start at boot come back."},
-		{"snapshot <lxc> [name]", "snapshot 101 before-upgrade", "take a snapshot", ""},
-		{"rollback <lxc> <snapshot>", "rollback 101 before-upgrade", "roll back to a snapshot (destructive)",
+		{"snapshot <lxc|vm> [name]", "snapshot 101 before-upgrade", "take a snapshot", ""},
+		{"rollback <lxc|vm> <snapshot>", "rollback 101 before-upgrade", "roll back to a snapshot (destructive)",
 			"On ZFS the newer snapshots are deleted first; the card names them."},
-		{"destroy <lxc>", "destroy 131", "destroy a container, stopping it first if it runs (destructive)", ""},
-		{"exec <lxc> <command>", "exec 101 df -h", "run a shell command in a container", "The card shows the command exactly as it runs; it always waits for a person."},
+		{"destroy <lxc|vm>", "destroy 131", "destroy a container or VM with its disks, stopping it first if it runs (destructive)", ""},
+		{"exec <lxc|vm> <command>", "exec 101 df -h", "run a shell command in a container, or in a VM through its guest agent", "The card shows the command exactly as it runs; it always waits for a person."},
 		{"run <host> <command>", "run strong uptime", "run a shell command on a node itself",
 			"Refused by the node's gate unless its rules file sets host_shell: true."},
 		{"reload | enable | disable <service>", "reload caddy", "one systemctl verb on a service's unit", ""},

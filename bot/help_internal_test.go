@@ -73,7 +73,7 @@ func TestHelpForAVerb(t *testing.T) {
 		"logs":    "at most 100",
 		"journal": "50 lines by default",
 		"create":  "debian-13",
-		"stop":    "start | stop | reboot <lxc>",
+		"stop":    "start | stop | reboot <lxc|vm>",
 	} {
 		plain, html, ok := HelpFor(verb)
 		if !ok || !strings.Contains(plain, want) || html == "" {

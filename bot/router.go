@@ -166,7 +166,7 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	case CmdStatus:
 		b.replyStatus(ctx, evt)
 	case CmdListContainers:
-		b.replyContainers(ctx, evt)
+		b.replyContainers(ctx, evt, cmd.Target)
 	case CmdShow:
 		b.replyShow(ctx, evt, cmd.Target)
 	case CmdPending:

@@ -139,11 +139,21 @@ func healthSummary(counts map[string]int) string {
 
 // replyContainers answers "list containers" in one message: the live
 // containers with their run state and health, then the ones that are gone.
-func (b *Bot) replyContainers(ctx context.Context, evt *event.Event) {
-	es, err := b.store.ListEntities(ctx, "lxc")
-	if err != nil {
-		b.sendNotice(ctx, evt.RoomID, "I could not read the containers just now.", "", evt)
-		return
+//
+// kind is "" for the containers, "vm" for the VMs and "guests" for both.
+func (b *Bot) replyContainers(ctx context.Context, evt *event.Event, kind string) {
+	types := map[string][]string{"": {"lxc"}, "vm": {"vm"}, "guests": {"lxc", "vm"}}[kind]
+	var es []store.Entity
+	for _, typ := range types {
+		more, err := b.store.ListEntities(ctx, typ)
+		if err != nil {
+			b.sendNotice(ctx, evt.RoomID, "I could not read the guests just now.", "", evt)
+			return
+		}
+		es = append(es, more...)
+	}
+	if len(types) > 1 {
+		slices.SortStableFunc(es, func(a, b store.Entity) int { return cmp.Compare(a.AttrInt("vmid"), b.AttrInt("vmid")) })
 	}
 	plain, htm := containersCard(es)
 	b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
@@ -156,12 +166,48 @@ func (b *Bot) replyContainers(ctx context.Context, evt *event.Event) {
 // that, so the card would not be sent at all.
 const cardRows = 150
 
+// guestCount says how many containers and VMs es holds: "15 containers",
+// "2 VMs", "15 containers and 2 VMs".
+func guestCount(es []store.Entity) string {
+	vms := 0
+	for _, e := range es {
+		if e.Type == "vm" {
+			vms++
+		}
+	}
+	cts := len(es) - vms
+	plural := func(n int, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	switch {
+	case vms == 0:
+		return plural(cts, "container", "containers")
+	case cts == 0:
+		return plural(vms, "VM", "VMs")
+	}
+	return plural(cts, "container", "containers") + " and " + plural(vms, "VM", "VMs")
+}
+
+// attrIsTrue reads a flag attribute as JSON gives it: true, or 1.
+func attrIsTrue(e store.Entity, key string) bool {
+	switch v := e.Attrs[key].(type) {
+	case bool:
+		return v
+	case float64:
+		return v != 0
+	}
+	return false
+}
+
 // containersCard renders "list containers": the live containers with
 // their run state and health, then the ones that are gone.
 func containersCard(es []store.Entity) (plain, htm string) {
 	live := slices.DeleteFunc(slices.Clone(es), func(e store.Entity) bool { return e.Lifecycle == "destroyed" })
 	var pb, hb strings.Builder
-	fmt.Fprintf(&pb, "%d containers\n", len(live))
+	fmt.Fprintf(&pb, "%s\n", guestCount(live))
 	hb.WriteString("<table><tr><th>vmid</th><th>name</th><th>host</th><th>ip</th><th>state</th><th>health</th></tr>")
 	// folded[health][host] holds the vmids shown only as ranges.
 	folded := map[string]map[string][]int{}
@@ -184,6 +230,14 @@ func containersCard(es []store.Entity) (plain, htm string) {
 			state += ", " + e.Lifecycle
 		}
 		vmid := e.AttrInt("vmid")
+		if e.Type == "vm" {
+			// What sets a VM apart in a list: it is one, and whether
+			// Nomos can reach inside it through a guest agent.
+			state += ", VM"
+			if attrIsTrue(e, "agent") {
+				state += " with guest agent"
+			}
+		}
 		fmt.Fprintf(&pb, "%s %d %s on %s, %s, %s, %s\n", icon(e.Health), vmid, e.Name, host, ip, state, healthText(e))
 		fmt.Fprintf(&hb, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s %s</td></tr>", vmid,
 			html.EscapeString(e.Name), html.EscapeString(host), html.EscapeString(ip), html.EscapeString(state), icon(e.Health), html.EscapeString(healthText(e)))
@@ -248,8 +302,38 @@ func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 	}
 	for _, e := range matches {
 		showEntity(&plain, &htm, e, rels)
+		if e.Type == "vm" {
+			checks, err := b.store.ChecksOf(ctx, e.ID)
+			if err != nil {
+				b.logger.Warn("read a VM's checks for show", "slug", e.Slug, "err", err)
+			}
+			line := agentLine(e, checks)
+			plain.WriteString(line + "\n")
+			htm.WriteString("<p>" + html.EscapeString(line) + "</p>")
+		}
 	}
 	b.sendNotice(ctx, evt.RoomID, plain.String(), htm.String(), evt)
+}
+
+// agentLine says whether a VM's QEMU guest agent answers, from its
+// run-state check (pct_status, which pings an enabled agent).
+func agentLine(e store.Entity, checks []store.CheckView) string {
+	if !attrIsTrue(e, "agent") {
+		return "Guest agent: not enabled (agent: 0), so Nomos sees only the VM's run state and its services over the network."
+	}
+	for _, c := range checks {
+		if c.Kind != "pct_status" || c.LastResultAt == nil {
+			continue
+		}
+		switch {
+		case strings.Contains(c.LastDetail, "guest agent answers"):
+			return "Guest agent: answers (" + c.LastDetail + ")."
+		case strings.Contains(c.LastDetail, "guest agent does not answer"):
+			return "Guest agent: does not answer: " + c.LastDetail + "."
+		}
+		return "Guest agent: enabled; not asked, since " + c.LastDetail + "."
+	}
+	return "Guest agent: enabled; not checked yet (a pct_status check on the VM pings it)."
 }
 
 // askWhich asks which of matches ref means: Nomos never guesses.

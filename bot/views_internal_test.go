@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nomoshq/nomos/internal/fleetgen"
 	"github.com/nomoshq/nomos/store"
@@ -112,5 +113,42 @@ func TestRelatedIsOneStack(t *testing.T) {
 		if got := related(es(tc.slugs...), rels); got != tc.want {
 			t.Errorf("related(%v) = %v, want %v", tc.slugs, got, tc.want)
 		}
+	}
+}
+
+// TestVMViews: a VM's show says whether its guest agent answers, from
+// the run-state check that pings it, and says when it has none; lists
+// count containers and VMs apart and mark the VMs.
+func TestVMViews(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	withAgent := store.Entity{Slug: "vm:hubris/200", Type: "vm", Name: "homeassistant", Attrs: map[string]any{"agent": true, "vmid": 200.0, "host": "hubris"}, RunState: "running", Lifecycle: "active", Health: "healthy"}
+	noAgent := store.Entity{Slug: "vm:hubris/201", Type: "vm", Name: "opnsense", Attrs: map[string]any{"agent": false, "vmid": 201.0, "host": "hubris"}, RunState: "stopped", Lifecycle: "active"}
+	for name, tc := range map[string]struct {
+		e      store.Entity
+		checks []store.CheckView
+		want   string
+	}{
+		"answers": {withAgent, []store.CheckView{{Kind: "http", LastDetail: "GET answered 200", LastResultAt: &at},
+			{Kind: "pct_status", LastDetail: "VM 200 is running and its guest agent answers", LastResultAt: &at}}, "Guest agent: answers"},
+		"hung": {withAgent, []store.CheckView{{Kind: "pct_status", LastDetail: "VM 200 is running, but its guest agent does not answer: QEMU guest agent is not running", LastResultAt: &at}},
+			"Guest agent: does not answer: VM 200 is running, but its guest agent does not answer: QEMU guest agent is not running"},
+		"stopped":     {withAgent, []store.CheckView{{Kind: "pct_status", LastDetail: "VM 200 is stopped", LastResultAt: &at}}, "not asked, since VM 200 is stopped"},
+		"not checked": {withAgent, []store.CheckView{{Kind: "pct_status"}}, "not checked yet"},
+		"none":        {noAgent, nil, "Guest agent: not enabled"},
+	} {
+		if got := agentLine(tc.e, tc.checks); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: agentLine = %q, want %q in it", name, got, tc.want)
+		}
+	}
+	ct := store.Entity{Slug: "lxc:hubris/111", Type: "lxc", Name: "mqtt", Attrs: map[string]any{"vmid": 111.0, "host": "hubris"}, RunState: "running", Lifecycle: "active"}
+	plain, _ := containersCard([]store.Entity{ct, withAgent, noAgent})
+	for _, want := range []string{"1 container and 2 VMs", "200 homeassistant on hubris, , running, VM with guest agent", "201 opnsense on hubris, , stopped, VM,"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("list guests lacks %q:\n%s", want, plain)
+		}
+	}
+	if got := guestCount([]store.Entity{withAgent}); got != "1 VM" {
+		t.Errorf("guestCount = %q, want 1 VM", got)
 	}
 }

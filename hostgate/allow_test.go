@@ -56,8 +56,8 @@ var renderedPlans = []struct {
 	// The same actions on a VM render qm (policy/render.go).
 	{policy.PctStatusParams{}, vm200},
 	{policy.PctStartParams{}, vm200},
-	{policy.VMShutdownParams{}, vm200},
-	{policy.VMShutdownParams{Timeout: 5}, vm200},
+	{policy.GuestShutdownParams{}, vm200},
+	{policy.GuestShutdownParams{Timeout: 5}, vm200},
 	{policy.PctStopParams{}, vm200},
 	{policy.PctRebootParams{}, vm200},
 	{policy.PctSnapshotParams{Name: "nomos-20260706-101500"}, vm200},

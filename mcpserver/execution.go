@@ -430,7 +430,17 @@ func (s *Server) describeExecution(x store.Execution) string {
 }
 
 func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	e, bad := s.resolve(ctx, "get_lxc_state", req.GetString("container", ""), "lxc")
+	return s.guestState(ctx, "get_lxc_state", req.GetString("container", ""), "lxc")
+}
+
+func (s *Server) vmState(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.guestState(ctx, "get_vm_state", req.GetString("vm", ""), "vm")
+}
+
+// guestState answers get_lxc_state and get_vm_state: pct_status, a probe
+// that approves itself, on one guest of kind, and what it answered.
+func (s *Server) guestState(ctx context.Context, tool, ref, kind string) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, tool, ref, kind)
 	if bad != nil {
 		return bad, nil
 	}
@@ -439,8 +449,11 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return mcp.NewToolResultError(fmt.Sprintf("%s has no vmid or host in the fleet data, so it cannot be probed", e.Slug)), nil
 	}
 	command := "pct status " + strconv.Itoa(vmid)
+	if kind == "vm" {
+		command = "qm status " + strconv.Itoa(vmid)
+	}
 	c := s.caller(ctx)
-	if refused := s.allowRequest(ctx, "get_lxc_state", c); refused != nil {
+	if refused := s.allowRequest(ctx, tool, c); refused != nil {
 		return refused, nil
 	}
 	// pct_status is a probe: it takes nothing but the container, so it
@@ -452,16 +465,16 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via,
 	})
 	if err != nil {
-		return s.internal(ctx, "get_lxc_state", err, "the live probe could not be started; list_lxcs has the latest checked state"), nil
+		return s.internal(ctx, tool, err, "the live probe could not be started; "+listTool(kind)+" has the latest checked state"), nil
 	}
 	x := p.Execution
 	if x.State == store.StateAwaitingApproval {
-		return mcp.NewToolResultText(fmt.Sprintf("the probe needs an approval here: execution %s awaits an operator; list_lxcs has the latest checked state", x.ID)), nil
+		return mcp.NewToolResultText(fmt.Sprintf("the probe needs an approval here: execution %s awaits an operator; %s has the latest checked state", x.ID, listTool(kind))), nil
 	}
 	started := time.Now()
 	x, err = s.waitTerminal(ctx, x)
 	if err != nil {
-		return s.internal(ctx, "get_lxc_state", err, fmt.Sprintf("lost track of the probe (execution %s); get_execution shows it", x.ID)), nil
+		return s.internal(ctx, tool, err, fmt.Sprintf("lost track of the probe (execution %s); get_execution shows it", x.ID)), nil
 	}
 	took := time.Since(started).Round(100 * time.Millisecond)
 	switch {
@@ -477,9 +490,17 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: `%s` gave no status line: %s (execution %s)",
 			e.Slug, e.Name, host, command, oneLine(redact.String(x.ProgressTail), 300), x.ID)), nil
 	}
-	s.recordObservation(ctx, e, vmid, status)
+	s.recordObservation(ctx, e, vmid, status, kind)
 	return mcp.NewToolResultText(fmt.Sprintf("%s (%s) on %s: %s — live `%s`, %s, execution %s",
 		e.Slug, e.Name, host, status, command, took, x.ID)), nil
+}
+
+// listTool is the bulk tool that lists guests of kind.
+func listTool(kind string) string {
+	if kind == "vm" {
+		return "list_vms"
+	}
+	return "list_lxcs"
 }
 
 // pctStatus finds the answer of `pct status` in an execution's output,
@@ -518,10 +539,15 @@ func (s *Server) waitTerminal(ctx context.Context, x store.Execution) (store.Exe
 	return x, nil
 }
 
-// recordObservation writes what the live probe saw to the container's
-// status, as the pct_status check would, so list_lxcs is as fresh as it.
-func (s *Server) recordObservation(ctx context.Context, e store.Entity, vmid int, status string) {
-	health, detail := "unhealthy", fmt.Sprintf("container %d is %s", vmid, cmp.Or(status, "in an unknown state"))
+// recordObservation writes what the live probe saw to the guest's status,
+// as the pct_status check would, so list_lxcs and list_vms are as fresh
+// as it.
+func (s *Server) recordObservation(ctx context.Context, e store.Entity, vmid int, status, kind string) {
+	noun := "container"
+	if kind == "vm" {
+		noun = "VM"
+	}
+	health, detail := "unhealthy", fmt.Sprintf("%s %d is %s", noun, vmid, cmp.Or(status, "in an unknown state"))
 	if status == "running" {
 		health = "healthy"
 	}

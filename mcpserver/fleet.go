@@ -24,15 +24,30 @@ import (
 const fullRows = 150
 
 func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.listGuests(ctx, req, "list_lxcs", "lxc")
+}
+
+func (s *Server) listVMs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.listGuests(ctx, req, "list_vms", "vm")
+}
+
+func (s *Server) listAllGuests(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return s.listGuests(ctx, req, "list_guests", "lxc", "vm")
+}
+
+// listGuests answers list_lxcs, list_vms and list_guests: the guests of
+// the given kinds. With more than one kind, each row starts with its type.
+func (s *Server) listGuests(ctx context.Context, req mcp.CallToolRequest, tool string, kinds ...string) (*mcp.CallToolResult, error) {
 	host := strings.TrimSpace(req.GetString("host", ""))
 	health := strings.TrimSpace(strings.ToLower(req.GetString("health", "")))
 	if err := checkHealthArg(health); err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
-	all, err := s.store.ListContainers(ctx)
+	all, err := s.store.ListGuests(ctx, kinds...)
 	if err != nil {
-		return s.internal(ctx, "list_lxcs", err, "could not read the containers just now; try again shortly"), nil
+		return s.internal(ctx, tool, err, "could not read the guests just now; try again shortly"), nil
 	}
+	noun := map[string]string{"list_lxcs": "container", "list_vms": "VM", "list_guests": "guest"}[tool]
 	now := s.now()
 	var cs []store.Container
 	hosts := map[string]int{}
@@ -61,16 +76,19 @@ func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	}
 	filter := lxcFilter(host, health)
 	if len(cs) == 0 {
-		fmt.Fprintf(&b, "no containers%s (of %d in the fleet)", filter, len(all))
+		fmt.Fprintf(&b, "no %ss%s (of %d in the fleet)", noun, filter, len(all))
 		return mcp.NewToolResultText(b.String()), nil
 	}
 	running := ""
 	if len(states) > 0 {
 		running = "; " + countLine(states)
 	}
-	fmt.Fprintf(&b, "%s%s on %s (%s): %s%s. Health is the worst of each container's run state, its checks and its services'.\n",
-		plural(len(cs), "container"), filter, plural(len(hosts), "host"), strings.Join(perHost, ", "), countLine(counts), running)
-	writeLXCRows(&b, cs, host == "", hostNames, now)
+	fmt.Fprintf(&b, "%s%s on %s (%s): %s%s. Health is the worst of each %s's run state, its checks and its services'.\n",
+		plural(len(cs), noun), filter, plural(len(hosts), "host"), strings.Join(perHost, ", "), countLine(counts), running, noun)
+	if len(kinds) > 1 {
+		b.WriteString("Each row: type (lxc or vm), vmid, name, host, ip, health, services.\n")
+	}
+	writeLXCRows(&b, cs, host == "", hostNames, now, len(kinds) > 1)
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
 
@@ -93,7 +111,7 @@ func lxcFilter(host, health string) string {
 // writeLXCRows writes a row per container. In a long fleet-wide list,
 // quiet containers (healthy, or never checked) are folded into vmid ranges
 // per host, so the answer stays small.
-func writeLXCRows(b *strings.Builder, cs []store.Container, fleetWide bool, hostNames []string, now time.Time) {
+func writeLXCRows(b *strings.Builder, cs []store.Container, fleetWide bool, hostNames []string, now time.Time, typed bool) {
 	// folded[health][host] lists the vmids shown only as ranges.
 	folded := map[string]map[string][]int{}
 	for _, c := range cs {
@@ -106,7 +124,13 @@ func writeLXCRows(b *strings.Builder, cs []store.Container, fleetWide bool, host
 			folded[c.Health][h] = append(folded[c.Health][h], c.Entity.AttrInt("vmid"))
 			continue
 		}
+		if typed {
+			b.WriteString(c.Type + " ")
+		}
 		b.WriteString(containerRow(c, now))
+		if c.Type == "vm" && attrText(c.Entity, "agent") == "true" {
+			b.WriteString(" (guest agent)")
+		}
 		b.WriteByte('\n')
 	}
 	for _, health := range []string{"healthy", "unknown"} {

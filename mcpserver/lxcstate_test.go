@@ -57,10 +57,23 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 		"101 jellyfin strong 10.40.0.101/24 healthy",
 		"131 teddycloud hubris 10.40.0.131/24 unhealthy teddycloud — container 131 is stopped")
 
+	// A VM: get_vm_state runs qm status, and list_guests names each
+	// row's type; the demo's VMs are on hubris.
+	vm := b.ok(t, "get_vm_state", map[string]any{"vm": "homeassistant"})
+	containsAll(t, "get_vm_state homeassistant", vm, "vm:hubris/200 (homeassistant) on hubris: running — live `qm status 200`")
+	if text, isErr := callTool(t, b.ctx, b.client, "get_vm_state", map[string]any{"vm": "101"}); !isErr || !strings.Contains(text, "101") {
+		t.Errorf("get_vm_state of a container = %v %q, want it refused: 101 is no VM", isErr, text)
+	}
+	guests := b.ok(t, "list_guests", nil)
+	containsAll(t, "list_guests", guests, "17 guests", "lxc 101 jellyfin strong", "vm 200 homeassistant hubris 10.40.0.120 healthy - (guest agent)", "vm 201 opnsense hubris")
+	vms := b.ok(t, "list_vms", nil)
+	containsAll(t, "list_vms", vms, "2 VMs", "200 homeassistant hubris")
+	containsNone(t, "list_vms", vms, "jellyfin")
+
 	// It ran as the pct_status probe, requested by the agent, with no
 	// card: a probe is not a plan.
 	xs, err := b.store.ExecutionsVia(b.ctx, []string{"agent"}, 10)
-	xs = slices.DeleteFunc(xs, func(x store.Execution) bool { return x.Action != "pct_status" })
+	xs = slices.DeleteFunc(xs, func(x store.Execution) bool { return x.Action != "pct_status" || strings.HasPrefix(x.TargetSlug, "vm:") })
 	if err != nil || len(xs) != 2 {
 		t.Fatalf("executions via agent = %d, %v; want the two probes", len(xs), err)
 	}

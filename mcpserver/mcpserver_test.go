@@ -212,8 +212,8 @@ func toolNames(t testing.TB, ctx context.Context, c *client.Client) []string {
 
 var wantTools = []string{
 	"get_agent_activity", "get_blast_radius", "get_entity", "get_entity_knowledge", "get_execution",
-	"get_health_summary", "get_lxc_state", "get_signal_history", "get_state_snapshot", "get_trend",
-	"http_get", "list_entities", "list_lxcs", "query_metrics", "request_execution", "search_knowledge",
+	"get_health_summary", "get_lxc_state", "get_signal_history", "get_state_snapshot", "get_trend", "get_vm_state",
+	"http_get", "list_entities", "list_guests", "list_lxcs", "list_vms", "query_metrics", "request_execution", "search_knowledge",
 }
 
 func TestRegistryAnnotations(t *testing.T) {
@@ -332,7 +332,7 @@ func TestHealthSummaryAndSnapshot(t *testing.T) {
 		"service: 21 — 1 unhealthy, 20 unknown",
 		"service:jellyfin unhealthy — GET /health: connection refused",
 		"host:strong degraded — / is 88% full")
-	containsAll(t, "get_health_summary", sum, "unknown (no check result yet): 20 — service:adguard, service:authentik,")
+	containsAll(t, "get_health_summary", sum, "unknown (no check result yet): 22 — service:adguard, service:authentik,")
 	containsNone(t, "get_health_summary", sum, "check:", "probe entity", "service:vaultwarden")
 
 	snap := b.ok(t, "get_state_snapshot", nil)
@@ -360,7 +360,7 @@ func TestListAndGetEntity(t *testing.T) {
 		"service:authentik-worker unknown in lxc:strong/103 unit authentik-worker.service")
 	containsNone(t, "list_entities", services, "\nlxc:", "check:")
 	checks := b.ok(t, "list_entities", map[string]any{"type": "check"})
-	containsAll(t, "checks", checks, "20 check", "check:postgres-tcp unknown tcp on service:postgres")
+	containsAll(t, "checks", checks, "23 check", "check:postgres-tcp unknown tcp on service:postgres")
 
 	ent := b.ok(t, "get_entity", map[string]any{"entity": "service:postgres"})
 	containsAll(t, "get_entity", ent,

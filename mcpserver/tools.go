@@ -49,6 +49,18 @@ func (s *Server) fleetTools() []server.ServerTool {
 			mcp.WithString("host", mcp.Description("only the containers on this Proxmox host, such as strong")),
 			mcp.WithString("health", mcp.Description("only containers with this health: "+healthEnum)),
 		), Handler: s.listLXCs},
+		{Tool: tool("list_vms", "List VMs",
+			"Every QEMU virtual machine with its vmid, name, host, IP, health and run state (when not running), and whether its guest agent is enabled, in ONE call. "+
+				"Nomos cannot enter a VM: its services are checked over the network, and pct_exec reaches it only through the guest agent.", false,
+			mcp.WithString("host", mcp.Description("only the VMs on this Proxmox host, such as hubris")),
+			mcp.WithString("health", mcp.Description("only VMs with this health: "+healthEnum)),
+		), Handler: s.listVMs},
+		{Tool: tool("list_guests", "List containers and VMs",
+			"Every guest, LXC container and QEMU VM, in ONE call; each row starts with its type (lxc or vm). "+
+				"list_lxcs and list_vms give one kind.", false,
+			mcp.WithString("host", mcp.Description("only the guests on this Proxmox host")),
+			mcp.WithString("health", mcp.Description("only guests with this health: "+healthEnum)),
+		), Handler: s.listAllGuests},
 		{Tool: tool("get_state_snapshot", "Fleet snapshot",
 			"The fleet at a glance in one compact call: health counts by type, what needs attention, fullest disks, "+
 				"open signals (failing checks, alerts from Alertmanager) and executions in flight. Start here when you need orientation.", false,
@@ -61,7 +73,7 @@ func (s *Server) fleetTools() []server.ServerTool {
 			"Entities of the fleet graph (hosts, lxc containers, services, checks) with their slug and health. "+
 				"Use it to find the slug of something before a per-entity tool; pass type to keep the answer small. "+
 				"For containers, list_lxcs says more in one call.", false,
-			mcp.WithString("type", mcp.Description("host, lxc, service or check; empty means every type but check")),
+			mcp.WithString("type", mcp.Description("host, lxc, vm, service or check; empty means every type but check")),
 			mcp.WithString("health", mcp.Description("only entities with this health: "+healthEnum)),
 		), Handler: s.listEntities},
 		{Tool: tool("get_entity", "Entity detail",
@@ -130,6 +142,12 @@ func (s *Server) actionTools() []server.ServerTool {
 				"For anything fleet-wide use list_lxcs, which answers from the latest checks in one call.", true,
 			mcp.WithString("container", mcp.Required(), mcp.Description("a vmid (105), hostname, or slug (lxc:105)")),
 		), Handler: s.lxcState},
+		{Tool: tool("get_vm_state", "Live VM status",
+			"Runs `qm status` for ONE VM on its host right now, as a read-only execution, and, where its guest agent is enabled, "+
+				"the run-state check pings the agent. Use it only to confirm the current state of a specific VM the operator named. "+
+				"For anything fleet-wide use list_vms.", true,
+			mcp.WithString("vm", mcp.Required(), mcp.Description("a vmid (200), name, or slug (vm:hubris/200)")),
+		), Handler: s.vmState},
 		{Tool: mcp.NewTool("request_execution",
 			mcp.WithDescription(requestDescription()),
 			mcp.WithTitleAnnotation("Request an action"),
@@ -183,22 +201,22 @@ func actionNames() []string {
 // paramHelp documents each action's params for the model, in the shape
 // policy.ParseParams accepts.
 var paramHelp = map[policy.Action]string{
-	policy.ActionRestart:     "none",
-	policy.ActionSystemctl:   `{"verb": enable|disable|reload|start|stop|restart, "unit": required for an lxc target}`,
-	policy.ActionPctExec:     `{"command": "shell run inside the container, or in a VM through its guest agent (refused where none answers)"}`,
-	policy.ActionAptUpgrade:  `{"mode": "audit" (default, read-only) | "upgrade"}`,
-	policy.ActionPctCreate:   `{"hostname" (required), "vmid", "cores", "memory" (MB), "disk_gb", "ip": "dhcp" or CIDR, "gw" (with a static ip), "nameserver", "services": [debian packages], "post_install": "shell ending with a health check", "nesting" (default true, as Proxmox's web interface; false turns it off), "onboot" (default true), "privileged", "storage", "bridge", "template"}`,
-	policy.ActionPctStatus:   "none",
-	policy.ActionPctStart:    "none",
-	policy.ActionPctStop:     "none",
-	policy.ActionPctReboot:   "none",
-	policy.ActionVMShutdown:  `{"timeout": seconds to wait, default 60, at most 600}`,
-	policy.ActionPctSnapshot: `{"name": optional, "vmstate": bool, VMs only: also save RAM, which needs the VM's memory size in storage}`,
-	policy.ActionPctRollback: `{"name": "snapshot name"}`,
-	policy.ActionPctDestroy:  `{"purge": bool}`,
-	policy.ActionRun:         `{"command": "shell run on the Proxmox host"}`,
-	policy.ActionTailLog:     `{"lines": 1-100, default 50}`,
-	policy.ActionNodeReboot:  "none",
+	policy.ActionRestart:       "none",
+	policy.ActionSystemctl:     `{"verb": enable|disable|reload|start|stop|restart, "unit": required for an lxc target}`,
+	policy.ActionPctExec:       `{"command": "shell run inside the container, or in a VM through its guest agent (refused where none answers)"}`,
+	policy.ActionAptUpgrade:    `{"mode": "audit" (default, read-only) | "upgrade"}`,
+	policy.ActionPctCreate:     `{"hostname" (required), "vmid", "cores", "memory" (MB), "disk_gb", "ip": "dhcp" or CIDR, "gw" (with a static ip), "nameserver", "services": [debian packages], "post_install": "shell ending with a health check", "nesting" (default true, as Proxmox's web interface; false turns it off), "onboot" (default true), "privileged", "storage", "bridge", "template"}`,
+	policy.ActionPctStatus:     "none",
+	policy.ActionPctStart:      "none",
+	policy.ActionPctStop:       "none",
+	policy.ActionPctReboot:     "none",
+	policy.ActionGuestShutdown: `{"timeout": seconds to wait, default 60, at most 600}`,
+	policy.ActionPctSnapshot:   `{"name": optional, "vmstate": bool, VMs only: also save RAM, which needs the VM's memory size in storage}`,
+	policy.ActionPctRollback:   `{"name": "snapshot name"}`,
+	policy.ActionPctDestroy:    `{"purge": bool}`,
+	policy.ActionRun:           `{"command": "shell run on the Proxmox host"}`,
+	policy.ActionTailLog:       `{"lines": 1-100, default 50}`,
+	policy.ActionNodeReboot:    "none",
 }
 
 func requestDescription() string {

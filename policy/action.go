@@ -35,9 +35,10 @@ const (
 	ActionPctRollback Action = "pct_rollback"
 	// ActionPctDestroy destroys a container and its disks.
 	ActionPctDestroy Action = "pct_destroy"
-	// ActionVMShutdown asks a VM to power off over ACPI (or its guest
-	// agent) and waits, bounded, until it is off.
-	ActionVMShutdown Action = "vm_shutdown"
+	// ActionGuestShutdown asks a VM (over ACPI or its guest agent) or a
+	// container to shut down, and waits, bounded, until it is off; unlike
+	// pct_stop it never forces.
+	ActionGuestShutdown Action = "guest_shutdown"
 	// ActionRun runs any shell command on a Proxmox host.
 	ActionRun Action = "run"
 	// ActionTailLog reads the last lines of a service's or a container's
@@ -91,7 +92,7 @@ var catalogue = []Spec{
 	{ActionPctStatus, "status", []TargetType{TargetLXC, TargetVM}, "read whether a container or VM is running, from its host", false, true},
 	{ActionPctStart, "start", []TargetType{TargetLXC, TargetVM}, "start a container or VM", false, false},
 	{ActionPctStop, "stop", []TargetType{TargetLXC, TargetVM}, "shut a container down cleanly, stopping it hard after 60 s; power a VM off at once, like pulling the plug", false, false},
-	{ActionVMShutdown, "shutdown", []TargetType{TargetVM}, "ask a VM to shut down (ACPI, or its guest agent) and wait until it is off, failing after the timeout", false, false},
+	{ActionGuestShutdown, "shutdown", []TargetType{TargetVM, TargetLXC}, "ask a VM (ACPI, or its guest agent) or a container to shut down and wait until it is off, failing after the timeout without forcing it", false, false},
 	{ActionPctReboot, "reboot", []TargetType{TargetLXC, TargetVM}, "reboot a container or VM", false, false},
 	{ActionPctSnapshot, "snapshot", []TargetType{TargetLXC, TargetVM}, "take a snapshot of a container or VM", false, false},
 	{ActionPctRollback, "rollback", []TargetType{TargetLXC, TargetVM}, "roll a container or VM back to a snapshot, discarding later changes", false, false},

@@ -154,17 +154,17 @@ type PctStopParams struct{}
 // PctRebootParams are the parameters of pct_reboot: none.
 type PctRebootParams struct{}
 
-// VMShutdownParams are the parameters of vm_shutdown.
-type VMShutdownParams struct {
-	// Timeout is how long, in seconds, qm shutdown waits for the VM to
-	// go before it fails; 0 means DefaultShutdownTimeout.
+// GuestShutdownParams are the parameters of guest_shutdown.
+type GuestShutdownParams struct {
+	// Timeout is how long, in seconds, qm or pct shutdown waits for the
+	// guest to go before it fails; 0 means DefaultShutdownTimeout.
 	Timeout int `json:"timeout,omitempty"`
 }
 
-// DefaultShutdownTimeout is vm_shutdown's wait, qm shutdown's own default.
+// DefaultShutdownTimeout is guest_shutdown's wait, qm shutdown's own default.
 const DefaultShutdownTimeout = 60
 
-// MaxShutdownTimeout bounds vm_shutdown's wait, below the actuator's
+// MaxShutdownTimeout bounds guest_shutdown's wait, below the actuator's
 // command timeout.
 const MaxShutdownTimeout = 600
 
@@ -250,8 +250,8 @@ func (PctStopParams) Action() Action { return ActionPctStop }
 // Action returns ActionPctReboot.
 func (PctRebootParams) Action() Action { return ActionPctReboot }
 
-// Action returns ActionVMShutdown.
-func (VMShutdownParams) Action() Action { return ActionVMShutdown }
+// Action returns ActionGuestShutdown.
+func (GuestShutdownParams) Action() Action { return ActionGuestShutdown }
 
 // Action returns ActionPctSnapshot.
 func (PctSnapshotParams) Action() Action { return ActionPctSnapshot }
@@ -286,7 +286,7 @@ func (p PctStatusParams) check() (Params, []*ParamError) { return p, nil }
 func (p PctStartParams) check() (Params, []*ParamError)  { return p, nil }
 func (p PctStopParams) check() (Params, []*ParamError)   { return p, nil }
 func (p PctRebootParams) check() (Params, []*ParamError) { return p, nil }
-func (p VMShutdownParams) check() (Params, []*ParamError) {
+func (p GuestShutdownParams) check() (Params, []*ParamError) {
 	if p.Timeout < 0 || p.Timeout > MaxShutdownTimeout {
 		return p, []*ParamError{paramErr("timeout", "must be 1 to %d seconds, or 0 for %d, got %d", MaxShutdownTimeout, DefaultShutdownTimeout, p.Timeout)}
 	}
@@ -582,7 +582,7 @@ var kinds = map[Action]paramKind{
 	ActionPctStart:    kind[PctStartParams](),
 	ActionPctStop:     kind[PctStopParams](),
 	ActionPctReboot:   kind[PctRebootParams](),
-	ActionVMShutdown:  kind[VMShutdownParams](),
+	ActionGuestShutdown:  kind[GuestShutdownParams](),
 	ActionPctSnapshot: kind[PctSnapshotParams](),
 	ActionPctRollback: kind[PctRollbackParams](),
 	ActionPctDestroy:  kind[PctDestroyParams](),

@@ -89,10 +89,10 @@ func Render(p Params, t Target) ([]string, error) {
 			return []string{"qm stop " + vmid}, nil
 		}
 		return []string{"pct shutdown " + vmid + " --timeout 60 --forceStop 1"}, nil
-	case VMShutdownParams:
-		// Never --forceStop: a VM that ignores the request fails the step
-		// rather than being powered off unasked.
-		return []string{"qm shutdown " + vmid + " --timeout " + strconv.Itoa(p.Timeout)}, nil
+	case GuestShutdownParams:
+		// Never --forceStop: a guest that ignores the request fails the
+		// step rather than being powered off unasked.
+		return []string{tool + "shutdown " + vmid + " --timeout " + strconv.Itoa(p.Timeout)}, nil
 	case PctRebootParams:
 		return []string{tool + "reboot " + vmid}, nil
 	case PctSnapshotParams:

@@ -134,7 +134,7 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 		} else {
 			b.raise(ReversibleLow, "stops "+t.Slug)
 		}
-	case VMShutdownParams:
+	case GuestShutdownParams:
 		b.raise(ReversibleLow, fmt.Sprintf("asks %s to shut down and waits up to %d s; a VM that ignores it stays up and the step fails", t.Slug, p.Timeout))
 	case PctRebootParams:
 		b.raise(ReversibleLow, "reboots "+t.Slug)

@@ -23,8 +23,8 @@ func TestVMSteps(t *testing.T) {
 	}{
 		{PctStatusParams{}, []string{"qm status 200"}, ReadOnly},
 		{PctStartParams{}, []string{"qm start 200"}, ReversibleLow},
-		{VMShutdownParams{}, []string{"qm shutdown 200 --timeout 60"}, ReversibleLow},
-		{VMShutdownParams{Timeout: 5}, []string{"qm shutdown 200 --timeout 5"}, ReversibleLow},
+		{GuestShutdownParams{}, []string{"qm shutdown 200 --timeout 60"}, ReversibleLow},
+		{GuestShutdownParams{Timeout: 5}, []string{"qm shutdown 200 --timeout 5"}, ReversibleLow},
 		{PctRebootParams{}, []string{"qm reboot 200"}, ReversibleLow},
 		{PctStopParams{}, []string{"qm stop 200"}, Destructive},
 		{PctSnapshotParams{Name: "before-update"}, []string{"qm snapshot 200 before-update"}, ReversibleLow},
@@ -50,6 +50,9 @@ func TestVMSteps(t *testing.T) {
 			t.Errorf("%s class = %s, want %s", name, r.Class, tc.class)
 		}
 	}
+	if got, err := Render(GuestShutdownParams{Timeout: 30}, lxc101); err != nil || !slices.Equal(got, []string{"pct shutdown 101 --timeout 30"}) {
+		t.Errorf("guest_shutdown of a container = %q, %v; want pct shutdown without --forceStop", got, err)
+	}
 	r, _ := Classify(PctStopParams{}, vm200, nil)
 	if !slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.Contains(s, "like pulling the plug") }) {
 		t.Errorf("qm stop's reasons do not say it is like pulling the plug: %q", r.Reasons)
@@ -67,12 +70,11 @@ func TestVMRefusals(t *testing.T) {
 		params Params
 		target Target
 	}{
-		"shutdown of a container": {VMShutdownParams{}, lxc101},
 		"vmstate of a container":  {PctSnapshotParams{Name: "x1", VMState: true}, lxc101},
 		"restart of a VM":         {RestartParams{}, vm200},
 		"upgrade in a VM":         {AptUpgradeParams{}, vm200},
-		"timeout too long":        {VMShutdownParams{Timeout: MaxShutdownTimeout + 1}, vm200},
-		"negative timeout":        {VMShutdownParams{Timeout: -1}, vm200},
+		"timeout too long":        {GuestShutdownParams{Timeout: MaxShutdownTimeout + 1}, vm200},
+		"negative timeout":        {GuestShutdownParams{Timeout: -1}, vm200},
 		"slug and vmid disagree":  {PctStartParams{}, Target{Type: TargetVM, ID: vm200.ID, Slug: "vm:strong/201", Host: "strong", VMID: 200}},
 		"vm slug on an lxc type":  {PctStartParams{}, Target{Type: TargetLXC, ID: vm200.ID, Slug: "vm:strong/200", Host: "strong", VMID: 200}},
 	} {
@@ -82,11 +84,11 @@ func TestVMRefusals(t *testing.T) {
 			t.Errorf("%s: %v is neither a parameter nor a target error", name, err)
 		}
 	}
-	p, err := ParseParams(ActionVMShutdown, []byte(`{"timeout": 5}`))
-	if err != nil || p.(VMShutdownParams).Timeout != 5 {
-		t.Errorf("ParseParams vm_shutdown = %#v, %v", p, err)
+	p, err := ParseParams(ActionGuestShutdown, []byte(`{"timeout": 5}`))
+	if err != nil || p.(GuestShutdownParams).Timeout != 5 {
+		t.Errorf("ParseParams guest_shutdown = %#v, %v", p, err)
 	}
-	if _, err := ParseParams(ActionVMShutdown, []byte(`{"timeout": 5, "force": true}`)); err == nil {
-		t.Error("vm_shutdown took a force parameter; it has none")
+	if _, err := ParseParams(ActionGuestShutdown, []byte(`{"timeout": 5, "force": true}`)); err == nil {
+		t.Error("guest_shutdown took a force parameter; it has none")
 	}
 }

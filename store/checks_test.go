@@ -33,8 +33,8 @@ func TestClaimDueChecksSendsEachSlotOnce(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 
 	first := claimAll(t, s, now)
-	if len(first) != 19 {
-		t.Fatalf("first pass claimed %d checks, want the 19 enabled seeded checks (none has run)", len(first))
+	if len(first) != 22 {
+		t.Fatalf("first pass claimed %d checks, want the 22 enabled seeded checks (none has run)", len(first))
 	}
 	caddy := first["caddy-http"]
 	if caddy.Kind != "http" || caddy.Interval != 30*time.Second || caddy.Spec["path"] != "/healthz" {
@@ -81,8 +81,8 @@ func TestClaimDueChecksConcurrentClaimersNeverShare(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if len(seen) != 19 {
-		t.Errorf("%d checks claimed in all, want the 19 enabled", len(seen))
+	if len(seen) != 22 {
+		t.Errorf("%d checks claimed in all, want the 22 enabled", len(seen))
 	}
 	for id, n := range seen {
 		if n != 1 {

@@ -95,7 +95,7 @@ func TestStoppedOnPurposePagesNobody(t *testing.T) {
 	fail := func() {
 		t.Helper()
 		e.now = e.now.Add(time.Second)
-		c := checks["homeassistant-http"]
+		c := checks["zigbee2mqtt-http"]
 		if err := e.s.RecordCheck(e.ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: "unhealthy", Detail: "GET failed", At: e.now}); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestStoppedOnPurposePagesNobody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(signals) != 1 || signals[0].Kind != "check:homeassistant-http" {
+	if len(signals) != 1 || signals[0].Kind != "check:zigbee2mqtt-http" {
 		t.Errorf("a failing service of a container that should run raised %+v, want its check's signal", signals)
 	}
 }

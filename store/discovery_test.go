@@ -346,14 +346,14 @@ func TestContainerHealthRollsUp(t *testing.T) {
 		}
 	}
 	record("vaultwarden-http", "healthy", "GET answered 200")
-	record("homeassistant-http", "unhealthy", "GET failed")
+	record("zigbee2mqtt-http", "unhealthy", "GET failed")
 	record("nextcloud-disk", "degraded", "/ is 90% full")
 	for slug, want := range map[string]string{
-		"lxc:hubris/110": "healthy: container 110 is running",                        // running, its service healthy
-		"lxc:hubris/111": "unhealthy: homeassistant: homeassistant-http: GET failed", // running, a service failing
-		"lxc:hubris/112": "healthy: container 112 is running",                        // running, no check has answered
-		"lxc:hubris/114": "degraded: nextcloud-disk: / is 90% full",                  // its own check
-		"lxc:hubris/131": "unhealthy: container 131 is stopped",                      // stopped
+		"lxc:hubris/110": "healthy: container 110 is running",                    // running, its service healthy
+		"lxc:hubris/111": "unhealthy: zigbee2mqtt: zigbee2mqtt-http: GET failed", // running, a service failing
+		"lxc:hubris/112": "healthy: container 112 is running",                    // running, no check has answered
+		"lxc:hubris/114": "degraded: nextcloud-disk: / is 90% full",              // its own check
+		"lxc:hubris/131": "unhealthy: container 131 is stopped",                  // stopped
 	} {
 		if got := entityID(t, e.s, slug); got.Health+": "+got.Detail != want {
 			t.Errorf("%s is %s: %s, want %s", slug, got.Health, got.Detail, want)

@@ -52,6 +52,12 @@ type Container struct {
 // ListContainers returns every LXC that is not destroyed, with its status
 // and the services it runs, ordered by vmid, in one query.
 func (s *Store) ListContainers(ctx context.Context) ([]Container, error) {
+	return s.ListGuests(ctx, "lxc")
+}
+
+// ListGuests is ListContainers for the given guest kinds, lxc and vm, in
+// vmid order; a VM has no services.
+func (s *Store) ListGuests(ctx context.Context, kinds ...string) ([]Container, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+`,
 			coalesce(jsonb_agg(jsonb_build_object('name', sv.name, 'health', coalesce(ss.health, 'unknown'))
 				ORDER BY sv.name) FILTER (WHERE sv.id IS NOT NULL), '[]'::jsonb)
@@ -59,9 +65,9 @@ func (s *Store) ListContainers(ctx context.Context) ([]Container, error) {
 		LEFT JOIN relationships r ON r.from_id = e.id AND r.type = 'runs'
 		LEFT JOIN entities sv ON sv.id = r.to_id
 		LEFT JOIN entity_status ss ON ss.entity_id = sv.id
-		WHERE e.type = 'lxc' AND e.lifecycle <> 'destroyed'
+		WHERE e.type = ANY($1) AND e.lifecycle <> 'destroyed'
 		GROUP BY e.id, s.entity_id
-		ORDER BY (e.attrs->>'vmid')::int NULLS LAST, e.slug`)
+		ORDER BY (e.attrs->>'vmid')::int NULLS LAST, e.slug`, kinds)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

@@ -58,6 +58,7 @@ func TestHealthCountsAndContainers(t *testing.T) {
 		{Type: "lxc", Health: "unknown", Count: 15},
 		{Type: "service", Health: "unhealthy", Count: 1},
 		{Type: "service", Health: "unknown", Count: 20},
+		{Type: "vm", Health: "unknown", Count: 2},
 	}
 	if diff := cmp.Diff(want, counts); diff != "" {
 		t.Errorf("HealthCounts (-want +got):\n%s", diff)

@@ -85,7 +85,11 @@ type SeedVM struct {
 	Status   string `yaml:"status"`
 	// Agent says the QEMU guest agent is enabled (agent: 1).
 	Agent bool `yaml:"agent"`
-	Line  int  `yaml:"-"`
+	// Services answer on IP. They are not entities: Nomos cannot enter a
+	// VM to restart one, so it only probes them over the network, through
+	// checks on the VM itself (kind http with spec.port).
+	Services []SeedService `yaml:"services"`
+	Line     int           `yaml:"-"`
 }
 
 // SeedService is a systemd service inside a container.
@@ -321,7 +325,8 @@ func (s *Seed) validate() error {
 // of them at once.
 type seedValidator struct {
 	slugs map[string]bool // entity slugs defined so far
-	// vmids lists each vmid's container slugs, for the short form lxc:N.
+	// vmids lists each vmid's guest slugs, for the short forms lxc:N and
+	// vm:N.
 	vmids map[int][]string
 	errs  []error
 }
@@ -344,9 +349,11 @@ func (v *seedValidator) add(file string, line int, slug string) {
 // cluster. References are checked after every host, so their order in the
 // files does not matter.
 func (v *seedValidator) ref(file string, line int, what string, slug *string) {
-	if name, ok := strings.CutPrefix(*slug, string(policy.TargetLXC)+":"); ok {
+	kind, name, _ := strings.Cut(*slug, ":")
+	if policy.IsGuest(policy.TargetType(kind)) {
 		if cluster, vmid, err := policy.ParseContainerName(name); err == nil && cluster == "" {
-			switch these := v.vmids[vmid]; len(these) {
+			these := slices.DeleteFunc(slices.Clone(v.vmids[vmid]), func(s string) bool { return !strings.HasPrefix(s, kind+":") })
+			switch len(these) {
 			case 1:
 				*slug = these[0]
 			case 0:
@@ -415,6 +422,7 @@ func (v *seedValidator) vm(file, cluster string, vm SeedVM) {
 		return
 	}
 	v.add(file, vm.Line, slug)
+	v.vmids[vm.VMID] = append(v.vmids[vm.VMID], slug)
 }
 
 func (v *seedValidator) container(file, cluster string, c SeedContainer) {

@@ -59,6 +59,7 @@ var closesHTTPGet = map[string]bool{
 	"get_execution":     true,
 	"request_execution": true,
 	"get_lxc_state":     true,
+	"get_vm_state":      true,
 	// Signals (Alertmanager's annotations, a check's detail) and the
 	// status notes of what is not healthy (a probe's detail).
 	"get_health_summary": true,
@@ -66,6 +67,8 @@ var closesHTTPGet = map[string]bool{
 	"get_state_snapshot": true,
 	"get_entity":         true,
 	"list_lxcs":          true,
+	"list_vms":           true,
+	"list_guests":        true,
 	"list_entities":      true,
 }
 

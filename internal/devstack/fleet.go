@@ -38,6 +38,16 @@ func LabsimConfig(seed *store.Seed, stateDir, authorizedKeys, logPath string, lo
 			}
 			host.Containers = append(host.Containers, ct)
 		}
+		for _, v := range h.VMs {
+			vm := labsim.VM{
+				VMID: v.VMID, Name: v.Name, Cores: v.Cores, MemoryMB: v.MemoryMB, DiskGB: v.DiskGB,
+				Status: v.Status, Agent: v.Agent, IP: v.IP, Storage: h.Storage,
+			}
+			for _, s := range v.Services {
+				vm.Services = append(vm.Services, labsim.Service{Name: s.Name, Port: s.Port, HealthPath: s.HealthPath})
+			}
+			host.VMs = append(host.VMs, vm)
+		}
 		lc.Hosts = append(lc.Hosts, host)
 	}
 	return lc

@@ -1,0 +1,86 @@
+package store_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/nomoshq/nomos/store"
+)
+
+func sortedSlugs(es []store.Entity) []string {
+	return slices.Sorted(slices.Values(slugsOf(es)))
+}
+
+// TestVMsResolveLikeContainers: a VM is vm:<cluster>/<vmid>, found by its
+// name, its slug, its short forms and its bare vmid; a bare vmid or a
+// cluster/vmid that a container and a VM share in different clusters
+// matches both, and a name that is a VM on one node and a container on
+// another matches both, so the bot asks rather than guesses.
+func TestVMsResolveLikeContainers(t *testing.T) {
+	t.Parallel()
+	e := discoverySetup(t)
+	for ref, want := range map[string][]string{
+		"homeassistant":  {"vm:hubris/200"},
+		"vm:hubris/200":  {"vm:hubris/200"},
+		"vm:200":         {"vm:hubris/200"},
+		"hubris/200":     {"vm:hubris/200"},
+		"200":            {"vm:hubris/200"},
+		"OPNsense":       {"vm:hubris/201"},
+		"lxc:200":        nil,
+		"lxc:hubris/200": nil,
+		"hubris/111":     {"lxc:hubris/111"},
+	} {
+		got, err := e.s.ResolveTargets(e.ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(want, sortedSlugs(got)) {
+			t.Errorf("ResolveTargets(%q) = %v, want %v", ref, sortedSlugs(got), want)
+		}
+	}
+	if got, _ := e.s.ResolveTargets(e.ctx, "homeassistant", "lxc"); len(got) != 0 {
+		t.Errorf("homeassistant among containers only = %v, want nothing", sortedSlugs(got))
+	}
+	if got := entityID(t, e.s, "vm:hubris/200"); got.AttrString("host") != "hubris" || got.AttrInt("vmid") != 200 {
+		t.Errorf("vm:hubris/200 attrs = %v", got.Attrs)
+	}
+
+	// A VM on strong named like hubris's container 111, and a VM with
+	// vmid 111 there too.
+	fsys := demoFS(t)
+	fleet := string(fsys["fleet.yaml"].Data)
+	fleet = strings.Replace(fleet, "    storage: local-lvm\n    containers:\n", "    storage: local-lvm\n    vms:\n      - { vmid: 111, name: mqtt }\n    containers:\n", 1)
+	fsys["fleet.yaml"] = &fstest.MapFile{Data: []byte(fleet)}
+	seed, err := store.LoadSeed(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.ApplySeed(e.ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"mqtt", "111"} {
+		got, err := e.s.ResolveTargets(e.ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"lxc:hubris/111", "vm:strong/111"}; !slices.Equal(want, sortedSlugs(got)) {
+			t.Errorf("ResolveTargets(%q) = %v, want both %v", ref, sortedSlugs(got), want)
+		}
+	}
+}
+
+// TestSeedRefusesAVMOnAContainersVMID: containers and VMs share a
+// cluster's vmids, as in Proxmox.
+func TestSeedRefusesAVMOnAContainersVMID(t *testing.T) {
+	t.Parallel()
+	fsys := demoFS(t)
+	fleet := string(fsys["fleet.yaml"].Data)
+	fleet = strings.Replace(fleet, "      - vmid: 201\n", "      - vmid: 111\n", 1)
+	fsys["fleet.yaml"] = &fstest.MapFile{Data: []byte(fleet)}
+	_, err := store.LoadSeed(fsys)
+	if err == nil || !strings.Contains(err.Error(), "vm 111: cluster hubris has it already") {
+		t.Fatalf("LoadSeed = %v, want the shared vmid refused", err)
+	}
+}
