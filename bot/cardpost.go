@@ -52,7 +52,7 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 	if err := b.store.SetCardEvent(ctx, x.ID, room.String(), eventID.String()); err != nil {
 		b.logger.Error("record card", "execution_id", x.ID, "err", err)
 	}
-	b.awaitPreview(ctx, x, view.Preview)
+	b.awaitPreview(ctx, view)
 	b.reactToCard(ctx, room, eventID, x)
 	b.copyToOpsRoom(ctx, room, plain, htm, x)
 	// The execution may have moved while the card was being posted.
@@ -133,7 +133,7 @@ func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) error {
 		b.logger.Warn("edit card; trying again", "execution_id", execID, "err", err)
 		return err
 	}
-	b.awaitPreview(ctx, x, view.Preview)
+	b.awaitPreview(ctx, view)
 	return nil
 }
 
@@ -143,8 +143,14 @@ func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 	if x.State == store.StateAwaitingApproval && x.RoomID != "" {
 		v.VerifiedOnly = b.verifiedOnly(ctx, id.RoomID(x.RoomID))
 	}
-	if x.State == store.StateAwaitingApproval && len(p.Steps) == 0 {
-		v.Preview, v.OwnPath = b.cardPreview(ctx, x.ID), b.cfg.OwnPath
+	if x.State == store.StateAwaitingApproval {
+		v.OwnPath = b.cfg.OwnPath
+		if len(p.Steps) == 0 {
+			v.Preview = b.cardPreview(ctx, x.ID)
+		}
+		for _, st := range p.Steps {
+			v.StepPreviews = append(v.StepPreviews, b.cardPreview(ctx, st.Execution.ID))
+		}
 	}
 	if class, err := policy.ParseClass(x.GateClass()); err == nil {
 		v.Quorum = b.exec.Quorum(class)

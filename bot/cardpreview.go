@@ -68,7 +68,41 @@ func willChange(m *bodies, v CardView, t cardTarget) {
 	if !ok || x.State != store.StateAwaitingApproval {
 		return
 	}
-	items := lines(v, t)
+	changeSection(m, lines(v, t))
+}
+
+// planWillChange adds the "Will change:" section of a plan of several
+// steps awaiting its decision: each step's items under its number.
+func planWillChange(m *bodies, v CardView) {
+	if v.Planned.Execution.State != store.StateAwaitingApproval {
+		return
+	}
+	var items []string
+	for i, st := range v.Planned.Steps {
+		lines, ok := previewLines[policy.Action(st.Execution.Action)]
+		if !ok {
+			continue
+		}
+		sv := v
+		sv.Planned = executions.Planned{Execution: st.Execution, Risk: st.Risk, Target: st.Target, Facts: st.Facts, Blast: v.Planned.Blast}
+		if i < len(v.StepPreviews) {
+			sv.Preview = v.StepPreviews[i]
+		}
+		t := stepTarget(st)
+		step := lines(sv, t)
+		if len(step) == 0 {
+			continue
+		}
+		items = append(items, fmt.Sprintf("Step %d, %s %s:", i+1, stepVerb(st.Execution), t.display))
+		for _, it := range step {
+			items = append(items, "  "+it)
+		}
+	}
+	changeSection(m, items)
+}
+
+// changeSection writes the "Will change:" items.
+func changeSection(m *bodies, items []string) {
 	if len(items) == 0 {
 		return
 	}
@@ -395,18 +429,27 @@ func (b *Bot) cardPreview(ctx context.Context, id uuid.UUID) CardPreview {
 	return cp
 }
 
-// awaitPreview edits the card once more when its preview is still
+// awaitPreview edits the card once more when a preview it shows is still
 // awaited: when it arrives the store's notice edits it, and at the end of
 // the wait the card says it is unavailable.
-func (b *Bot) awaitPreview(ctx context.Context, x store.Execution, shown CardPreview) {
+func (b *Bot) awaitPreview(ctx context.Context, v CardView) {
 	now := b.now()
-	if !shown.pending(now) {
+	shown := append([]CardPreview{v.Preview}, v.StepPreviews...)
+	ids := []uuid.UUID{v.Planned.Execution.ID}
+	for _, st := range v.Planned.Steps {
+		ids = append(ids, st.Execution.ID)
+	}
+	for i, p := range shown {
+		if !p.pending(now) || i >= len(ids) {
+			continue
+		}
+		head := v.Planned.Execution.ID
+		if cur := b.cardPreview(ctx, ids[i]); cur.Result != nil {
+			// It arrived while the card was being posted.
+			b.cards.update(head)
+			return
+		}
+		b.cards.schedule(head, p.RequestedAt.Add(executions.PreviewWait).Sub(now)+time.Second)
 		return
 	}
-	if cur := b.cardPreview(ctx, x.ID); cur.Result != nil {
-		// It arrived while the card was being posted.
-		b.cards.update(x.ID)
-		return
-	}
-	b.cards.schedule(x.ID, shown.RequestedAt.Add(executions.PreviewWait).Sub(now)+time.Second)
 }

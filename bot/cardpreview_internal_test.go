@@ -268,3 +268,34 @@ func TestWillChangeCannotForgeTheCard(t *testing.T) {
 		}
 	}
 }
+
+// TestWillChangeOnAPlanOfSteps: a plan of several steps shows each step's
+// preview under its number, and a step whose preview is awaited says so.
+func TestWillChangeOnAPlanOfSteps(t *testing.T) {
+	t.Parallel()
+	v := planSetup(t) // snapshot, upgrade, reboot of CT 101
+	v.StepPreviews = []CardPreview{{}, {Requested: true, RequestedAt: cardNow, Result: &tasks.PreviewResult{
+		Packages: []tasks.PackageChange{{Name: "openssl", From: "3.0.15-1~deb12u1", To: "3.0.16-1~deb12u1", Security: true}}}}, {}}
+	plain, htm := RenderCard(v)
+	checkHTML(t, htm)
+	got := section(plain)
+	for _, want := range []string{
+		"Step 2, upgrade media:",
+		"  1 package, 1 from security (by the package lists CT 101 has now):",
+		"    openssl 3.0.15-1~deb12u1 → 3.0.16-1~deb12u1 (security)",
+		"Step 3, reboot media:",
+		"  Nothing in the fleet depends on media.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Will change: lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Step 1") {
+		t.Errorf("a snapshot step has nothing to preview:\n%s", got)
+	}
+	v.StepPreviews[1].Result = nil
+	plain, _ = RenderCard(v)
+	if got := section(plain); !strings.Contains(got, "  Reading what it will change…") {
+		t.Errorf("an awaited step preview:\n%s", got)
+	}
+}

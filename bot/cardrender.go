@@ -51,8 +51,10 @@ type CardView struct {
 	// Quorum is how many operators must type a destructive plan's phrase;
 	// 0 or 1 means one.
 	Quorum int
-	// Preview is what the actuator read of what the plan will change.
-	Preview CardPreview
+	// Preview is what the actuator read of what the plan will change;
+	// StepPreviews, of a plan of several steps, each step's, in order.
+	Preview      CardPreview
+	StepPreviews []CardPreview
 	// OwnPath are the entities between Nomos and its homeserver
 	// (Config.OwnPath): a card that takes one down warns that the room
 	// may go quiet.

@@ -119,6 +119,7 @@ func renderPlan(m *bodies, v CardView, class policy.Class, t cardTarget) {
 	}
 	m.plain.WriteString(plain.String())
 	m.html.WriteString(htm + "</ol>\n")
+	planWillChange(m, v)
 
 	px, stop := planPhase(v.Planned.Execution, steps)
 	pv := v

@@ -27,12 +27,14 @@ func HasHostPreview(action string) bool {
 	return slices.Contains(tasks.PreviewActions, policy.Action(action))
 }
 
-// requestPreview asks the actuator for the preview of a plan awaiting its
-// decision, and records that it did, so the card says it is coming. It
-// never holds up the plan: a preview that cannot be asked for is logged,
-// and the card says it is unavailable once PreviewWait has passed.
+// requestPreview asks the actuator for the preview of a plan's step
+// awaiting its decision (or, in a plan of several steps, waiting for the
+// one before it), and records that it did, so the card says it is
+// coming. It never holds up the plan: a preview that cannot be asked for
+// is logged, and the card says it is unavailable once PreviewWait has
+// passed.
 func (s *Service) requestPreview(ctx context.Context, g *graph, x store.Execution, entity store.Entity) {
-	if x.State != store.StateAwaitingApproval || !HasHostPreview(x.Action) {
+	if (x.State != store.StateAwaitingApproval && x.State != store.StateWaiting) || !HasHostPreview(x.Action) {
 		return
 	}
 	log := s.logger.With("execution_id", x.ID, "action", x.Action)

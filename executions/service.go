@@ -636,6 +636,11 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 	}
 	s.logger.Info("plan requested", "execution_id", headID, "steps", len(built), "risk_class", class,
 		"state", xs[0].State, "requested_by", r.RequestedBy)
+	if xs[0].State == store.StateAwaitingApproval {
+		for i, b := range built {
+			s.requestPreview(ctx, g, xs[i], b.entity)
+		}
+	}
 	if xs[0].State == store.StateApproved {
 		if x, err := s.Dispatch(ctx, headID); err != nil {
 			s.logger.Warn("dispatch failed; the reconciler will retry", "execution_id", headID, "err", err)

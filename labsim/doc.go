@@ -25,6 +25,13 @@
 //   - pct config prints keys sorted with the description encoded; tags,
 //     protection, template and lock show where set; protection refuses
 //     destroy and a template refuses start.
+//   - A container configured Outdated has updates in the mirror's stable
+//     and security archives: apt-get -s upgrade lists them as apt's
+//     simulation prints them, and apt-get upgrade installs them
+//     (updates.go). A host's BackupJobs are its cluster's vzdump jobs
+//     (pvesh get /cluster/backup), and a container's Backups its archives
+//     on a storage (pvesm list STORAGE --content backup), which outlive
+//     it (backup.go).
 //
 // A command runs in mvdan.cc/sh's shell interpreter, the parser the policy
 // reasons about, so functions, loops, substitutions and here-documents

@@ -35,25 +35,16 @@ func ParseStorageStatus(out string) (map[string]string, error) {
 	return types, nil
 }
 
-// ParseSnapshotList reads `pct listsnapshot <vmid>`, a tree of lines
-// "`-> NAME  TIME  DESCRIPTION" indented by depth, and returns the names
-// in its order (oldest first along each branch), without "current", which
-// is where the container stands, not a snapshot.
+// ParseSnapshotList reads `pct listsnapshot <vmid>` for the snapshots'
+// names alone, in its order (ParseSnapshots).
 func ParseSnapshotList(out string) ([]string, error) {
+	snaps, err := ParseSnapshots(out)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
-	for line := range strings.Lines(out) {
-		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
-		rest, ok := strings.CutPrefix(t, "`->")
-		f := strings.Fields(rest)
-		if !ok || len(f) == 0 {
-			return nil, fmt.Errorf("not the output of pct listsnapshot: %.40q", t)
-		}
-		if f[0] != "current" {
-			names = append(names, f[0])
-		}
+	for _, s := range snaps {
+		names = append(names, s.Name)
 	}
 	return names, nil
 }
