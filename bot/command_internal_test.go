@@ -126,6 +126,16 @@ var commandTests = []struct {
 	{text: "logs host strong", want: Command{}, hint: true},
 	{text: "logs", want: Command{}, hint: true},
 
+	// Near misses: the verb put right is suggested, never acted on.
+	{text: "restrat jellyfin", want: Command{Suggestion: "restart jellyfin"}},
+	{text: "please rstart the jellyfin service", want: Command{Suggestion: "restart the jellyfin service"}},
+	{text: "snapshto 101", want: Command{Suggestion: "snapshot 101"}},
+	{text: "lgos jellyfin 5", want: Command{Suggestion: "logs jellyfin 5"}},
+	{text: "rebot host strong", want: Command{Suggestion: "reboot host strong"}},
+	{text: "frobnicate the flux capacitor", want: Command{}},
+	{text: "sop 101", want: Command{Suggestion: "stop 101"}},
+	{text: "xy 101", want: Command{}},
+
 	// Probe.
 	{text: "probe 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctStatus, Params: kv{}}},
 	{text: "probe service jellyfin", want: Command{}, hint: true},

@@ -195,6 +195,16 @@ var grammarByWord = func() map[string]*grammarVerb {
 	return m
 }()
 
+// grammarWords are the words of every verb, in the grammar's order: what a
+// misspelt first word is matched against.
+var grammarWords = func() []string {
+	var out []string
+	for _, v := range grammar {
+		out = append(out, v.words...)
+	}
+	return out
+}()
+
 // parseGrammar reads the fixed command grammar. When the verb is known but
 // the rest is not, it returns a usage hint.
 func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) {
