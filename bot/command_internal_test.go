@@ -232,6 +232,8 @@ var commandTests = []struct {
 		Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "cores": 2, "memory": 2048, "disk_gb": 20, "ip": "10.40.0.150/24", "gw": "10.40.0.1"}}},
 	{text: "new ct db on strong memory 512M template local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", want: Command{Kind: CmdAction, Target: "strong",
 		Action: policy.ActionPctCreate, Params: kv{"hostname": "db", "memory": 512, "template": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"}}},
+	{text: "create lxc wiki on hubris template Debian-13", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "template": "debian-13"}}},
+	{text: "create lxc wiki on hubris template ubuntu-24.04", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "template": "ubuntu-24.04"}}},
 	{text: "create lxc wiki on hubris disk 8", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "disk_gb": 8}}},
 	{text: "create lxc wiki", want: Command{}, hint: true},
 	{text: "create lxc wiki on hubris memory lots", want: Command{}, hint: true},

@@ -296,7 +296,7 @@ func parseShow(c *Command, verb string, args []token) (string, bool) {
 
 // createUsage is the usage of create, with every option.
 const createUsage = "usage: create lxc <name> on <host> [cores N] [memory 2G|512M] [disk 20G] [ip 10.0.0.5/24 gw 10.0.0.1] " +
-	"[template local:vztmpl/debian-13-standard_13.1-1_amd64.tar.zst], e.g. create lxc wiki on hubris cores 2 memory 2G"
+	"[template debian-13|ubuntu-24.04|alpine-3.20|<volume id>] [storage ID], e.g. create lxc wiki on hubris cores 2 memory 2G"
 
 // parseCreate reads "create [a|new] lxc|container|ct [called|named] <name>
 // on <host>" and its options, as pct_create's parameters; the gate and the
@@ -344,6 +344,9 @@ func parseCreate(c *Command, args []token) (string, bool) {
 		case "gw", "gateway":
 			params["gw"] = val
 		case "template":
+			if !strings.Contains(val, ":") {
+				val = strings.ToLower(val) // a family: debian-13, ubuntu-24.04
+			}
 			params["template"] = val
 		case "storage":
 			params["storage"] = val
