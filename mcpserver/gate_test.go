@@ -80,15 +80,15 @@ func TestReadTokenCannotRequestExecutions(t *testing.T) {
 	c := httpClient(t, b.ctx, url, readToken)
 
 	names := toolNames(t, b.ctx, c)
-	for _, hidden := range []string{"request_execution", "get_lxc_state"} {
+	for _, hidden := range []string{"request_execution", "get_lxc_state", "tail_log"} {
 		for _, n := range names {
 			if n == hidden {
 				t.Errorf("a read-scope token is offered %s", hidden)
 			}
 		}
 	}
-	if len(names) != len(wantTools)-2 {
-		t.Errorf("a read-scope token sees %d tools, want every tool but the two that request: %v", len(names), names)
+	if len(names) != len(wantTools)-3 {
+		t.Errorf("a read-scope token sees %d tools, want every tool but the three that request: %v", len(names), names)
 	}
 	// Called by name anyway, both are refused with a sentence that says why.
 	for _, call := range []struct {
@@ -98,6 +98,7 @@ func TestReadTokenCannotRequestExecutions(t *testing.T) {
 		{"request_execution", restartGitea},
 		{"request_execution", map[string]any{"action": "run", "target": "host:strong", "params": map[string]any{"command": "uptime"}, "reason": "look"}},
 		{"get_lxc_state", map[string]any{"container": "101"}},
+		{"tail_log", map[string]any{"target": "lxc:strong/101"}},
 	} {
 		text, isErr := callTool(t, b.ctx, c, call.tool, call.args)
 		if !isErr || !strings.Contains(text, "the token of mcp:dashboard may only read") {

@@ -130,6 +130,13 @@ func (s *Server) actionTools() []server.ServerTool {
 				"For anything fleet-wide use list_lxcs, which answers from the latest checks in one call.", true,
 			mcp.WithString("container", mcp.Required(), mcp.Description("a vmid (105), hostname, or slug (lxc:105)")),
 		), Handler: s.lxcState},
+		{Tool: tool("tail_log", "Tail a journal",
+			"Reads the last lines of ONE service's unit journal (journalctl -u UNIT -n N) inside its container, or of a container's whole journal, right now, "+
+				"as a read-only execution through the same gate as any plan: a live SSH round-trip. Secrets in the output are redacted. "+
+				"Use it for a specific entity the operator asked about, never once per entity in the fleet.", true,
+			mcp.WithString("target", mcp.Required(), mcp.Description("a service (service:jellyfin, jellyfin) or a container (lxc:101, 101)")),
+			mcp.WithNumber("lines", mcp.Description(fmt.Sprintf("how many of the newest lines, 1 to %d (default %d)", policy.MaxLogLines, policy.DefaultLogLines))),
+		), Handler: s.tailLog},
 		{Tool: mcp.NewTool("request_execution",
 			mcp.WithDescription(requestDescription()),
 			mcp.WithTitleAnnotation("Request an action"),
