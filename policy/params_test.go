@@ -109,7 +109,7 @@ var paramsTests = []paramsTest{
 	{action: ActionPctCreate, raw: `{"hostname":"web","ip":"192.168.8.50"}`, errs: []string{`params.ip: must be "dhcp" or an IPv4 address with prefix length such as 192.168.8.50/24`}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","ip":"DHCP"}`, errs: []string{`params.ip: must be "dhcp" or`}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","nameserver":"127.0.0.53"}`, errs: []string{"params.nameserver: must be a reachable unicast resolver"}},
-	{action: ActionPctCreate, raw: `{"hostname":"web","storage":"local lvm","template":"debian-12"}`, errs: []string{"params.storage:", "params.template:"}},
+	{action: ActionPctCreate, raw: `{"hostname":"web","storage":"local lvm","template":"debian"}`, errs: []string{"params.storage:", "params.template:"}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","post_install":"apt-get install -y x\u0000"}`, errs: []string{"params.post_install: must not contain NUL bytes"}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","mounts":["/a"]}`, errs: []string{"params.mounts: is not a parameter of pct_create (known: vmid, hostname, cores"}},
 	{action: ActionPctStart, raw: `{}`, want: PctStartParams{}},
