@@ -211,7 +211,7 @@ func requestDescription() string {
 	var b strings.Builder
 	b.WriteString("The ONLY way to change anything in the fleet. It asks for one action on one target, or a plan of several steps, through the same gate as a chat command: " +
 		"the request is validated, classified (read_only, reversible_low, config_mutation, destructive) and posted as a plan card in the room. " +
-		"Only the pct_status probe runs at once; everything else, free-form commands (pct_exec, run) classified read_only included, waits for an operator's approval. " +
+		"Only the probes (pct_status, tail_log) run at once; everything else, free-form commands (pct_exec, run) classified read_only included, waits for an operator's approval; asking again for a change that still waits returns that plan (already_queued), never a second one. " +
 		"After a plan is queued, stop and end your turn: you are re-invoked automatically when it finishes. " +
 		"A target that matches several entities is refused with the candidates; call again with one slug. " +
 		"Check get_blast_radius before touching anything shared. " +
