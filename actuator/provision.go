@@ -123,8 +123,8 @@ func (x *execution) create(ctx context.Context, p policy.PctCreateParams, step s
 				return 0, "", false
 			}
 		}
-		if tmpl == "" {
-			if tmpl, ok = x.pickTemplate(ctx); !ok {
+		if tmpl == "" || policy.ValidateTemplateName(tmpl) == nil {
+			if tmpl, ok = x.pickTemplate(ctx, p.Template); !ok {
 				return 0, "", false
 			}
 		}
@@ -167,13 +167,24 @@ func (x *execution) allocate(ctx context.Context) (int, bool) {
 	return vmid, true
 }
 
-// debianTemplateRE matches a Debian standard template's volume id and
-// captures its release, version and build.
-var debianTemplateRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*:vztmpl/debian-(\d+)-standard_(\d+(?:\.\d+)*)-(\d+)_amd64\.tar\.(?:zst|gz|xz)$`)
+// templateRE matches the volume id of a template of family (debian-13,
+// say), or of any Debian standard template when family is empty, and
+// captures its version and build, as pveam names them:
+// debian-12-standard_12.7-1_amd64.tar.zst,
+// alpine-3.20-default_20240908_amd64.tar.xz.
+func templateRE(family string) *regexp.Regexp {
+	name := `debian-\d+`
+	if family != "" {
+		name = regexp.QuoteMeta(family)
+	}
+	return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*:vztmpl/` + name + `-[a-z]+_(\d+(?:\.\d+)*)(?:-(\d+))?_amd64\.tar\.(?:zst|gz|xz)$`)
+}
 
-// pickTemplate chooses the newest Debian standard template on the first
-// active storage that holds templates, as pvesm lists them.
-func (x *execution) pickTemplate(ctx context.Context) (string, bool) {
+// pickTemplate chooses the newest template of family (a policy template
+// name such as debian-13; empty for Debian's standard templates) on the
+// first active storage that holds templates, as pvesm lists them. When
+// there is none, the failure lists the templates the storage has.
+func (x *execution) pickTemplate(ctx context.Context, family string) (string, bool) {
 	start := x.a.now()
 	var out bytes.Buffer
 	code, err := x.attempt(ctx, "template", "pvesm status --content vztmpl", &out)
@@ -194,25 +205,37 @@ func (x *execution) pickTemplate(ctx context.Context) (string, bool) {
 	if err != nil || code != 0 {
 		return "", x.record("template", start, code, err, "")
 	}
+	re := templateRE(family)
+	var known []string
 	best, bestKey := "", []int(nil)
 	for _, line := range strings.Split(out.String(), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 {
+		if len(f) == 0 || policy.ValidateTemplate(f[0]) != nil {
 			continue
 		}
-		m := debianTemplateRE.FindStringSubmatch(f[0])
-		if m == nil || policy.ValidateTemplate(f[0]) != nil {
+		_, file, _ := strings.Cut(f[0], ":vztmpl/")
+		known = append(known, file)
+		m := re.FindStringSubmatch(f[0])
+		if m == nil {
 			continue
 		}
-		key := versionKey(m[1] + "." + m[2] + "." + m[3])
+		key := versionKey(m[1] + "." + cmp.Or(m[2], "0"))
 		if best == "" || slices.Compare(key, bestKey) > 0 {
 			best, bestKey = f[0], key
 		}
 	}
 	if best == "" {
+		what := "Debian standard"
+		if family != "" {
+			what = family
+		}
+		has := "none"
+		if len(known) > 0 {
+			has = strings.Join(known, ", ")
+		}
 		x.fail(tasks.StatusFailed, "template", code, start, "", fmt.Sprintf(
-			"template failed: storage %s on %s has no Debian standard template. Download one on the host (pveam update, then pveam download %s debian-12-standard_<version>_amd64.tar.zst), or name one in the template parameter.",
-			templateStorage, x.order.Target.Host, templateStorage))
+			"template failed: storage %s on %s has no %s template (it has: %s). Download one on the host (pveam update, then pveam available, then pveam download %s <template>), or name one it has.",
+			templateStorage, x.order.Target.Host, what, has, templateStorage))
 		return "", false
 	}
 	x.addPhase("template", tasks.StatusSucceeded, code, start, best)

@@ -200,6 +200,34 @@ func TestPctCreateFindsTheTemplateStorage(t *testing.T) {
 	}
 }
 
+// TestPctCreateFromATemplateFamily: a template named by family
+// (ubuntu-24.04) is the newest of that family the node's template storage
+// lists (pveam list, as pve-manager's PVE/CLI/pveam.pm prints it); a
+// family the node lacks fails before anything is created and names the
+// templates the storage has.
+func TestPctCreateFromATemplateFamily(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.run(t, b.order(t, "x-create-ubuntu", policy.PctCreateParams{VMID: 150, Hostname: "noble", Template: "ubuntu-24.04"}, b.node()))
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s at %s: %s\n%s", res.Status, res.FailedPhase, res.Error, res.Output)
+	}
+	const ubuntu = "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst"
+	diff(t, "template phase", tasks.Phase{Name: "template", Status: tasks.StatusSucceeded, Note: ubuntu}, res.Phases[0], ignoreElapsed)
+	contains(t, "the container's config", b.ssh(t, "pct config 150"), "ostype: ubuntu")
+
+	res = b.run(t, b.order(t, "x-create-trixie", policy.PctCreateParams{VMID: 151, Hostname: "trixie", Template: "debian-13"}, b.node()))
+	diff(t, "status", tasks.StatusFailed, res.Status)
+	diff(t, "failed phase", "template", res.FailedPhase)
+	contains(t, "error", res.Error, "has no debian-13 template", "debian-12-standard_12.7-1_amd64.tar.zst", "ubuntu-24.04-standard_24.04-2_amd64.tar.zst", "pveam download local")
+	if res.Created != nil {
+		t.Errorf("a container was created without its template: %+v", res.Created)
+	}
+	if slices.ContainsFunc(commandLines(b.commands(t)), func(c string) bool { return strings.HasPrefix(c, "pct create 151") }) {
+		t.Error("pct create ran for a family the node lacks")
+	}
+}
+
 func TestFillAndTemplateChoice(t *testing.T) {
 	diff(t, "fill", "pct create 100 local:vztmpl/x.tar.zst --hostname a",
 		fill("pct create $VMID $TEMPLATE --hostname a", 100, "local:vztmpl/x.tar.zst"))

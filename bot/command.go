@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/nomoshq/nomos/internal/typo"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
@@ -93,6 +94,11 @@ type Command struct {
 	// Hint is a one-line usage for a CmdUnknown whose verb was recognised
 	// but whose arguments were not, e.g. "usage: rollback <lxc> <snapshot>".
 	Hint string
+	// Suggestion is, for a CmdUnknown whose first word is a verb of the
+	// grammar misspelt, the message with it spelt right, when that is
+	// understood: "restart jellyfin" for "restrat jellyfin". It is only
+	// said, never acted on.
+	Suggestion string
 	// Raw is the message as received.
 	Raw string
 }
@@ -144,7 +150,35 @@ func ParseCommand(text string, runbooks []store.Runbook) Command {
 		return c
 	}
 	c.Hint = hint
+	if hint == "" {
+		c.Suggestion = suggestVerb(body, toks, runbooks)
+	}
 	return c
+}
+
+// suggestVerb returns body with its first word replaced by the verb of the
+// grammar it is a letter or two from, when the result is understood; ""
+// otherwise.
+func suggestVerb(body string, toks []token, runbooks []store.Runbook) string {
+	first := toks[0].norm
+	verb, ok := typo.Nearest(first, grammarWords, typo.Near(len(first)))
+	if !ok {
+		return ""
+	}
+	fs := rawFields(body)
+	for i, f := range fs {
+		if strings.EqualFold(strings.Trim(f.text, ",.:;!?"), toks[0].raw) {
+			fixed := verb
+			if i+1 < len(fs) {
+				fixed += " " + strings.TrimSpace(body[fs[i+1].start:])
+			}
+			if c := ParseCommand(fixed, runbooks); c.Kind != CmdUnknown {
+				return fixed
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // runbookFirst are the verbs the grammar takes only when no runbook does:

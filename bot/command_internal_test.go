@@ -130,6 +130,16 @@ var commandTests = []struct {
 	{text: "logs host strong", want: Command{}, hint: true},
 	{text: "logs", want: Command{}, hint: true},
 
+	// Near misses: the verb put right is suggested, never acted on.
+	{text: "restrat jellyfin", want: Command{Suggestion: "restart jellyfin"}},
+	{text: "please rstart the jellyfin service", want: Command{Suggestion: "restart the jellyfin service"}},
+	{text: "snapshto 101", want: Command{Suggestion: "snapshot 101"}},
+	{text: "lgos jellyfin 5", want: Command{Suggestion: "logs jellyfin 5"}},
+	{text: "rebot host strong", want: Command{Suggestion: "reboot host strong"}},
+	{text: "frobnicate the flux capacitor", want: Command{}},
+	{text: "sop 101", want: Command{Suggestion: "stop 101"}},
+	{text: "xy 101", want: Command{}},
+
 	// Probe.
 	{text: "probe 101", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionPctStatus, Params: kv{}}},
 	{text: "probe service jellyfin", want: Command{}, hint: true},
@@ -236,6 +246,8 @@ var commandTests = []struct {
 		Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "cores": 2, "memory": 2048, "disk_gb": 20, "ip": "10.40.0.150/24", "gw": "10.40.0.1"}}},
 	{text: "new ct db on strong memory 512M template local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", want: Command{Kind: CmdAction, Target: "strong",
 		Action: policy.ActionPctCreate, Params: kv{"hostname": "db", "memory": 512, "template": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"}}},
+	{text: "create lxc wiki on hubris template Debian-13", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "template": "debian-13"}}},
+	{text: "create lxc wiki on hubris template ubuntu-24.04", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "template": "ubuntu-24.04"}}},
 	{text: "create lxc wiki on hubris disk 8", want: Command{Kind: CmdAction, Target: "hubris", Action: policy.ActionPctCreate, Params: kv{"hostname": "wiki", "disk_gb": 8}}},
 	{text: "create lxc wiki", want: Command{}, hint: true},
 	{text: "create lxc wiki on hubris memory lots", want: Command{}, hint: true},

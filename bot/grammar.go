@@ -195,6 +195,16 @@ var grammarByWord = func() map[string]*grammarVerb {
 	return m
 }()
 
+// grammarWords are the words of every verb, in the grammar's order: what a
+// misspelt first word is matched against.
+var grammarWords = func() []string {
+	var out []string
+	for _, v := range grammar {
+		out = append(out, v.words...)
+	}
+	return out
+}()
+
 // parseGrammar reads the fixed command grammar. When the verb is known but
 // the rest is not, it returns a usage hint.
 func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) {
@@ -289,7 +299,7 @@ func parseShow(c *Command, verb string, args []token) (string, bool) {
 
 // createUsage is the usage of create, with every option.
 const createUsage = "usage: create lxc <name> on <host> [cores N] [memory 2G|512M] [disk 20G] [ip 10.0.0.5/24 gw 10.0.0.1] " +
-	"[template local:vztmpl/debian-13-standard_13.1-1_amd64.tar.zst], e.g. create lxc wiki on hubris cores 2 memory 2G"
+	"[template debian-13|ubuntu-24.04|alpine-3.20|<volume id>] [storage ID], e.g. create lxc wiki on hubris cores 2 memory 2G"
 
 // parseCreate reads "create [a|new] lxc|container|ct [called|named] <name>
 // on <host>" and its options, as pct_create's parameters; the gate and the
@@ -337,6 +347,9 @@ func parseCreate(c *Command, args []token) (string, bool) {
 		case "gw", "gateway":
 			params["gw"] = val
 		case "template":
+			if !strings.Contains(val, ":") {
+				val = strings.ToLower(val) // a family: debian-13, ubuntu-24.04
+			}
 			params["template"] = val
 		case "storage":
 			params["storage"] = val

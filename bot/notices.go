@@ -185,10 +185,15 @@ func NoticeWhichPlan(pending []store.Execution, now time.Time) (plain, html stri
 }
 
 // NoticeUnknown answers a message Nomos did not understand: the usage hint
-// when the verb was known, else ShortHelp.
+// when the verb was known, the suggestion when it was misspelt, else
+// ShortHelp.
 func NoticeUnknown(c Command) (plain, html string) {
 	if c.Hint != "" {
 		return c.Hint, escape(c.Hint)
+	}
+	if c.Suggestion != "" {
+		return "I didn't understand that. Did you mean `" + c.Suggestion + "`?",
+			"I didn't understand that. Did you mean <code>" + escape(c.Suggestion) + "</code>?"
 	}
 	s := ShortHelp()
 	return s, escape(s)

@@ -219,6 +219,9 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 			steps = append([]store.RunbookStep{{Action: string(policy.ActionPctStop)}}, steps...)
 		}
 	}
+	if cmd.Action == policy.ActionTailLog && cmd.Runbook == "" {
+		cmd.Target = b.serviceOfStack(ctx, cmd.Target)
+	}
 	r := executions.Request{Target: cmd.Target, RequestedBy: evt.Sender.String(), Via: via, RoomID: evt.RoomID.String()}
 	for _, st := range steps {
 		var params json.RawMessage
@@ -240,10 +243,41 @@ func (b *Bot) requestPlan(ctx context.Context, evt *event.Event, cmd Command) {
 		return
 	}
 	if err != nil {
-		b.sendNotice(ctx, evt.RoomID, requestErrorText(err), "", evt)
+		text := requestErrorText(err)
+		if errors.Is(err, executions.ErrUnknownTarget) {
+			if name := b.nearTarget(ctx, cmd.Target); name != "" {
+				text += didYouMean(cmd.Raw, cmd.Target, name)
+			}
+		}
+		b.sendNotice(ctx, evt.RoomID, text, "", evt)
 		return
 	}
 	b.postCard(ctx, evt.RoomID, p, evt)
+}
+
+// serviceOfStack is the slug of the service ref names when it names a
+// service and the container it runs in, one stack to a person ("logs
+// jellyfin"): the unit's journal is the one meant. Otherwise ref as given,
+// and an ambiguity is asked about as usual.
+func (b *Bot) serviceOfStack(ctx context.Context, ref string) string {
+	matches, err := b.store.ResolveTargets(ctx, ref, "service", "lxc")
+	if err != nil || len(matches) < 2 {
+		return ref
+	}
+	rels, err := b.store.Relationships(ctx)
+	if err != nil || !related(matches, rels) {
+		return ref
+	}
+	var services []string
+	for _, m := range matches {
+		if m.Type == "service" {
+			services = append(services, m.Slug)
+		}
+	}
+	if len(services) != 1 {
+		return ref
+	}
+	return services[0]
 }
 
 // containerStateErrorText is what an operator reads when a destroy could

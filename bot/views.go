@@ -285,7 +285,11 @@ func containersCard(es []store.Entity) (plain, htm string) {
 func (b *Bot) replyShow(ctx context.Context, evt *event.Event, ref string) {
 	matches, err := b.store.ResolveTargets(ctx, ref)
 	if err != nil || len(matches) == 0 {
-		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("I don't know %q. Try `list containers` or `status`.", ref), "", evt)
+		text := fmt.Sprintf("I don't know %q. Try `list containers` or `status`.", ref)
+		if name := b.nearTarget(ctx, ref); name != "" {
+			text += didYouMean(evt.Content.AsMessage().Body, ref, name)
+		}
+		b.sendNotice(ctx, evt.RoomID, text, "", evt)
 		return
 	}
 	rels, _ := b.store.Relationships(ctx)

@@ -300,7 +300,7 @@ func TestFreeFormAndAgentPlansWaitForAPerson(t *testing.T) {
 	cases := []executions.Request{
 		{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"df -h /"}`), Via: executions.ViaChat},
 		{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"uptime"}`), Via: executions.ViaMCP},
-		{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"df -h /"}`), Via: executions.ViaAgent},
+		{Action: "pct_exec", Target: "101", Params: json.RawMessage(`{"command":"df -h /var"}`), Via: executions.ViaAgent},
 		{Action: "apt_upgrade", Target: "101", Via: executions.ViaAgent},
 	}
 	for _, r := range cases {
@@ -396,7 +396,12 @@ func TestDestructiveNeedsThePhrase(t *testing.T) {
 			t.Errorf("%s on a destructive plan = %v, want ErrMethodNotAllowed", m, err)
 		}
 	}
-	other := b.request(t, "pct_destroy", "131", "")
+	// The same destroy again is already queued; another container's plan
+	// has a phrase of its own.
+	if _, err := b.svc.Request(b.ctx, executions.Request{Action: "pct_destroy", Target: "131", RequestedBy: operator, Via: executions.ViaChat}); !errors.Is(err, executions.ErrAlreadyWaiting) {
+		t.Errorf("the same destroy again = %v, want ErrAlreadyWaiting", err)
+	}
+	other := b.request(t, "pct_destroy", "lxc:strong/104", "")
 	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodPhrase, Phrase: other.Phrase}); !errors.Is(err, executions.ErrPhraseMismatch) {
 		t.Errorf("another plan's phrase = %v, want ErrPhraseMismatch", err)
 	}
@@ -715,8 +720,10 @@ func TestUnattendedReadsCannotFillTheActuator(t *testing.T) {
 	t.Parallel()
 	b := setup(t) // no actuator: dispatched orders stay in flight
 	var states []store.ExecutionState
-	for range 4 {
-		states = append(states, b.request(t, "apt_upgrade", "101", "").Execution.State)
+	// One container each: a repeat of the read that waits would point at
+	// it instead of making a plan.
+	for _, ct := range []string{"lxc:strong/101", "lxc:strong/102", "lxc:strong/104", "lxc:strong/105"} {
+		states = append(states, b.request(t, "apt_upgrade", ct, "").Execution.State)
 	}
 	want := []store.ExecutionState{store.StateDispatched, store.StateDispatched, store.StateAwaitingApproval, store.StateAwaitingApproval}
 	if !slices.Equal(states, want) {

@@ -74,6 +74,7 @@ func init() {
 		"apt":        {run: aptCmd},
 		"dpkg":       {run: dpkgCmd},
 		"journalctl": {run: journalctlCmd},
+		"logger":     {run: loggerCmd},
 		"ss":         {run: ssCmd},
 	})
 }

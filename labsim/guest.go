@@ -62,6 +62,28 @@ func journalctlCmd(c *call) int {
 	return 0
 }
 
+// loggerCmd is util-linux's logger: it writes its arguments as one line
+// to the container's journal, under -t's tag (default the user, root).
+// The line belongs to no unit, so only the whole journal shows it.
+func loggerCmd(c *call) int {
+	tag := "root"
+	var words []string
+	for i := 0; i < len(c.args); i++ {
+		switch a := c.args[i]; {
+		case (a == "-t" || a == "--tag") && i+1 < len(c.args):
+			tag = c.args[i+1]
+			i++
+		case (a == "-p" || a == "--priority") && i+1 < len(c.args):
+			i++
+		default:
+			words = append(words, a)
+		}
+	}
+	c.ct.journal(c.now, "", tag, strings.Join(words, " "))
+	c.dirty = true
+	return 0
+}
+
 func (c *call) journalLine(l journalLine) string {
 	return fmt.Sprintf("%s %s %s: %s", l.Time.UTC().Format("Jan 02 15:04:05"), c.ct.Conf.Hostname, l.Ident, l.Msg)
 }

@@ -278,3 +278,17 @@ func TestNodeApt(t *testing.T) {
 	contains(t, "dist-upgrade", b.must(t, "pve1", "env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Acquire::Retries=3 -o Dpkg::Options::=--force-confold dist-upgrade"),
 		"0 upgraded, 0 newly installed, 0 to remove and 0 not upgraded.\n")
 }
+
+// TestLoggerWritesTheJournal: logger's line is in the container's whole
+// journal and in no unit's, as util-linux logger run from a shell writes
+// it; journalctl -n counts from the newest.
+func TestLoggerWritesTheJournal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.must(t, "pve1", "pct exec 101 -- logger -t backup 'nightly run done'")
+	diff(t, "the whole journal's last line", "Nov 30 10:00:00 jellyfin backup: nightly run done\n",
+		b.must(t, "pve1", "pct exec 101 -- journalctl -n 1 --no-pager"))
+	if out := b.must(t, "pve1", "pct exec 101 -- journalctl -u jellyfin -n 100 --no-pager"); strings.Contains(out, "nightly") {
+		t.Errorf("a unit's journal shows logger's line: %q", out)
+	}
+}

@@ -503,6 +503,51 @@ func listTool(kind string) string {
 	return "list_lxcs"
 }
 
+// tailLog reads the tail of a service's or a container's journal through
+// tail_log, a probe: it takes the target and a bounded number only, so it
+// runs at once whoever asks, and like get_lxc_state it needs a token that
+// may request (it runs a command on a node).
+func (s *Server) tailLog(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, "tail_log", req.GetString("target", ""), "service", "lxc")
+	if bad != nil {
+		return bad, nil
+	}
+	lines := req.GetInt("lines", policy.DefaultLogLines)
+	if lines < 1 || lines > policy.MaxLogLines {
+		return mcp.NewToolResultError(fmt.Sprintf("lines must be from 1 to %d, got %d", policy.MaxLogLines, lines)), nil
+	}
+	c := s.caller(ctx)
+	if refused := s.allowRequest(ctx, "tail_log", c); refused != nil {
+		return refused, nil
+	}
+	by, behalf := s.identity(c)
+	p, err := s.exec.Request(ctx, executions.Request{
+		Action: string(policy.ActionTailLog), Target: e.Slug, Params: json.RawMessage(fmt.Sprintf(`{"lines":%d}`, lines)),
+		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via,
+	})
+	if err != nil {
+		return s.requestError(ctx, err), nil
+	}
+	x := p.Execution
+	if x.State == store.StateAwaitingApproval {
+		return mcp.NewToolResultText(fmt.Sprintf("reading the journal needs an approval here: execution %s awaits an operator", x.ID)), nil
+	}
+	if x, err = s.waitTerminal(ctx, x); err != nil {
+		return s.internal(ctx, "tail_log", err, fmt.Sprintf("lost track of the read (execution %s); get_execution shows it", x.ID)), nil
+	}
+	if x.State != store.StateSucceeded {
+		return mcp.NewToolResultText(fmt.Sprintf("%s: the journal read is %s: %s (execution %s)",
+			e.Slug, x.State, oneLine(redact.String(cmp.Or(x.Error, x.ProgressTail, "no detail yet")), 300), x.ID)), nil
+	}
+	var out []string
+	for line := range strings.Lines(redact.String(x.ProgressTail)) {
+		if !strings.HasPrefix(line, "== ") {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+	}
+	return mcp.NewToolResultText(fmt.Sprintf("the last %d lines of %s's journal (execution %s):\n%s", lines, e.Slug, x.ID, strings.Join(out, "\n"))), nil
+}
+
 // pctStatus finds the answer of `pct status` in an execution's output,
 // which also carries the actuator's phase headers ("== run").
 func pctStatus(out string) (string, bool) {

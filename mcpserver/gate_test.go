@@ -80,7 +80,7 @@ func TestReadTokenCannotRequestExecutions(t *testing.T) {
 	c := httpClient(t, b.ctx, url, readToken)
 
 	names := toolNames(t, b.ctx, c)
-	for _, hidden := range []string{"request_execution", "get_lxc_state", "get_vm_state"} {
+	for _, hidden := range []string{"request_execution", "get_lxc_state", "get_vm_state", "tail_log"} {
 		for _, n := range names {
 			if n == hidden {
 				t.Errorf("a read-scope token is offered %s", hidden)
@@ -99,6 +99,7 @@ func TestReadTokenCannotRequestExecutions(t *testing.T) {
 		{"request_execution", map[string]any{"action": "run", "target": "host:strong", "params": map[string]any{"command": "uptime"}, "reason": "look"}},
 		{"get_lxc_state", map[string]any{"container": "101"}},
 		{"get_vm_state", map[string]any{"vm": "200"}},
+		{"tail_log", map[string]any{"target": "lxc:strong/101"}},
 	} {
 		text, isErr := callTool(t, b.ctx, c, call.tool, call.args)
 		if !isErr || !strings.Contains(text, "the token of mcp:dashboard may only read") {

@@ -86,6 +86,23 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 		t.Errorf("labsim did not see the two pct status commands: %q", cmds)
 	}
 
+	// tail_log is a probe too: the unit's journal at once, and a secret
+	// in a container's journal comes back redacted.
+	logs := b.ok(t, "tail_log", map[string]any{"target": "service:jellyfin", "lines": 3})
+	containsAll(t, "tail_log service:jellyfin", logs, "the last 3 lines of service:jellyfin's journal", "Started jellyfin.service")
+	fleet.Admin(t, "strong", "pct exec 101 -- logger -t backup 'token=abcdef123456 uploaded'")
+	whole := b.ok(t, "tail_log", map[string]any{"target": "lxc:strong/101", "lines": 1})
+	containsAll(t, "tail_log lxc:strong/101", whole, "backup: token=[REDACTED] uploaded")
+	if strings.Contains(whole, "abcdef123456") {
+		t.Errorf("tail_log shows the secret: %q", whole)
+	}
+	if !containsCommand(fleet.Commands(t), "pct exec 101 -- journalctl -u jellyfin.service -n 3 --no-pager") {
+		t.Errorf("labsim did not see the unit's journal read: %q", fleet.Commands(t))
+	}
+	if text, isErr := b.call(t, b.ctx, "tail_log", map[string]any{"target": "lxc:strong/101", "lines": 500}); !isErr || !strings.Contains(text, "from 1 to 100") {
+		t.Errorf("tail_log of 500 lines = %v %q, want it refused", isErr, text)
+	}
+
 	// A free-form command waits for a person even when it classifies
 	// read_only: the classifier is not the gate.
 	queued := b.ok(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": "uname -a"}, "reason": "which kernel is this"})

@@ -213,7 +213,7 @@ func toolNames(t testing.TB, ctx context.Context, c *client.Client) []string {
 var wantTools = []string{
 	"get_agent_activity", "get_blast_radius", "get_entity", "get_entity_knowledge", "get_execution",
 	"get_health_summary", "get_lxc_state", "get_signal_history", "get_state_snapshot", "get_trend", "get_vm_state",
-	"http_get", "list_entities", "list_guests", "list_lxcs", "list_vms", "query_metrics", "request_execution", "search_knowledge",
+	"http_get", "list_entities", "list_guests", "list_lxcs", "list_vms", "query_metrics", "request_execution", "search_knowledge", "tail_log",
 }
 
 func TestRegistryAnnotations(t *testing.T) {

@@ -254,7 +254,7 @@ func (s *Server) requester(c Caller) string {
 
 // requestTools are the tools that request an execution: a read-scope
 // caller neither sees nor calls them.
-var requestTools = map[string]bool{"request_execution": true, "get_lxc_state": true, "get_vm_state": true}
+var requestTools = map[string]bool{"request_execution": true, "get_lxc_state": true, "get_vm_state": true, "tail_log": true}
 
 // hideRequestTools drops requestTools from a read-scope caller's list.
 func (s *Server) hideRequestTools(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {

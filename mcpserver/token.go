@@ -17,7 +17,8 @@ type Scope string
 
 const (
 	// ScopeRead allows the read tools only: nothing that requests an
-	// execution (request_execution, get_lxc_state) is listed or callable.
+	// execution (request_execution, get_lxc_state, tail_log) is listed or
+	// callable.
 	ScopeRead Scope = "read"
 	// ScopeRequest allows every tool, including request_execution, whose
 	// plans still wait for an operator like any other. Only a token with

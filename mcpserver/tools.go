@@ -148,6 +148,13 @@ func (s *Server) actionTools() []server.ServerTool {
 				"For anything fleet-wide use list_vms.", true,
 			mcp.WithString("vm", mcp.Required(), mcp.Description("a vmid (200), name, or slug (vm:hubris/200)")),
 		), Handler: s.vmState},
+		{Tool: tool("tail_log", "Tail a journal",
+			"Reads the last lines of ONE service's unit journal (journalctl -u UNIT -n N) inside its container, or of a container's whole journal, right now, "+
+				"as a read-only execution through the same gate as any plan: a live SSH round-trip. Secrets in the output are redacted. "+
+				"Use it for a specific entity the operator asked about, never once per entity in the fleet.", true,
+			mcp.WithString("target", mcp.Required(), mcp.Description("a service (service:jellyfin, jellyfin) or a container (lxc:101, 101)")),
+			mcp.WithNumber("lines", mcp.Description(fmt.Sprintf("how many of the newest lines, 1 to %d (default %d)", policy.MaxLogLines, policy.DefaultLogLines))),
+		), Handler: s.tailLog},
 		{Tool: mcp.NewTool("request_execution",
 			mcp.WithDescription(requestDescription()),
 			mcp.WithTitleAnnotation("Request an action"),
@@ -223,7 +230,7 @@ func requestDescription() string {
 	var b strings.Builder
 	b.WriteString("The ONLY way to change anything in the fleet. It asks for one action on one target, or a plan of several steps, through the same gate as a chat command: " +
 		"the request is validated, classified (read_only, reversible_low, config_mutation, destructive) and posted as a plan card in the room. " +
-		"Only the pct_status probe runs at once; everything else, free-form commands (pct_exec, run) classified read_only included, waits for an operator's approval. " +
+		"Only the probes (pct_status, tail_log) run at once; everything else, free-form commands (pct_exec, run) classified read_only included, waits for an operator's approval; asking again for a change that still waits returns that plan (already_queued), never a second one. " +
 		"After a plan is queued, stop and end your turn: you are re-invoked automatically when it finishes. " +
 		"A target that matches several entities is refused with the candidates; call again with one slug. " +
 		"Check get_blast_radius before touching anything shared. " +

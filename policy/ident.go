@@ -203,6 +203,22 @@ func ValidateTemplate(s string) error {
 	return fmt.Errorf("%s (a .tar, .tar.gz, .tar.xz, .tar.zst or .tgz file), got %s", want, quoted(s))
 }
 
+// templateNameRE is a template family as pveam names its templates: a
+// distribution and its release, such as debian-13, ubuntu-24.04 or
+// alpine-3.20 (debian-13-standard_13.1-1_amd64.tar.zst,
+// alpine-3.20-default_20240908_amd64.tar.xz).
+var templateNameRE = regexp.MustCompile(`^[a-z]{2,20}-[0-9]{1,4}(\.[0-9]{1,4})?$`)
+
+// ValidateTemplateName accepts a template family, such as debian-13 or
+// ubuntu-24.04: the actuator resolves it on the node to the newest
+// template of that family its template storage holds.
+func ValidateTemplateName(s string) error {
+	if !templateNameRE.MatchString(s) {
+		return fmt.Errorf("must be a template family such as debian-13 or ubuntu-24.04, got %s", quoted(s))
+	}
+	return nil
+}
+
 // ValidateBridge accepts a Linux network interface name for a container's
 // bridge, such as vmbr0: 1 to 15 of letters, digits, '.', '_' and '-',
 // starting with a letter or digit.

@@ -113,8 +113,10 @@ type PctCreateParams struct {
 	Storage string `json:"storage,omitempty"`
 	// Bridge is the bridge for eth0 (default vmbr0).
 	Bridge string `json:"bridge,omitempty"`
-	// Template is a template volume id; empty means the newest Debian
-	// template on the host, chosen at run time.
+	// Template is a template volume id, or a template family such as
+	// debian-13 or ubuntu-24.04 (ValidateTemplateName) whose newest
+	// template on the host is chosen at run time; empty means the newest
+	// Debian template there.
 	Template string `json:"template,omitempty"`
 	// Nameserver is an IPv4 resolver for the container; empty means the
 	// host's or DHCP's.
@@ -421,8 +423,10 @@ func (p PctCreateParams) check() (Params, []*ParamError) {
 	add("storage", ValidateStorage(p.Storage))
 	p.Bridge = cmp.Or(p.Bridge, DefaultBridge)
 	add("bridge", ValidateBridge(p.Bridge))
-	if p.Template != "" {
-		add("template", ValidateTemplate(p.Template))
+	if p.Template != "" && ValidateTemplateName(p.Template) != nil {
+		if err := ValidateTemplate(p.Template); err != nil {
+			add("template", fmt.Errorf("%v; or a template family such as debian-13", err))
+		}
 	}
 	if p.Nameserver != "" {
 		if ns, err := ParseIPv4(p.Nameserver); err != nil {

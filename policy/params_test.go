@@ -109,7 +109,7 @@ var paramsTests = []paramsTest{
 	{action: ActionPctCreate, raw: `{"hostname":"web","ip":"192.168.8.50"}`, errs: []string{`params.ip: must be "dhcp" or an IPv4 address with prefix length such as 192.168.8.50/24`}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","ip":"DHCP"}`, errs: []string{`params.ip: must be "dhcp" or`}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","nameserver":"127.0.0.53"}`, errs: []string{"params.nameserver: must be a reachable unicast resolver"}},
-	{action: ActionPctCreate, raw: `{"hostname":"web","storage":"local lvm","template":"debian-12"}`, errs: []string{"params.storage:", "params.template:"}},
+	{action: ActionPctCreate, raw: `{"hostname":"web","storage":"local lvm","template":"debian"}`, errs: []string{"params.storage:", "params.template:"}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","post_install":"apt-get install -y x\u0000"}`, errs: []string{"params.post_install: must not contain NUL bytes"}},
 	{action: ActionPctCreate, raw: `{"hostname":"web","mounts":["/a"]}`, errs: []string{"params.mounts: is not a parameter of pct_create (known: vmid, hostname, cores"}},
 	{action: ActionPctStart, raw: `{}`, want: PctStartParams{}},
@@ -306,5 +306,27 @@ func checkSteps(t *testing.T, p Params, steps []string) {
 	}
 	if len(shells) > 0 {
 		t.Fatalf("free-form shell %q does not appear as one sh -c argument in %q", shells, steps)
+	}
+}
+
+// TestTemplateFamilies: pct_create's template is a volume id or a family
+// (distribution and release, as pveam names its templates); a family
+// renders as the placeholder the actuator fills with the newest template
+// of that family on the node.
+func TestTemplateFamilies(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"debian-13", "debian-12", "ubuntu-24.04", "alpine-3.20", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"} {
+		if _, err := ValidateParams(PctCreateParams{Hostname: "wiki", Template: ok}); err != nil {
+			t.Errorf("template %q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"debian", "Debian-13", "debian-13;reboot", "-13", "debian-13.1.2", "../debian-13", "debian 13"} {
+		if _, err := ValidateParams(PctCreateParams{Hostname: "wiki", Template: bad}); err == nil || !strings.Contains(err.Error(), "template family such as debian-13") {
+			t.Errorf("template %q: %v, want a refusal naming both forms", bad, err)
+		}
+	}
+	steps, err := Render(PctCreateParams{Hostname: "wiki", Template: "debian-13"}, Target{Type: TargetHost, ID: "h", Slug: "host:hubris", Host: "hubris"})
+	if err != nil || !strings.HasPrefix(steps[0], "pct create "+VMIDPlaceholder+" "+TemplatePlaceholder+" ") {
+		t.Errorf("a family renders %q, %v; want the template placeholder", steps, err)
 	}
 }

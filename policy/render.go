@@ -10,7 +10,9 @@ import (
 )
 
 // Placeholders in pct_create's summary steps for values the actuator picks
-// at run time: the next free vmid and the newest Debian template on the host.
+// at run time: the next free vmid, and the newest template on the host of
+// the family the parameters name (see ValidateTemplateName), Debian's
+// when they name none.
 const (
 	VMIDPlaceholder     = "$VMID"
 	TemplatePlaceholder = "$TEMPLATE"
@@ -171,7 +173,7 @@ func renderCreate(p PctCreateParams) []string {
 		vmid = strconv.Itoa(p.VMID)
 	}
 	tmpl := TemplatePlaceholder
-	if p.Template != "" {
+	if p.Template != "" && ValidateTemplateName(p.Template) != nil {
 		tmpl = shellWord(p.Template)
 	}
 	net := "name=eth0,bridge=" + p.Bridge + ",ip=" + p.IP

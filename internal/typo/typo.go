@@ -2,10 +2,14 @@
 // config key, a command's verb, an entity's name.
 package typo
 
-// Distance is the Levenshtein distance between a and b, in bytes: how
-// many single-byte insertions, deletions and substitutions turn one into
-// the other.
+// Distance is the edit distance between a and b, in bytes: how many
+// single-byte insertions, deletions, substitutions and swaps of two
+// neighbours turn one into the other (the optimal string alignment
+// distance). A swap counts one, since "restrat" is one slip of the
+// fingers from "restart".
 func Distance(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j]; three rows suffice.
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -19,8 +23,11 @@ func Distance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

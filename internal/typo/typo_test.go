@@ -14,11 +14,13 @@ func TestDistance(t *testing.T) {
 	}{
 		{"", "", 0},
 		{"restart", "restart", 0},
-		{"restrat", "restart", 2},
-		{"retsart", "restart", 2},
+		{"restrat", "restart", 1}, // a swap of neighbours is one slip
+		{"retsart", "restart", 1},
+		{"ab", "ba", 1},
+		{"ca", "abc", 3}, // optimal string alignment: no edits inside a swap
 		{"rstart", "restart", 1},
 		{"restartt", "restart", 1},
-		{"snapshto", "snapshot", 2},
+		{"snapshto", "snapshot", 1},
 		{"", "abc", 3},
 		{"destructive_quorom", "destructive_quorum", 1},
 	} {
@@ -40,8 +42,8 @@ func TestNearest(t *testing.T) {
 		want  string
 	}{
 		{"rstart", 1, "restart"},
-		{"restrat", 2, "restart"},
-		{"restrat", 1, ""},
+		{"restrat", 1, "restart"},
+		{"rsetrta", 1, ""},
 		{"stp", 1, "stop"},
 		{"restart", 2, ""}, // a known word needs no suggestion
 		{"frobnicate", 2, ""},
