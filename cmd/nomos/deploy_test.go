@@ -261,6 +261,22 @@ func TestDockerfile(t *testing.T) {
 	if ep := final.all("ENTRYPOINT"); len(ep) != 1 || ep[0] != `["/usr/local/bin/nomos"]` {
 		t.Errorf("ENTRYPOINT %q, want [\"/usr/local/bin/nomos\"]", ep)
 	}
+	labels := strings.Join(final.all("LABEL"), " ")
+	for _, want := range []string{
+		`org.opencontainers.image.version="${VERSION}"`,
+		`org.opencontainers.image.revision="${COMMIT}"`,
+		`org.opencontainers.image.source="https://github.com/nomoshq/nomos"`,
+	} {
+		if !strings.Contains(labels, want) {
+			t.Errorf("runtime stage lacks the OCI label %s: %q", want, labels)
+		}
+	}
+	// A release image copies the binary make release wrote and summed.
+	if !slices.ContainsFunc(stages, func(s dockerStage) bool {
+		return slices.Contains(s.all("COPY"), "dist/nomos_${VERSION}_linux_${TARGETARCH} /out/nomos")
+	}) {
+		t.Error("no stage copies make release's dist/nomos_${VERSION}_linux_${TARGETARCH}: a release image would hold a second build")
+	}
 	for _, s := range stages {
 		for _, c := range append(s.all("COPY"), s.all("ADD")...) {
 			if strings.Contains(c, "secrets") || strings.Contains(c, ".nomos-dev") {
