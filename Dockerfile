@@ -64,7 +64,10 @@ FROM ${NOMOS_BINARY} AS binary
 FROM alpine:3.22
 # A fixed uid, so the files in deploy/secrets/ can be owned by it
 # (docs/install.md); not 65532, which every distroless image shares.
-RUN addgroup -S -g 10001 nomos \
+# postgresql17-client: the pg_dump `nomos migrate -backup` runs, of the
+# major version of compose's postgres:17.
+RUN apk add --no-cache postgresql17-client \
+ && addgroup -S -g 10001 nomos \
  && adduser -S -D -H -u 10001 -G nomos -h /var/lib/nomos -s /sbin/nologin nomos \
  && install -d -o nomos -g nomos -m 0700 /var/lib/nomos
 COPY --from=binary /out/nomos /usr/local/bin/nomos

@@ -29,6 +29,7 @@ var releasePackageFiles = map[string][]string{
 		"/usr/lib/tmpfiles.d/nomos.conf",
 		"/usr/share/doc/nomos/copyright",
 		"/usr/share/doc/nomos/nomos.example.yaml",
+		"/usr/share/nomos/restore.sh",
 	},
 	"nomos-gate": {
 		"/usr/bin/nomos",
