@@ -140,6 +140,10 @@ var unitHardening = [][2]string{
 	{"SystemCallArchitectures", "native"},
 	{"UMask", "0077"},
 	{"Restart", "on-failure"},
+	// sd_notify: READY once every service started, watchdog pings while
+	// healthy (sdnotify.go).
+	{"Type", "notify"},
+	{"WatchdogSec", "60s"},
 }
 
 // unitProblems lists every way u falls short of spec.

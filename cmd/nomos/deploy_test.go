@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -302,3 +303,12 @@ const dockerUID = "10001"
 
 // botHealthURL is what the image and the compose file check.
 const botHealthURL = "http://127.0.0.1:8080/healthz"
+
+// actuatorHealthURL is the actuator's /healthz on its metrics listener,
+// which compose sets to the container's loopback.
+const actuatorHealthURL = "http://127.0.0.1:9464/healthz"
+
+// actuatorStopTime is how long the actuator may take to stop: its
+// shutdown grace (actuator.Config.ShutdownGrace, 10 s) and the 10 s it then
+// gives killed commands to report.
+const actuatorStopTime = 20 * time.Second
