@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nomoshq/nomos/internal/testenv"
 )
 
 // The files each package puts on a machine, directories left out.
@@ -47,9 +49,7 @@ var releasePackageFiles = map[string][]string{
 // build stamped with the version, the gate's postinst line, and that
 // purging leaves none of the packages' files behind.
 func TestReleasePackages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the release: not in -short")
-	}
+	testenv.SkipIfShort(t, "it builds the release and installs its packages")
 	for _, tool := range []string{"make", "dpkg", "dpkg-deb", "systemd-analyze", "systemd-sysusers", "systemd-tmpfiles"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed: run `make prepare`", tool)

@@ -13,10 +13,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/migrations"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -25,27 +23,17 @@ import (
 // of its own.
 func oneBehind(t *testing.T) (dbURL string, latest int32) {
 	t.Helper()
-	ctx := testenv.Context(t)
-	dbURL = testenv.EmptyDatabaseURL(t)
 	latest, err := store.LatestVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
+	dbURL = testenv.DatabaseAtVersion(t, latest-1)
+	ctx := testenv.Context(t)
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	m, err := migrate.NewMigrator(ctx, conn, "nomos_schema_version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.LoadMigrations(migrations.FS); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.MigrateTo(ctx, latest-1); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := conn.Exec(ctx, `CREATE TABLE restore_marker (v text); INSERT INTO restore_marker VALUES ('before the upgrade')`); err != nil {
 		t.Fatal(err)
 	}
