@@ -30,6 +30,45 @@ BIN ?= bin/nomos
 build: ## build bin/nomos, the production build, stamped with the version and commit
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nomos
 
+# make release VERSION=x.y.z: everything an operator installs, in $(DIST):
+# the production binary for each of RELEASE_ARCHES, the nomos and
+# nomos-gate .deb packages (nfpm), a CycloneDX SBOM of each binary (the
+# modules it was linked from, read from the binary itself) and SHA256SUMS. Reproducible: -trimpath, no build id, and every timestamp is
+# the commit's (SOURCE_DATE_EPOCH), so two builds of one commit give the
+# same SHA256SUMS. Offline once the module cache holds both modules'
+# dependencies (go mod download, and the same in deploy/tools); nfpm and
+# cyclonedx-gomod are pinned as tools in deploy/tools/go.mod (go tool).
+DIST ?= dist
+RELEASE_ARCHES ?= amd64 arm64
+RELEASE_STAGE := $(DIST)/.stage
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+.PHONY: release
+release: ## make release VERSION=x.y.z: binaries, .deb packages, SBOM and SHA256SUMS in dist/
+	@[[ "$(origin VERSION)" == "command line" && "$(VERSION)" =~ ^[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "make release: give VERSION=x.y.z (got $(VERSION))"; exit 2; }
+	rm -rf $(DIST) && mkdir -p $(RELEASE_STAGE)
+	$(GO) -C deploy/tools build -o $(abspath $(RELEASE_STAGE))/ \
+	  github.com/goreleaser/nfpm/v2/cmd/nfpm github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+	@# The packages run the binary from /usr/bin; deploy/systemd documents
+	@# /usr/local/bin for a hand install.
+	for u in nomos-bot.service nomos-actuator.service; do \
+	  sed 's|/usr/local/bin/nomos|/usr/bin/nomos|g' deploy/systemd/$$u > $(RELEASE_STAGE)/$$u || exit 1; \
+	done
+	set -e; for arch in $(RELEASE_ARCHES); do \
+	  GOOS=linux GOARCH=$$arch $(GO) build -trimpath \
+	    -ldflags "-s -w -buildid= -X main.version=$(VERSION) -X main.commit=$(COMMIT)" \
+	    -o $(DIST)/nomos_$(VERSION)_linux_$$arch ./cmd/nomos; \
+	  for pkg in nomos nomos-gate; do \
+	    GOARCH=$$arch VERSION=$(VERSION) DIST=$(abspath $(DIST)) STAGE=$(abspath $(RELEASE_STAGE)) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+	      $(RELEASE_STAGE)/nfpm package --config deploy/nfpm/$$pkg.yaml --packager deb \
+	        --target $(abspath $(DIST))/$${pkg}_$(VERSION)_$$arch.deb >/dev/null; \
+	  done; \
+	  $(RELEASE_STAGE)/cyclonedx-gomod bin -json -std -noserial -notimestamp -version v$(VERSION) \
+	    -output $(DIST)/nomos_$(VERSION)_linux_$$arch.cdx.json $(DIST)/nomos_$(VERSION)_linux_$$arch; \
+	done
+	rm -rf $(RELEASE_STAGE)
+	cd $(DIST) && sha256sum -- * > SHA256SUMS && cat SHA256SUMS
+
 .PHONY: build/dev
 build/dev: ## build bin/nomos as the development build: every role, plus dev and labsim
 	$(GO) build $(DEV_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nomos

@@ -5,10 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/migrations"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -18,24 +16,14 @@ import (
 // edges and history follow (migrations/011_container_identity.sql).
 func TestMigrationNamesContainersByCluster(t *testing.T) {
 	t.Parallel()
-	url := testenv.EmptyDatabaseURL(t)
+	// The schema as it was before containers were named by cluster.
+	url := testenv.DatabaseAtVersion(t, 10)
 	ctx := testenv.Context(t)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	// The schema as it was before containers were named by cluster.
-	m, err := migrate.NewMigrator(ctx, conn, "nomos_schema_version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.LoadMigrations(migrations.FS); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.MigrateTo(ctx, 10); err != nil {
-		t.Fatal(err)
-	}
 	_, err = conn.Exec(ctx, `INSERT INTO entities (id, slug, type, name, attrs) VALUES
 		('01900000-0000-7000-8000-000000000001', 'host:strong', 'host', 'strong', '{"node": "strong"}'),
 		('01900000-0000-7000-8000-000000000002', 'host:lab2', 'host', 'lab2', '{"node": "pve2", "cluster": "lab"}'),

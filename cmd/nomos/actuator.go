@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -81,16 +83,52 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
+	if err != nil {
+		return fmt.Errorf("redis.url: %w", err)
+	}
+	inspector := asynq.NewInspector(redisOpt)
+	defer inspector.Close()
+	var sup *supervisor.Supervisor
 	var svcs []supervisor.Service
 	if cfg.Actuator.MetricsListen != "" {
 		var stop func()
 		svcs = append(svcs, supervisor.Service{Name: "metrics", Start: func(context.Context) (err error) {
-			stop, err = serveMetrics(metricsAddr(cfg.Actuator.MetricsListen), a.Collector(), env.logger)
+			stop, err = serveMetrics(metricsAddr(cfg.Actuator.MetricsListen), a.Collector(), sup.Healthy, env.logger)
 			return err
 		}, Stop: func() { stop() }})
 	}
-	svcs = append(svcs, supervisor.Service{Name: "actuator", Run: a.Run})
-	return supervisor.New(env.logger, svcs...).Run(ctx)
+	svcs = append(svcs, supervisor.Service{Name: "actuator", Run: a.Run,
+		Health: actuatorHealth(inspector, tasks.OrderQueue(cfg.Actuator.Site), cfg.Actuator.JournalFile)})
+	sup = supervisor.New(env.logger, svcs...)
+	return runSupervised(ctx, env.logger, sup)
+}
+
+// actuatorHealth is the actuator's own health: its consumer of the order
+// queue is registered in Redis (asynq's server heartbeat, which expires
+// within seconds of the actuator losing Redis), and its journal can still
+// be opened for writing. It writes nothing to either.
+func actuatorHealth(inspector *asynq.Inspector, orderQueue, journal string) func(context.Context) error {
+	host, _ := os.Hostname()
+	pid := os.Getpid()
+	return func(context.Context) error {
+		servers, err := inspector.Servers()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		consuming := slices.ContainsFunc(servers, func(s *asynq.ServerInfo) bool {
+			_, ok := s.Queues[orderQueue]
+			return s.Host == host && s.PID == pid && s.Status == "active" && ok
+		})
+		if !consuming {
+			return fmt.Errorf("redis: no consumer of %s registered for this process", orderQueue)
+		}
+		f, err := os.OpenFile(journal, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		return f.Close()
+	}
 }
 
 // metricsAddr is where actuator.metrics_listen serves: a port alone means
@@ -106,7 +144,7 @@ func metricsAddr(listen string) string {
 
 // serveMetrics serves c, with the Go runtime's figures, at GET /metrics
 // on addr until stop is called.
-func serveMetrics(addr string, c prometheus.Collector, logger *slog.Logger) (stop func(), err error) {
+func serveMetrics(addr string, c prometheus.Collector, healthy func(context.Context) error, logger *slog.Logger) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(c); err != nil {
 		return nil, fmt.Errorf("actuator.metrics_listen: %w", err)
@@ -118,6 +156,15 @@ func serveMetrics(addr string, c prometheus.Collector, logger *slog.Logger) (sto
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// What compose's health check asks: 200 while every service is running
+	// and healthy, 503 with what is not.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := healthy(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

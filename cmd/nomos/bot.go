@@ -89,7 +89,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	}
 	defer front.close()
 	svcs := append(front.services(), supervisor.Service{Name: "bot", Run: func(ctx context.Context) error { return elector.Run(ctx, botSvcs.Run) }})
-	return supervisor.New(logger, svcs...).Run(ctx)
+	return runSupervised(ctx, logger, supervisor.New(logger, svcs...))
 }
 
 // newTools builds the MCP tools the agent and /mcp serve.

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -87,6 +89,7 @@ var composeVolumeUsers = map[string]string{
 	"redis-data":       "redis",
 	"bot-state":        "nomos-bot",
 	"actuator-journal": "nomos-actuator",
+	"db-backups":       "nomos-migrate",
 	"synapse-data":     "homeserver",
 }
 
@@ -253,6 +256,19 @@ func composeProblems(p *types.Project) []string {
 	if bot, ok := p.Services["nomos-bot"]; ok && (bot.HealthCheck == nil || !slices.Contains(bot.HealthCheck.Test, botHealthURL)) {
 		bad("nomos-bot's health check does not fetch %s", botHealthURL)
 	}
+	if a, ok := p.Services["nomos-actuator"]; ok {
+		if a.HealthCheck == nil || !slices.Contains(a.HealthCheck.Test, actuatorHealthURL) {
+			bad("nomos-actuator's health check does not fetch %s (its Redis consumer and journal)", actuatorHealthURL)
+		}
+		if a.StopGracePeriod == nil || time.Duration(*a.StopGracePeriod) <= actuatorStopTime {
+			bad("nomos-actuator's stop_grace_period is not longer than its shutdown (%v): compose would kill running commands unreported", actuatorStopTime)
+		}
+	}
+	for name, svc := range p.Services {
+		if _, tag, ok := strings.Cut(path.Base(svc.Image), ":"); !ok || tag == "latest" {
+			bad("%s runs image %q: pin a release tag, not latest", name, svc.Image)
+		}
+	}
 	if pg, ok := p.Services["postgres"]; ok && !strings.HasPrefix(pg.Image, "postgres:17") {
 		bad("postgres image %s, want postgres:17", pg.Image)
 	}
@@ -391,6 +407,19 @@ func TestComposeSeparationCatchesHostileEdits(t *testing.T) {
 		{"Postgres loses its health check", "postgres", func(s *service) {
 			s.HealthCheck = &types.HealthCheckConfig{Disable: true}
 		}, "nomos-bot waits for postgres to be healthy, but postgres has no health check"},
+		{"actuator checked by version only", "nomos-actuator", func(s *service) {
+			s.HealthCheck.Test = types.HealthCheckTest{"CMD", "/usr/local/bin/nomos", "version"}
+		}, "nomos-actuator's health check does not fetch"},
+		{"actuator killed before its grace", "nomos-actuator", func(s *service) {
+			d := types.Duration(10 * time.Second)
+			s.StopGracePeriod = &d
+		}, "nomos-actuator's stop_grace_period is not longer"},
+		{"Redis on latest", "redis", func(s *service) {
+			s.Image = "redis:latest"
+		}, "redis runs image \"redis:latest\""},
+		{"Postgres untagged", "postgres", func(s *service) {
+			s.Image = "docker.io/library/postgres"
+		}, "postgres runs image \"docker.io/library/postgres\""},
 		{"migrate restarts forever", "nomos-migrate", func(s *service) {
 			s.Restart = types.RestartPolicyUnlessStopped
 		}, "nomos-migrate is a one-shot"},
@@ -499,8 +528,8 @@ func TestComposeRolesStartWithTheirSecrets(t *testing.T) {
 			if !ok {
 				t.Fatalf("no service %s", c.service)
 			}
-			if len(svc.Command) != 1 {
-				t.Fatalf("%s command %q, want one role", c.service, svc.Command)
+			if len(svc.Command) == 0 {
+				t.Fatalf("%s has no command, want its role", c.service)
 			}
 			role := svc.Command[0]
 			root := t.TempDir()

@@ -99,7 +99,7 @@ func (u unitFile) credentials() []unitCredential {
 // which roles with which config, and exactly which credentials.
 type unitSpec struct {
 	file, yaml, user, stateDir, config, credentialDir string
-	roles                                             []string // ExecStartPre roles, then ExecStart's
+	roles                                             []string // ExecStartPre roles with their flags, then ExecStart's
 	credentials                                       []string // loaded always
 	optional                                          []string // commented out until a feature is on
 }
@@ -108,7 +108,7 @@ var unitSpecs = []unitSpec{
 	{
 		file: "nomos-bot.service", yaml: "bot.yaml", user: "nomos-bot", stateDir: "nomos-bot",
 		config: "/etc/nomos/bot.yaml", credentialDir: "/etc/nomos/bot/",
-		roles:       []string{"migrate", "bot"},
+		roles:       []string{"migrate -backup /var/lib/nomos-bot/backups", "bot"},
 		credentials: []string{"database_url", "redis_url", "matrix_password", "pickle_key", "orders_signing.key", "reports_verify.pub"},
 		optional:    []string{"llm_api_key", "web_password", "reports_verify.previous.pub"},
 	},
@@ -140,6 +140,10 @@ var unitHardening = [][2]string{
 	{"SystemCallArchitectures", "native"},
 	{"UMask", "0077"},
 	{"Restart", "on-failure"},
+	// sd_notify: READY once every service started, watchdog pings while
+	// healthy (sdnotify.go).
+	{"Type", "notify"},
+	{"WatchdogSec", "60s"},
 }
 
 // unitProblems lists every way u falls short of spec.
@@ -403,7 +407,7 @@ func TestSystemdConfigsStartWithTheirCredentials(t *testing.T) {
 				t.Fatalf("%s would not start: %v", spec.file, err)
 			}
 			for _, role := range spec.roles {
-				if err := cfg.validate(role); err != nil {
+				if err := cfg.validate(strings.Fields(role)[0]); err != nil {
 					t.Errorf("%s would not start: %v", spec.file, err)
 				}
 			}

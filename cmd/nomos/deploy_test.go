@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -261,6 +262,22 @@ func TestDockerfile(t *testing.T) {
 	if ep := final.all("ENTRYPOINT"); len(ep) != 1 || ep[0] != `["/usr/local/bin/nomos"]` {
 		t.Errorf("ENTRYPOINT %q, want [\"/usr/local/bin/nomos\"]", ep)
 	}
+	labels := strings.Join(final.all("LABEL"), " ")
+	for _, want := range []string{
+		`org.opencontainers.image.version="${VERSION}"`,
+		`org.opencontainers.image.revision="${COMMIT}"`,
+		`org.opencontainers.image.source="https://github.com/nomoshq/nomos"`,
+	} {
+		if !strings.Contains(labels, want) {
+			t.Errorf("runtime stage lacks the OCI label %s: %q", want, labels)
+		}
+	}
+	// A release image copies the binary make release wrote and summed.
+	if !slices.ContainsFunc(stages, func(s dockerStage) bool {
+		return slices.Contains(s.all("COPY"), "dist/nomos_${VERSION}_linux_${TARGETARCH} /out/nomos")
+	}) {
+		t.Error("no stage copies make release's dist/nomos_${VERSION}_linux_${TARGETARCH}: a release image would hold a second build")
+	}
 	for _, s := range stages {
 		for _, c := range append(s.all("COPY"), s.all("ADD")...) {
 			if strings.Contains(c, "secrets") || strings.Contains(c, ".nomos-dev") {
@@ -286,3 +303,12 @@ const dockerUID = "10001"
 
 // botHealthURL is what the image and the compose file check.
 const botHealthURL = "http://127.0.0.1:8080/healthz"
+
+// actuatorHealthURL is the actuator's /healthz on its metrics listener,
+// which compose sets to the container's loopback.
+const actuatorHealthURL = "http://127.0.0.1:9464/healthz"
+
+// actuatorStopTime is how long the actuator may take to stop: its
+// shutdown grace (actuator.Config.ShutdownGrace, 10 s) and the 10 s it then
+// gives killed commands to report.
+const actuatorStopTime = 20 * time.Second

@@ -255,7 +255,7 @@ func TestSystemdRotationLines(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, role := range c.spec.roles {
-				if err := cfg.validate(role); err != nil {
+				if err := cfg.validate(strings.Fields(role)[0]); err != nil {
 					t.Errorf("%s with the rotation lines on would not start: %v", c.spec.file, err)
 				}
 			}

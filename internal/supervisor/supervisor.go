@@ -38,11 +38,22 @@ var (
 	ErrStopped = errors.New("stopped")
 )
 
+// Notifier hears when a Run has started every service and when it
+// begins to stop them: what a service manager such as systemd wants to
+// know (sd_notify READY and STOPPING).
+type Notifier interface {
+	// Ready is called once per Run, when every service has started.
+	Ready()
+	// Stopping is called once per Run, before the first service stops.
+	Stopping()
+}
+
 // Supervisor runs a list of services. Build one with New; Run may be
 // called again once it has returned.
 type Supervisor struct {
 	logger   *slog.Logger
 	services []Service
+	notifier Notifier
 
 	mu      sync.Mutex
 	running bool
@@ -59,6 +70,12 @@ func New(logger *slog.Logger, services ...Service) *Supervisor {
 	for i := range s.states {
 		s.states[i] = ErrNotStarted
 	}
+	return s
+}
+
+// Notify makes n hear each Run's start and stop; call it before Run.
+func (s *Supervisor) Notify(n Notifier) *Supervisor {
+	s.notifier = n
 	return s
 }
 
@@ -88,6 +105,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	failed := make(chan error, len(s.services))
 	var up []started
 	err := s.startAll(ctx, failed, &up)
+	if err == nil && ctx.Err() == nil && s.notifier != nil {
+		s.notifier.Ready()
+	}
 	if err == nil {
 		select {
 		case <-ctx.Done():
@@ -96,6 +116,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	if err != nil {
 		s.logger.Error("service failed; stopping the others", "err", err)
+	}
+	if s.notifier != nil {
+		s.notifier.Stopping()
 	}
 	for i := len(up) - 1; i >= 0; i-- {
 		st := up[i]
@@ -174,6 +197,18 @@ func (s *Supervisor) Names() []string {
 		names[i] = svc.Name
 	}
 	return names
+}
+
+// Healthy reports whether every service is running and healthy: nil, or
+// each one that is not, named, with why.
+func (s *Supervisor) Healthy(ctx context.Context) error {
+	var errs []error
+	for _, name := range s.Names() {
+		if err := s.Health(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Health reports the named service: ErrNotStarted before it starts, its

@@ -3,6 +3,7 @@ package supervisor_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -192,5 +193,82 @@ func TestRunTwiceAtOnceIsRefused(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// notes records a Notifier's calls in the services' journal.
+type notes struct{ j *journal }
+
+func (n notes) Ready()    { n.j.add("ready") }
+func (n notes) Stopping() { n.j.add("stopping") }
+
+// TestNotifierHearsReadyAfterEveryStart: Ready comes after the last
+// service started, and Stopping before the first one stops.
+func TestNotifierHearsReadyAfterEveryStart(t *testing.T) {
+	j := &journal{}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := supervisor.New(nil, waiter(j, "a"), waiter(j, "b")).Notify(notes{j})
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	for !slices.Contains(j.get(), "ready") {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"start a", "start b", "ready", "stopping", "stop b", "stop a"}
+	if got := j.get(); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestNotifierNotReadyWhenAStartFails: a service that fails to start
+// means the process never was ready.
+func TestNotifierNotReadyWhenAStartFails(t *testing.T) {
+	j := &journal{}
+	bad := supervisor.Service{Name: "bad", Start: func(context.Context) error { return errors.New("no port") }}
+	err := supervisor.New(nil, waiter(j, "a"), bad).Notify(notes{j}).Run(context.Background())
+	if err == nil {
+		t.Fatal("Run succeeded although a start failed")
+	}
+	want := []string{"start a", "stopping", "stop a"}
+	if got := j.get(); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestHealthyNamesEachUnhealthyService: Healthy is nil only while every
+// service runs and says it is healthy, and names each one that is not.
+func TestHealthyNamesEachUnhealthyService(t *testing.T) {
+	j := &journal{}
+	var mu sync.Mutex
+	var redisErr error
+	redis := waiter(j, "redis")
+	redis.Health = func(context.Context) error { mu.Lock(); defer mu.Unlock(); return redisErr }
+	s := supervisor.New(nil, waiter(j, "http"), redis).Notify(notes{j})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Healthy(ctx); !errors.Is(err, supervisor.ErrNotStarted) {
+		t.Errorf("before Run: %v, want not started", err)
+	}
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	for !slices.Contains(j.get(), "ready") {
+		runtime.Gosched()
+	}
+	if err := s.Healthy(ctx); err != nil {
+		t.Errorf("all running: %v", err)
+	}
+	mu.Lock()
+	redisErr = errors.New("no consumer")
+	mu.Unlock()
+	err := s.Healthy(ctx)
+	if err == nil || err.Error() != "redis: no consumer" {
+		t.Errorf("redis unhealthy: %v, want \"redis: no consumer\"", err)
+	}
+	cancel()
+	<-done
+	if err := s.Healthy(context.Background()); !errors.Is(err, supervisor.ErrStopped) {
+		t.Errorf("after Run: %v, want stopped", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/tern/v2/migrate"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
@@ -156,6 +157,31 @@ func EmptyDatabaseURL(t testing.TB) string {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
 		t.Fatalf("testenv: empty database: %v", err)
+	}
+	return u
+}
+
+// DatabaseAtVersion returns the URL of a new database migrated only up to
+// schema version v, as an older release left it, for tests of what a
+// migration or an upgrade does to it.
+func DatabaseAtVersion(t testing.TB, v int32) string {
+	t.Helper()
+	u := EmptyDatabaseURL(t)
+	ctx := Context(t)
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	defer conn.Close(ctx)
+	m, err := migrate.NewMigrator(ctx, conn, "nomos_schema_version")
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	if err := m.LoadMigrations(migrations.FS); err != nil {
+		t.Fatalf("testenv: load migrations: %v", err)
+	}
+	if err := m.MigrateTo(ctx, v); err != nil {
+		t.Fatalf("testenv: migrate to version %d: %v", v, err)
 	}
 	return u
 }
