@@ -89,3 +89,43 @@ func TestReportBuild(t *testing.T) {
 		t.Error("a monthly report was built")
 	}
 }
+
+// TestBriefShowsStaleChecks: a service whose check went quiet shows in the
+// daily brief twice, as its open health.stale signal and as stale now,
+// never as healthy.
+func TestBriefShowsStaleChecks(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	st := testenv.Store(t)
+	seed, err := store.LoadSeed(seeds.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySeed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	due, err := st.ClaimDueChecks(ctx, now.Add(-time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range due {
+		if c.Slug == "caddy-http" {
+			if err := st.RecordCheck(ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: "healthy", Detail: "200", At: now.Add(-time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := st.MarkStale(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	daily, err := report.Build(ctx, st, report.Daily, report.Options{Now: now.Add(time.Minute), StatusURL: "https://nomos.example.org/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"`service:caddy` `health.stale`: no result from caddy-http since", "`service:caddy` stale"} {
+		if !strings.Contains(daily.Markdown, want) {
+			t.Errorf("the daily brief lacks %q:\n%s", want, daily.Markdown)
+		}
+	}
+}

@@ -222,9 +222,10 @@ func TestStaleShowsAsStale(t *testing.T) {
 		}
 	}
 	// The service goes stale, and its container with it: a container's
-	// health rolls up its services'.
-	if n, err := b.st.MarkStale(b.ctx, time.Now()); err != nil || n != 2 {
-		t.Fatalf("mark stale: %d, %v; want the service and its container", n, err)
+	// health rolls up its services'. A result an hour old is stale as it
+	// is written; the pass raises its signal.
+	if _, err := b.st.MarkStale(b.ctx, time.Now()); err != nil {
+		t.Fatal(err)
 	}
 	body := b.get(t, "/", http.StatusOK)
 	containsAll(t, "overview", body,
