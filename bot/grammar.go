@@ -112,6 +112,8 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 		return parseSnapshots(c, args)
 	case "brief", "daily", "weekly":
 		return parseBrief(c, verb, args)
+	case "forget":
+		return parseForget(c, args)
 	case "list":
 		if hasWords(args, "snapshots") || hasWords(args, "snaps") {
 			return parseSnapshots(c, args[1:])

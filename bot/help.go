@@ -44,6 +44,9 @@ var helpSections = []struct {
 		{"<verb> <target> <code>", "the typed phrase a destructive plan shows; only it approves such a plan"},
 		{"resolve <code> <note>", "record what really happened to an execution whose outcome is unknown"},
 	}},
+	{"The agent's sessions", []helpEntry{
+		{"forget session <id>", "delete an agent session's transcript now (its id is on the status page's Agent page); the audit log keeps its entries. Sessions untouched for agent.session_retention go by themselves"},
+	}},
 }
 
 // Help is the full command reference, as plain text and HTML.

@@ -69,7 +69,8 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
 		OpsRoom: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs,
-		Logger: logger.With("component", "bot"),
+		SessionRetention: cfg.Agent.SessionRetention,
+		Logger:           logger.With("component", "bot"),
 
 		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
 	})

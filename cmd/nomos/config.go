@@ -57,6 +57,17 @@ type Config struct {
 	// Watchdog is `nomos watchdog`, which watches the bot from another
 	// machine.
 	Watchdog WatchdogConfig `koanf:"watchdog"`
+	// Agent keeps the agent's sessions.
+	Agent AgentConfig `koanf:"agent"`
+}
+
+// AgentConfig says how long the agent's sessions are kept.
+type AgentConfig struct {
+	// SessionRetention is how long a session nobody has touched is kept
+	// before the leading bot deletes its transcript (the audit log keeps
+	// its entries). Default 720h (30 days); 0 keeps every session; else at
+	// least 1h.
+	SessionRetention time.Duration `koanf:"session_retention"`
 }
 
 // WatchdogConfig is `nomos watchdog` (docs/operations.md, "The
@@ -432,6 +443,7 @@ var defaults = map[string]any{
 	"report.daily":                      "08:00",
 	"report.weekly":                     "monday",
 	"report.backup_max_age":             "36h",
+	"agent.session_retention":           "720h",
 	"watchdog.interval":                 "30s",
 	"watchdog.timeout":                  "10s",
 	"watchdog.fail_after":               2,
@@ -725,6 +737,9 @@ func (c *Config) validateMatrix(bad func(string, string, ...any)) {
 		if policy.ValidateMatrixUserID(r) != nil {
 			bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 		}
+	}
+	if d := c.Agent.SessionRetention; d != 0 && d < time.Hour {
+		bad("agent.session_retention", "want 0 (keep every session) or at least 1h, got %s", d)
 	}
 	if d := c.Alerts.MuteFor; d < time.Minute || d > 7*24*time.Hour {
 		bad("alerts.mute_for", "want a duration between 1m and 168h, got %s", d)
