@@ -16,20 +16,27 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// seeded is a store over a fresh database with the demo fleet.
+func seeded(t *testing.T) *store.Store {
+	t.Helper()
+	st := testenv.Store(t)
+	seed, err := store.LoadSeed(seeds.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySeed(testenv.Context(t), seed); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestReportBuild: the daily brief names the day's executions, who
 // decided them, the open signals and what is unhealthy; the weekly
 // report its trends; both link the status page and invent no LLM cost.
 func TestReportBuild(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	st := testenv.Store(t)
-	seed, err := store.LoadSeed(seeds.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ApplySeed(ctx, seed); err != nil {
-		t.Fatal(err)
-	}
+	st := seeded(t)
 	now := time.Now()
 	x, err := st.CreateExecution(ctx, store.NewExecution{Request: store.Request{
 		ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: "service:jellyfin", Params: json.RawMessage(`{}`),
@@ -96,14 +103,7 @@ func TestReportBuild(t *testing.T) {
 func TestBriefShowsStaleChecks(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	st := testenv.Store(t)
-	seed, err := store.LoadSeed(seeds.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ApplySeed(ctx, seed); err != nil {
-		t.Fatal(err)
-	}
+	st := seeded(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	due, err := st.ClaimDueChecks(ctx, now.Add(-time.Hour), 1000)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -294,22 +293,11 @@ func TestAQuietCheckIsNotHiddenByAnotherThatAnswers(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	var clock sync.Mutex
 	at := now
-	s, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(t), Logger: testenv.Logger(t), Clock: func() time.Time {
+	s := openSeeded(t, store.Config{URL: testenv.DatabaseURL(t), Logger: testenv.Logger(t), Clock: func() time.Time {
 		clock.Lock()
 		defer clock.Unlock()
 		return at
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	seed, err := store.LoadSeed(seeds.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.ApplySeed(ctx, seed); err != nil {
-		t.Fatal(err)
-	}
 	checks := claimAll(t, s, now)
 	unit, tcp := checks["postgres-unit"], checks["postgres-tcp"] // both every 60 s, on service:postgres
 	record := func(c store.DueCheck, health string, when time.Time) {
