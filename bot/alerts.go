@@ -113,7 +113,10 @@ func (b *Bot) noteRecovery(ctx context.Context, a store.SignalAlert) {
 
 func alertText(a store.SignalAlert) (plain, htm string) {
 	icon, what := "🔴", "is failing"
-	if a.Severity == "warning" {
+	switch {
+	case a.Kind == store.StaleSignalKind:
+		icon, what = "⚪", "is stale, its checks have stopped answering"
+	case a.Severity == "warning":
 		icon, what = "🟡", "is degraded"
 	}
 	summary := redact.String(a.Summary)

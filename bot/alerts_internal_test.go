@@ -35,3 +35,20 @@ func TestAlertFailureWarningBacksOff(t *testing.T) {
 		t.Errorf("no note that alerts are posted again:\n%s", log.String())
 	}
 }
+
+// TestAlertTextSaysStale: a health.stale signal is announced as stale,
+// not as degraded, though it is a warning.
+func TestAlertTextSaysStale(t *testing.T) {
+	for _, c := range []struct {
+		kind, severity, want string
+	}{
+		{store.StaleSignalKind, "warning", "⚪ service:caddy is stale, its checks have stopped answering: no result"},
+		{"check:caddy-http", "warning", "🟡 service:caddy is degraded: no result"},
+		{"check:caddy-http", "critical", "🔴 service:caddy is failing: no result"},
+	} {
+		plain, _ := alertText(store.SignalAlert{Signal: store.Signal{Kind: c.kind, Severity: c.severity, EntitySlug: "service:caddy", Summary: "no result"}})
+		if !strings.HasPrefix(plain, c.want) {
+			t.Errorf("%s %s: %q, want it to start %q", c.kind, c.severity, plain, c.want)
+		}
+	}
+}

@@ -124,8 +124,12 @@ type Config struct {
 	// BriefCheckInterval is how often the schedule is looked at.
 	// Default 30s.
 	BriefCheckInterval time.Duration
-	Logger             *slog.Logger
-	Clock              func() time.Time
+	// SessionRetention is how long an agent session nobody has touched is
+	// kept before the leading bot deletes it (agent.session_retention); 0
+	// keeps every session.
+	SessionRetention time.Duration
+	Logger           *slog.Logger
+	Clock            func() time.Time
 }
 
 // Bot is the running Matrix front.
@@ -244,6 +248,9 @@ func (b *Bot) Services() []supervisor.Service {
 	}
 	if b.cfg.OpsRoom != "" && b.cfg.Briefs != nil {
 		svcs = append(svcs, supervisor.Service{Name: "briefs", Run: b.runBriefs})
+	}
+	if b.cfg.SessionRetention > 0 {
+		svcs = append(svcs, supervisor.Service{Name: "session_retention", Run: b.runSessionRetention})
 	}
 	return append(svcs,
 		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error {

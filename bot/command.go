@@ -52,13 +52,15 @@ const (
 	// CmdBrief posts the daily brief now, or the weekly report when
 	// Target is "weekly".
 	CmdBrief
+	// CmdForgetSession deletes the agent session whose id is Target.
+	CmdForgetSession
 )
 
 var kindNames = [...]string{
 	CmdUnknown: "unknown", CmdHelp: "help", CmdStatus: "status", CmdListContainers: "list_containers",
 	CmdShow: "show", CmdAction: "action", CmdApprove: "approve", CmdDeny: "deny", CmdConfirm: "confirm",
 	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve", CmdProblems: "problems", CmdSnapshots: "snapshots",
-	CmdBrief: "brief",
+	CmdBrief: "brief", CmdForgetSession: "forget_session",
 }
 
 // String returns the kind's snake_case name.

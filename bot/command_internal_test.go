@@ -40,6 +40,12 @@ var commandTests = []struct {
 	want Command
 	hint bool
 }{
+	// Forgetting an agent session: its id, nothing else.
+	{text: "forget session 0193f0a2-7c1e-7d6b-9a51-2f0c1d3e4b5a", want: Command{Kind: CmdForgetSession, Target: "0193f0a2-7c1e-7d6b-9a51-2f0c1d3e4b5a"}},
+	{text: "forget session 42", want: Command{}, hint: true},
+	{text: "forget session", want: Command{}, hint: true},
+	{text: "forget session 0193f0a2-7c1e-7d6b-9a51-2f0c1d3e4b5a and more", want: Command{}, hint: true},
+
 	// Help.
 	{text: "help", want: Command{Kind: CmdHelp}},
 	{text: "Help!", want: Command{Kind: CmdHelp}},

@@ -144,6 +144,9 @@ var grammar = []grammarVerb{
 			return policy.ActionPctStatus, map[string]any{}, typ == "" || isGuestWord(typ)
 		})
 	}},
+	{words: []string{"forget"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseForget(c, toks[1:])
+	}},
 	{words: []string{"brief", "daily", "weekly"}, parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
 		return parseBrief(c, verb, toks[1:])
 	}},

@@ -85,6 +85,10 @@ var helpSections = []struct {
 		{"<verb> <target> <code>", "", "the typed phrase a destructive plan shows; only it approves such a plan", ""},
 		{"resolve <code> <note>", "resolve k7q2 it did restart", "record what really happened to an execution whose outcome is unknown", ""},
 	}},
+	{"The agent's sessions", []helpEntry{
+		{"forget session <id>", "", "delete an agent session's transcript now (its id is on the status page's Agent page)",
+			"The audit log keeps its own entries. Sessions untouched for agent.session_retention (30 days by default) go by themselves."},
+	}},
 }
 
 // line is one entry as help shows it.

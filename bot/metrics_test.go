@@ -24,7 +24,8 @@ import (
 // TestMetricsFollowTheWork: what the bot's parts do shows on the status
 // page's /metrics, each family fed by the action it measures (a question
 // to the agent, a tool call, a card, an approval, an execution), and
-// /readyz reads the sync loop as healthy once it syncs.
+// /readyz reads the sync loop as healthy once it syncs, and says how long
+// ago it last synced.
 func TestMetricsFollowTheWork(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
@@ -42,7 +43,7 @@ func TestMetricsFollowTheWork(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	page, err := web.New(web.Config{Store: b.store, Registry: reg, Logger: testenv.Logger(t),
-		Ready: []web.ReadyCheck{{Name: "homeserver_sync", Check: b.bot.SyncHealth}}})
+		Ready: []web.ReadyCheck{{Name: "homeserver_sync", Check: b.bot.SyncHealth}}, LastSync: b.bot.LastSync})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +87,9 @@ func TestMetricsFollowTheWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"homeserver_sync":"ok"`) {
-		t.Errorf("/readyz = %d %s, want the sync loop ok", resp.StatusCode, body)
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"homeserver_sync":"ok"`) ||
+		!strings.Contains(string(body), `"last_sync_age_seconds":`) {
+		t.Errorf("/readyz = %d %s, want the sync loop ok and the age of its last answer for the watchdog", resp.StatusCode, body)
 	}
 }
 

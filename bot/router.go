@@ -177,6 +177,8 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.replyProblems(ctx, evt)
 	case CmdBrief:
 		b.replyBrief(ctx, evt, cmd.Target)
+	case CmdForgetSession:
+		b.forgetSession(ctx, evt, cmd.Target)
 	case CmdHistory:
 		b.replyHistory(ctx, evt)
 	default:

@@ -101,6 +101,14 @@ func (s *trackedSyncer) OnFailedSync(res *mautrix.RespSync, err error) (time.Dur
 	return s.DefaultSyncer.OnFailedSync(res, err)
 }
 
+// LastSync is when the homeserver last answered the bot's /sync in the
+// current sync loop; zero before the first answer.
+func (b *Bot) LastSync() time.Time {
+	b.syncs.mu.Lock()
+	defer b.syncs.mu.Unlock()
+	return b.syncs.last
+}
+
 // SyncHealth says whether the sync loop is alive: nil when the homeserver
 // answered a /sync in the last 90 seconds (three idle long-polls), an
 // error matching ErrNotSynced while the bot is starting, and another

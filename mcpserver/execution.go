@@ -634,7 +634,7 @@ func (s *Server) agentActivity(ctx context.Context, req mcp.CallToolRequest) (*m
 			if x.ThreadID != "" {
 				where += " thread " + x.ThreadID
 			}
-			fmt.Fprintf(&b, "  %s %q — %d messages, updated %s\n", where, cmp.Or(x.Title, "untitled"), x.Messages, humantime.Ago(now, x.UpdatedAt))
+			fmt.Fprintf(&b, "  %s %s %q — %d messages, updated %s\n", x.ID, where, cmp.Or(x.Title, "untitled"), x.Messages, humantime.Ago(now, x.UpdatedAt))
 		}
 	}
 	if len(xs) == 0 {

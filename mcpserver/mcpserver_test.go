@@ -210,6 +210,11 @@ func toolNames(t testing.TB, ctx context.Context, c *client.Client) []string {
 	return names
 }
 
+// wantRequestTools are what a request token is offered: the agent's
+// tools and delete_session, which is not for the agent.
+var wantRequestTools = slices.Sorted(slices.Values(append([]string{"delete_session"}, wantTools...)))
+
+// wantTools are the agent's tools.
 var wantTools = []string{
 	"get_agent_activity", "get_blast_radius", "get_entity", "get_entity_knowledge", "get_execution",
 	"get_health_summary", "get_lxc_state", "get_signal_history", "get_state_snapshot", "get_trend", "get_vm_state",

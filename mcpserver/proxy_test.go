@@ -81,7 +81,7 @@ func TestStdioProxyForwardsToTheBot(t *testing.T) {
 	url := serveHTTP(t, endpoint)
 	c := stdioProxy(t, b.ctx, url, token)
 
-	if diff := cmp.Diff(wantTools, toolNames(t, b.ctx, c)); diff != "" {
+	if diff := cmp.Diff(wantRequestTools, toolNames(t, b.ctx, c)); diff != "" {
 		t.Errorf("tools through the proxy (-want +got):\n%s", diff)
 	}
 	text, isErr := callTool(t, b.ctx, c, "list_lxcs", nil)

@@ -252,24 +252,38 @@ func (s *Server) requester(c Caller) string {
 	return c.RequestedBy
 }
 
-// requestTools are the tools that request an execution: a read-scope
-// caller neither sees nor calls them.
-var requestTools = map[string]bool{"request_execution": true, "get_lxc_state": true, "get_vm_state": true, "tail_log": true}
+// requestTools are the tools that request an execution or change what
+// Nomos keeps: a read-scope caller neither sees nor calls them.
+var requestTools = map[string]bool{"request_execution": true, "get_lxc_state": true, "get_vm_state": true, "tail_log": true, "delete_session": true}
 
-// hideRequestTools drops requestTools from a read-scope caller's list.
+// notForTheAgent are the tools the agent neither sees nor calls: an agent
+// steered by text it read must not erase the record of what it did.
+var notForTheAgent = map[string]bool{"delete_session": true}
+
+// hideRequestTools drops requestTools from a read-scope caller's list,
+// and notForTheAgent from the agent's.
 func (s *Server) hideRequestTools(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
-	if res == nil || !s.caller(ctx).ReadOnly {
+	if res == nil {
 		return
 	}
-	res.Tools = slices.DeleteFunc(res.Tools, func(t mcp.Tool) bool { return requestTools[t.Name] })
+	c := s.caller(ctx)
+	res.Tools = slices.DeleteFunc(res.Tools, func(t mcp.Tool) bool {
+		return (c.ReadOnly && requestTools[t.Name]) || (c.Via == ViaAgent && notForTheAgent[t.Name])
+	})
 }
 
-// refuseReadOnly is the answer to a read-scope caller that calls a tool
-// that requests an execution.
+// refuseReadOnly is the answer to a read-scope caller that calls one of
+// requestTools.
 func (s *Server) refuseReadOnly(ctx context.Context, tool string, c Caller) *mcp.CallToolResult {
-	s.log.WarnContext(ctx, "read-scope MCP client tried to request an execution", "tool", tool, "requested_by", c.RequestedBy)
-	return mcp.NewToolResultError(fmt.Sprintf("refused: %s requests an execution, and the token of %s may only read; "+
+	s.log.WarnContext(ctx, "read-scope MCP client tried a tool that needs scope request", "tool", tool, "requested_by", c.RequestedBy)
+	return mcp.NewToolResultError(fmt.Sprintf("refused: %s needs a request token, and the token of %s may only read; "+
 		"an operator can make a request token for the person who uses it (nomos mcp token -scope request -for @user:server NAME)", tool, c.RequestedBy))
+}
+
+// refuseAgent is the answer to the agent calling one of notForTheAgent.
+func (s *Server) refuseAgent(ctx context.Context, tool string, c Caller) *mcp.CallToolResult {
+	s.log.WarnContext(ctx, "the agent tried a tool that is not for it", "tool", tool, "requested_by", c.RequestedBy)
+	return mcp.NewToolResultError(fmt.Sprintf("refused: %s is not for the agent; an operator can do it in the room", tool))
 }
 
 // allowRequest refuses a request from a read-scope caller or one over its
@@ -297,6 +311,8 @@ func (s *Server) guard(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 		result := metrics.ResultRefused
 		if c := s.caller(ctx); c.ReadOnly && requestTools[req.Params.Name] {
 			res = s.refuseReadOnly(ctx, req.Params.Name, c)
+		} else if c.Via == ViaAgent && notForTheAgent[req.Params.Name] {
+			res = s.refuseAgent(ctx, req.Params.Name, c)
 		} else {
 			res, err = next(ctx, req)
 			result = callResult(res, err)

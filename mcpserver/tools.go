@@ -180,6 +180,17 @@ func (s *Server) actionTools() []server.ServerTool {
 				"The agent is re-invoked when its own executions finish, so do not poll this; use it to explain an execution.", false,
 			mcp.WithString("id", mcp.Required(), mcp.Description("the execution id (a UUID)")),
 		), Handler: s.getExecution},
+		{Tool: mcp.NewTool("delete_session",
+			mcp.WithDescription("Deletes one agent session's transcript now: its messages, the tool output only it stored, and its continuations. "+
+				"The executions it asked for and the audit log stay, and the log records who deleted it. "+
+				"Session ids are in get_agent_activity and on the status page's Agent page. Needs a request token; the agent cannot call it."),
+			mcp.WithTitleAnnotation("Delete an agent session"),
+			mcp.WithReadOnlyHintAnnotation(false),
+			mcp.WithDestructiveHintAnnotation(true),
+			mcp.WithIdempotentHintAnnotation(true),
+			mcp.WithOpenWorldHintAnnotation(false),
+			mcp.WithString("id", mcp.Required(), mcp.Description("the session id (a UUID)")),
+		), Handler: s.deleteSession},
 		{Tool: tool("get_agent_activity", "Agent activity",
 			"What the agent has been doing: sessions, messages and tool calls in a window, continuations after results, "+
 				"and the latest executions requested by the agent or MCP clients. Use it to review or explain your own behaviour.", false,

@@ -16,20 +16,27 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// seeded is a store over a fresh database with the demo fleet.
+func seeded(t *testing.T) *store.Store {
+	t.Helper()
+	st := testenv.Store(t)
+	seed, err := store.LoadSeed(seeds.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplySeed(testenv.Context(t), seed); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestReportBuild: the daily brief names the day's executions, who
 // decided them, the open signals and what is unhealthy; the weekly
 // report its trends; both link the status page and invent no LLM cost.
 func TestReportBuild(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	st := testenv.Store(t)
-	seed, err := store.LoadSeed(seeds.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ApplySeed(ctx, seed); err != nil {
-		t.Fatal(err)
-	}
+	st := seeded(t)
 	now := time.Now()
 	x, err := st.CreateExecution(ctx, store.NewExecution{Request: store.Request{
 		ID: uuid.Must(uuid.NewV7()), Action: "restart", TargetSlug: "service:jellyfin", Params: json.RawMessage(`{}`),
@@ -87,5 +94,38 @@ func TestReportBuild(t *testing.T) {
 	}
 	if _, err := report.Build(ctx, st, "monthly", o); err == nil {
 		t.Error("a monthly report was built")
+	}
+}
+
+// TestBriefShowsStaleChecks: a service whose check went quiet shows in the
+// daily brief twice, as its open health.stale signal and as stale now,
+// never as healthy.
+func TestBriefShowsStaleChecks(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	st := seeded(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	due, err := st.ClaimDueChecks(ctx, now.Add(-time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range due {
+		if c.Slug == "caddy-http" {
+			if err := st.RecordCheck(ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: "healthy", Detail: "200", At: now.Add(-time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := st.MarkStale(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	daily, err := report.Build(ctx, st, report.Daily, report.Options{Now: now.Add(time.Minute), StatusURL: "https://nomos.example.org/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"`service:caddy` `health.stale`: no result from caddy-http since", "`service:caddy` stale"} {
+		if !strings.Contains(daily.Markdown, want) {
+			t.Errorf("the daily brief lacks %q:\n%s", want, daily.Markdown)
+		}
 	}
 }

@@ -240,7 +240,9 @@ func (c *targetBatch) add(id uuid.UUID, at time.Time, health, detail string) {
 }
 
 // write sets each target's health to the worst latest result among its
-// enabled checks, then rolls up the containers it is or runs in.
+// enabled checks, a check that went quiet counting as stale (a fresh
+// healthy result of one check never hides another that stopped
+// answering), then rolls up the containers it is or runs in.
 func (c *targetBatch) write(ctx context.Context, tx pgx.Tx, now time.Time) error {
 	if len(c.ids) == 0 {
 		return nil
@@ -248,15 +250,17 @@ func (c *targetBatch) write(ctx context.Context, tx pgx.Tx, now time.Time) error
 	_, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id, health, detail, last_check_at, updated_at)
 		SELECT t.id, coalesce(w.health, t.health), coalesce(w.detail, t.detail), t.at, t.at
 		FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[]) AS t(id, at, health, detail)
-		LEFT JOIN LATERAL (SELECT cd.last_health AS health, cd.slug || ': ' || cd.last_detail AS detail FROM check_defs cd
+		LEFT JOIN LATERAL (SELECT `+checkHealth("$5")+` AS health,
+				CASE WHEN `+checkQuiet("$5")+` THEN `+quietDetail()+` ELSE cd.slug || ': ' || cd.last_detail END AS detail
+			FROM check_defs cd
 			WHERE cd.target_id = t.id AND cd.enabled AND cd.last_health IS NOT NULL
-			ORDER BY array_position(ARRAY['unhealthy', 'degraded', 'healthy'], cd.last_health), cd.last_result_at DESC
+			ORDER BY array_position(ARRAY['unhealthy', 'degraded', 'stale', 'healthy'], `+checkHealth("$5")+`), cd.last_result_at DESC
 			LIMIT 1) w ON true
 		ORDER BY t.id
 		ON CONFLICT (entity_id) DO UPDATE SET health = excluded.health, detail = excluded.detail,
 			last_check_at = greatest(entity_status.last_check_at, excluded.last_check_at),
 			updated_at = greatest(entity_status.updated_at, excluded.updated_at)`,
-		c.ids, c.ats, c.health, c.details)
+		c.ids, c.ats, c.health, c.details, now)
 	if err != nil {
 		return fmt.Errorf("record target health: %w", err)
 	}

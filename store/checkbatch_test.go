@@ -22,7 +22,21 @@ func seededDB(t *testing.T) (*store.Store, *pgx.Conn) {
 	t.Helper()
 	ctx := testenv.Context(t)
 	url := testenv.DatabaseURL(t)
-	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 4, Logger: testenv.Logger(t)})
+	s := openSeeded(t, store.Config{URL: url, MaxConns: 4, Logger: testenv.Logger(t)})
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return s, conn
+}
+
+// openSeeded opens a store with cfg (on a fresh database) and seeds the
+// demo fleet into it.
+func openSeeded(t *testing.T, cfg store.Config) *store.Store {
+	t.Helper()
+	ctx := testenv.Context(t)
+	s, err := store.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,12 +48,7 @@ func seededDB(t *testing.T) (*store.Store, *pgx.Conn) {
 	if _, err := s.ApplySeed(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
-	return s, conn
+	return s
 }
 
 // checkState is every row a check result may write, as text, in order.

@@ -54,28 +54,83 @@ func (s *Store) ClaimDueChecks(ctx context.Context, now time.Time, limit int) ([
 	return out, rows.Err()
 }
 
-// StaleAfter is how many of its shortest check interval a target may go
-// without a result before its health is marked stale.
-const StaleAfter = 3
+// StaleAfter is how many of its interval a check may go without a result
+// before it counts as stale, and StaleFloor the least time it may: a
+// check every 10 s is stale after 5 minutes, not 30 seconds, so a short
+// hiccup of the actuator or the queue is not news.
+const (
+	StaleAfter = 3
+	StaleFloor = 5 * time.Minute
+)
 
-// MarkStale marks stale every checked target whose last result is older
-// than StaleAfter times its shortest enabled check interval: a probe that
-// stopped answering must not leave an old "healthy" on show. A container
-// is not marked directly: its health rolls up again, with each of its
-// own checks that went quiet counting as stale, and so does that of each
-// container whose service was just marked. It returns how many targets
-// went stale.
+// StaleSignalKind is the signal a target raises when it goes stale; it is
+// resolved once the target is no longer stale.
+const StaleSignalKind = "health.stale"
+
+// StaleAge is how long a check of the given interval may go without a
+// result before it counts as stale.
+func StaleAge(interval time.Duration) time.Duration {
+	return max(StaleAfter*interval, StaleFloor)
+}
+
+// checkQuiet is true of the check cd whose last result is older than its
+// StaleAge at the time held by the parameter it is given.
+func checkQuiet(now string) string {
+	return fmt.Sprintf("cd.last_result_at < %s::timestamptz - make_interval(secs => greatest(%d * cd.interval_seconds, %d))",
+		now, StaleAfter, int(StaleFloor/time.Second))
+}
+
+// checkHealth is the health the check cd contributes at now: its last
+// result's, or stale once it is quiet.
+func checkHealth(now string) string {
+	return "CASE WHEN " + checkQuiet(now) + " THEN 'stale' ELSE cd.last_health END"
+}
+
+// quietDetail says which check of a stale target went quiet, since when,
+// and what it last saw.
+func quietDetail() string {
+	return `'no result from ' || cd.slug || ' since ' || to_char(cd.last_result_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen: ' || cd.last_health`
+}
+
+// staleWorstSQL is, for each checked target other than a container, its
+// worst check at $1 (a quiet one counting as stale) and what it says.
+var staleWorstSQL = `SELECT DISTINCT ON (cd.target_id) cd.target_id AS id, ` + checkHealth("$1") + ` AS health,
+		` + quietDetail() + ` AS detail
+	FROM check_defs cd JOIN entities e ON e.id = cd.target_id AND e.type <> 'lxc' AND e.lifecycle <> 'destroyed'
+	WHERE cd.enabled AND cd.last_result_at IS NOT NULL
+	ORDER BY cd.target_id, array_position(ARRAY['unhealthy', 'degraded', 'stale', 'healthy'], ` + checkHealth("$1") + `),
+		cd.last_result_at`
+
+// MarkStale marks stale every checked target that a quiet check leaves
+// with nothing worse to show: one of its enabled checks has had no result
+// for its StaleAge, and none of the others that still answer says
+// unhealthy or degraded. A probe that stopped answering must not leave an
+// old "healthy" on show, nor may one check that answers hide another
+// that went quiet. A container is not marked directly: its health rolls
+// up again, with each of its own checks that went quiet counting as
+// stale, and so does that of each container whose service was just
+// marked.
+//
+// Every target stale through a quiet check has an open health.stale
+// signal, announced like any other, whether this pass or a result
+// recorded since marked it; so does a container whose own check went
+// quiet (one stale only through a service it runs is told by that
+// service's signal). Every open health.stale signal whose entity is no
+// longer stale is resolved. It returns how many targets went stale.
 func (s *Store) MarkStale(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE entity_status st
-			SET health = 'stale', updated_at = $1,
-			    detail = 'no check result since ' || to_char(st.last_check_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen: ' || st.health
-			FROM (SELECT target_id, min(interval_seconds) AS secs FROM check_defs WHERE enabled GROUP BY target_id) c,
-			     entities e
-			WHERE st.entity_id = c.target_id AND e.id = st.entity_id AND e.type <> 'lxc' AND st.health <> 'stale'
-			  AND st.last_check_at < $1::timestamptz - make_interval(secs => $2 * c.secs)
-			RETURNING st.entity_id`, now, StaleAfter)
+		if _, err := tx.Exec(ctx, `UPDATE signals g SET state = 'resolved', resolved_at = $2
+			FROM entity_status st
+			WHERE g.kind = $1 AND g.state IN ('raised', 'acknowledged', 'acting')
+			  AND st.entity_id = g.entity_id AND st.health <> 'stale'`, StaleSignalKind, now); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `WITH worst AS (`+staleWorstSQL+`)
+			UPDATE entity_status st SET health = 'stale', updated_at = $1, detail = w.detail
+			FROM worst w
+			WHERE st.entity_id = w.id AND w.health = 'stale' AND st.health <> 'stale'
+			RETURNING st.entity_id`, now)
 		if err != nil {
 			return err
 		}
@@ -90,8 +145,7 @@ func (s *Store) MarkStale(ctx context.Context, now time.Time) (int, error) {
 			SELECT cd.target_id FROM check_defs cd
 			JOIN entities e ON e.id = cd.target_id AND e.type = 'lxc'
 			JOIN entity_status st ON st.entity_id = cd.target_id AND st.health <> 'stale'
-			WHERE cd.enabled AND cd.last_result_at < $2::timestamptz - make_interval(secs => $3 * cd.interval_seconds)`,
-			marked, now, StaleAfter)
+			WHERE cd.enabled AND `+checkQuiet("$2"), marked, now)
 		if err != nil {
 			return err
 		}
@@ -100,12 +154,35 @@ func (s *Store) MarkStale(ctx context.Context, now time.Time) (int, error) {
 			return err
 		}
 		changed, err := rollUp(ctx, tx, containers, now)
+		if err != nil {
+			return err
+		}
 		for _, h := range changed {
 			if h == "stale" {
 				n++
 			}
 		}
-		return err
+		_, err = tx.Exec(ctx, `WITH worst AS (`+staleWorstSQL+`),
+			stale AS (
+				SELECT w.id, w.detail FROM worst w JOIN entity_status st ON st.entity_id = w.id AND st.health = 'stale'
+				WHERE w.health = 'stale'
+				  -- a service of a container stopped on purpose pages nobody
+				  AND NOT EXISTS (SELECT 1 FROM relationships r JOIN entity_status cs ON cs.entity_id = r.from_id
+				                  WHERE r.to_id = w.id AND r.type = 'runs' AND cs.health = 'stopped')
+				UNION
+				SELECT st.entity_id, st.detail FROM entity_status st
+				JOIN entities e ON e.id = st.entity_id AND e.type = 'lxc' AND e.lifecycle <> 'destroyed'
+				WHERE st.health = 'stale' AND EXISTS (SELECT 1 FROM check_defs cd
+					WHERE cd.target_id = st.entity_id AND cd.enabled AND `+checkQuiet("$1")+`)
+			)
+			INSERT INTO signals (id, entity_id, kind, severity, summary, raised_at)
+			SELECT gen_random_uuid(), stale.id, $2, 'warning', stale.detail, $1 FROM stale
+			ORDER BY stale.id
+			ON CONFLICT (entity_id, kind) WHERE state IN ('raised', 'acknowledged', 'acting') DO NOTHING`, now, StaleSignalKind)
+		if err != nil {
+			return fmt.Errorf("raise %s signals: %w", StaleSignalKind, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("mark stale: %w", err)

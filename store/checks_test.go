@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -154,6 +155,9 @@ func TestCheckResultsAggregateAndRaiseSignals(t *testing.T) {
 	}
 }
 
+// TestMarkStale: a check every 30 s is stale after five minutes (three
+// intervals would be 90 s, under the floor), and its service and the
+// container running it go stale together; a fresh result brings both back.
 func TestMarkStale(t *testing.T) {
 	t.Parallel()
 	s, ctx := seeded(t)
@@ -163,28 +167,34 @@ func TestMarkStale(t *testing.T) {
 	if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: caddy.ID.String(), TargetID: caddy.TargetID.String(), Health: "healthy", Detail: "GET answered 200", At: now}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.MarkStale(ctx, now.Add(89*time.Second)); err != nil || n != 0 {
-		t.Fatalf("MarkStale before three intervals = %d, %v; want 0", n, err)
+	if got := store.StaleAge(30 * time.Second); got != 5*time.Minute {
+		t.Errorf("StaleAge(30s) = %s, want the 5m floor", got)
+	}
+	if got := store.StaleAge(10 * time.Minute); got != 30*time.Minute {
+		t.Errorf("StaleAge(10m) = %s, want three intervals", got)
+	}
+	if n, err := s.MarkStale(ctx, now.Add(299*time.Second)); err != nil || n != 0 {
+		t.Fatalf("MarkStale before the 5m floor = %d, %v; want 0", n, err)
 	}
 	if ct := entityID(t, s, "lxc:strong/104"); ct.Health != "healthy" || ct.Detail != "caddy: caddy-http: GET answered 200" {
 		t.Errorf("caddy's container is %s (%q), want healthy from its service", ct.Health, ct.Detail)
 	}
 	// The service and the container it runs in go stale together.
-	if n, err := s.MarkStale(ctx, now.Add(91*time.Second)); err != nil || n != 2 {
-		t.Fatalf("MarkStale after three intervals = %d, %v; want 2", n, err)
+	if n, err := s.MarkStale(ctx, now.Add(301*time.Second)); err != nil || n != 2 {
+		t.Fatalf("MarkStale after the floor = %d, %v; want 2", n, err)
 	}
 	e := entityID(t, s, "service:caddy")
-	if e.Health != "stale" || !strings.Contains(e.Detail, "last seen: healthy") {
-		t.Errorf("caddy is %s (%q), want stale saying what was last seen", e.Health, e.Detail)
+	if e.Health != "stale" || !strings.Contains(e.Detail, "no result from caddy-http since") || !strings.Contains(e.Detail, "last seen: healthy") {
+		t.Errorf("caddy is %s (%q), want stale saying which check went quiet and what it last saw", e.Health, e.Detail)
 	}
-	if ct := entityID(t, s, "lxc:strong/104"); ct.Health != "stale" || !strings.Contains(ct.Detail, "caddy: no check result since") {
+	if ct := entityID(t, s, "lxc:strong/104"); ct.Health != "stale" || !strings.Contains(ct.Detail, "caddy: no result from caddy-http since") {
 		t.Errorf("caddy's container is %s (%q), want stale from its service", ct.Health, ct.Detail)
 	}
-	if n, _ := s.MarkStale(ctx, now.Add(200*time.Second)); n != 0 {
+	if n, _ := s.MarkStale(ctx, now.Add(400*time.Second)); n != 0 {
 		t.Errorf("a stale target was marked again")
 	}
 	// The next result brings it back.
-	if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: caddy.ID.String(), TargetID: caddy.TargetID.String(), Health: "healthy", At: now.Add(201 * time.Second)}); err != nil {
+	if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: caddy.ID.String(), TargetID: caddy.TargetID.String(), Health: "healthy", At: now.Add(401 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if e := entityID(t, s, "service:caddy"); e.Health != "healthy" {
@@ -192,5 +202,137 @@ func TestMarkStale(t *testing.T) {
 	}
 	if e := entityID(t, s, "lxc:strong/104"); e.Health != "healthy" {
 		t.Errorf("caddy's container is %s after a fresh result, want healthy", e.Health)
+	}
+}
+
+// staleSignals are the open health.stale signals, by entity slug.
+func staleSignals(t *testing.T, s *store.Store) map[string]store.Signal {
+	t.Helper()
+	list, err := s.ListSignals(testenv.Context(t), store.SignalFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]store.Signal{}
+	for _, g := range list {
+		if g.Kind == store.StaleSignalKind {
+			out[g.EntitySlug] = g
+		}
+	}
+	return out
+}
+
+// TestStaleRaisesAndClearsASignal: going stale raises one health.stale
+// signal on the target (its container, stale only through it, raises
+// none), which is announced like any other signal; the target's recovery
+// resolves it, and its recovery note follows like any other's. The clock
+// is the one each call is given.
+func TestStaleRaisesAndClearsASignal(t *testing.T) {
+	t.Parallel()
+	s, ctx := seeded(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	checks := claimAll(t, s, now)
+	caddy := checks["caddy-http"]
+	if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: caddy.ID.String(), TargetID: caddy.TargetID.String(), Health: "healthy", Detail: "GET answered 200", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkStale(ctx, now.Add(301*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	open := staleSignals(t, s)
+	g, ok := open["service:caddy"]
+	if len(open) != 1 || !ok || g.Severity != "warning" || !strings.Contains(g.Summary, "no result from caddy-http since") {
+		t.Fatalf("open health.stale signals %+v; want one, a warning on service:caddy naming the quiet check", open)
+	}
+	announce, err := s.SignalsToAnnounce(ctx, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(announce, func(a store.SignalAlert) bool { return a.ID == g.ID }) {
+		t.Errorf("the health.stale signal is not among those to announce: %+v", announce)
+	}
+	if ok, err := s.ClaimSignalAlert(ctx, g.ID); err != nil || !ok {
+		t.Fatal(err)
+	}
+	if err := s.SetSignalAlertEvent(ctx, g.ID, "!ops:nomos.test", "$alert"); err != nil {
+		t.Fatal(err)
+	}
+	// Another pass raises nothing more.
+	if _, err := s.MarkStale(ctx, now.Add(400*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if open := staleSignals(t, s); len(open) != 1 {
+		t.Errorf("after a second pass: %d open health.stale signals, want the one", len(open))
+	}
+	// A fresh result, then the next pass: the signal is resolved, and its
+	// recovery is due to be noted under the alert.
+	if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: caddy.ID.String(), TargetID: caddy.TargetID.String(), Health: "healthy", Detail: "GET answered 200", At: now.Add(401 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkStale(ctx, now.Add(405*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if open := staleSignals(t, s); len(open) != 0 {
+		t.Errorf("after the recovery: open health.stale signals %+v, want none", open)
+	}
+	announce, err = s.SignalsToAnnounce(ctx, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(announce, func(a store.SignalAlert) bool { return a.ID == g.ID && a.State == "resolved" }) {
+		t.Errorf("the resolved health.stale signal is not due for its recovery note: %+v", announce)
+	}
+}
+
+// TestAQuietCheckIsNotHiddenByAnotherThatAnswers: of a target's two
+// checks, one that keeps answering healthy does not keep the target
+// healthy once the other has gone quiet; but a fresh unhealthy result
+// outranks stale.
+func TestAQuietCheckIsNotHiddenByAnotherThatAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var clock sync.Mutex
+	at := now
+	s := openSeeded(t, store.Config{URL: testenv.DatabaseURL(t), Logger: testenv.Logger(t), Clock: func() time.Time {
+		clock.Lock()
+		defer clock.Unlock()
+		return at
+	}})
+	checks := claimAll(t, s, now)
+	unit, tcp := checks["postgres-unit"], checks["postgres-tcp"] // both every 60 s, on service:postgres
+	record := func(c store.DueCheck, health string, when time.Time) {
+		t.Helper()
+		clock.Lock()
+		at = when
+		clock.Unlock()
+		if err := s.RecordCheck(ctx, store.CheckObservation{CheckID: c.ID.String(), TargetID: c.TargetID.String(), Health: health, Detail: health, At: when}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(unit, "healthy", now)
+	record(tcp, "healthy", now)
+	// The unit check keeps answering; the port check stops.
+	for i := 1; i <= 4; i++ {
+		record(unit, "healthy", now.Add(time.Duration(i)*2*time.Minute))
+	}
+	if _, err := s.MarkStale(ctx, now.Add(8*time.Minute+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if e := entityID(t, s, "service:postgres"); e.Health != "stale" || !strings.Contains(e.Detail, "no result from postgres-tcp") {
+		t.Errorf("service:postgres is %s (%q); want stale, naming postgres-tcp", e.Health, e.Detail)
+	}
+	if _, ok := staleSignals(t, s)["service:postgres"]; !ok {
+		t.Error("no health.stale signal on service:postgres")
+	}
+	// A fresh healthy result of the unit check does not make it healthy
+	// again while the port check is still quiet; a failing one outranks
+	// stale.
+	record(unit, "healthy", now.Add(9*time.Minute))
+	if e := entityID(t, s, "service:postgres"); e.Health != "stale" {
+		t.Errorf("after a fresh result of the other check, service:postgres is %s; want still stale", e.Health)
+	}
+	record(unit, "unhealthy", now.Add(10*time.Minute))
+	if e := entityID(t, s, "service:postgres"); e.Health != "unhealthy" {
+		t.Errorf("after a failing result, service:postgres is %s; want unhealthy", e.Health)
 	}
 }

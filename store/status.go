@@ -81,7 +81,7 @@ const stoppedOnPurpose = `(coalesce(e.attrs->>'onboot', 'false') <> 'true' OR e.
 //     (stoppedOnPurpose) is "stopped", which outranks everything else:
 //     its checks fail because it is off, and nobody is to be paged;
 //   - the latest result of each of its own enabled checks, stale once
-//     it is older than $3 of the check's intervals;
+//     it is older than the check's StaleAge;
 //   - the health of each service it runs, where that is known.
 //
 // Worst is stopped, then unhealthy, degraded, stale, healthy; among equals the
@@ -89,7 +89,7 @@ const stoppedOnPurpose = `(coalesce(e.attrs->>'onboot', 'false') <> 'true' OR e.
 // service. A container with none of these is unknown. last_check_at is
 // the newest of them. Only rows whose health, detail or time change are
 // written; the ones that are come back with their new health.
-const rollUpSQL = `WITH ids AS (SELECT DISTINCT unnest($1::uuid[]) AS id),
+var rollUpSQL = `WITH ids AS (SELECT DISTINCT unnest($1::uuid[]) AS id),
 parts AS (
 	SELECT st.entity_id AS id, 0 AS prio,
 		CASE WHEN st.run_state_until < $2 THEN 'stale'
@@ -109,9 +109,9 @@ parts AS (
 	WHERE st.run_state IS NOT NULL
 	UNION ALL
 	SELECT cd.target_id, 1,
-		CASE WHEN cd.last_result_at < $2::timestamptz - make_interval(secs => $3 * cd.interval_seconds) THEN 'stale' ELSE cd.last_health END,
-		CASE WHEN cd.last_result_at < $2::timestamptz - make_interval(secs => $3 * cd.interval_seconds)
-		     THEN cd.slug || ': no result since ' || to_char(cd.last_result_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC; last seen: ' || cd.last_health
+		` + checkHealth("$2") + `,
+		CASE WHEN ` + checkQuiet("$2") + `
+		     THEN ` + quietDetail() + `
 		     ELSE cd.slug || ': ' || cd.last_detail END,
 		cd.last_result_at
 	FROM check_defs cd JOIN ids ON ids.id = cd.target_id
@@ -145,7 +145,7 @@ func rollUp(ctx context.Context, q pgx.Tx, ids []uuid.UUID, now time.Time) (map[
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, rollUpSQL, ids, now, StaleAfter)
+	rows, err := q.Query(ctx, rollUpSQL, ids, now)
 	if err != nil {
 		return nil, fmt.Errorf("roll up container health: %w", err)
 	}

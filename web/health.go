@@ -29,6 +29,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 type readyReport struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks"`
+	// LastSyncAgeSeconds is how long ago the homeserver last answered the
+	// bot's /sync, for a watchdog on another machine (nomos watchdog);
+	// absent on a standby and before the first answer.
+	LastSyncAgeSeconds *int64 `json:"last_sync_age_seconds,omitempty"`
 }
 
 // readyz asks each dependency, at once and within two seconds, and names
@@ -66,6 +70,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			rep.Status = "unavailable"
 			status = http.StatusServiceUnavailable
 			s.logger.Warn("not ready", "dependency", c.Name, "err", err)
+		}
+	}
+	if s.cfg.LastSync != nil {
+		if at := s.cfg.LastSync(); !at.IsZero() {
+			age := int64(max(s.now().Sub(at), 0) / time.Second)
+			rep.LastSyncAgeSeconds = &age
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

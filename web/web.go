@@ -41,6 +41,11 @@ type Config struct {
 	Operators []string
 	// Ready are the dependencies /readyz reports, in order.
 	Ready []ReadyCheck
+	// LastSync, when set, says when the homeserver last answered the
+	// bot's /sync; /readyz reports its age as last_sync_age_seconds, for
+	// the watchdog. The zero time (a standby, a bot not yet synced) is
+	// left out.
+	LastSync func() time.Time
 	// Queues, when set, gives /metrics the depth and age of each asynq
 	// queue. *asynq.Inspector satisfies it.
 	Queues QueueInspector

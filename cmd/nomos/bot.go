@@ -69,7 +69,8 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
 		OpsRoom: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, OwnPath: cfg.Matrix.ServedBy, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs,
-		Logger: logger.With("component", "bot"),
+		SessionRetention: cfg.Agent.SessionRetention,
+		Logger:           logger.With("component", "bot"),
 
 		AllowUnverifiedDevices: !cfg.Approvals.RequireVerifiedDevice,
 	})
@@ -83,7 +84,13 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	front, err := newFront(cfg, l, tools, ntokens, leaderChecks(elector, botSvcs), logger)
+	lastSync := func() time.Time {
+		if !elector.Leading() {
+			return time.Time{}
+		}
+		return b.LastSync()
+	}
+	front, err := newFront(cfg, l, tools, ntokens, leaderChecks(elector, botSvcs), lastSync, logger)
 	if err != nil {
 		return err
 	}
@@ -151,7 +158,7 @@ type front struct {
 	srv       *http.Server
 }
 
-func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, botChecks []web.ReadyCheck, logger *slog.Logger) (*front, error) {
+func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, botChecks []web.ReadyCheck, lastSync func() time.Time, logger *slog.Logger) (*front, error) {
 	webAuth, err := cfg.Web.authenticator()
 	if err != nil {
 		return nil, err
@@ -172,7 +179,7 @@ func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, b
 	}
 	f.status, err = web.New(web.Config{
 		Store: l.store, Logger: logger.With("component", "web"), Auth: webAuth, Operators: cfg.Matrix.Operators,
-		Ready:  append(ready, botChecks...),
+		Ready: append(ready, botChecks...), LastSync: lastSync,
 		Queues: f.inspector, QueueNames: []string{tasks.OrderQueue(tasks.DefaultSite), tasks.ProbeQueue(tasks.DefaultSite), tasks.QueueResults},
 		Registry: reg,
 	})

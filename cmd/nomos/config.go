@@ -54,6 +54,62 @@ type Config struct {
 	Alerts AlertsConfig `koanf:"alerts"`
 	// Report says when the daily brief and the weekly report are posted.
 	Report ReportConfig `koanf:"report"`
+	// Watchdog is `nomos watchdog`, which watches the bot from another
+	// machine.
+	Watchdog WatchdogConfig `koanf:"watchdog"`
+	// Agent keeps the agent's sessions.
+	Agent AgentConfig `koanf:"agent"`
+}
+
+// AgentConfig says how long the agent's sessions are kept.
+type AgentConfig struct {
+	// SessionRetention is how long a session nobody has touched is kept
+	// before the leading bot deletes its transcript (the audit log keeps
+	// its entries). Default 720h (30 days); 0 keeps every session; else at
+	// least 1h.
+	SessionRetention time.Duration `koanf:"session_retention"`
+}
+
+// WatchdogConfig is `nomos watchdog` (docs/operations.md, "The
+// watchdog"): where it reaches the bot, how often it looks, and its own
+// Matrix account, whose password or token is its only secret.
+type WatchdogConfig struct {
+	// LANURL and MeshURL are the bot's status page over the two paths,
+	// such as http://192.168.1.20:8080/ and https://nomos.example.org/
+	// through the reverse proxy; /healthz and /readyz are read below
+	// each. The watchdog pages only when both fail.
+	LANURL  string `koanf:"lan_url"`
+	MeshURL string `koanf:"mesh_url"`
+	// Interval is how often both are checked. Default 30s; 5s to 10m.
+	Interval time.Duration `koanf:"interval"`
+	// Timeout bounds each request. Default 10s; at most Interval.
+	Timeout time.Duration `koanf:"timeout"`
+	// FailAfter is how many failed checks in a row take a path down.
+	// Default 2; 1 to 10.
+	FailAfter int `koanf:"fail_after"`
+	// MaxSyncAge is how long ago the bot may last have synced with the
+	// homeserver before a path counts as failing. Default 3m; at least
+	// 1m (the bot long-polls for 30s).
+	MaxSyncAge time.Duration `koanf:"max_sync_age"`
+	// RepageAfter is how long after the first page of an outage the
+	// second is sent; each later one waits twice as long. Default 30m.
+	RepageAfter time.Duration `koanf:"repage_after"`
+	// MaxPages bounds the pages of one outage. Default 3; 1 to 10.
+	MaxPages int `koanf:"max_pages"`
+	// HomeserverURL, UserID and Password (or AccessToken) are the
+	// watchdog's own account, not the bot's.
+	HomeserverURL   string `koanf:"homeserver_url"`
+	UserID          string `koanf:"user_id"`
+	Password        string `koanf:"password"`
+	PasswordFile    string `koanf:"password_file"`
+	AccessToken     string `koanf:"access_token"`
+	AccessTokenFile string `koanf:"access_token_file"`
+	// Room is where it pages: an unencrypted room (it sends without
+	// encryption) with the operators in it, that its account was invited
+	// to.
+	Room string `koanf:"room"`
+	// Operators are mentioned in each page, so push reaches their phones.
+	Operators []string `koanf:"operators"`
 }
 
 // ReportConfig says when the leading bot posts the daily brief and the
@@ -392,6 +448,13 @@ var defaults = map[string]any{
 	"report.daily":                      "08:00",
 	"report.weekly":                     "monday",
 	"report.backup_max_age":             "36h",
+	"agent.session_retention":           "720h",
+	"watchdog.interval":                 "30s",
+	"watchdog.timeout":                  "10s",
+	"watchdog.fail_after":               2,
+	"watchdog.max_sync_age":             "3m",
+	"watchdog.repage_after":             "30m",
+	"watchdog.max_pages":                3,
 }
 
 // envPrefix marks Nomos's environment variables; "__" separates levels, so
@@ -399,7 +462,7 @@ var defaults = map[string]any{
 const envPrefix = "NOMOS_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"matrix.operators": true, "matrix.readers": true, "matrix.rooms": true, "matrix.served_by": true, "llm.http_allow": true, "web.trusted_proxies": true}
+var listKeys = map[string]bool{"watchdog.operators": true, "matrix.operators": true, "matrix.readers": true, "matrix.rooms": true, "matrix.served_by": true, "llm.http_allow": true, "web.trusted_proxies": true}
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
@@ -483,6 +546,8 @@ func (c *Config) resolveSecrets() error {
 		{"web.auth.password", &c.Web.Auth.Password, c.Web.Auth.PasswordFile},
 		{"web.auth.password_hash", &c.Web.Auth.PasswordHash, c.Web.Auth.PasswordHashFile},
 		{"alerts.webhook_token", &c.Alerts.WebhookToken, c.Alerts.WebhookTokenFile},
+		{"watchdog.password", &c.Watchdog.Password, c.Watchdog.PasswordFile},
+		{"watchdog.access_token", &c.Watchdog.AccessToken, c.Watchdog.AccessTokenFile},
 	}
 	for _, s := range secrets {
 		if s.fileSource == "" {
@@ -574,6 +639,8 @@ type need struct {
 	reportSigning, reportVerify bool
 	// brief is the schedule of the daily brief and weekly report.
 	brief bool
+	// watchdog is `nomos watchdog`'s own section, and nothing else.
+	watchdog bool
 }
 
 var roleNeeds = map[string]need{
@@ -585,6 +652,7 @@ var roleNeeds = map[string]need{
 	"mcp":      {mcpClient: true},
 	"discover": {database: true},
 	"report":   {database: true, brief: true},
+	"watchdog": {watchdog: true},
 }
 
 var (
@@ -625,6 +693,9 @@ func (c *Config) validate(role string) error {
 	c.validateMCPClient(n, bad)
 	if n.brief {
 		errs = append(errs, c.validateReport()...)
+	}
+	if n.watchdog {
+		c.validateWatchdog(bad)
 	}
 	if n.labsim {
 		if c.Labsim.StateDir == "" {
@@ -677,6 +748,9 @@ func (c *Config) validateMatrix(bad func(string, string, ...any)) {
 			bad(fmt.Sprintf("matrix.readers[%d]", i), "want a Matrix user id such as @bob:example.org, got %q", r)
 		}
 	}
+	if d := c.Agent.SessionRetention; d != 0 && d < time.Hour {
+		bad("agent.session_retention", "want 0 (keep every session) or at least 1h, got %s", d)
+	}
 	if d := c.Alerts.MuteFor; d < time.Minute || d > 7*24*time.Hour {
 		bad("alerts.mute_for", "want a duration between 1m and 168h, got %s", d)
 	}
@@ -686,6 +760,55 @@ func (c *Config) validateMatrix(bad func(string, string, ...any)) {
 	if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
 		bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",
 			len(c.Matrix.Operators), q)
+	}
+}
+
+// validateWatchdog checks the watchdog's two paths, its timing and its
+// own Matrix account.
+func (c *Config) validateWatchdog(bad func(string, string, ...any)) {
+	w := c.Watchdog
+	checkURL(bad, "watchdog.lan_url", w.LANURL, "http", "https")
+	checkURL(bad, "watchdog.mesh_url", w.MeshURL, "http", "https")
+	if w.LANURL != "" && w.LANURL == w.MeshURL {
+		bad("watchdog.mesh_url", "is the same URL as watchdog.lan_url: give the second path to the bot (the public or mesh name through the reverse proxy), or a broken path goes unnoticed")
+	}
+	if w.Interval < 5*time.Second || w.Interval > 10*time.Minute {
+		bad("watchdog.interval", "want a duration between 5s and 10m, got %s", w.Interval)
+	}
+	if w.Timeout < time.Second || w.Timeout > w.Interval {
+		bad("watchdog.timeout", "want a duration between 1s and watchdog.interval (%s), got %s", w.Interval, w.Timeout)
+	}
+	if w.FailAfter < 1 || w.FailAfter > 10 {
+		bad("watchdog.fail_after", "want 1 to 10 failed checks in a row, got %d", w.FailAfter)
+	}
+	if w.MaxSyncAge < time.Minute {
+		bad("watchdog.max_sync_age", "want at least 1m: the bot long-polls the homeserver for 30s, got %s", w.MaxSyncAge)
+	}
+	if w.RepageAfter < time.Minute || w.RepageAfter > 24*time.Hour {
+		bad("watchdog.repage_after", "want a duration between 1m and 24h, got %s", w.RepageAfter)
+	}
+	if w.MaxPages < 1 || w.MaxPages > 10 {
+		bad("watchdog.max_pages", "want 1 to 10 pages per outage, got %d", w.MaxPages)
+	}
+	checkURL(bad, "watchdog.homeserver_url", w.HomeserverURL, "http", "https")
+	if policy.ValidateMatrixUserID(w.UserID) != nil {
+		bad("watchdog.user_id", "want the watchdog's own Matrix user id, such as @nomos-watchdog:example.org, got %q", w.UserID)
+	} else if w.UserID == c.Matrix.UserID {
+		bad("watchdog.user_id", "is the bot's account: give the watchdog one of its own, so it can page while the bot is down")
+	}
+	if w.Password == "" && w.AccessToken == "" {
+		bad("watchdog.password", "set watchdog.password or watchdog.access_token (or their _file forms)")
+	}
+	if !strings.HasPrefix(w.Room, "!") {
+		bad("watchdog.room", "want a room id such as !abc123:example.org (unencrypted, with the operators in it), got %q", w.Room)
+	}
+	if len(w.Operators) == 0 {
+		bad("watchdog.operators", "want at least one Matrix user id to page, such as [\"@alice:example.org\"]")
+	}
+	for i, op := range w.Operators {
+		if policy.ValidateMatrixUserID(op) != nil {
+			bad(fmt.Sprintf("watchdog.operators[%d]", i), "want a Matrix user id such as @alice:example.org, got %q", op)
+		}
 	}
 }
 

@@ -274,3 +274,53 @@ func TestUnknownRole(t *testing.T) {
 		t.Errorf("stderr = %q", errOut.String())
 	}
 }
+
+// TestConfigWatchdog: the watchdog starts from its own section alone (no
+// database, Redis, key or bot account), its password from a file, its
+// operators from a comma list; and each mistake that would leave it blind
+// or paging nobody is refused, naming the key.
+func TestConfigWatchdog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pw := writeFile(t, dir, "pw", "watchdog-password\n")
+	good := []string{
+		"NOMOS_WATCHDOG__LAN_URL=http://192.168.1.20:8080/", "NOMOS_WATCHDOG__MESH_URL=https://nomos.example.org/",
+		"NOMOS_WATCHDOG__HOMESERVER_URL=https://matrix.example.org", "NOMOS_WATCHDOG__USER_ID=@watchdog:example.org",
+		"NOMOS_WATCHDOG__PASSWORD_FILE=" + pw, "NOMOS_WATCHDOG__ROOM=!alerts:example.org",
+		"NOMOS_WATCHDOG__OPERATORS=@alice:example.org, @bob:example.org",
+	}
+	cfg, err := loadConfig("", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate("watchdog"); err != nil {
+		t.Fatalf("validate(watchdog) = %v, want nil with its own section alone", err)
+	}
+	if cfg.Watchdog.Password != "watchdog-password" || len(cfg.Watchdog.Operators) != 2 || cfg.Watchdog.Interval != 30*time.Second {
+		t.Errorf("watchdog config = %+v", cfg.Watchdog)
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"one path twice", []string{"NOMOS_WATCHDOG__MESH_URL=http://192.168.1.20:8080/"}, "watchdog.mesh_url: is the same URL as watchdog.lan_url"},
+		{"the bot's own account", []string{"NOMOS_MATRIX__USER_ID=@watchdog:example.org"}, "watchdog.user_id: is the bot's account"},
+		{"no operators", []string{"NOMOS_WATCHDOG__OPERATORS="}, "watchdog.operators: want at least one"},
+		{"a room alias", []string{"NOMOS_WATCHDOG__ROOM=#alerts:example.org"}, "watchdog.room: want a room id"},
+		{"a timeout past the interval", []string{"NOMOS_WATCHDOG__TIMEOUT=1m"}, "watchdog.timeout: want a duration between 1s and watchdog.interval"},
+		{"a sync age under a long-poll", []string{"NOMOS_WATCHDOG__MAX_SYNC_AGE=20s"}, "watchdog.max_sync_age: want at least 1m"},
+		{"unbounded pages", []string{"NOMOS_WATCHDOG__MAX_PAGES=100"}, "watchdog.max_pages: want 1 to 10"},
+	} {
+		cfg, err := loadConfig("", append(slices.Clone(good), c.env...))
+		if err == nil {
+			err = cfg.validate("watchdog")
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.want)
+		}
+	}
+	if _, err := loadConfig(writeFile(t, dir, "typo.yaml", "watchdog:\n  lan_ur: http://x/\n"), nil); err == nil || !strings.Contains(err.Error(), "did you mean watchdog.lan_url?") {
+		t.Errorf("a typo in the watchdog section: %v; want it refused, naming watchdog.lan_url", err)
+	}
+}

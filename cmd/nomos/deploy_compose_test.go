@@ -73,6 +73,8 @@ var composeSecretReaders = map[string][]string{
 	// Only during a key rotation (compose.rotate-*.yaml).
 	"orders_verify_previous":  {"nomos-actuator"},
 	"reports_verify_previous": {"nomos-bot"},
+	// The watchdog's own account (compose.watchdog.yaml).
+	"watchdog_matrix_password": {"nomos-watchdog"},
 }
 
 // composeSecretNeeds are the secrets each role cannot work without.
@@ -80,6 +82,7 @@ var composeSecretNeeds = map[string][]string{
 	"nomos-bot":      {"database_url", "redis_url", "matrix_password", "pickle_key", "orders_signing_key", "reports_verify_key", "web_password"},
 	"nomos-actuator": {"redis_url", "ssh_key", "known_hosts", "orders_verify_key", "reports_signing_key"},
 	"nomos-migrate":  {"database_url"},
+	"nomos-watchdog": {"watchdog_matrix_password"},
 }
 
 // composeVolumeUsers is, for every named volume, the only service that may
@@ -99,6 +102,8 @@ var composeNetworkMembers = map[string][]string{
 	"db":     {"postgres", "nomos-migrate", "nomos-seed", "nomos-bot"},
 	"queue":  {"redis", "nomos-bot", "nomos-actuator"},
 	"egress": {"nomos-bot", "nomos-actuator", "homeserver"},
+	// The watchdog's way out, on its own machine.
+	"watch": {"nomos-watchdog"},
 }
 
 // composeStartOrder is each service's dependencies and the condition it
@@ -111,7 +116,7 @@ var composeStartOrder = map[string]map[string]string{
 }
 
 var (
-	composeLongRunning = []string{"postgres", "redis", "nomos-bot", "nomos-actuator", "homeserver"}
+	composeLongRunning = []string{"postgres", "redis", "nomos-bot", "nomos-actuator", "homeserver", "nomos-watchdog"}
 	composeOneShot     = []string{"nomos-migrate", "nomos-seed"}
 )
 
@@ -130,7 +135,7 @@ func composeProblems(p *types.Project) []string {
 		}
 	}
 	for network, members := range composeNetworkMembers {
-		if n, ok := p.Networks[network]; ok && network != "egress" && !n.Internal {
+		if n, ok := p.Networks[network]; ok && network != "egress" && network != "watch" && !n.Internal {
 			bad("network %s is not internal: %v would have a way out", network, members)
 		}
 	}
@@ -297,6 +302,7 @@ func TestComposeSeparation(t *testing.T) {
 		{[]string{"homeserver", "seed"}, []string{"compose.yaml", "compose.llm.yaml"}},
 		{nil, []string{"compose.yaml", "compose.rotate-orders.yaml"}},
 		{nil, []string{"compose.yaml", "compose.llm.yaml", "compose.rotate-reports.yaml"}},
+		{nil, []string{"compose.watchdog.yaml"}},
 	} {
 		t.Run(strings.Join(append(c.files, c.profiles...), "+"), func(t *testing.T) {
 			t.Parallel()
@@ -512,6 +518,14 @@ func TestComposeRolesStartWithTheirSecrets(t *testing.T) {
 		{"nomos-bot", []string{"compose.yaml", "compose.rotate-reports.yaml"}, func(t *testing.T, c *Config) {
 			if c.Reports.PreviousVerifyKeyFile == "" {
 				t.Error("compose.rotate-reports.yaml does not give the bot the previous report key")
+			}
+		}},
+		{"nomos-watchdog", []string{"compose.watchdog.yaml"}, func(t *testing.T, c *Config) {
+			if c.Database.URL != "" || c.Redis.URL != "" || c.Matrix.Password != "" || c.Actuator.SSHKeyFile != "" || c.Orders.SigningKeyFile != "" {
+				t.Error("the watchdog's config holds the stack's material")
+			}
+			if c.Watchdog.LANURL == c.Watchdog.MeshURL || c.Watchdog.Password == "" {
+				t.Errorf("the watchdog lacks its two paths or its password: %+v", c.Watchdog)
 			}
 		}},
 		{"nomos-actuator", []string{"compose.yaml"}, func(t *testing.T, c *Config) {

@@ -119,6 +119,15 @@ var unitSpecs = []unitSpec{
 		credentials: []string{"redis_url", "ssh_key", "known_hosts", "orders_verify.pub", "reports_signing.key"},
 		optional:    []string{"orders_verify.previous.pub"},
 	},
+	{
+		// On another machine, with no state: its only secret is its
+		// Matrix password (or token).
+		file: "nomos-watchdog.service", yaml: "watchdog.yaml", user: "nomos-watchdog",
+		config: "/etc/nomos/watchdog.yaml", credentialDir: "/etc/nomos/watchdog/",
+		roles:       []string{"watchdog"},
+		credentials: []string{"matrix_password"},
+		optional:    []string{"matrix_access_token"},
+	},
 }
 
 // unitHardening is what every unit sets, as its effective (last) value.
@@ -290,7 +299,7 @@ func TestSystemdUnits(t *testing.T) {
 // unit and checks that unitProblems names it.
 func TestSystemdUnitsCatchHostileEdits(t *testing.T) {
 	t.Parallel()
-	bot, actuator := unitSpecs[0], unitSpecs[1]
+	bot, actuator, dog := unitSpecs[0], unitSpecs[1], unitSpecs[2]
 	cases := []struct {
 		name string
 		spec unitSpec
@@ -318,6 +327,10 @@ func TestSystemdUnitsCatchHostileEdits(t *testing.T) {
 		{"never restarted", bot, replace("Restart=on-failure", "Restart=no"), "Restart=no, want on-failure"},
 		{"the actuator's journal opened to the bot", bot, addToService("ReadWritePaths=/var/lib/nomos-actuator"), "ReadWritePaths=/var/lib/nomos-actuator opens"},
 		{"the bot shares the actuator's state directory", bot, replace("StateDirectory=nomos-bot", "StateDirectory=nomos-actuator"), "StateDirectory=nomos-actuator, want nomos-bot"},
+		{"the watchdog loads the database URL", dog, addToService("LoadCredential=database_url:/etc/nomos/watchdog/database_url"), "loads credential database_url, which belongs to nomos-bot.service"},
+		{"the watchdog loads the SSH key", dog, addToService("LoadCredential=ssh_key:/etc/nomos/watchdog/ssh_key"), "loads credential ssh_key, which belongs to nomos-actuator.service"},
+		{"the watchdog reads the bot's password", dog, replace("matrix_password:/etc/nomos/watchdog/matrix_password", "matrix_password:/etc/nomos/bot/matrix_password"), "outside /etc/nomos/watchdog/"},
+		{"the watchdog keeps state", dog, addToService("StateDirectory=nomos-bot"), "StateDirectory=nomos-bot, want "},
 		{"the bot unit runs the actuator", bot, replace("/etc/nomos/bot.yaml bot", "/etc/nomos/actuator.yaml actuator"), "runs "},
 	}
 	for _, c := range cases {

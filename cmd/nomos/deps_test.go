@@ -103,6 +103,12 @@ var importRules = []importRule{
 	{pkg: "internal/pveout", allowedDirect: []string{}, noIO: true},
 	// The brief is written from the database alone: no Matrix, no LLM.
 	{pkg: "report", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
+	// The watchdog runs on another machine with one secret, its Matrix
+	// account: no database, queue, SSH or LLM, nor the bot's own parts.
+	{pkg: "watchdog", forbidden: []string{
+		module + "/store", module + "/bot", module + "/executions", module + "/tasks", module + "/mcpserver",
+		"github.com/jackc/pgx", "github.com/hibiken/asynq", "github.com/redis/go-redis", "golang.org/x/crypto/ssh", "github.com/openai/openai-go",
+	}},
 	{pkg: "store", forbidden: []string{"golang.org/x/crypto/ssh", "maunium.net/go/mautrix", "github.com/openai/openai-go"}},
 }
 

@@ -153,7 +153,7 @@ func (d *doctor) checkHosts(ctx context.Context) []checkLine {
 			lines = append(lines, fail(name+": no probe result yet",
 				"start the bot (checks.enabled) and the actuator with the same redis.url and actuator.name; the first results come within seconds. "+
 					"A host of another site is probed by that site's actuator (actuator.site, docs/operations.md \"Sites\")"))
-		case now.Sub(*h.At) > store.StaleAfter*h.MinInterval:
+		case now.Sub(*h.At) > store.StaleAge(h.MinInterval):
 			lines = append(lines, fail(fmt.Sprintf("%s: the newest probe result is %s old", name, humantime.Duration(now.Sub(*h.At))),
 				"is the actuator running (the one of this host's site), with the same redis.url and actuator.name as the bot? its log says why probes stopped"))
 		case gateMissing.MatchString(h.Detail):
