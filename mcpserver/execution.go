@@ -451,6 +451,10 @@ func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		Action: string(policy.ActionPctStatus), Target: e.Slug,
 		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via,
 	})
+	var waiting *executions.AlreadyWaitingError
+	if errors.As(err, &waiting) {
+		p.Execution, err = waiting.Waiting, nil // held back by the unattended limit a moment ago
+	}
 	if err != nil {
 		return s.internal(ctx, "get_lxc_state", err, "the live probe could not be started; list_lxcs has the latest checked state"), nil
 	}
@@ -504,6 +508,10 @@ func (s *Server) tailLog(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Action: string(policy.ActionTailLog), Target: e.Slug, Params: json.RawMessage(fmt.Sprintf(`{"lines":%d}`, lines)),
 		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via,
 	})
+	var waiting *executions.AlreadyWaitingError
+	if errors.As(err, &waiting) {
+		p.Execution, err = waiting.Waiting, nil
+	}
 	if err != nil {
 		return s.requestError(ctx, err), nil
 	}
