@@ -2,6 +2,7 @@ package executions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -19,6 +20,11 @@ import (
 // guess.
 func (s *Service) ContainerState(ctx context.Context, container, requestedBy string) (string, error) {
 	p, err := s.Request(ctx, Request{Action: string(policy.ActionPctStatus), Target: container, RequestedBy: requestedBy, Via: ViaChat})
+	if errors.Is(err, ErrAlreadyWaiting) {
+		// Another probe of it was held back a moment ago, and is being
+		// cancelled: the actuator is as busy now.
+		return "", fmt.Errorf("%w: the actuator is busy with other unattended orders", ErrNoContainerState)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -464,6 +464,10 @@ func (s *Server) guestState(ctx context.Context, tool, ref, kind string) (*mcp.C
 		Action: string(policy.ActionPctStatus), Target: e.Slug,
 		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via,
 	})
+	var waiting *executions.AlreadyWaitingError
+	if errors.As(err, &waiting) {
+		p.Execution, err = waiting.Waiting, nil // held back by the unattended limit a moment ago
+	}
 	if err != nil {
 		return s.internal(ctx, tool, err, "the live probe could not be started; "+listTool(kind)+" has the latest checked state"), nil
 	}
@@ -525,6 +529,10 @@ func (s *Server) tailLog(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Action: string(policy.ActionTailLog), Target: e.Slug, Params: json.RawMessage(fmt.Sprintf(`{"lines":%d}`, lines)),
 		RequestedBy: by, OnBehalfOf: behalf, Via: c.Via,
 	})
+	var waiting *executions.AlreadyWaitingError
+	if errors.As(err, &waiting) {
+		p.Execution, err = waiting.Waiting, nil
+	}
 	if err != nil {
 		return s.requestError(ctx, err), nil
 	}
