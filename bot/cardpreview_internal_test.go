@@ -155,6 +155,12 @@ func TestWillChangeDestroy(t *testing.T) {
 			t.Errorf("Will change: lacks %q:\n%s", want, got)
 		}
 	}
+	res.Backup = &tasks.BackupStatus{ByPool: []string{"backup-media"}}
+	plain, _ = RenderCard(v)
+	got = section(plain)
+	if !strings.Contains(got, "Backup job backup-media selects guests by pool; whether it includes CT 101 is not known here.") || strings.Contains(got, "No backup job") {
+		t.Errorf("a job by pool neither covers nor misses the container:\n%s", got)
+	}
 }
 
 // TestWillChangeRollback: a rollback's card says how old its target is
