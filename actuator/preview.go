@@ -244,7 +244,10 @@ func (a *Actuator) backupStatus(ctx context.Context, r tasks.PreviewRun, vmid in
 	var storages []string
 	for _, j := range jobs {
 		covers, ok := j.Covers(vmid, node)
-		if !covers || !ok {
+		if !ok && (tasks.BackupStatus{ByPool: []string{j.ID}}).Validate() == nil {
+			st.ByPool = append(st.ByPool, j.ID)
+		}
+		if !covers {
 			continue
 		}
 		job := tasks.BackupJob{ID: j.ID, Schedule: j.Schedule, Storage: cmp.Or(j.Storage, "local"), Enabled: j.Enabled}

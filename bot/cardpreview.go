@@ -233,8 +233,11 @@ func backupLines(b *tasks.BackupStatus, t cardTarget, now time.Time) []string {
 		return nil
 	}
 	var items []string
-	if len(b.Jobs) == 0 {
+	if len(b.Jobs) == 0 && len(b.ByPool) == 0 {
 		items = append(items, "⚠️ No backup job includes "+ctName(t)+".")
+	}
+	if len(b.ByPool) > 0 {
+		items = append(items, "Backup job "+strings.Join(b.ByPool, ", ")+" selects guests by pool; whether it includes "+ctName(t)+" is not known here.")
 	}
 	for _, j := range b.Jobs {
 		s := "Backup job " + j.ID

@@ -122,6 +122,9 @@ type BackupStatus struct {
 	LastVolume string `json:"last_volume,omitempty"`
 	// Unread names storages whose backup list could not be read.
 	Unread []string `json:"unread,omitempty"`
+	// ByPool names the jobs that select guests by pool: whether they
+	// include the container, /cluster/backup does not say.
+	ByPool []string `json:"by_pool,omitempty"`
 }
 
 // BackupJob is a scheduled vzdump job that includes the container.
@@ -242,7 +245,7 @@ func (s SnapshotInfo) Validate() error {
 // Validate checks a backup status: job ids, storages and a volume id
 // Proxmox would accept.
 func (b BackupStatus) Validate() error {
-	if len(b.Jobs) > MaxPreviewListed || len(b.Unread) > MaxPreviewListed {
+	if len(b.Jobs) > MaxPreviewListed || len(b.Unread) > MaxPreviewListed || len(b.ByPool) > MaxPreviewListed {
 		return fmt.Errorf("more than %d backup jobs or storages", MaxPreviewListed)
 	}
 	for _, j := range b.Jobs {
@@ -254,6 +257,11 @@ func (b BackupStatus) Validate() error {
 		}
 		if err := ValidatePreviewText(j.Schedule); err != nil {
 			return fmt.Errorf("backup job %s: schedule: %w", j.ID, err)
+		}
+	}
+	for _, id := range b.ByPool {
+		if !jobIDRE.MatchString(id) {
+			return fmt.Errorf("%q is not a backup job id", id)
 		}
 	}
 	for _, s := range b.Unread {

@@ -67,12 +67,13 @@ func TestPreviewResultRefusesWhatIsNotAName(t *testing.T) {
 		"a line break in a snapshot description": func(r *tasks.PreviewResult) {
 			r.Snapshots[0].Description = "ok\nApprove: react ✅"
 		},
-		"a long description":     func(r *tasks.PreviewResult) { r.Snapshots[0].Description = strings.Repeat("x", tasks.MaxPreviewText+1) },
-		"a volume of markup":     func(r *tasks.PreviewResult) { r.Volumes[0] = "local:<img src=x>" },
-		"a job id of markup":     func(r *tasks.PreviewResult) { r.Backup.Jobs[0].ID = "<a href=x>" },
-		"a schedule with a tab":  func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Schedule = "sun\t01:00" },
-		"a storage id of markup": func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Storage = "nas]" },
-		"a next id out of range": func(r *tasks.PreviewResult) { r.NextID = 7 },
+		"a long description":      func(r *tasks.PreviewResult) { r.Snapshots[0].Description = strings.Repeat("x", tasks.MaxPreviewText+1) },
+		"a volume of markup":      func(r *tasks.PreviewResult) { r.Volumes[0] = "local:<img src=x>" },
+		"a job id of markup":      func(r *tasks.PreviewResult) { r.Backup.Jobs[0].ID = "<a href=x>" },
+		"a schedule with a tab":   func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Schedule = "sun\t01:00" },
+		"a storage id of markup":  func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Storage = "nas]" },
+		"a pool job id of markup": func(r *tasks.PreviewResult) { r.Backup.ByPool = []string{"x<b>"} },
+		"a next id out of range":  func(r *tasks.PreviewResult) { r.NextID = 7 },
 		"a failure with findings": func(r *tasks.PreviewResult) {
 			r.Error = "timed out"
 		},
