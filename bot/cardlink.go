@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"strings"
 	"net/url"
 
 	"github.com/google/uuid"
@@ -26,4 +27,14 @@ func detailsLink(m *bodies, v CardView) {
 	if u := executionURL(v); u != "" {
 		m.para("Details: "+u, `<a href="`+escape(u)+`">Details on the status page</a>`)
 	}
+}
+
+// windowURL links a maintenance window on the status page's overview,
+// which lists the open windows; empty without a status page.
+func windowURL(statusURL, windowID string) string {
+	base := safeURL(statusURL)
+	if base == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/#window-" + windowID
 }

@@ -77,6 +77,9 @@ func parseGrammar(c *Command, body string, toks []token) (hint string, ok bool) 
 		return "", true
 	}
 	verb, args := words[0], toks[1:]
+	if parse, ok := windowVerbs[verb]; ok {
+		return parse(c, args)
+	}
 	switch verb {
 	case "history", "log", "recent":
 		return parseHistory(c, args)

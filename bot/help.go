@@ -36,6 +36,12 @@ var helpSections = []struct {
 		{"check updates on <lxc> / upgrade <lxc>", "list pending package upgrades, or install them"},
 		{"create lxc <name> on <host> [cores N] [memory 2G] [disk 20G] [ip CIDR gw IP]", "provision a container, e.g. create lxc wiki on hubris cores 2"},
 	}},
+	{"Maintenance windows", []helpEntry{
+		{"windows", "the open maintenance windows, what each holds back, and any standing approval"},
+		{"window <target> <duration> [allow <class>] <reason>", "hold back alerts for a target for a while, e.g. window jellyfin 2h disk swap; allow reversible_low asks for a standing approval"},
+		{"end window [name or target]", "end a window now; what it held back is summed up"},
+		{"allow <class> <target> <code>", "the typed phrase that grants a window's standing approval, as its notice shows"},
+	}},
 	{"Decide", []helpEntry{
 		{"✅ or 👍 on the plan", "approve; ❌ or 👎 deny"},
 		{"go ahead / yes / lgtm", "approve the one pending plan if you asked for it yourself; no / stop / cancel deny it"},
