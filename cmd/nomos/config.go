@@ -54,6 +54,51 @@ type Config struct {
 	Alerts AlertsConfig `koanf:"alerts"`
 	// Report says when the daily brief and the weekly report are posted.
 	Report ReportConfig `koanf:"report"`
+	// Schedules run catalogue actions and runbooks at cron times.
+	Schedules []ScheduleConfig `koanf:"schedules"`
+	// Windows open maintenance windows at cron times.
+	Windows []WindowConfig `koanf:"windows"`
+}
+
+// ScheduleConfig is one schedule (docs/operations.md, "Schedules"): what
+// runs, on what, and when. The leading bot asks for it at each cron time
+// like any request: a read-only catalogue action runs unattended, anything
+// else is carded in the ops room and waits for a person.
+type ScheduleConfig struct {
+	// Name names it; its requests are by schedule:<name>. Letters, digits,
+	// '-', '_' and '.'.
+	Name string `koanf:"name"`
+	// Cron is when: five fields (minute hour day-of-month month
+	// day-of-week) or @daily, @hourly, @every 15m.
+	Cron string `koanf:"cron"`
+	// Timezone is the IANA zone Cron is read in; empty means
+	// report.timezone.
+	Timezone string `koanf:"timezone"`
+	// Action and Params, or Runbook (a runbook's slug), say what runs on
+	// Target.
+	Action  string         `koanf:"action"`
+	Params  map[string]any `koanf:"params"`
+	Runbook string         `koanf:"runbook"`
+	Target  string         `koanf:"target"`
+	// Standing names a window (windows[].name) whose standing approval
+	// this schedule may run under, once an operator has granted it.
+	Standing string `koanf:"standing"`
+}
+
+// WindowConfig is a maintenance window that opens at a cron time.
+type WindowConfig struct {
+	Name     string        `koanf:"name"`
+	Cron     string        `koanf:"cron"`
+	Timezone string        `koanf:"timezone"`
+	Duration time.Duration `koanf:"duration"`
+	// Targets are the entities whose alerts it holds back; each must name
+	// exactly one.
+	Targets []string `koanf:"targets"`
+	Reason  string   `koanf:"reason"`
+	// Allow asks, at each opening, for a standing approval up to this
+	// risk class (read_only, reversible_low or config_mutation; never
+	// destructive), which an operator grants in the room with its phrase.
+	Allow string `koanf:"allow"`
 }
 
 // ReportConfig says when the leading bot posts the daily brief and the
@@ -620,6 +665,11 @@ func (c *Config) validate(role string) error {
 	c.validateMCPClient(n, bad)
 	if n.brief {
 		errs = append(errs, c.validateReport()...)
+	}
+	if role == "bot" {
+		if _, _, err := c.watch(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if n.labsim {
 		if c.Labsim.StateDir == "" {
