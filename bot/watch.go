@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -391,8 +392,12 @@ func (b *Bot) sumWindows(ctx context.Context) {
 		}
 		return
 	}
-	room := id.RoomID(b.cfg.OpsRoom)
 	for _, w := range ws {
+		// Summed up where it was opened: the ops room for a config window.
+		room := id.RoomID(cmp.Or(w.RoomID, b.cfg.OpsRoom))
+		if room == "" {
+			continue
+		}
 		if ok, err := b.store.ClaimWindowSummary(ctx, w.ID); err != nil || !ok {
 			continue
 		}

@@ -76,3 +76,8 @@ ALTER TABLE approvals ADD CONSTRAINT approvals_method_check
     CHECK (method IN ('reaction', 'reply', 'phrase', 'auto', 'mcp', 'cli', 'standing'));
 ALTER TABLE approvals ADD COLUMN standing_id uuid REFERENCES standing_approvals (id);
 ALTER TABLE approvals ADD CONSTRAINT approvals_standing_named CHECK ((method = 'standing') = (standing_id IS NOT NULL));
+
+-- A schedule asks for plans too, as requested_via 'schedule'.
+ALTER TABLE executions DROP CONSTRAINT executions_requested_via_check;
+ALTER TABLE executions ADD CONSTRAINT executions_requested_via_check
+    CHECK (requested_via IN ('chat', 'runbook', 'agent', 'mcp', 'cli', 'schedule'));

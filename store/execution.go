@@ -296,7 +296,7 @@ func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution,
 			// Checked again here, under the same lock as its ending: a
 			// standing approval revoked or expired a moment ago approves
 			// nothing, and the plan waits for a person instead.
-			held, err := standingHolds(ctx, tx, *auto.StandingID, s.now())
+			held, err := standingHolds(ctx, tx, *auto.StandingID, auto.DecidedAt)
 			if err != nil {
 				return err
 			}
