@@ -124,8 +124,8 @@ type Config struct {
 	// ScheduleTick is how often the scheduler looks for due briefs,
 	// schedules and windows. Default 30s.
 	ScheduleTick time.Duration
-	Logger             *slog.Logger
-	Clock              func() time.Time
+	Logger       *slog.Logger
+	Clock        func() time.Time
 }
 
 // Bot is the running Matrix front.

@@ -1,8 +1,8 @@
 package bot
 
 import (
-	"strings"
 	"net/url"
+	"strings"
 
 	"github.com/google/uuid"
 )
