@@ -38,7 +38,7 @@ func parseWindow(c *Command, args []token) (string, bool) {
 	if len(args) < 3 || !isRef(args[0].raw) {
 		return windowUsage, false
 	}
-	d, ok := parseWindowDuration(args[1].norm)
+	d, ok := parseWindowDuration(strings.ToLower(args[1].raw))
 	if !ok {
 		return windowUsage + " (a duration such as 90m, 2h or 1d)", false
 	}
