@@ -38,20 +38,22 @@ func (c *Config) watch() ([]bot.ScheduledRun, []bot.WindowSchedule, error) {
 		}
 		return loc
 	}
-	cron := func(key, spec string) {
+	// job checks what a window and a schedule share: a unique name and a
+	// cron spec.
+	job := func(key, name, spec string, seen map[string]bool) {
+		if !scheduleName.MatchString(name) || seen[name] {
+			bad(key+".name", "want a unique name of letters, digits, '.', '_' and '-', got %q", name)
+		}
+		seen[name] = true
 		if _, err := schedule.ParseSpec(spec); err != nil {
-			bad(key, "%v", err)
+			bad(key+".cron", "%v", err)
 		}
 	}
 	windows := map[string]bool{}
 	var ws []bot.WindowSchedule
 	for i, w := range c.Windows {
 		key := fmt.Sprintf("windows[%d]", i)
-		if !scheduleName.MatchString(w.Name) || windows[w.Name] {
-			bad(key+".name", "want a unique name of letters, digits, '.', '_' and '-', got %q", w.Name)
-		}
-		windows[w.Name] = true
-		cron(key+".cron", w.Cron)
+		job(key, w.Name, w.Cron, windows)
 		if w.Duration <= 0 || w.Duration > executions.MaxWindow {
 			bad(key+".duration", "want a duration from 1m to %s, got %s", executions.MaxWindow, w.Duration)
 		}
@@ -73,11 +75,7 @@ func (c *Config) watch() ([]bot.ScheduledRun, []bot.WindowSchedule, error) {
 	var runs []bot.ScheduledRun
 	for i, s := range c.Schedules {
 		key := fmt.Sprintf("schedules[%d]", i)
-		if !scheduleName.MatchString(s.Name) || names[s.Name] {
-			bad(key+".name", "want a unique name of letters, digits, '.', '_' and '-', got %q", s.Name)
-		}
-		names[s.Name] = true
-		cron(key+".cron", s.Cron)
+		job(key, s.Name, s.Cron, names)
 		if (s.Action == "") == (s.Runbook == "") {
 			bad(key, "want either action or runbook")
 		}
