@@ -26,9 +26,24 @@ func (b *Bot) announceSignals(ctx context.Context) {
 		}
 		return
 	}
+	var open []store.Window
+	if len(list) > 0 {
+		if open, err = b.store.OpenWindows(ctx, now); err != nil {
+			b.logger.Warn("list open windows; alerts wait for the next pass", "err", err)
+			return
+		}
+	}
 	for _, a := range list {
 		if a.State == "resolved" {
 			b.noteRecovery(ctx, a)
+			continue
+		}
+		// A window on the entity holds the alert back: recorded, never
+		// paged, and summed up when the window ends.
+		if w, ok := holdingWindow(open, a.EntityID, now); ok {
+			if _, err := b.store.HoldSignal(ctx, a.ID, w.ID); err != nil {
+				b.logger.Warn("hold back an alert", "signal", a.Kind, "window", w.Name, "err", err)
+			}
 			continue
 		}
 		// A check that fails again soon after its last announcement waits

@@ -20,6 +20,7 @@ import (
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/internal/metrics"
+	"github.com/nomoshq/nomos/internal/schedule"
 	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/internal/zerobridge"
 	"github.com/nomoshq/nomos/report"
@@ -121,15 +122,20 @@ type Config struct {
 	// Briefs says when the daily brief and the weekly report are posted
 	// in OpsRoom; nil posts none on a schedule ("brief" still answers).
 	Briefs *report.Schedule
-	// BriefCheckInterval is how often the schedule is looked at.
-	// Default 30s.
-	BriefCheckInterval time.Duration
+	// Schedules run catalogue actions and runbooks at cron times, on the
+	// leading bot (docs/operations.md, "Schedules").
+	Schedules []ScheduledRun
+	// Windows open maintenance windows at cron times.
+	Windows []WindowSchedule
+	// ScheduleTick is how often the scheduler looks for due briefs,
+	// schedules and windows. Default 30s.
+	ScheduleTick time.Duration
 	// SessionRetention is how long an agent session nobody has touched is
 	// kept before the leading bot deletes it (agent.session_retention); 0
 	// keeps every session.
 	SessionRetention time.Duration
-	Logger           *slog.Logger
-	Clock            func() time.Time
+	Logger       *slog.Logger
+	Clock        func() time.Time
 }
 
 // Bot is the running Matrix front.
@@ -169,6 +175,8 @@ type Bot struct {
 
 	// syncs says whether the sync loop is alive (SyncHealth).
 	syncs *syncTracker
+	// sched runs the briefs, the schedules and the windows.
+	sched *schedule.Scheduler
 }
 
 // New validates cfg and builds the bot; Run connects it.
@@ -192,7 +200,6 @@ func New(cfg Config) (*Bot, error) {
 	cfg.SignalCheckInterval = cmp.Or(cfg.SignalCheckInterval, 5*time.Second)
 	cfg.FlapWindow = cmp.Or(cfg.FlapWindow, 15*time.Minute)
 	cfg.MuteFor = cmp.Or(cfg.MuteFor, 4*time.Hour)
-	cfg.BriefCheckInterval = cmp.Or(cfg.BriefCheckInterval, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -212,6 +219,10 @@ func New(cfg Config) (*Bot, error) {
 		b.readers[id.UserID(r)] = true
 	}
 	b.cards = newEditor(cfg.EditInterval, cfg.Clock, b.editCard, b.logger)
+	b.sched = schedule.New(schedule.Config{Slots: cfg.Store, Tick: cfg.ScheduleTick, Clock: cfg.Clock, Logger: b.logger.With("component", "schedule")})
+	if err := b.addJobs(); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -242,13 +253,15 @@ func (b *Bot) Services() []supervisor.Service {
 	}
 	if b.cfg.OpsRoom != "" {
 		svcs = append(svcs, supervisor.Service{Name: "alerts", Run: func(ctx context.Context) error {
-			loop.Every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) { b.announceSignals(ctx); b.announceDiscoveries(ctx) })
+			loop.Every(ctx, b.cfg.SignalCheckInterval, func(ctx context.Context) {
+				b.closeWindows(ctx)
+				b.announceSignals(ctx)
+				b.announceDiscoveries(ctx)
+			})
 			return nil
 		}})
 	}
-	if b.cfg.OpsRoom != "" && b.cfg.Briefs != nil {
-		svcs = append(svcs, supervisor.Service{Name: "briefs", Run: b.runBriefs})
-	}
+	svcs = append(svcs, supervisor.Service{Name: "scheduler", Run: b.sched.Run})
 	if b.cfg.SessionRetention > 0 {
 		svcs = append(svcs, supervisor.Service{Name: "session_retention", Run: b.runSessionRetention})
 	}

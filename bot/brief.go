@@ -2,64 +2,58 @@ package bot
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/nomoshq/nomos/internal/loop"
+	"github.com/nomoshq/nomos/internal/schedule"
 	"github.com/nomoshq/nomos/report"
 )
 
-// runBriefs posts each brief in the ops room when it falls due. It runs
-// only on the leading bot; each period's brief is claimed in Postgres
-// before it is posted, so a failover never posts one twice, and one that
-// fell due while no bot led is posted once, late, within its period.
-func (b *Bot) runBriefs(ctx context.Context) error {
-	// posted remembers the period each kind was last seen done, so most
-	// passes ask the database nothing.
-	posted := map[report.Kind]string{}
-	loop.Every(ctx, b.cfg.BriefCheckInterval, func(ctx context.Context) {
-		for _, kind := range []report.Kind{report.Daily, report.Weekly} {
-			b.postDueBrief(ctx, kind, posted)
+// briefJobs are the scheduler's jobs that post each brief in the ops
+// room when it falls due. They run only on the leading bot, which claims
+// each slot first, so a failover never posts one twice, and one that fell
+// due while no bot led is posted once, late. Each period's brief is also
+// claimed by its date, so a report.daily moved later in the day does not
+// post that day's brief again.
+func (b *Bot) briefJobs() []schedule.Job {
+	var jobs []schedule.Job
+	for _, kind := range []report.Kind{report.Daily, report.Weekly} {
+		spec, ok := b.cfg.Briefs.Spec(kind)
+		if !ok {
+			continue
 		}
-	})
-	return nil
+		jobs = append(jobs, schedule.Job{Name: "brief." + string(kind), Spec: spec, Location: b.cfg.Briefs.Location, LeaderOnly: true,
+			Run: func(ctx context.Context, slot time.Time) error { return b.postDueBrief(ctx, kind, slot) }})
+	}
+	return jobs
 }
 
-func (b *Bot) postDueBrief(ctx context.Context, kind report.Kind, posted map[report.Kind]string) {
+func (b *Bot) postDueBrief(ctx context.Context, kind report.Kind, slot time.Time) error {
 	now := b.now()
-	due, period, ok := b.cfg.Briefs.Period(kind, now)
-	// A period that began before this deployment's first sync was never
-	// missed: the first brief is the next one.
-	if !ok || posted[kind] == period || due.Before(b.startedAt) {
-		return
-	}
+	_, period, _ := b.cfg.Briefs.Period(kind, slot)
 	claimed, err := b.store.ClaimBrief(ctx, string(kind), period)
 	if err != nil {
-		if ctx.Err() == nil {
-			b.logger.Warn("claim a brief", "kind", kind, "period", period, "err", err)
-		}
-		return
+		return fmt.Errorf("claim the %s brief of %s: %w: %w", kind, period, err, schedule.ErrRetry)
 	}
 	if !claimed {
-		posted[kind] = period
-		return
+		return nil
 	}
 	room := id.RoomID(b.cfg.OpsRoom)
 	ev, err := b.postBrief(ctx, room, kind, now, nil)
 	if err != nil {
-		b.logger.Warn("could not post a brief; retrying next pass", "kind", kind, "period", period, "room_id", room, "err", err)
 		if err := b.store.UnclaimBrief(context.WithoutCancel(ctx), string(kind), period); err != nil {
 			b.logger.Error("unclaim a brief that was not posted", "kind", kind, "period", period, "err", err)
 		}
-		return
+		return fmt.Errorf("post the %s brief in %s: %w: %w", kind, room, err, schedule.ErrRetry)
 	}
-	posted[kind] = period
-	b.logger.Info("brief posted", "kind", kind, "period", period, "room_id", room, "late", humanLate(now, due))
+	b.logger.Info("brief posted", "kind", kind, "period", period, "room_id", room, "late", humanLate(now, slot))
 	if err := b.store.SetBriefEvent(ctx, string(kind), period, room.String(), ev.String()); err != nil {
 		b.logger.Warn("record a brief's message", "kind", kind, "period", period, "err", err)
 	}
+	return nil
 }
 
 // humanLate says how late a brief went out, for the log.

@@ -89,7 +89,7 @@ func TestBriefScheduleAcrossFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	tune := func(c *bot.Config) {
-		c.Clock, c.Briefs, c.BriefCheckInterval = clock.Now, &sched, 50*time.Millisecond
+		c.Clock, c.Briefs, c.ScheduleTick = clock.Now, &sched, 50*time.Millisecond
 	}
 	b := setup(t, withAlerts(), withConfig(tune), func(b *bundle) { b.lead = true })
 	b.seedBriefFacts(t)

@@ -3,6 +3,7 @@ package bot
 import (
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/google/uuid"
 	"maunium.net/go/mautrix/id"
@@ -57,4 +58,14 @@ func NoticeAlreadyWaiting(x store.Execution, statusURL string) (plain, html stri
 		html += ` <a href="` + escape(base) + `">Details</a>.`
 	}
 	return plain, html
+}
+
+// windowURL links a maintenance window on the status page's overview,
+// which lists the open windows; empty without a status page.
+func windowURL(statusURL, windowID string) string {
+	base := safeURL(statusURL)
+	if base == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/#window-" + windowID
 }

@@ -164,6 +164,13 @@ func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 	if n, ok := p.Target.Attrs["vmid"].(float64); ok {
 		v.VMID = int(n)
 	}
+	if x.Approval != nil && x.Approval.StandingID != nil {
+		if w, err := b.store.WindowByStanding(ctx, *x.Approval.StandingID); err == nil {
+			v.Standing = &w
+		} else {
+			b.logger.Warn("load the standing approval a plan ran under", "execution_id", x.ID, "err", err)
+		}
+	}
 	if x.Approval != nil {
 		v.ApprovedBy, v.DecidedMethod = x.Approval.DecidedBy, x.Approval.Method
 		if x.State == store.StateRunning || x.State.Terminal() {

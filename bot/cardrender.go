@@ -59,6 +59,9 @@ type CardView struct {
 	// (Config.OwnPath): a card that takes one down warns that the room
 	// may go quiet.
 	OwnPath []string
+	// Standing is the window whose standing approval the plan runs under,
+	// when it does (its approval's method is standing).
+	Standing *store.Window
 }
 
 // Limits that keep a card far below Matrix's 64 KiB event size.
@@ -144,6 +147,7 @@ func RenderCard(v CardView) (plain, html string) {
 
 	var m bodies
 	headLines(&m, v, t, class)
+	standingLines(&m, v)
 	if len(v.Planned.Steps) > 0 {
 		renderPlan(&m, v, class, t)
 		return m.done()
@@ -419,6 +423,8 @@ func approvedText(by, method string, class policy.Class) string {
 	approved := "approved"
 	if method == string(policy.MethodAuto) {
 		approved += " automatically (" + class.String() + ")"
+	} else if method == executions.MethodStanding {
+		approved += " under a standing approval"
 	} else if by != "" {
 		approved += " by " + by
 		if method != "" {
@@ -717,4 +723,29 @@ func safeURL(u string) string {
 		return ""
 	}
 	return p.String()
+}
+
+// standingLines say which standing approval a plan runs under, who
+// granted it, for what and until when, and link its window on the status
+// page.
+func standingLines(m *bodies, v CardView) {
+	w := v.Standing
+	if w == nil || w.Standing == nil {
+		return
+	}
+	sa := w.Standing
+	what := fmt.Sprintf("%s on %s", sa.MaxClass, strings.Join(w.TargetSlugs, ", "))
+	granted := ""
+	if len(sa.ApprovedBy) > 0 {
+		granted = " granted by " + strings.Join(sa.ApprovedBy, " and ")
+	}
+	p := fmt.Sprintf("Runs without a per-plan approval, under standing approval %s of window %s (%s)%s, until %s: %s.",
+		sa.Code, w.Name, what, granted, absTime(sa.ExpiresAt, v.Now), w.Reason)
+	h := fmt.Sprintf("Runs without a per-plan approval, under standing approval %s of window %s (%s)%s, until %s: %s.",
+		codeSpan(sa.Code), codeSpan(w.Name), escape(what), escape(granted), escape(absTime(sa.ExpiresAt, v.Now)), escape(w.Reason))
+	if u := windowURL(v.StatusURL, w.ID.String()); u != "" {
+		p += " " + u
+		h += fmt.Sprintf(` <a href="%s">The window</a>`, escape(u))
+	}
+	m.para("🗓️ "+p, "🗓️ "+h)
 }

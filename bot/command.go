@@ -54,13 +54,25 @@ const (
 	CmdBrief
 	// CmdForgetSession deletes the agent session whose id is Target.
 	CmdForgetSession
+	// CmdWindows lists the open maintenance windows and those just ended.
+	CmdWindows
+	// CmdWindow opens a maintenance window on Target now: Params
+	// "duration" (a Go duration or days, "2h", "1d"), "reason", and
+	// "allow" (a risk class) when it asks for a standing approval.
+	CmdWindow
+	// CmdEndWindow ends the open window named by Target (its name or a
+	// target it covers), or the one open window when Target is empty.
+	CmdEndWindow
+	// CmdAllow is a standing approval's typed phrase ("allow
+	// reversible_low service:jellyfin k7q2"); Phrase holds it.
+	CmdAllow
 )
 
 var kindNames = [...]string{
 	CmdUnknown: "unknown", CmdHelp: "help", CmdStatus: "status", CmdListContainers: "list_containers",
 	CmdShow: "show", CmdAction: "action", CmdApprove: "approve", CmdDeny: "deny", CmdConfirm: "confirm",
 	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve", CmdProblems: "problems", CmdSnapshots: "snapshots",
-	CmdBrief: "brief", CmdForgetSession: "forget_session",
+	CmdBrief: "brief", CmdForgetSession: "forget_session", CmdWindows: "windows", CmdWindow: "window", CmdEndWindow: "end_window", CmdAllow: "allow",
 }
 
 // String returns the kind's snake_case name.

@@ -147,6 +147,18 @@ var grammar = []grammarVerb{
 	{words: []string{"forget"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
 		return parseForget(c, toks[1:])
 	}},
+	{words: []string{"windows"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseWindows(c, toks[1:])
+	}},
+	{words: []string{"window"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseWindow(c, toks[1:])
+	}},
+	{words: []string{"end"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseEndWindow(c, toks[1:])
+	}},
+	{words: []string{"allow"}, parse: func(c *Command, _, _ string, toks []token) (string, bool) {
+		return parseAllow(c, toks[1:])
+	}},
 	{words: []string{"brief", "daily", "weekly"}, parse: func(c *Command, verb, _ string, toks []token) (string, bool) {
 		return parseBrief(c, verb, toks[1:])
 	}},

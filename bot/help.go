@@ -77,6 +77,13 @@ var helpSections = []struct {
 			"template takes a short name (debian-13, debian-12, ubuntu-24.04, alpine-3.20) that the node's template storage has, or a full volume id; " +
 				"without one, the newest Debian template on the node."},
 	}},
+	{"Maintenance windows", []helpEntry{
+		{"windows", "windows", "the open maintenance windows, what each holds back, and any standing approval", ""},
+		{"window <target> <duration> [allow <class>] <reason>", "window service:jellyfin 2h swapping the disk", "hold back alerts for a target for a while",
+			"allow reversible_low (or read_only, config_mutation; never destructive) asks for a standing approval, which an operator grants with the typed phrase its notice shows."},
+		{"end window [name or target]", "end window", "end a window now; what it held back is summed up", ""},
+		{"allow <class> <target> <code>", "", "the typed phrase that grants a window's standing approval, as its notice shows", ""},
+	}},
 	{"Decide", []helpEntry{
 		{"✅ or 👍 on the plan", "", "approve; ❌ or 👎 deny", ""},
 		{"go ahead / yes / lgtm", "", "approve the one pending plan if you asked for it yourself; no / stop / cancel deny it", ""},

@@ -143,7 +143,7 @@ func (b *Bot) copyToOpsRoom(ctx context.Context, room id.RoomID, plain, htm stri
 // reads reports whether a command only reads: it is answered in any room.
 func (k CommandKind) reads() bool {
 	switch k {
-	case CmdHelp, CmdStatus, CmdListContainers, CmdShow, CmdPending, CmdHistory, CmdProblems, CmdSnapshots, CmdBrief:
+	case CmdHelp, CmdStatus, CmdListContainers, CmdShow, CmdPending, CmdHistory, CmdProblems, CmdSnapshots, CmdBrief, CmdWindows:
 		return true
 	}
 	return false
@@ -153,7 +153,7 @@ func (k CommandKind) reads() bool {
 // readers only: what it shows goes past the fleet at a glance.
 func (k CommandKind) readersOnly() bool {
 	switch k {
-	case CmdShow, CmdHistory, CmdProblems, CmdSnapshots, CmdBrief:
+	case CmdShow, CmdHistory, CmdProblems, CmdSnapshots, CmdBrief, CmdWindows:
 		return true
 	}
 	return false

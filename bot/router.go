@@ -179,6 +179,14 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.replyBrief(ctx, evt, cmd.Target)
 	case CmdForgetSession:
 		b.forgetSession(ctx, evt, cmd.Target)
+	case CmdWindows:
+		b.replyWindows(ctx, evt)
+	case CmdWindow:
+		b.openWindow(ctx, evt, cmd)
+	case CmdEndWindow:
+		b.endWindow(ctx, evt, cmd)
+	case CmdAllow:
+		b.grantStanding(ctx, evt, cmd)
 	case CmdHistory:
 		b.replyHistory(ctx, evt)
 	default:

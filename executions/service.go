@@ -216,6 +216,9 @@ const (
 	ViaAgent = "agent"
 	// ViaMCP is an external MCP client.
 	ViaMCP = "mcp"
+	// ViaSchedule is a schedule from the config, at its cron time;
+	// Request.Schedule names it.
+	ViaSchedule = "schedule"
 )
 
 // Request asks for a plan: one action on one target, or Steps run in
@@ -246,6 +249,13 @@ type Request struct {
 	// Session is the agent session that asked, if any; its result then
 	// re-invokes that session.
 	Session *store.SessionLink
+	// Schedule names the schedule that asked (Via ViaSchedule).
+	Schedule string
+	// Standing names the window whose standing approval a schedule runs
+	// under (the schedule's standing:); empty means none. An operator's
+	// own plan in the room needs no name: any standing approval that
+	// covers it applies.
+	Standing string
 }
 
 // Step is one action of a plan of several steps.
@@ -399,7 +409,7 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	}
 	// Only a person's own command counts as not the agent's; a route this
 	// build does not know is held to the agent's rules.
-	byAgent := !(r.Via == ViaChat || r.Via == ViaRunbook || r.Via == ViaMCP)
+	byAgent := !(r.Via == ViaChat || r.Via == ViaRunbook || r.Via == ViaMCP || r.Via == ViaSchedule)
 	if len(built) > 1 {
 		return s.requestPlan(ctx, r, g, built, ids, now, byAgent)
 	}
@@ -424,6 +434,11 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	if s.cfg.Rules.AutoApproves(b.spec.Action, b.risk.Class, byAgent, false) {
 		n.State = store.StateApproved
 		auto = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: b.hash, DecidedAt: now}
+	} else if sa, err := s.standingFor(ctx, r, built, b.risk.Class, now); err != nil {
+		return Planned{}, err
+	} else if sa != nil {
+		n.State = store.StateApproved
+		auto = standingApproval(s.cfg.Actor, sa, b.hash, now)
 	}
 	xs, err := s.persist(ctx, n.RequestKey, now, func() ([]store.Execution, error) {
 		x, err := s.store.CreateExecution(ctx, n, auto)
@@ -616,6 +631,11 @@ func (s *Service) requestPlan(ctx context.Context, r Request, g *graph, built []
 	if auto {
 		news[0].State = store.StateApproved
 		approval = &store.Approval{Decision: "approved", DecidedBy: s.cfg.Actor, Method: string(policy.MethodAuto), PlanHash: planHash, DecidedAt: now}
+	} else if sa, err := s.standingFor(ctx, r, built, class, now); err != nil {
+		return Planned{}, err
+	} else if sa != nil {
+		news[0].State = store.StateApproved
+		approval = standingApproval(s.cfg.Actor, sa, planHash, now)
 	}
 	xs, err := s.persist(ctx, news[0].RequestKey, now, func() ([]store.Execution, error) {
 		return s.store.CreatePlan(ctx, store.NewPlan{Hash: planHash, RiskClass: class.String(), Steps: news}, approval)

@@ -131,6 +131,18 @@ func parseWeekly(s string, at TimeOfDay) (WeeklyTime, bool) {
 	return WeeklyTime{day, at}, true
 }
 
+// Spec is kind's schedule as a cron spec, read in s.Location, for the
+// bot's scheduler; ok is false when the kind is off.
+func (s Schedule) Spec(kind Kind) (spec string, ok bool) {
+	switch {
+	case kind == Daily && s.Daily != nil:
+		return fmt.Sprintf("%d %d * * *", s.Daily.Minute, s.Daily.Hour), true
+	case kind == Weekly && s.Weekly != nil:
+		return fmt.Sprintf("%d %d * * %d", s.Weekly.At.Minute, s.Weekly.At.Hour, int(s.Weekly.Day)), true
+	}
+	return "", false
+}
+
 // Period says which period of kind holds now: due is when it began (the
 // latest time the brief fell due at or before now) and key names it, as
 // the date it began on ("2025-01-06"). ok is false when the kind is off.

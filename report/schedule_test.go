@@ -106,3 +106,25 @@ func TestReportPeriods(t *testing.T) {
 		t.Error("a daily brief that is off has a period")
 	}
 }
+
+// TestScheduleSpec: each brief's time as the cron spec the bot's
+// scheduler runs it by, and none for a brief that is off.
+func TestScheduleSpec(t *testing.T) {
+	t.Parallel()
+	s, err := report.ParseSchedule("07:05", "fri 17:30", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, want := range map[report.Kind]string{report.Daily: "5 7 * * *", report.Weekly: "30 17 * * 5"} {
+		if got, ok := s.Spec(kind); !ok || got != want {
+			t.Errorf("Spec(%s) = %q, %v; want %q", kind, got, ok, want)
+		}
+	}
+	off, err := report.ParseSchedule("off", "off", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec, ok := off.Spec(report.Daily); ok {
+		t.Errorf("Spec(daily) = %q with the daily brief off", spec)
+	}
+}

@@ -166,6 +166,9 @@ type Approval struct {
 	EventID   string
 	PlanHash  string
 	DecidedAt time.Time
+	// StandingID names the standing approval a plan ran under (method
+	// standing); nil for any other decision.
+	StandingID *uuid.UUID
 }
 
 // NewExecution is what the lifecycle persists when a plan is requested.
@@ -226,7 +229,7 @@ const executionColumns = `x.id, x.action, x.target_id, x.target_slug, x.params, 
 	x.plan_hash, x.plan_code, x.state, x.requested_by, x.requested_via, x.reason, coalesce(x.room_id, ''),
 	coalesce(x.card_event_id, ''), x.expires_at, x.result, coalesce(x.error, ''), x.progress_tail,
 	x.heartbeat_at, x.created_at, x.updated_at, x.progress_seq,
-	a.decision, a.decided_by, a.method, a.event_id, a.plan_hash, a.decided_at,
+	a.decision, a.decided_by, a.method, a.event_id, a.plan_hash, a.decided_at, a.standing_id,
 	x.on_behalf_of, x.plan_id, coalesce(x.plan_position, 0), p.plan_hash, p.risk_class, p.steps,
 	(SELECT coalesce(json_agg(json_build_object('voter', v.voter, 'method', v.method, 'event_id', coalesce(v.event_id, ''),
 		'plan_hash', v.plan_hash, 'voted_at', v.voted_at) ORDER BY v.voted_at, v.voter), '[]'::json)
@@ -242,13 +245,14 @@ func scanExecution(row pgx.Row) (Execution, error) {
 	var steps, votes []byte
 	var decision, decidedBy, method, eventID, planHash *string
 	var decidedAt *time.Time
+	var standingID *uuid.UUID
 	var wholeHash, planClass *string
 	var planSteps *int
 	err := row.Scan(&x.ID, &x.Action, &x.TargetID, &x.TargetSlug, &x.Params, &steps, &x.RiskClass,
 		&x.PlanHash, &x.PlanCode, &x.State, &x.RequestedBy, &x.RequestedVia, &x.Reason, &x.RoomID,
 		&x.CardEventID, &x.ExpiresAt, &x.Result, &x.Error, &x.ProgressTail,
 		&x.HeartbeatAt, &x.CreatedAt, &x.UpdatedAt, &x.ProgressSeq,
-		&decision, &decidedBy, &method, &eventID, &planHash, &decidedAt,
+		&decision, &decidedBy, &method, &eventID, &planHash, &decidedAt, &standingID,
 		&x.OnBehalfOf, &x.PlanID, &x.Position, &wholeHash, &planClass, &planSteps, &votes)
 	if err != nil {
 		return Execution{}, interpretError(err)
@@ -266,7 +270,7 @@ func scanExecution(row pgx.Row) (Execution, error) {
 		x.Plan = &PlanInfo{Hash: *wholeHash, RiskClass: *planClass, Steps: *planSteps}
 	}
 	if decision != nil {
-		x.Approval = &Approval{Decision: *decision, DecidedBy: *decidedBy, Method: *method, PlanHash: *planHash, DecidedAt: *decidedAt}
+		x.Approval = &Approval{Decision: *decision, DecidedBy: *decidedBy, Method: *method, PlanHash: *planHash, DecidedAt: *decidedAt, StandingID: standingID}
 		if eventID != nil {
 			x.Approval.EventID = *eventID
 		}
@@ -293,7 +297,19 @@ func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution,
 	head := &steps[0]
 	var out []Execution
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if auto != nil && head.UnattendedLimit > 0 {
+		if auto != nil && auto.StandingID != nil {
+			// Checked again here, under the same lock as its ending: a
+			// standing approval revoked or expired a moment ago approves
+			// nothing, and the plan waits for a person instead.
+			held, err := standingHolds(ctx, tx, *auto.StandingID, auto.DecidedAt)
+			if err != nil {
+				return err
+			}
+			if !held {
+				auto, head.State = nil, StateAwaitingApproval
+			}
+		}
+		if auto != nil && auto.StandingID == nil && head.UnattendedLimit > 0 {
 			full, err := unattendedFull(ctx, tx, head.UnattendedLimit)
 			if err != nil {
 				return err
@@ -351,8 +367,12 @@ func (s *Store) create(ctx context.Context, plan *NewPlan, steps []NewExecution,
 			if err := insertApproval(ctx, tx, head.ID, *auto); err != nil {
 				return err
 			}
+			detail := map[string]any{"method": auto.Method, "plan_hash": auto.PlanHash}
+			if auto.StandingID != nil {
+				detail["standing_approval_id"] = auto.StandingID.String()
+			}
 			if err := audit(ctx, p, AuditEntry{Actor: auto.DecidedBy, Action: "execution.approved", ExecutionID: &head.ID,
-				Detail: map[string]any{"method": auto.Method, "plan_hash": auto.PlanHash}}); err != nil {
+				Detail: detail}); err != nil {
 				return err
 			}
 		}
@@ -649,9 +669,9 @@ func (s *Store) ExecutionByCard(ctx context.Context, eventID string) (Execution,
 }
 
 func insertApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, a Approval) error {
-	tag, err := tx.Exec(ctx, `INSERT INTO approvals (execution_id, decision, decided_by, method, event_id, plan_hash, decided_at)
-		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7) ON CONFLICT (execution_id) DO NOTHING`,
-		id, a.Decision, a.DecidedBy, a.Method, a.EventID, a.PlanHash, a.DecidedAt)
+	tag, err := tx.Exec(ctx, `INSERT INTO approvals (execution_id, decision, decided_by, method, event_id, plan_hash, decided_at, standing_id)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8) ON CONFLICT (execution_id) DO NOTHING`,
+		id, a.Decision, a.DecidedBy, a.Method, a.EventID, a.PlanHash, a.DecidedAt, a.StandingID)
 	if err != nil {
 		return err
 	}

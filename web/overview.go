@@ -47,14 +47,17 @@ type overviewData struct {
 	Signals  []store.Signal
 	InFlight []store.Execution
 	Pending  []pendingView
+	// Windows are the open maintenance windows.
+	Windows []store.Window
 }
 
 // inFlight are the states the overview follows: waiting for a person, or
 // on the way to the actuator and back.
 var inFlight = []store.ExecutionState{store.StateAwaitingApproval, store.StateApproved, store.StateDispatched, store.StateRunning}
 
-// overview reads three things, whatever the fleet's size: the fleet with
-// its health, the open signals and the executions in flight.
+// overview reads four things, whatever the fleet's size: the fleet with
+// its health, the open signals, the open maintenance windows and the
+// executions in flight.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	nodes, err := s.store.FleetNodes(ctx)
@@ -72,7 +75,12 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d := overviewData{base: s.base("Overview", "overview"), Signals: sigs}
+	wins, err := s.store.OpenWindows(ctx, s.now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d := overviewData{base: s.base("Overview", "overview"), Signals: sigs, Windows: wins}
 	d.Hosts, d.Orphans, d.Counts, d.Total = healthGrid(nodes)
 	for _, x := range xs {
 		if x.State == store.StateAwaitingApproval {

@@ -57,6 +57,10 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	schedules, windows, err := cfg.watch()
+	if err != nil {
+		return err
+	}
 	cryptoDB, err := dbutil.NewWithDialect(cfg.Database.URL, "pgx")
 	if err != nil {
 		return fmt.Errorf("crypto store: %w", err)
@@ -69,6 +73,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
 		OpsRoom: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, OwnPath: cfg.Matrix.ServedBy, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs,
+		Schedules: schedules, Windows: windows,
 		SessionRetention: cfg.Agent.SessionRetention,
 		Logger:           logger.With("component", "bot"),
 

@@ -59,6 +59,10 @@ type Config struct {
 	Watchdog WatchdogConfig `koanf:"watchdog"`
 	// Agent keeps the agent's sessions.
 	Agent AgentConfig `koanf:"agent"`
+	// Schedules run catalogue actions and runbooks at cron times.
+	Schedules []ScheduleConfig `koanf:"schedules"`
+	// Windows open maintenance windows at cron times.
+	Windows []WindowConfig `koanf:"windows"`
 }
 
 // AgentConfig says how long the agent's sessions are kept.
@@ -110,6 +114,47 @@ type WatchdogConfig struct {
 	Room string `koanf:"room"`
 	// Operators are mentioned in each page, so push reaches their phones.
 	Operators []string `koanf:"operators"`
+}
+
+// ScheduleConfig is one schedule (docs/operations.md, "Schedules"): what
+// runs, on what, and when. The leading bot asks for it at each cron time
+// like any request: a read-only catalogue action runs unattended, anything
+// else is carded in the ops room and waits for a person.
+type ScheduleConfig struct {
+	// Name names it; its requests are by schedule:<name>. Letters, digits,
+	// '-', '_' and '.'.
+	Name string `koanf:"name"`
+	// Cron is when: five fields (minute hour day-of-month month
+	// day-of-week) or @daily, @hourly, @every 15m.
+	Cron string `koanf:"cron"`
+	// Timezone is the IANA zone Cron is read in; empty means
+	// report.timezone.
+	Timezone string `koanf:"timezone"`
+	// Action and Params, or Runbook (a runbook's slug), say what runs on
+	// Target.
+	Action  string         `koanf:"action"`
+	Params  map[string]any `koanf:"params"`
+	Runbook string         `koanf:"runbook"`
+	Target  string         `koanf:"target"`
+	// Standing names a window (windows[].name) whose standing approval
+	// this schedule may run under, once an operator has granted it.
+	Standing string `koanf:"standing"`
+}
+
+// WindowConfig is a maintenance window that opens at a cron time.
+type WindowConfig struct {
+	Name     string        `koanf:"name"`
+	Cron     string        `koanf:"cron"`
+	Timezone string        `koanf:"timezone"`
+	Duration time.Duration `koanf:"duration"`
+	// Targets are the entities whose alerts it holds back; each must name
+	// exactly one.
+	Targets []string `koanf:"targets"`
+	Reason  string   `koanf:"reason"`
+	// Allow asks, at each opening, for a standing approval up to this
+	// risk class (read_only, reversible_low or config_mutation; never
+	// destructive), which an operator grants in the room with its phrase.
+	Allow string `koanf:"allow"`
 }
 
 // ReportConfig says when the leading bot posts the daily brief and the
@@ -696,6 +741,11 @@ func (c *Config) validate(role string) error {
 	}
 	if n.watchdog {
 		c.validateWatchdog(bad)
+	}
+	if role == "bot" {
+		if _, _, err := c.watch(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if n.labsim {
 		if c.Labsim.StateDir == "" {

@@ -65,7 +65,7 @@ func (k configKeys) unknown(ko *koanf.Koanf) []string {
 			for i, it := range items {
 				m, _ := it.(map[string]any)
 				for name := range m {
-					if _, ok := item.leaves[name]; !ok {
+					if _, ok := item.leaves[name]; !ok && !slices.Contains(item.maps, name) {
 						out = append(out, fmt.Sprintf("%s[%d].%s", key, i, name))
 					}
 				}
