@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/internal/redact"
@@ -125,7 +126,8 @@ type Actuator struct {
 
 	// Set by Run before the first task arrives.
 	client        *asynq.Client
-	workCtx       context.Context // commands; cancelled after the shutdown grace
+	rdb           redis.UniversalClient // the approval check's lists
+	workCtx       context.Context       // commands; cancelled after the shutdown grace
 	cancelWork    context.CancelFunc
 	reportCtx     context.Context // result delivery; cancelled last
 	cancelReports context.CancelFunc
@@ -245,9 +247,11 @@ func (a *Actuator) Run(ctx context.Context) error {
 		return errors.New("actuator: Run called twice")
 	}
 	var q queues
+	var answers reader
 	return supervisor.New(a.log,
 		supervisor.Service{Name: "connections", Start: a.connect, Stop: a.disconnect},
 		supervisor.Service{Name: "recover", Start: a.recoverOnStart},
+		supervisor.Service{Name: "answers", Start: answers.start(a.readAnswers), Stop: answers.stop},
 		supervisor.Service{Name: "queues", Start: q.start(a), Stop: q.stop(a)},
 	).Run(ctx)
 }
@@ -256,6 +260,7 @@ func (a *Actuator) Run(ctx context.Context) error {
 // outlive Run's context, for the shutdown grace and the last reports.
 func (a *Actuator) connect(ctx context.Context) error {
 	a.client = asynq.NewClient(a.redis)
+	a.rdb = a.redis.MakeRedisClient().(redis.UniversalClient)
 	a.workCtx, a.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	a.reportCtx, a.cancelReports = context.WithCancel(context.WithoutCancel(ctx))
 	return nil
@@ -265,6 +270,7 @@ func (a *Actuator) disconnect() {
 	a.cancelWork()
 	a.cancelReports()
 	a.client.Close()
+	a.rdb.Close()
 	a.ssh.Close()
 	a.journal.Close()
 }
@@ -278,25 +284,35 @@ func (a *Actuator) recoverOnStart(ctx context.Context) error {
 	return nil
 }
 
+// reader runs a loop of its own until Stop: the bot's answers must keep
+// coming while the orders that wait for them drain, after Run's context
+// has ended.
+type reader struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *reader) start(loop func(context.Context)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		r.done = make(chan struct{})
+		go func() { defer close(r.done); loop(ctx) }()
+		return nil
+	}
+}
+
+func (r *reader) stop() { r.cancel(); <-r.done }
+
 // queues are the asynq servers: orders and probes are served by two
-// pools, so probes can never take the workers an approved order needs,
-// and the bot's answers about approvals by a third, so orders waiting for
-// an answer never hold up the answer.
-type queues struct{ orders, probes, answers *asynq.Server }
+// pools, so probes can never take the workers an approved order needs.
+type queues struct{ orders, probes *asynq.Server }
 
 func (q *queues) start(a *Actuator) func(context.Context) error {
 	return func(context.Context) error {
-		q.answers = a.newServer(tasks.ApprovalQueue(a.cfg.Site, a.cfg.Name), 1)
-		answerMux := asynq.NewServeMux()
-		answerMux.HandleFunc(tasks.TypeApprovalAnswer, a.handleAnswer)
-		if err := q.answers.Start(answerMux); err != nil {
-			return fmt.Errorf("start actuator answers: %w", err)
-		}
 		q.orders = a.newServer(tasks.OrderQueue(a.cfg.Site), a.cfg.Concurrency)
 		orderMux := asynq.NewServeMux()
 		orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
 		if err := q.orders.Start(orderMux); err != nil {
-			q.answers.Shutdown()
 			return fmt.Errorf("start actuator: %w", err)
 		}
 		q.probes = a.newServer(tasks.ProbeQueue(a.cfg.Site), a.cfg.ProbeConcurrency)
@@ -305,7 +321,6 @@ func (q *queues) start(a *Actuator) func(context.Context) error {
 		probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
 		if err := q.probes.Start(probeMux); err != nil {
 			q.orders.Shutdown()
-			q.answers.Shutdown()
 			return fmt.Errorf("start actuator probes: %w", err)
 		}
 		a.log.Info("actuator ready", "name", a.cfg.Name, "site", a.cfg.Site, "queues", []string{tasks.OrderQueue(a.cfg.Site), tasks.ProbeQueue(a.cfg.Site)},
@@ -324,7 +339,6 @@ func (q *queues) stop(a *Actuator) func() {
 		a.drain(a.cancelWork, a.cancelReports)
 		q.orders.Shutdown()
 		q.probes.Shutdown()
-		q.answers.Shutdown()
 		a.log.Info("actuator stopped")
 	}
 }

@@ -54,10 +54,12 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 		b.Fatal(err)
 	}
 	results := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{Concurrency: 4, TaskCheckInterval: tasks.PollInterval, LogLevel: asynq.ErrorLevel}))
-	if err := results.Start(&executions.ResultsHandler{Service: svc}); err != nil {
+	h := &executions.ResultsHandler{Service: svc}
+	if err := results.Start(h); err != nil {
 		b.Fatal(err)
 	}
 	defer results.Shutdown()
+	testenv.Go(b, func(ctx context.Context) { h.ServeApprovalChecks(ctx, opt) })
 	act, err := actuator.New(actuator.Config{
 		RedisURL: redisURL, VerifyKey: pub, ReportSigningKey: reportKey, SSHSigner: fleet.SSHSigner, KnownHostsFile: fleet.KnownHostsFile,
 		JournalPath: filepath.Join(b.TempDir(), "journal"),
