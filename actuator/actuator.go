@@ -57,7 +57,10 @@ type Config struct {
 	// JournalPath is the local append-only journal that keeps an order
 	// from running twice. Its directory is created if need be. Required.
 	JournalPath string
-	// Concurrency is how many orders run at once. Default 4.
+	// Concurrency is how many orders run at once. Default 32: an order
+	// mostly waits, on the bot's answer and on its host, and a burst of
+	// approvals should not queue behind four. Each host still runs at
+	// most 10 commands at once (the sessions sshd allows on a connection).
 	Concurrency int
 	// ProbeConcurrency is how many probes run at once, in a pool of their
 	// own: a burst of probes, or probes stuck on a dead host, never hold
@@ -142,7 +145,7 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.SSHUser = cmp.Or(cfg.SSHUser, "root")
 	cfg.Name = cmp.Or(cfg.Name, tasks.DefaultActuator)
 	cfg.Site = cmp.Or(cfg.Site, tasks.DefaultSite)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 32)
 	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
 	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)

@@ -272,7 +272,7 @@ func (b *Bot) startMatrix(ctx context.Context) error {
 // cancelled orders.
 func (b *Bot) startResults(context.Context) error {
 	b.results = asynq.NewServer(b.cfg.Redis, tasks.ResultsServerConfig(asynq.Config{
-		Concurrency:       4,
+		Concurrency:       tasks.ResultsConcurrency,
 		TaskCheckInterval: tasks.PollInterval, // results re-invoke the agent; a poll delay is felt
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,

@@ -769,6 +769,30 @@ func (s *Service) loadGraph(ctx context.Context) (*graph, error) {
 	return g, nil
 }
 
+// loadNeighbourhood is the part of the graph an order for e needs: e, the
+// entities one edge away (its container, its services), its host, and
+// the edges that touch e. Dispatch reads this instead of the whole fleet,
+// which cost a few milliseconds of CPU per order at 200 containers and
+// made a burst of approvals queue for the CPU.
+func (s *Service) loadNeighbourhood(ctx context.Context, e store.Entity) (*graph, error) {
+	host := e.AttrString("host")
+	if e.Type == "host" {
+		host = e.Name
+	}
+	ents, rels, err := s.store.Neighbourhood(ctx, e.ID, "host:"+host)
+	if err != nil {
+		return nil, err
+	}
+	g := &graph{entities: map[string]store.Entity{}}
+	for _, e := range ents {
+		g.entities[e.Slug] = e
+	}
+	for _, r := range rels {
+		g.edges = append(g.edges, policy.Edge{From: r.From, To: r.To, Type: policy.EdgeType(r.Type)})
+	}
+	return g, nil
+}
+
 // policyTarget maps an entity to the target policy hashes and classifies.
 func (g *graph) policyTarget(e store.Entity) policy.Target {
 	t := policy.Target{Type: policy.TargetType(e.Type), ID: e.ID.String(), Slug: e.Slug, Host: e.AttrString("host")}

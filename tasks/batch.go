@@ -60,6 +60,11 @@ func SplitCheckResults(payload []byte) ([][]byte, error) {
 // Redis calls a second per idle server.
 const PollInterval = 10 * time.Millisecond
 
+// ResultsConcurrency is how many reports the bot applies at once. Each
+// is a short Postgres transaction; four queued the reports of a burst of
+// approvals behind each other (docs/operations.md, "Latency, measured").
+const ResultsConcurrency = 16
+
 // ResultsServerConfig is cfg for a server that consumes the results
 // queue: the queue, and the aggregation of probe results into batches.
 // Every consumer of the results queue must use it: without an aggregator

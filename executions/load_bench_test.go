@@ -1,0 +1,206 @@
+package executions_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/actuator"
+	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/fleetgen"
+	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/policy"
+	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// loadOperators approve the load benchmark's plans, in turn.
+var loadOperators = []string{"@alice:localhost", "@bob:localhost", "@carol:localhost"}
+
+// loadSamples is how many plans each size of the load benchmark runs, in
+// rounds of that size.
+const loadSamples = 200
+
+// BenchmarkLoadApprovalToSSH approves N plans at once (N = 1, 10, 50, 200),
+// restarts of services spread over 2 hosts, from 3 operators, on real
+// Postgres, Redis, actuator and labsim, as the bot and the actuator are
+// configured by default. Each size runs 200 plans in rounds of N, and
+// reports approval → first SSH byte and command exit → result applied at
+// p50 and p99, beside the floors measured in the same run: queue-floor, a
+// bare asynq round trip polled as the actuator polls, and ssh-floor, a
+// bare SSH connection from dial to a command's first byte. Every plan must
+// end succeeded with its command run exactly once on its host: that is
+// checked, the times are only reported. Run it with -benchtime 1x.
+//
+// NOMOS_BENCH_PROFILE=dir writes a CPU, block and mutex profile of the
+// rounds that approve 50 plans at once to dir.
+func BenchmarkLoadApprovalToSSH(b *testing.B) {
+	ctx := testenv.Context(b)
+	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	// 200 containers with a service each, on 2 hosts: every plan of a
+	// round has a target, and a command, of its own.
+	fleet := testenv.StartFleet(b, fleetgen.Seed(fleetgen.Config{Hosts: 2, Containers: loadSamples, ServicesPerContainer: 1, ChecksPerContainer: 1}))
+	if _, err := st.ApplySeed(ctx, fleet.Seed); err != nil {
+		b.Fatal(err)
+	}
+	var targets []loadTarget
+	for _, h := range fleet.Seed.Hosts {
+		for _, c := range h.Containers {
+			targets = append(targets, loadTarget{host: h.Name, service: c.Services[0].Name,
+				command: fmt.Sprintf("pct exec %d -- systemctl restart %s", c.VMID, c.Services[0].Unit)})
+		}
+	}
+	redisURL := testenv.RedisURL(b)
+	opt, err := asynq.ParseRedisURI(redisURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := asynq.NewClient(opt)
+	defer client.Close()
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	reportPub, reportKey, _ := ed25519.GenerateKey(nil)
+	rules, _ := policy.NewRules(policy.RulesConfig{Operators: loadOperators})
+	svc, err := executions.New(executions.Config{Store: st, Queue: client, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// As the bot consumes results (bot.startResults).
+	results := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{Concurrency: tasks.ResultsConcurrency, TaskCheckInterval: tasks.PollInterval, LogLevel: asynq.ErrorLevel}))
+	h := &executions.ResultsHandler{Service: svc}
+	if err := results.Start(h); err != nil {
+		b.Fatal(err)
+	}
+	defer results.Shutdown()
+	testenv.Go(b, func(ctx context.Context) { h.ServeApprovalChecks(ctx, opt) })
+	act, err := actuator.New(actuator.Config{
+		RedisURL: redisURL, VerifyKey: pub, ReportSigningKey: reportKey, SSHSigner: fleet.SSHSigner, KnownHostsFile: fleet.KnownHostsFile,
+		JournalPath: filepath.Join(b.TempDir(), "journal"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	testenv.Go(b, func(ctx context.Context) { act.Run(ctx) })
+	queueFloor := testenv.QueueFloor(b, opt, tasks.PollInterval)
+
+	for _, n := range []int{1, 10, 50, 200} {
+		b.Run(fmt.Sprintf("plans=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				var toSSH, toApplied []time.Duration
+				stopProfiles := func() {}
+				if dir := os.Getenv("NOMOS_BENCH_PROFILE"); dir != "" && n == 50 {
+					stopProfiles = testenv.StartProfiles(b, dir)
+				}
+				for round := range loadSamples / n {
+					ssh, applied := loadRound(b, ctx, svc, st, fleet, targets[round*n:round*n+n])
+					toSSH, toApplied = append(toSSH, ssh...), append(toApplied, applied...)
+				}
+				stopProfiles()
+				var qFloor, sshFloor []time.Duration
+				for i := range 50 {
+					qFloor = append(qFloor, queueFloor())
+					t := targets[i%len(targets)]
+					dialed := time.Now()
+					fleet.Admin(b, t.host, t.command)
+					entries, err := labsim.ReadLog(fleet.LogPath)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sshFloor = append(sshFloor, entries[len(entries)-1].TS.Sub(dialed))
+				}
+				testenv.ReportPercentiles(b, "approval-to-ssh", toSSH)
+				testenv.ReportPercentiles(b, "exit-to-applied", toApplied)
+				testenv.ReportPercentiles(b, "queue-floor", qFloor)
+				testenv.ReportPercentiles(b, "ssh-floor", sshFloor)
+			}
+		})
+	}
+}
+
+type loadTarget struct{ host, service, command string }
+
+// loadRound requests a plan for each target, approves them all at once,
+// waits for every one to end, and checks that each succeeded with its
+// command run once. It returns each plan's approval → first SSH byte and
+// exit → applied.
+func loadRound(b *testing.B, ctx context.Context, svc *executions.Service, st *store.Store, fleet *testenv.Fleet, targets []loadTarget) (toSSH, toApplied []time.Duration) {
+	before, err := labsim.ReadLog(fleet.LogPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]uuid.UUID, len(targets))
+	for i, t := range targets {
+		p, err := svc.Request(ctx, executions.Request{Action: "restart", Target: t.service, Params: json.RawMessage(`{}`),
+			RequestedBy: loadOperators[i%len(loadOperators)], Via: "cli"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = p.Execution.ID
+	}
+	approvedAt := make([]time.Time, len(targets))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range targets {
+		wg.Go(func() {
+			<-start
+			approvedAt[i] = time.Now()
+			if _, err := svc.Approve(ctx, executions.Decision{ExecutionID: ids[i], By: loadOperators[i%len(loadOperators)], Method: policy.MethodReaction}); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	ended := make([]store.Execution, len(ids))
+	deadline := time.Now().Add(2 * time.Minute)
+	for i, id := range ids {
+		for {
+			x, err := st.GetExecution(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if x.State.Terminal() {
+				ended[i] = x
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("plan %d of %d (%s) is still %s after 2 minutes: lost", i+1, len(ids), targets[i].service, x.State)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	after, err := labsim.ReadLog(fleet.LogPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runs := map[string][]labsim.LogEntry{}
+	for _, e := range after[len(before):] {
+		runs[e.Command] = append(runs[e.Command], e)
+	}
+	for i, t := range targets {
+		x := ended[i]
+		if x.State != store.StateSucceeded {
+			b.Fatalf("restart %s ended %s, want succeeded: %s", t.service, x.State, x.Error)
+		}
+		if len(runs[t.command]) != 1 {
+			b.Fatalf("%q ran %d times on %s for one approved plan, want once", t.command, len(runs[t.command]), t.host)
+		}
+		e := runs[t.command][0]
+		toSSH = append(toSSH, e.TS.Sub(approvedAt[i]))
+		toApplied = append(toApplied, x.UpdatedAt.Sub(e.TS.Add(time.Duration(e.DurationMS)*time.Millisecond)))
+	}
+	return toSSH, toApplied
+}
