@@ -101,6 +101,13 @@ type Config struct {
 	// that an order is still approved before it asks again; it asks until
 	// the order expires. Default 5s.
 	ApprovalWait time.Duration
+	// OrderLease is how long an order this actuator took stays its own
+	// after it last said so: it renews the lease (tasks.OrderLease) every
+	// third of this while the order runs. An order taken by an actuator
+	// that died before it began it is sent again within two thirds of
+	// this after the lease lapses, by any actuator of the site that runs.
+	// Default 3s.
+	OrderLease time.Duration
 	// Logger receives the actuator's logs. Default: discarded.
 	Logger *slog.Logger
 	// Clock tells the time for expiry checks, the journal, snapshot names
@@ -129,7 +136,8 @@ type Actuator struct {
 
 	// Set by Run before the first task arrives.
 	client        *asynq.Client
-	rdb           redis.UniversalClient // the approval check's lists
+	rdb           redis.UniversalClient // the approval check's lists, the order leases
+	inspector     *asynq.Inspector      // finds orders a dead actuator took
 	workCtx       context.Context       // commands; cancelled after the shutdown grace
 	cancelWork    context.CancelFunc
 	reportCtx     context.Context // result delivery; cancelled last
@@ -157,6 +165,7 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.HAWait = cmp.Or(cfg.HAWait, 3*time.Minute)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 2*time.Second)
 	cfg.ApprovalWait = cmp.Or(cfg.ApprovalWait, 5*time.Second)
+	cfg.OrderLease = cmp.Or(cfg.OrderLease, 3*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -229,7 +238,7 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 		{"progress interval", cfg.ProgressInterval}, {"heartbeat interval", cfg.HeartbeatInterval},
 		{"task check interval", cfg.TaskCheckInterval}, {"retry delay", cfg.RetryDelay},
 		{"shutdown grace", cfg.ShutdownGrace}, {"ha wait", cfg.HAWait}, {"poll interval", cfg.PollInterval},
-		{"approval wait", cfg.ApprovalWait},
+		{"approval wait", cfg.ApprovalWait}, {"order lease", cfg.OrderLease},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
@@ -255,6 +264,7 @@ func (a *Actuator) Run(ctx context.Context) error {
 		supervisor.Service{Name: "connections", Start: a.connect, Stop: a.disconnect},
 		supervisor.Service{Name: "recover", Start: a.recoverOnStart},
 		supervisor.Service{Name: "answers", Start: answers.start(a.readAnswers), Stop: answers.stop},
+		supervisor.Service{Name: "orphans", Run: func(ctx context.Context) error { a.resendOrphans(ctx); return nil }},
 		supervisor.Service{Name: "queues", Start: q.start(a), Stop: q.stop(a)},
 	).Run(ctx)
 }
@@ -264,6 +274,7 @@ func (a *Actuator) Run(ctx context.Context) error {
 func (a *Actuator) connect(ctx context.Context) error {
 	a.client = asynq.NewClient(a.redis)
 	a.rdb = a.redis.MakeRedisClient().(redis.UniversalClient)
+	a.inspector = asynq.NewInspector(a.redis)
 	a.workCtx, a.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	a.reportCtx, a.cancelReports = context.WithCancel(context.WithoutCancel(ctx))
 	return nil
@@ -274,6 +285,7 @@ func (a *Actuator) disconnect() {
 	a.cancelReports()
 	a.client.Close()
 	a.rdb.Close()
+	a.inspector.Close()
 	a.ssh.Close()
 	a.journal.Close()
 }
