@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nomoshq/nomos/internal/backoff"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -95,7 +96,7 @@ const answerTimeout = time.Second
 // ms after the first failure growing to 2 s.
 func (a *Actuator) readAnswers(ctx context.Context) {
 	list := tasks.ApprovalQueue(a.cfg.Site, a.cfg.Name)
-	backoff := newBackoff()
+	var pause backoff.Backoff
 	for ctx.Err() == nil {
 		got, err := a.rdb.BLPop(ctx, answerTimeout, list).Result()
 		if errors.Is(err, redis.Nil) {
@@ -104,33 +105,16 @@ func (a *Actuator) readAnswers(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn("could not read the bot's answers about approvals; trying again", "err", err)
-				backoff.wait(ctx)
+				pause.Wait(ctx)
 			}
 			continue
 		}
-		backoff.reset()
+		pause.Reset()
 		payload := []byte(got[1])
 		if !a.answers.deliver(tasks.AnswerNonce(payload), payload) {
 			a.log.Debug("an answer about an order's approval that nothing waits for")
 		}
 	}
-}
-
-// backoff is a pause that doubles from 100 ms up to 2 s.
-type backoff struct{ next time.Duration }
-
-func newBackoff() *backoff { return &backoff{next: 100 * time.Millisecond} }
-
-func (b *backoff) reset() { b.next = 100 * time.Millisecond }
-
-func (b *backoff) wait(ctx context.Context) {
-	t := time.NewTimer(b.next)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	b.next = min(2*b.next, 2*time.Second)
 }
 
 func newNonce() (string, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nomoshq/nomos/internal/backoff"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -100,7 +101,7 @@ func (h *ResultsHandler) ServeApprovalChecks(ctx context.Context, opt asynq.Redi
 	}
 	defer wg.Wait()
 	defer close(questions)
-	pause := 100 * time.Millisecond
+	var pause backoff.Backoff
 	for ctx.Err() == nil {
 		got, err := rdb.BLPop(ctx, time.Second, tasks.ApprovalChecks).Result()
 		if errors.Is(err, redis.Nil) {
@@ -109,12 +110,11 @@ func (h *ResultsHandler) ServeApprovalChecks(ctx context.Context, opt asynq.Redi
 		if err != nil {
 			if ctx.Err() == nil {
 				h.Service.logger.Warn("could not read the actuators' questions about approvals; trying again", "err", err)
-				sleep(ctx, pause)
-				pause = min(2*pause, 2*time.Second)
+				pause.Wait(ctx)
 			}
 			continue
 		}
-		pause = 100 * time.Millisecond
+		pause.Reset()
 		select {
 		case questions <- []byte(got[1]):
 		case <-ctx.Done():
@@ -129,7 +129,7 @@ const answerFor = 10 * time.Second
 func (h *ResultsHandler) answer(ctx context.Context, rdb redis.UniversalClient, payload []byte) {
 	ctx, cancel := context.WithTimeout(ctx, answerFor)
 	defer cancel()
-	pause := 100 * time.Millisecond
+	var pause backoff.Backoff
 	for {
 		reply, err := h.Service.AnswerApprovalCheck(ctx, payload)
 		if refused := refusedReports(err); len(refused) > 0 {
@@ -155,17 +155,7 @@ func (h *ResultsHandler) answer(ctx context.Context, rdb redis.UniversalClient, 
 			h.Service.logger.Warn("gave up answering a question about an approval; the actuator asks again", "err", err)
 			return
 		}
-		sleep(ctx, pause)
-		pause = min(2*pause, 2*time.Second)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+		pause.Wait(ctx)
 	}
 }
 

@@ -97,6 +97,7 @@ var importRules = []importRule{
 	// Leaves every part may use: the standard library only.
 	{pkg: "internal/loop", allowedDirect: []string{}},
 	{pkg: "internal/humantime", allowedDirect: []string{}},
+	{pkg: "internal/backoff", allowedDirect: []string{}},
 	// What a Proxmox node prints, read for the actuator and for `nomos
 	// discover -from`: pure, so both read the same bytes the same way.
 	{pkg: "internal/pveout", allowedDirect: []string{}, noIO: true},
