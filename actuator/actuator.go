@@ -63,8 +63,9 @@ type Config struct {
 	// most 10 commands at once (the sessions sshd allows on a connection).
 	Concurrency int
 	// ProbeConcurrency is how many probes run at once, in a pool of their
-	// own: a burst of probes, or probes stuck on a dead host, never hold
-	// up an approved order. Default 4.
+	// own and on SSH connections of their own: a burst of probes, or
+	// probes stuck on a dead host, never hold up an approved order.
+	// Default 8.
 	ProbeConcurrency int
 	// CommandTimeout bounds each command; a command still running then is
 	// killed and its execution fails. Default 10m.
@@ -118,14 +119,18 @@ type Config struct {
 // Actuator consumes orders and probes and carries them out over SSH. Build
 // one with New and start it with Run.
 type Actuator struct {
-	cfg     Config
-	log     *slog.Logger
-	redis   asynq.RedisConnOpt
-	ssh     *SSHRunner
-	runner  Runner
-	journal *journal
-	running atomic.Bool
-	metrics *metrics
+	cfg    Config
+	log    *slog.Logger
+	redis  asynq.RedisConnOpt
+	ssh    *SSHRunner
+	runner Runner
+	// probeSSH and probeRunner carry probes and inventories on
+	// connections of their own, so they never take an order's sessions.
+	probeSSH    *SSHRunner
+	probeRunner Runner
+	journal     *journal
+	running     atomic.Bool
+	metrics     *metrics
 	// answers routes the bot's answers about approvals to the orders
 	// waiting for them.
 	answers answerBox
@@ -154,7 +159,7 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.Name = cmp.Or(cfg.Name, tasks.DefaultActuator)
 	cfg.Site = cmp.Or(cfg.Site, tasks.DefaultSite)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 32)
-	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
+	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 8)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
 	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)
 	cfg.ProgressInterval = cmp.Or(cfg.ProgressInterval, 2*time.Second)
@@ -172,13 +177,15 @@ func New(cfg Config) (*Actuator, error) {
 	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)).With("component", "actuator")
 
 	redisOpt, errs := cfg.validate()
-	runner, err := NewSSHRunner(SSHConfig{
+	sshCfg := SSHConfig{
 		User: cfg.SSHUser, Signer: cfg.SSHSigner, KnownHostsFile: cfg.KnownHostsFile,
 		DialTimeout: 10 * time.Second, Logger: log,
-	})
+	}
+	runner, err := NewSSHRunner(sshCfg)
 	if err != nil {
 		errs = append(errs, err)
 	}
+	probeRunner, _ := NewSSHRunner(sshCfg)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("actuator config: %w", err)
 	}
@@ -188,7 +195,8 @@ func New(cfg Config) (*Actuator, error) {
 	}
 	m := newMetrics()
 	return &Actuator{cfg: cfg, log: log, orderKeys: tasks.RotatingKeys(cfg.VerifyKey, cfg.PreviousVerifyKey),
-		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, journal: j, metrics: m}, nil
+		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, probeSSH: probeRunner, probeRunner: timedRunner{probeRunner, m.ssh},
+		journal: j, metrics: m}, nil
 }
 
 // validate collects every mistake in cfg at once, and parses the Redis URL.
@@ -287,6 +295,7 @@ func (a *Actuator) disconnect() {
 	a.rdb.Close()
 	a.inspector.Close()
 	a.ssh.Close()
+	a.probeSSH.Close()
 	a.journal.Close()
 }
 

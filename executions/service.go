@@ -91,7 +91,8 @@ type Config struct {
 	UnattendedLimit int
 	// ProbeInterval is how often RunProber looks for due checks. A
 	// check's own interval (at least 5s) says how often it runs; this is
-	// only the granularity. Default 5s.
+	// only the granularity, and so the most a probe runs late by it.
+	// Default 500ms.
 	ProbeInterval time.Duration
 	// ForbidSelfApproval refuses an approval from whoever asked for the
 	// plan, or from the operator an agent asked for it on behalf of
@@ -146,6 +147,12 @@ type Service struct {
 	// reportKeys verify what the actuator reports: its key and, during a
 	// rotation, its previous one.
 	reportKeys tasks.VerifyKeys
+
+	// The prober's copy of the fleet (probeGraph).
+	probeMu   sync.Mutex
+	probeG    *graph
+	probeByID map[string]store.Entity
+	probeAt   time.Time
 }
 
 // New validates cfg and returns a Service.
@@ -190,7 +197,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.OrderTTL = cmp.Or(cfg.OrderTTL, 15*time.Minute)
 	cfg.AckTimeout = cmp.Or(cfg.AckTimeout, 30*time.Second)
 	cfg.HeartbeatTimeout = cmp.Or(cfg.HeartbeatTimeout, 2*time.Minute)
-	cfg.ProbeInterval = cmp.Or(cfg.ProbeInterval, 5*time.Second)
+	cfg.ProbeInterval = cmp.Or(cfg.ProbeInterval, 500*time.Millisecond)
 	cfg.UnattendedLimit = cmp.Or(cfg.UnattendedLimit, 2)
 	cfg.InventoryInterval = cmp.Or(cfg.InventoryInterval, 5*time.Minute)
 	cfg.InventoryTick = cmp.Or(cfg.InventoryTick, 5*time.Second)
