@@ -2,19 +2,16 @@ package executions_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hibiken/asynq"
 
-	"github.com/nomoshq/nomos/actuator"
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/fleetgen"
 	"github.com/nomoshq/nomos/internal/testenv"
@@ -40,23 +37,17 @@ const loadSamples = 200
 // bare asynq round trip polled as the actuator polls, and ssh-floor, a
 // bare SSH connection from dial to a command's first byte. Every plan must
 // end succeeded with its command run exactly once on its host: that is
-// checked, the times are only reported. Run it with -benchtime 1x.
+// checked, the times are only reported. It reports too the CPU the process
+// spent per plan (cpu-ms/plan), which the machine's load hardly moves. Run
+// it with -benchtime 1x.
 //
 // NOMOS_BENCH_PROFILE=dir writes a CPU, block and mutex profile of the
 // rounds that approve 50 plans at once to dir.
 func BenchmarkLoadApprovalToSSH(b *testing.B) {
 	ctx := testenv.Context(b)
-	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	// 200 containers with a service each, on 2 hosts: every plan of a
 	// round has a target, and a command, of its own.
 	fleet := testenv.StartFleet(b, fleetgen.Seed(fleetgen.Config{Hosts: 2, Containers: loadSamples, ServicesPerContainer: 1, ChecksPerContainer: 1}))
-	if _, err := st.ApplySeed(ctx, fleet.Seed); err != nil {
-		b.Fatal(err)
-	}
 	var targets []loadTarget
 	for _, h := range fleet.Seed.Hosts {
 		for _, c := range h.Containers {
@@ -64,36 +55,8 @@ func BenchmarkLoadApprovalToSSH(b *testing.B) {
 				command: fmt.Sprintf("pct exec %d -- systemctl restart %s", c.VMID, c.Services[0].Unit)})
 		}
 	}
-	redisURL := testenv.RedisURL(b)
-	opt, err := asynq.ParseRedisURI(redisURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	client := asynq.NewClient(opt)
-	defer client.Close()
-	pub, priv, _ := ed25519.GenerateKey(nil)
-	reportPub, reportKey, _ := ed25519.GenerateKey(nil)
-	rules, _ := policy.NewRules(policy.RulesConfig{Operators: loadOperators})
-	svc, err := executions.New(executions.Config{Store: st, Queue: client, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules})
-	if err != nil {
-		b.Fatal(err)
-	}
-	// As the bot consumes results (bot.startResults).
-	results := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{Concurrency: tasks.ResultsConcurrency, TaskCheckInterval: tasks.PollInterval, LogLevel: asynq.ErrorLevel}))
-	h := &executions.ResultsHandler{Service: svc}
-	if err := results.Start(h); err != nil {
-		b.Fatal(err)
-	}
-	defer results.Shutdown()
-	testenv.Go(b, func(ctx context.Context) { h.ServeApprovalChecks(ctx, opt) })
-	act, err := actuator.New(actuator.Config{
-		RedisURL: redisURL, VerifyKey: pub, ReportSigningKey: reportKey, SSHSigner: fleet.SSHSigner, KnownHostsFile: fleet.KnownHostsFile,
-		JournalPath: filepath.Join(b.TempDir(), "journal"),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	testenv.Go(b, func(ctx context.Context) { act.Run(ctx) })
+	bs := newBenchStack(b, fleet, loadOperators)
+	st, svc, opt := bs.store, bs.svc, bs.redis
 	queueFloor := testenv.QueueFloor(b, opt, tasks.PollInterval)
 
 	for _, n := range []int{1, 10, 50, 200} {
@@ -104,11 +67,16 @@ func BenchmarkLoadApprovalToSSH(b *testing.B) {
 				if dir := os.Getenv("NOMOS_BENCH_PROFILE"); dir != "" && n == 50 {
 					stopProfiles = testenv.StartProfiles(b, dir)
 				}
+				cpuBefore := processCPU(b)
 				for round := range loadSamples / n {
 					ssh, applied := loadRound(b, ctx, svc, st, fleet, targets[round*n:round*n+n])
 					toSSH, toApplied = append(toSSH, ssh...), append(toApplied, applied...)
 				}
 				stopProfiles()
+				// The CPU this process (bot side, actuator and labsim) spent
+				// per plan: unlike the times, it hardly moves with the load
+				// others put on the machine.
+				b.ReportMetric(float64((processCPU(b)-cpuBefore).Microseconds())/1000/loadSamples, "cpu-ms/plan")
 				var qFloor, sshFloor []time.Duration
 				for i := range 50 {
 					qFloor = append(qFloor, queueFloor())
@@ -203,4 +171,13 @@ func loadRound(b *testing.B, ctx context.Context, svc *executions.Service, st *s
 		toApplied = append(toApplied, x.UpdatedAt.Sub(e.TS.Add(time.Duration(e.DurationMS)*time.Millisecond)))
 	}
 	return toSSH, toApplied
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

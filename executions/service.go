@@ -755,13 +755,7 @@ func (s *Service) loadGraph(ctx context.Context) (*graph, error) {
 	if err := cmp.Or(relErr, oErr, err); err != nil {
 		return nil, err
 	}
-	g := &graph{entities: map[string]store.Entity{}}
-	for _, e := range ents {
-		g.entities[e.Slug] = e
-	}
-	for _, r := range rels {
-		g.edges = append(g.edges, policy.Edge{From: r.From, To: r.To, Type: policy.EdgeType(r.Type)})
-	}
+	g := newGraph(ents, rels)
 	for _, o := range ovs {
 		c, err := policy.ParseClass(o.RiskClass)
 		if err != nil {
@@ -790,14 +784,19 @@ func (s *Service) loadNeighbourhood(ctx context.Context, e store.Entity) (*graph
 	if err != nil {
 		return nil, err
 	}
-	g := &graph{entities: map[string]store.Entity{}}
+	return newGraph(ents, rels), nil
+}
+
+// newGraph is the graph of ents, by slug, and the edges rels.
+func newGraph(ents []store.Entity, rels []store.Relationship) *graph {
+	g := &graph{entities: make(map[string]store.Entity, len(ents))}
 	for _, e := range ents {
 		g.entities[e.Slug] = e
 	}
 	for _, r := range rels {
 		g.edges = append(g.edges, policy.Edge{From: r.From, To: r.To, Type: policy.EdgeType(r.Type)})
 	}
-	return g, nil
+	return g
 }
 
 // policyTarget maps an entity to the target policy hashes and classifies.
