@@ -119,14 +119,14 @@ func (s *Store) Relationships(ctx context.Context) ([]Relationship, error) {
 }
 
 // Neighbourhood returns the entity id, every entity one edge away from
-// it and the entity named alsoSlug (its host, say), with the edges that
-// touch id: what an order for id needs of the graph, without reading the
+// it and the entity named alsoSlug (its host, say), checks aside as in
+// ListEntities, with the edges that touch id: what an order for id needs of the graph, without reading the
 // whole fleet for it.
 func (s *Store) Neighbourhood(ctx context.Context, id uuid.UUID, alsoSlug string) ([]Entity, []Relationship, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+`
-		WHERE e.id = $1 OR e.slug = $2
+		WHERE e.type <> 'check' AND (e.id = $1 OR e.slug = $2
 			OR e.id IN (SELECT to_id FROM relationships WHERE from_id = $1)
-			OR e.id IN (SELECT from_id FROM relationships WHERE to_id = $1)
+			OR e.id IN (SELECT from_id FROM relationships WHERE to_id = $1))
 		ORDER BY e.type, e.slug`, id, alsoSlug)
 	if err != nil {
 		return nil, nil, fmt.Errorf("entity neighbourhood: %w", err)
