@@ -75,9 +75,18 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	}
 	queueFloor := testenv.QueueFloor(b, opt, tasks.PollInterval)
 	host := hostOf(b, fleet.Seed, 101)
+	reportOrderPath(b, fleet, queueFloor, toSSH, toApplied, len(toSSH), func(int) (string, string) { return host, command })
+}
+
+// reportOrderPath reports approval → SSH and exit → applied beside n of
+// each floor measured now: a bare asynq round trip (queueFloor) and a
+// bare SSH connection from dial to the first byte of the ith command
+// target names, on its host.
+func reportOrderPath(b *testing.B, fleet *testenv.Fleet, queueFloor func() time.Duration, toSSH, toApplied []time.Duration, n int, target func(i int) (host, command string)) {
 	var qFloor, sshFloor []time.Duration
-	for range toSSH {
+	for i := range n {
 		qFloor = append(qFloor, queueFloor())
+		host, command := target(i)
 		dialed := time.Now()
 		fleet.Admin(b, host, command)
 		entries, err := labsim.ReadLog(fleet.LogPath)

@@ -77,22 +77,10 @@ func BenchmarkLoadApprovalToSSH(b *testing.B) {
 				// per plan: unlike the times, it hardly moves with the load
 				// others put on the machine.
 				b.ReportMetric(float64((processCPU(b)-cpuBefore).Microseconds())/1000/loadSamples, "cpu-ms/plan")
-				var qFloor, sshFloor []time.Duration
-				for i := range 50 {
-					qFloor = append(qFloor, queueFloor())
+				reportOrderPath(b, fleet, queueFloor, toSSH, toApplied, 50, func(i int) (string, string) {
 					t := targets[i%len(targets)]
-					dialed := time.Now()
-					fleet.Admin(b, t.host, t.command)
-					entries, err := labsim.ReadLog(fleet.LogPath)
-					if err != nil {
-						b.Fatal(err)
-					}
-					sshFloor = append(sshFloor, entries[len(entries)-1].TS.Sub(dialed))
-				}
-				testenv.ReportPercentiles(b, "approval-to-ssh", toSSH)
-				testenv.ReportPercentiles(b, "exit-to-applied", toApplied)
-				testenv.ReportPercentiles(b, "queue-floor", qFloor)
-				testenv.ReportPercentiles(b, "ssh-floor", sshFloor)
+					return t.host, t.command
+				})
 			}
 		})
 	}
