@@ -125,11 +125,18 @@ lint: ## gofmt, vet and staticcheck
 	$(GO) run $(STATICCHECK) ./...
 	GOFLAGS='-buildvcs=false $(DEV_TAGS)' $(GO) run $(STATICCHECK) ./cmd/nomos/
 
+# Where make bench keeps the benchmarks' output for its summary.
+BENCH_OUT ?= $(or $(TMPDIR),/tmp)/nomos-bench.txt
+
 .PHONY: bench
-bench: prepare ## benchmarks (speed and memory are measured here, never in tests)
-	$(GO) test $(DEV_TAGS) -run '^$$' -bench '^Benchmark([^ES]|E[^2]|S[^c])' -benchmem -count 5 ./...
-	$(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 1 ./executions/ ./bot/
-	$(GO) test $(DEV_TAGS) -run '^$$' -bench '^BenchmarkScale' -benchtime 1x -count 1 ./executions/ ./cmd/nomos/
+bench: prepare ## benchmarks (speed and memory are measured here, never in tests), then a one-screen summary against the goals
+	@set -o pipefail; { \
+	  $(GO) test $(DEV_TAGS) -run '^$$' -bench '^Benchmark([^ELS]|E[^2]|S[^c])' -benchmem -count 5 ./... && \
+	  $(GO) test -run '^$$' -bench 'E2E' -benchtime 200x -count 3 ./executions/ ./bot/ && \
+	  $(GO) test -run '^$$' -bench '^BenchmarkLoad' -benchtime 1x -count 3 -timeout 60m ./executions/ && \
+	  $(GO) test $(DEV_TAGS) -run '^$$' -bench '^BenchmarkScale' -benchtime 1x -count 1 ./executions/ ./cmd/nomos/; \
+	} 2>&1 | tee $(BENCH_OUT)
+	@$(GO) run ./internal/benchsummary < $(BENCH_OUT)
 
 .PHONY: screenshots
 screenshots: prepare ## write the status page's screenshots (1280 and 390 px) to docs/img

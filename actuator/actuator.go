@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/internal/redact"
@@ -56,11 +57,15 @@ type Config struct {
 	// JournalPath is the local append-only journal that keeps an order
 	// from running twice. Its directory is created if need be. Required.
 	JournalPath string
-	// Concurrency is how many orders run at once. Default 4.
+	// Concurrency is how many orders run at once. Default 32: an order
+	// mostly waits, on the bot's answer and on its host, and a burst of
+	// approvals should not queue behind four. Each host still runs at
+	// most 10 commands at once (the sessions sshd allows on a connection).
 	Concurrency int
 	// ProbeConcurrency is how many probes run at once, in a pool of their
-	// own: a burst of probes, or probes stuck on a dead host, never hold
-	// up an approved order. Default 4.
+	// own and on SSH connections of their own: a burst of probes, or
+	// probes stuck on a dead host, never hold up an approved order.
+	// Default 8.
 	ProbeConcurrency int
 	// CommandTimeout bounds each command; a command still running then is
 	// killed and its execution fails. Default 10m.
@@ -100,6 +105,13 @@ type Config struct {
 	// that an order is still approved before it asks again; it asks until
 	// the order expires. Default 5s.
 	ApprovalWait time.Duration
+	// OrderLease is how long an order this actuator took stays its own
+	// after it last said so: it renews the lease (tasks.OrderLease) every
+	// third of this while the order runs. An order taken by an actuator
+	// that died before it began it is sent again within two thirds of
+	// this after the lease lapses, by any actuator of the site that runs.
+	// Default 3s.
+	OrderLease time.Duration
 	// Logger receives the actuator's logs. Default: discarded.
 	Logger *slog.Logger
 	// Clock tells the time for expiry checks, the journal, snapshot names
@@ -110,14 +122,18 @@ type Config struct {
 // Actuator consumes orders and probes and carries them out over SSH. Build
 // one with New and start it with Run.
 type Actuator struct {
-	cfg     Config
-	log     *slog.Logger
-	redis   asynq.RedisConnOpt
-	ssh     *SSHRunner
-	runner  Runner
-	journal *journal
-	running atomic.Bool
-	metrics *metrics
+	cfg    Config
+	log    *slog.Logger
+	redis  asynq.RedisConnOpt
+	ssh    *SSHRunner
+	runner Runner
+	// probeSSH and probeRunner carry probes and inventories on
+	// connections of their own, so they never take an order's sessions.
+	probeSSH    *SSHRunner
+	probeRunner Runner
+	journal     *journal
+	running     atomic.Bool
+	metrics     *metrics
 	// answers routes the bot's answers about approvals to the orders
 	// waiting for them.
 	answers answerBox
@@ -128,7 +144,9 @@ type Actuator struct {
 
 	// Set by Run before the first task arrives.
 	client        *asynq.Client
-	workCtx       context.Context // commands; cancelled after the shutdown grace
+	rdb           redis.UniversalClient // the approval check's lists, the order leases
+	inspector     *asynq.Inspector      // finds orders a dead actuator took
+	workCtx       context.Context       // commands; cancelled after the shutdown grace
 	cancelWork    context.CancelFunc
 	reportCtx     context.Context // result delivery; cancelled last
 	cancelReports context.CancelFunc
@@ -143,8 +161,8 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.SSHUser = cmp.Or(cfg.SSHUser, "root")
 	cfg.Name = cmp.Or(cfg.Name, tasks.DefaultActuator)
 	cfg.Site = cmp.Or(cfg.Site, tasks.DefaultSite)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
-	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 4)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 32)
+	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 8)
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
 	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)
 	cfg.PreviewTimeout = cmp.Or(cfg.PreviewTimeout, tasks.PreviewTimeout)
@@ -156,19 +174,22 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.HAWait = cmp.Or(cfg.HAWait, 3*time.Minute)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 2*time.Second)
 	cfg.ApprovalWait = cmp.Or(cfg.ApprovalWait, 5*time.Second)
+	cfg.OrderLease = cmp.Or(cfg.OrderLease, 3*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
 	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)).With("component", "actuator")
 
 	redisOpt, errs := cfg.validate()
-	runner, err := NewSSHRunner(SSHConfig{
+	sshCfg := SSHConfig{
 		User: cfg.SSHUser, Signer: cfg.SSHSigner, KnownHostsFile: cfg.KnownHostsFile,
 		DialTimeout: 10 * time.Second, Logger: log,
-	})
+	}
+	runner, err := NewSSHRunner(sshCfg)
 	if err != nil {
 		errs = append(errs, err)
 	}
+	probeRunner, _ := NewSSHRunner(sshCfg)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("actuator config: %w", err)
 	}
@@ -178,7 +199,8 @@ func New(cfg Config) (*Actuator, error) {
 	}
 	m := newMetrics()
 	return &Actuator{cfg: cfg, log: log, orderKeys: tasks.RotatingKeys(cfg.VerifyKey, cfg.PreviousVerifyKey),
-		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, journal: j, metrics: m}, nil
+		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, probeSSH: probeRunner, probeRunner: timedRunner{probeRunner, m.ssh},
+		journal: j, metrics: m}, nil
 }
 
 // validate collects every mistake in cfg at once, and parses the Redis URL.
@@ -228,7 +250,7 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 		{"progress interval", cfg.ProgressInterval}, {"heartbeat interval", cfg.HeartbeatInterval},
 		{"task check interval", cfg.TaskCheckInterval}, {"retry delay", cfg.RetryDelay},
 		{"shutdown grace", cfg.ShutdownGrace}, {"ha wait", cfg.HAWait}, {"poll interval", cfg.PollInterval},
-		{"approval wait", cfg.ApprovalWait},
+		{"approval wait", cfg.ApprovalWait}, {"order lease", cfg.OrderLease},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
@@ -249,9 +271,12 @@ func (a *Actuator) Run(ctx context.Context) error {
 		return errors.New("actuator: Run called twice")
 	}
 	var q queues
+	var answers reader
 	return supervisor.New(a.log,
 		supervisor.Service{Name: "connections", Start: a.connect, Stop: a.disconnect},
 		supervisor.Service{Name: "recover", Start: a.recoverOnStart},
+		supervisor.Service{Name: "answers", Start: answers.start(a.readAnswers), Stop: answers.stop},
+		supervisor.Service{Name: "orphans", Run: func(ctx context.Context) error { a.resendOrphans(ctx); return nil }},
 		supervisor.Service{Name: "queues", Start: q.start(a), Stop: q.stop(a)},
 	).Run(ctx)
 }
@@ -260,6 +285,8 @@ func (a *Actuator) Run(ctx context.Context) error {
 // outlive Run's context, for the shutdown grace and the last reports.
 func (a *Actuator) connect(ctx context.Context) error {
 	a.client = asynq.NewClient(a.redis)
+	a.rdb = a.redis.MakeRedisClient().(redis.UniversalClient)
+	a.inspector = asynq.NewInspector(a.redis)
 	a.workCtx, a.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	a.reportCtx, a.cancelReports = context.WithCancel(context.WithoutCancel(ctx))
 	return nil
@@ -269,7 +296,10 @@ func (a *Actuator) disconnect() {
 	a.cancelWork()
 	a.cancelReports()
 	a.client.Close()
+	a.rdb.Close()
+	a.inspector.Close()
 	a.ssh.Close()
+	a.probeSSH.Close()
 	a.journal.Close()
 }
 
@@ -282,25 +312,35 @@ func (a *Actuator) recoverOnStart(ctx context.Context) error {
 	return nil
 }
 
+// reader runs a loop of its own until Stop: the bot's answers must keep
+// coming while the orders that wait for them drain, after Run's context
+// has ended.
+type reader struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *reader) start(loop func(context.Context)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		r.done = make(chan struct{})
+		go func() { defer close(r.done); loop(ctx) }()
+		return nil
+	}
+}
+
+func (r *reader) stop() { r.cancel(); <-r.done }
+
 // queues are the asynq servers: orders and probes are served by two
-// pools, so probes can never take the workers an approved order needs,
-// and the bot's answers about approvals by a third, so orders waiting for
-// an answer never hold up the answer.
-type queues struct{ orders, probes, answers *asynq.Server }
+// pools, so probes can never take the workers an approved order needs.
+type queues struct{ orders, probes *asynq.Server }
 
 func (q *queues) start(a *Actuator) func(context.Context) error {
 	return func(context.Context) error {
-		q.answers = a.newServer(tasks.ApprovalQueue(a.cfg.Site, a.cfg.Name), 1)
-		answerMux := asynq.NewServeMux()
-		answerMux.HandleFunc(tasks.TypeApprovalAnswer, a.handleAnswer)
-		if err := q.answers.Start(answerMux); err != nil {
-			return fmt.Errorf("start actuator answers: %w", err)
-		}
 		q.orders = a.newServer(tasks.OrderQueue(a.cfg.Site), a.cfg.Concurrency)
 		orderMux := asynq.NewServeMux()
 		orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
 		if err := q.orders.Start(orderMux); err != nil {
-			q.answers.Shutdown()
 			return fmt.Errorf("start actuator: %w", err)
 		}
 		q.probes = a.newServer(tasks.ProbeQueue(a.cfg.Site), a.cfg.ProbeConcurrency)
@@ -310,7 +350,6 @@ func (q *queues) start(a *Actuator) func(context.Context) error {
 		probeMux.HandleFunc(tasks.TypePreviewRun, a.handlePreview)
 		if err := q.probes.Start(probeMux); err != nil {
 			q.orders.Shutdown()
-			q.answers.Shutdown()
 			return fmt.Errorf("start actuator probes: %w", err)
 		}
 		a.log.Info("actuator ready", "name", a.cfg.Name, "site", a.cfg.Site, "queues", []string{tasks.OrderQueue(a.cfg.Site), tasks.ProbeQueue(a.cfg.Site)},
@@ -329,7 +368,6 @@ func (q *queues) stop(a *Actuator) func() {
 		a.drain(a.cancelWork, a.cancelReports)
 		q.orders.Shutdown()
 		q.probes.Shutdown()
-		q.answers.Shutdown()
 		a.log.Info("actuator stopped")
 	}
 }

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/nomoshq/nomos/internal/backoff"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -31,14 +32,14 @@ func (a *Actuator) confirmApproved(ctx context.Context, o tasks.Order) (tasks.Re
 		return tasks.RefusedUnconfirmed, err
 	}
 	q := tasks.ApprovalCheck{ExecutionID: o.ExecutionID, Actuator: a.cfg.Name, Site: a.cfg.Site, PlanHash: o.PlanHash, Nonce: nonce, At: a.now()}
-	task, err := tasks.NewApprovalCheckTask(a.cfg.ReportSigningKey, q)
+	question, err := tasks.SignApprovalCheck(a.cfg.ReportSigningKey, q)
 	if err != nil {
 		return tasks.RefusedUnconfirmed, err
 	}
 	answers := a.answers.wait(nonce)
 	defer a.answers.done(nonce)
 	for {
-		if err := a.enqueue(ctx, task); err != nil {
+		if err := a.ask(ctx, question); err != nil {
 			a.log.Warn("could not ask the bot whether an order is still approved; asking again", "execution_id", o.ExecutionID, "err", err)
 		}
 		t := time.NewTimer(a.cfg.ApprovalWait)
@@ -72,14 +73,48 @@ func (a *Actuator) confirmApproved(ctx context.Context, o tasks.Order) (tasks.Re
 	}
 }
 
-// handleAnswer passes an answer from the approvals queue to the order
-// that waits for it. Only the nonce is read here; the waiter verifies the
-// rest. An answer nobody waits for (late, or a copy) is dropped.
-func (a *Actuator) handleAnswer(_ context.Context, t *asynq.Task) error {
-	if !a.answers.deliver(tasks.AnswerNonce(t.Payload()), t.Payload()) {
-		a.log.Debug("an answer about an order's approval that nothing waits for")
+// ask pushes a signed question on the list the bot reads.
+func (a *Actuator) ask(ctx context.Context, question []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, enqueueTimeout)
+	defer cancel()
+	_, err := a.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, tasks.ApprovalChecks, question)
+		p.Expire(ctx, tasks.ApprovalChecks, tasks.ApprovalListTTL)
+		return nil
+	})
+	return err
+}
+
+// answerTimeout bounds one blocking read of the answers list, so that a
+// stop is seen.
+const answerTimeout = time.Second
+
+// readAnswers pops the bot's answers from this actuator's list until ctx
+// ends, and passes each to the order that waits for it. Only the nonce
+// is read here; the waiter verifies the rest. An answer nobody waits for
+// (late, or a copy) is dropped. While Redis is away it tries again, 100
+// ms after the first failure growing to 2 s.
+func (a *Actuator) readAnswers(ctx context.Context) {
+	list := tasks.ApprovalQueue(a.cfg.Site, a.cfg.Name)
+	var pause backoff.Backoff
+	for ctx.Err() == nil {
+		got, err := a.rdb.BLPop(ctx, answerTimeout, list).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("could not read the bot's answers about approvals; trying again", "err", err)
+				pause.Wait(ctx)
+			}
+			continue
+		}
+		pause.Reset()
+		payload := []byte(got[1])
+		if !a.answers.deliver(tasks.AnswerNonce(payload), payload) {
+			a.log.Debug("an answer about an order's approval that nothing waits for")
+		}
 	}
-	return nil
 }
 
 func newNonce() (string, error) {

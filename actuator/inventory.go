@@ -214,7 +214,7 @@ func (a *Actuator) readContainer(ctx context.Context, addr string, vmid int) (*p
 // limit fails the command, so a host cannot flood the actuator.
 func (a *Actuator) capture(ctx context.Context, addr, cmd string, limit int) (stdout, stderr string, code int, err error) {
 	out, errOut := &cappedBuffer{limit: limit}, &cappedBuffer{limit: 4 << 10}
-	code, err = a.runner.Run(ctx, addr, cmd, out, errOut)
+	code, err = a.probeRunner.Run(ctx, addr, cmd, out, errOut)
 	if err != nil {
 		return "", "", code, err
 	}

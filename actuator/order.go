@@ -53,6 +53,9 @@ func (a *Actuator) handleRun(_ context.Context, t *asynq.Task) error {
 	if err != nil {
 		return a.refuse(id, tasks.RefusedMalformed, err, now, o.PlanHash)
 	}
+	// Ours from here: an order held without a lease looks taken by an
+	// actuator that died, and is sent again.
+	defer a.holdLease(id)()
 	// Last before the journal: the order is the bot's and would run, so
 	// ask the bot whether it still stands. A copy put back on the queue
 	// after its approval was withdrawn stops here.

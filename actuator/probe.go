@@ -177,7 +177,7 @@ func (a *Actuator) probe(ctx context.Context, c tasks.CheckRun) (probeReport, er
 // probeRun runs a probe command; a nil report means it ran.
 func (a *Actuator) probeRun(ctx context.Context, addr, cmd string) (stdout, stderr string, code int, failed *probeReport) {
 	var out, errOut bytes.Buffer
-	code, err := a.runner.Run(ctx, addr, cmd, &out, &errOut)
+	code, err := a.probeRunner.Run(ctx, addr, cmd, &out, &errOut)
 	if err != nil {
 		return "", "", code, &probeReport{health: unhealthy, detail: "the probe could not run: " + err.Error()}
 	}

@@ -62,6 +62,11 @@ type SSHConfig struct {
 	// KillGrace is how long a killed command may take to report that it
 	// died before its session is closed regardless. Default 2s.
 	KillGrace time.Duration
+	// MaxSessions bounds how many commands run at once on one host, as
+	// sessions of its one connection; a command past it waits for a
+	// session to end. OpenSSH's sshd refuses a connection's sessions past
+	// its MaxSessions, 10 unless sshd_config says otherwise. Default 10.
+	MaxSessions int
 	// Logger receives connection events. Default: discarded.
 	Logger *slog.Logger
 }
@@ -77,10 +82,12 @@ type SSHRunner struct {
 	closed bool
 }
 
-// hostConn is the connection to one address; mu serialises dialing it.
+// hostConn is the connection to one address; mu serialises dialing it,
+// and slots holds a token for each session open on it.
 type hostConn struct {
 	mu     sync.Mutex
 	client *ssh.Client
+	slots  chan struct{}
 }
 
 // NewSSHRunner checks cfg and reads the known_hosts file once, so that a
@@ -89,6 +96,7 @@ func NewSSHRunner(cfg SSHConfig) (*SSHRunner, error) {
 	cfg.User = cmp.Or(cfg.User, "root")
 	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, 10*time.Second)
 	cfg.KillGrace = cmp.Or(cfg.KillGrace, 2*time.Second)
+	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, 10)
 	var errs []error
 	if cfg.Signer == nil {
 		errs = append(errs, errors.New("an SSH private key is required"))
@@ -100,6 +108,9 @@ func NewSSHRunner(cfg SSHConfig) (*SSHRunner, error) {
 	}
 	if cfg.DialTimeout < 0 || cfg.KillGrace < 0 {
 		errs = append(errs, errors.New("timeouts must not be negative"))
+	}
+	if cfg.MaxSessions < 1 {
+		errs = append(errs, fmt.Errorf("max sessions must be at least 1, got %d", cfg.MaxSessions))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ssh runner: %w", err)
@@ -125,7 +136,17 @@ func WithBeforeSend(ctx context.Context, fn func() error) context.Context {
 // arrives; they may be the same writer, which must then be safe for
 // concurrent use.
 func (r *SSHRunner) Run(ctx context.Context, addr, command string, stdout, stderr io.Writer) (int, error) {
-	sess, err := r.session(ctx, addr)
+	h, err := r.host(addr)
+	if err != nil {
+		return -1, err
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	case <-ctx.Done():
+		return -1, fmt.Errorf("%w to %s: waiting for a free session: %w", ErrNotSent, addr, context.Cause(ctx))
+	}
+	sess, err := r.session(ctx, h, addr)
 	if err != nil {
 		return -1, err
 	}
@@ -185,26 +206,17 @@ func exitStatus(addr string, err error) (int, error) {
 	return -1, fmt.Errorf("%w from %s: %v", ErrNoExitStatus, addr, err)
 }
 
-// session opens a session on the connection to addr. A reused connection
-// that turns out to be dead is replaced once; nothing has been sent then.
-func (r *SSHRunner) session(ctx context.Context, addr string) (*ssh.Session, error) {
-	h, err := r.host(addr)
-	if err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// session opens a session on the connection to h. Sessions open at once,
+// multiplexed over the one connection; only dialing is one at a time. A
+// reused connection that turns out to be dead is replaced once; nothing
+// has been sent then.
+func (r *SSHRunner) session(ctx context.Context, h *hostConn, addr string) (*ssh.Session, error) {
 	for attempt := 0; ; attempt++ {
-		fresh := false
-		if h.client == nil {
-			c, err := r.dial(ctx, addr)
-			if err != nil {
-				return nil, err
-			}
-			h.client, fresh = c, true
-			go r.watch(h, c, addr)
+		c, fresh, err := r.connection(ctx, h, addr)
+		if err != nil {
+			return nil, err
 		}
-		s, err := r.newSession(ctx, h.client)
+		s, err := r.newSession(ctx, c)
 		if err == nil {
 			return s, nil
 		}
@@ -213,13 +225,34 @@ func (r *SSHRunner) session(ctx context.Context, addr string) (*ssh.Session, err
 			// carry other commands.
 			return nil, fmt.Errorf("%w to %s: %w", ErrNotSent, addr, err)
 		}
-		h.client.Close()
-		h.client = nil
+		h.mu.Lock()
+		if h.client == c {
+			h.client = nil
+		}
+		h.mu.Unlock()
+		c.Close()
 		if fresh || attempt > 0 {
 			return nil, fmt.Errorf("%w: open a session on %s: %v", ErrNotSent, addr, err)
 		}
 		r.log.Info("ssh connection went away; dialing again", "addr", addr, "err", err)
 	}
+}
+
+// connection returns h's connection, dialing it first when there is
+// none, and whether it was dialed just now.
+func (r *SSHRunner) connection(ctx context.Context, h *hostConn, addr string) (*ssh.Client, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.client != nil {
+		return h.client, false, nil
+	}
+	c, err := r.dial(ctx, addr)
+	if err != nil {
+		return nil, false, err
+	}
+	h.client = c
+	go r.watch(h, c, addr)
+	return c, true, nil
 }
 
 // watch forgets a connection once it closes, so the next command dials.
@@ -241,7 +274,7 @@ func (r *SSHRunner) host(addr string) (*hostConn, error) {
 	}
 	h := r.hosts[addr]
 	if h == nil {
-		h = &hostConn{}
+		h = &hostConn{slots: make(chan struct{}, r.cfg.MaxSessions)}
 		r.hosts[addr] = h
 	}
 	return h, nil

@@ -242,6 +242,7 @@ func (b *Bot) Services() []supervisor.Service {
 		// its owner closes, and a later Run needs.
 		{Name: "matrix", Start: b.startMatrix},
 		{Name: "results", Start: b.startResults, Stop: b.stopResults},
+		{Name: "approval_checks", Run: b.answerApprovalChecks},
 		{Name: "card_editor", Start: b.startEditor, Stop: func() { b.cards.stop() }},
 		{Name: "reconciler", Run: func(ctx context.Context) error { b.exec.RunReconciler(ctx); return nil }},
 	}
@@ -297,7 +298,7 @@ func (b *Bot) startMatrix(ctx context.Context) error {
 // cancelled orders.
 func (b *Bot) startResults(context.Context) error {
 	b.results = asynq.NewServer(b.cfg.Redis, tasks.ResultsServerConfig(asynq.Config{
-		Concurrency:       4,
+		Concurrency:       tasks.ResultsConcurrency,
 		TaskCheckInterval: tasks.PollInterval, // results re-invoke the agent; a poll delay is felt
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
@@ -306,6 +307,14 @@ func (b *Bot) startResults(context.Context) error {
 		return fmt.Errorf("start results consumer: %w", err)
 	}
 	b.inspector = asynq.NewInspector(b.cfg.Redis)
+	return nil
+}
+
+// answerApprovalChecks answers the actuators' questions, asked before
+// each order, whether its execution is still approved.
+func (b *Bot) answerApprovalChecks(ctx context.Context) error {
+	h := &executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport}
+	h.ServeApprovalChecks(ctx, b.cfg.Redis)
 	return nil
 }
 

@@ -3,13 +3,42 @@ package executions
 import (
 	"context"
 	"errors"
-	"fmt"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/nomoshq/nomos/internal/backoff"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
+
+// ApprovalReply is the bot's signed answer to an actuator's question, and
+// the Redis list of the actuator that asked.
+type ApprovalReply struct {
+	List    string
+	Payload []byte
+	// Applied is what answering changed: an approved execution is
+	// recorded as dispatched.
+	Applied Applied
+}
+
+// AnswerApprovalCheck verifies an actuator's question about an approval
+// (tasks.ApprovalChecks) and answers it. A question that does not verify,
+// or comes from another actuator, is refused like any report: the error
+// is a *RefusedReport and nothing is answered.
+func (s *Service) AnswerApprovalCheck(ctx context.Context, payload []byte) (ApprovalReply, error) {
+	q, err := tasks.VerifyApprovalCheck(s.reportKeys, payload)
+	if err != nil {
+		return ApprovalReply{}, s.refuseUnverified(ctx, tasks.TypeApprovalCheck, payload, err)
+	}
+	if err := s.checkActuator(ctx, tasks.TypeApprovalCheck, tasks.Claims{ExecutionID: q.ExecutionID, Actuator: q.Actuator}); err != nil {
+		return ApprovalReply{}, err
+	}
+	return s.answerApproval(ctx, q)
+}
 
 // answerApproval answers an actuator that asks, just before it would
 // begin an order, whether the execution is still approved. It says yes
@@ -17,23 +46,21 @@ import (
 // begun. An approved execution is recorded as dispatched before the yes
 // goes out, so a withdrawal either comes first and the actuator is told
 // no, or comes after and is told it is too late: never both.
-func (s *Service) answerApproval(ctx context.Context, q tasks.ApprovalCheck) (Applied, error) {
+func (s *Service) answerApproval(ctx context.Context, q tasks.ApprovalCheck) (ApprovalReply, error) {
 	x, approved, err := s.stillApproved(ctx, q)
 	if err != nil {
-		return Applied{}, err
+		return ApprovalReply{}, err
 	}
 	ans := tasks.ApprovalAnswer{ExecutionID: q.ExecutionID, Actuator: q.Actuator, PlanHash: q.PlanHash, Nonce: q.Nonce,
 		Approved: approved, State: string(x.State), At: s.now()}
 	if ans.State == "" {
 		ans.State = "unknown"
 	}
-	task, err := tasks.NewApprovalAnswerTask(s.cfg.SigningKey, q.Site, ans)
+	payload, err := tasks.SignApprovalAnswer(s.cfg.SigningKey, ans)
 	if err != nil {
-		return Applied{}, err
+		return ApprovalReply{}, err
 	}
-	if _, err := s.cfg.Queue.EnqueueContext(ctx, task); err != nil {
-		return Applied{}, fmt.Errorf("answer the approval check of %s: %w", q.ExecutionID, err)
-	}
+	reply := ApprovalReply{List: tasks.ApprovalQueue(q.Site, q.Actuator), Payload: payload}
 	if !approved {
 		s.logger.Warn("told the actuator an order is not approved", "execution_id", q.ExecutionID, "state", ans.State)
 		if x.ID != uuid.Nil {
@@ -42,9 +69,94 @@ func (s *Service) answerApproval(ctx context.Context, q tasks.ApprovalCheck) (Ap
 				s.logger.Error("audit an approval check answered no", "execution_id", x.ID, "err", err)
 			}
 		}
-		return Applied{}, nil
+		return reply, nil
 	}
-	return Applied{Execution: x, Changed: true}, nil
+	reply.Applied = Applied{Execution: x, Changed: true}
+	return reply, nil
+}
+
+// approvalWorkers bounds how many questions are answered at once: each
+// costs a Postgres transaction, and whoever writes to Redis can push
+// questions.
+const approvalWorkers = 16
+
+// ServeApprovalChecks answers the actuators' questions about approvals
+// until ctx ends. It pops them from tasks.ApprovalChecks with a blocking
+// read, so an answer leaves as soon as its question arrives, and pushes
+// each answer on the list of the actuator that asked. A question that
+// cannot be answered for now (Postgres away) is tried again, 100 ms after
+// the first failure growing to 2 s, for as long as the actuator would
+// wait; a refused one is heard by OnRefused.
+func (h *ResultsHandler) ServeApprovalChecks(ctx context.Context, opt asynq.RedisConnOpt) {
+	rdb := opt.MakeRedisClient().(redis.UniversalClient)
+	defer rdb.Close()
+	questions := make(chan []byte)
+	var wg sync.WaitGroup
+	for range approvalWorkers {
+		wg.Go(func() {
+			for q := range questions {
+				h.answer(ctx, rdb, q)
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(questions)
+	var pause backoff.Backoff
+	for ctx.Err() == nil {
+		got, err := rdb.BLPop(ctx, time.Second, tasks.ApprovalChecks).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				h.Service.logger.Warn("could not read the actuators' questions about approvals; trying again", "err", err)
+				pause.Wait(ctx)
+			}
+			continue
+		}
+		pause.Reset()
+		select {
+		case questions <- []byte(got[1]):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// answerFor is how long a question that cannot be answered yet is tried
+// again: the actuator asks anew after its approval_wait (5 s by default).
+const answerFor = 10 * time.Second
+
+func (h *ResultsHandler) answer(ctx context.Context, rdb redis.UniversalClient, payload []byte) {
+	ctx, cancel := context.WithTimeout(ctx, answerFor)
+	defer cancel()
+	var pause backoff.Backoff
+	for {
+		reply, err := h.Service.AnswerApprovalCheck(ctx, payload)
+		if refused := refusedReports(err); len(refused) > 0 {
+			if h.OnRefused != nil {
+				h.OnRefused(ctx, *refused[0])
+			}
+			return
+		}
+		if err == nil {
+			_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.RPush(ctx, reply.List, reply.Payload)
+				p.Expire(ctx, reply.List, tasks.ApprovalListTTL)
+				return nil
+			})
+			if err == nil {
+				if reply.Applied.Changed && h.OnChange != nil {
+					h.OnChange(ctx, reply.Applied)
+				}
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			h.Service.logger.Warn("gave up answering a question about an approval; the actuator asks again", "err", err)
+			return
+		}
+		pause.Wait(ctx)
+	}
 }
 
 // stillApproved reports whether the execution q names may begin now, and

@@ -30,45 +30,9 @@ import (
 // same command's first byte. Approval to SSH cannot beat their sum.
 func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	ctx := testenv.Context(b)
-	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(b), MaxConns: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	fleet := testenv.NewFleet(b)
-	if _, err := st.ApplySeed(ctx, fleet.Seed); err != nil {
-		b.Fatal(err)
-	}
-	redisURL := testenv.RedisURL(b)
-	opt, err := asynq.ParseRedisURI(redisURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	client := asynq.NewClient(opt)
-	defer client.Close()
-	pub, priv, _ := ed25519.GenerateKey(nil)
-	reportPub, reportKey, _ := ed25519.GenerateKey(nil)
-	rules, _ := policy.NewRules(policy.RulesConfig{Operators: []string{operator}})
-	svc, err := executions.New(executions.Config{Store: st, Queue: client, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules})
-	if err != nil {
-		b.Fatal(err)
-	}
-	results := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{Concurrency: 4, TaskCheckInterval: tasks.PollInterval, LogLevel: asynq.ErrorLevel}))
-	if err := results.Start(&executions.ResultsHandler{Service: svc}); err != nil {
-		b.Fatal(err)
-	}
-	defer results.Shutdown()
-	act, err := actuator.New(actuator.Config{
-		RedisURL: redisURL, VerifyKey: pub, ReportSigningKey: reportKey, SSHSigner: fleet.SSHSigner, KnownHostsFile: fleet.KnownHostsFile,
-		JournalPath: filepath.Join(b.TempDir(), "journal"),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	actCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); act.Run(actCtx) }()
-	defer func() { stop(); <-done }()
+	bs := newBenchStack(b, fleet, []string{operator})
+	st, svc, opt := bs.store, bs.svc, bs.redis
 
 	const command = "pct exec 101 -- systemctl restart jellyfin.service"
 	var toSSH, toApplied []time.Duration
@@ -111,9 +75,18 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	}
 	queueFloor := testenv.QueueFloor(b, opt, tasks.PollInterval)
 	host := hostOf(b, fleet.Seed, 101)
+	reportOrderPath(b, fleet, queueFloor, toSSH, toApplied, len(toSSH), func(int) (string, string) { return host, command })
+}
+
+// reportOrderPath reports approval → SSH and exit → applied beside n of
+// each floor measured now: a bare asynq round trip (queueFloor) and a
+// bare SSH connection from dial to the first byte of the ith command
+// target names, on its host.
+func reportOrderPath(b *testing.B, fleet *testenv.Fleet, queueFloor func() time.Duration, toSSH, toApplied []time.Duration, n int, target func(i int) (host, command string)) {
 	var qFloor, sshFloor []time.Duration
-	for range toSSH {
+	for i := range n {
 		qFloor = append(qFloor, queueFloor())
+		host, command := target(i)
 		dialed := time.Now()
 		fleet.Admin(b, host, command)
 		entries, err := labsim.ReadLog(fleet.LogPath)
@@ -126,6 +99,59 @@ func BenchmarkE2EApprovalToSSH(b *testing.B) {
 	testenv.ReportPercentiles(b, "exit-to-applied", toApplied)
 	testenv.ReportPercentiles(b, "queue-floor", qFloor)
 	testenv.ReportPercentiles(b, "ssh-floor", sshFloor)
+}
+
+// benchStack is what a benchmark of the order path drives, as the roles
+// run it: Postgres seeded with a fleet that labsim serves, Redis, the
+// bot's side (a Service that consumes results and answers the approval
+// checks as the bot does) and an actuator, until the benchmark ends.
+type benchStack struct {
+	store *store.Store
+	svc   *executions.Service
+	redis asynq.RedisConnOpt
+}
+
+func newBenchStack(b *testing.B, fleet *testenv.Fleet, operators []string) benchStack {
+	ctx := testenv.Context(b)
+	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
+	if _, err := st.ApplySeed(ctx, fleet.Seed); err != nil {
+		b.Fatal(err)
+	}
+	redisURL := testenv.RedisURL(b)
+	opt, err := asynq.ParseRedisURI(redisURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := asynq.NewClient(opt)
+	b.Cleanup(func() { client.Close() })
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	reportPub, reportKey, _ := ed25519.GenerateKey(nil)
+	rules, _ := policy.NewRules(policy.RulesConfig{Operators: operators})
+	svc, err := executions.New(executions.Config{Store: st, Queue: client, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// As the bot consumes results (bot.startResults).
+	results := asynq.NewServer(opt, tasks.ResultsServerConfig(asynq.Config{Concurrency: tasks.ResultsConcurrency, TaskCheckInterval: tasks.PollInterval, LogLevel: asynq.ErrorLevel}))
+	h := &executions.ResultsHandler{Service: svc}
+	if err := results.Start(h); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(results.Shutdown)
+	testenv.Go(b, func(ctx context.Context) { h.ServeApprovalChecks(ctx, opt) })
+	act, err := actuator.New(actuator.Config{
+		RedisURL: redisURL, VerifyKey: pub, ReportSigningKey: reportKey, SSHSigner: fleet.SSHSigner, KnownHostsFile: fleet.KnownHostsFile,
+		JournalPath: filepath.Join(b.TempDir(), "journal"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	testenv.Go(b, func(ctx context.Context) { act.Run(ctx) })
+	return benchStack{store: st, svc: svc, redis: opt}
 }
 
 // hostOf is the name of the seeded host that runs container vmid.

@@ -66,7 +66,7 @@ func (s *Service) send(ctx context.Context, x store.Execution) error {
 	if err != nil {
 		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
 	}
-	g, err := s.loadGraph(ctx)
+	g, err := s.loadNeighbourhood(ctx, entity)
 	if err != nil {
 		return fmt.Errorf("dispatch execution %s: %w", x.ID, err)
 	}

@@ -94,6 +94,7 @@ func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) <-chan executi
 		t.Fatal(err)
 	}
 	t.Cleanup(results.Shutdown)
+	testenv.Go(t, func(ctx context.Context) { h.ServeApprovalChecks(ctx, b.redis) })
 	act, err := actuator.New(actuator.Config{
 		RedisURL: redisURL(b.redis), VerifyKey: b.pub, ReportSigningKey: b.reportKey, SSHSigner: fleet.SSHSigner,
 		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),

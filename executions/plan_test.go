@@ -69,11 +69,15 @@ func (b *bundle) startActuator(t *testing.T, fleet *testenv.Fleet) {
 func (b *bundle) consumeResults(t *testing.T, svc *executions.Service) (stop func()) {
 	t.Helper()
 	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
-	if err := results.Start(&executions.ResultsHandler{Service: svc}); err != nil {
+	h := &executions.ResultsHandler{Service: svc}
+	if err := results.Start(h); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	answering := make(chan struct{})
+	go func() { defer close(answering); h.ServeApprovalChecks(ctx, b.redis) }()
 	var once sync.Once
-	stop = func() { once.Do(results.Shutdown) }
+	stop = func() { once.Do(func() { cancel(); <-answering; results.Shutdown() }) }
 	t.Cleanup(stop)
 	return stop
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/store"
@@ -43,13 +44,9 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 	if err != nil || len(due) == 0 {
 		return rep, err
 	}
-	g, err := s.loadGraph(ctx)
+	g, byID, err := s.probeGraph(ctx, now)
 	if err != nil {
 		return rep, err
-	}
-	byID := make(map[string]store.Entity, len(g.entities))
-	for _, e := range g.entities {
-		byID[e.ID.String()] = e
 	}
 	var errs []error
 	for _, c := range due {
@@ -82,6 +79,32 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 		rep.Sent++
 	}
 	return rep, errors.Join(errs...)
+}
+
+// probeGraphFor is how long the prober reuses the fleet it read: it
+// passes twice a second, and reading every entity each time would cost
+// more than the probes. A probe is a read, so one sent to a target a few
+// seconds after it changed costs a result that says so, nothing more.
+const probeGraphFor = 5 * time.Second
+
+// probeGraph is the fleet as the prober last read it, by entity id, read
+// again once it is older than probeGraphFor.
+func (s *Service) probeGraph(ctx context.Context, now time.Time) (*graph, map[string]store.Entity, error) {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if s.probeG != nil && now.Sub(s.probeAt) < probeGraphFor && now.After(s.probeAt) {
+		return s.probeG, s.probeByID, nil
+	}
+	g, err := s.loadGraph(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byID := make(map[string]store.Entity, len(g.entities))
+	for _, e := range g.entities {
+		byID[e.ID.String()] = e
+	}
+	s.probeG, s.probeByID, s.probeAt = g, byID, now
+	return g, byID, nil
 }
 
 // RunProber probes at once and then every ProbeInterval until ctx ends.

@@ -196,15 +196,6 @@ func (s *Service) ApplyReport(ctx context.Context, typ string, payload []byte) (
 		return Applied{}, s.applyCheckResult(ctx, c)
 	case tasks.TypeCheckResults:
 		return Applied{}, s.applyCheckResults(ctx, payload)
-	case tasks.TypeApprovalCheck:
-		q, err := tasks.VerifyApprovalCheck(key, payload)
-		if err != nil {
-			return Applied{}, s.refuseUnverified(ctx, typ, payload, err)
-		}
-		if err := s.checkActuator(ctx, typ, tasks.Claims{ExecutionID: q.ExecutionID, Actuator: q.Actuator}); err != nil {
-			return Applied{}, err
-		}
-		return s.answerApproval(ctx, q)
 	case tasks.TypeInventoryResult:
 		r, err := tasks.VerifyInventoryResult(key, payload)
 		if err != nil {

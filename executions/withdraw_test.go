@@ -120,22 +120,18 @@ func TestApprovalCheckDecidesTheRaceWithAWithdrawal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.queue.setDown(false)
-		defer b.queue.setDown(true)
-		if _, err := b.svc.ApplyReport(b.ctx, tasks.TypeApprovalCheck, payload); err != nil {
+		reply, err := b.svc.AnswerApprovalCheck(b.ctx, payload)
+		if err != nil {
 			t.Fatalf("approval check of %s: %v", x.ID, err)
 		}
-		queued, err := b.inspector.ListPendingTasks(tasks.ApprovalQueue(tasks.DefaultSite, tasks.DefaultActuator))
+		if want := tasks.ApprovalQueue(tasks.DefaultSite, tasks.DefaultActuator); reply.List != want {
+			t.Errorf("the answer goes to %q, want the asking actuator's %q", reply.List, want)
+		}
+		a, err := tasks.VerifyApprovalAnswer(tasks.VerifyKeys{b.pub}, reply.Payload, q)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("the answer to the check of %s does not verify: %v", x.ID, err)
 		}
-		for _, ti := range queued {
-			if a, err := tasks.VerifyApprovalAnswer(tasks.VerifyKeys{b.pub}, ti.Payload, q); err == nil {
-				return a
-			}
-		}
-		t.Fatalf("no signed answer to the check of %s", x.ID)
-		return tasks.ApprovalAnswer{}
+		return a
 	}
 	approve := func(target string) store.Execution {
 		t.Helper()

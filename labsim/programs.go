@@ -3,6 +3,7 @@ package labsim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path"
@@ -415,9 +416,43 @@ func (s *Sim) runLocked(b builtin, c *call) int {
 	}
 	code := b.run(c)
 	if c.dirty {
-		s.saveLocked()
+		s.saveSoonLocked()
 	}
 	return code
+}
+
+// saveSoonLocked writes the state after a command changed it, on a
+// goroutine of its own, so that commands on other containers do not wait
+// for the write. Changes made while a write is under way are written once
+// it is done, together. Close waits for the last write.
+func (s *Sim) saveSoonLocked() {
+	if s.saving {
+		s.resave = true
+		return
+	}
+	s.saving = true
+	s.saves.Add(1)
+	go func() {
+		defer s.saves.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for {
+			s.resave = false
+			data, err := json.Marshal(s.state)
+			s.mu.Unlock()
+			if err == nil {
+				err = writeFileAtomic(s.statePath, append(data, '\n'), 0o600)
+			}
+			if err != nil {
+				s.log.Error("save state", "path", s.statePath, "err", err)
+			}
+			s.mu.Lock()
+			if !s.resave {
+				s.saving = false
+				return
+			}
+		}
+	}()
 }
 
 func (s *Sim) saveLocked() {

@@ -37,6 +37,8 @@ func newOffline(t testing.TB) *Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Close waits for the state's last write, before TempDir goes.
+	t.Cleanup(func() { sim.Close() })
 	return sim
 }
 

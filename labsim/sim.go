@@ -41,6 +41,11 @@ type Sim struct {
 
 	mu    sync.Mutex // guards state and every host's and container's files
 	state *simState
+	// saving is set while a goroutine writes state.json, and resave when
+	// the state changed again meanwhile; both under mu. saves counts
+	// that goroutine, which Close waits for.
+	saving, resave bool
+	saves          sync.WaitGroup
 
 	faultMu    sync.Mutex // serialises faults.json read-modify-write
 	lastFaults faultSet
@@ -246,6 +251,7 @@ func (s *Sim) close() error {
 		c.Close()
 	}
 	s.wg.Wait()
+	s.saves.Wait()
 
 	s.logMu.Lock()
 	if s.logFile != nil {

@@ -284,7 +284,10 @@ func loadState(path string) (*simState, error) {
 }
 
 func saveState(path string, st *simState) error {
-	data, err := json.MarshalIndent(st, "", "  ")
+	// Compact: the whole fleet's state is written after every command
+	// that changes it, under the lock every command takes, and indenting
+	// 200 containers' state cost more than the command.
+	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}

@@ -4,17 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
+
+	"github.com/nomoshq/nomos/internal/backoff"
 )
 
 // ListenExecutions calls fn for every ExecutionEvent committed from now
 // until ctx ends. It holds one pooled connection, and reconnects after a
-// lost connection; events committed while it was reconnecting are missed,
+// lost connection (100 ms after, growing to 2 s while Postgres is away); events committed while it was reconnecting are missed,
 // so callers that must not miss one re-read state after onReconnect.
 func (s *Store) ListenExecutions(ctx context.Context, fn func(ExecutionEvent), onReconnect func()) error {
 	first := true
+	var pause backoff.Backoff
 	for {
 		err := s.listenOnce(ctx, fn, func() {
+			pause.Reset()
 			if !first && onReconnect != nil {
 				onReconnect()
 			}
@@ -24,10 +27,8 @@ func (s *Store) ListenExecutions(ctx context.Context, fn func(ExecutionEvent), o
 			return nil
 		}
 		s.logger.Warn("executions listener lost its connection; retrying", "err", err)
-		select {
-		case <-ctx.Done():
+		if !pause.Wait(ctx) {
 			return nil
-		case <-time.After(time.Second):
 		}
 	}
 }

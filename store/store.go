@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ var ErrNotFound = errors.New("not found")
 type Config struct {
 	// URL is a libpq connection string or postgres:// URL.
 	URL string
-	// MaxConns bounds the pool; 0 means pgxpool's default.
+	// MaxConns bounds the pool. Default DefaultMaxConns.
 	MaxConns int32
 	// Logger receives slow-start and connection messages; nil means slog.Default().
 	Logger *slog.Logger
@@ -30,6 +31,13 @@ type Config struct {
 	// page's queries with it.
 	Tracer pgx.QueryTracer
 }
+
+// DefaultMaxConns is the pool's size unless Config says otherwise.
+// pgxpool's own default is the number of CPUs, at least 4: on a small
+// machine that left the bot two connections beside its two LISTENs, and
+// 50 approvals at once queued for them (docs/operations.md, "Latency,
+// measured").
+const DefaultMaxConns = 16
 
 // Store wraps a pgx pool with Nomos's queries.
 type Store struct {
@@ -47,9 +55,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: parse database url: %w", err)
 	}
-	if cfg.MaxConns > 0 {
-		pcfg.MaxConns = cfg.MaxConns
-	}
+	pcfg.MaxConns = cmp.Or(cfg.MaxConns, DefaultMaxConns)
 	if cfg.Tracer != nil {
 		pcfg.ConnConfig.Tracer = cfg.Tracer
 	}

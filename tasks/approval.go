@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/hibiken/asynq"
 )
 
 // Before it runs an order, the actuator asks the bot whether the order's
@@ -14,17 +12,30 @@ import (
 // answers that very question. A copy of a signed order put back on the
 // queue after its approval was withdrawn is then refused, without the
 // actuator reading the database: the bot, which can, answers.
+//
+// Questions and answers are not asynq tasks but plain Redis lists, each
+// read with a blocking pop: the question is on the path of every order,
+// and an asynq queue is polled, which cost two polls (about 15 ms) per
+// order. Neither list holds anything worth keeping: a question left
+// unanswered is asked again.
 const (
-	// TypeApprovalCheck is the actuator's question, on the results queue,
+	// TypeApprovalCheck is the signed type of the actuator's question,
 	// signed with its report key.
 	TypeApprovalCheck = "execution:approval_check"
-	// TypeApprovalAnswer is the bot's answer, on the actuator's approvals
-	// queue, signed with the bot's order key.
+	// TypeApprovalAnswer is the signed type of the bot's answer, signed
+	// with the bot's order key.
 	TypeApprovalAnswer = "execution:approval_answer"
+	// ApprovalChecks is the Redis list the actuators push their questions
+	// on, and the leading bot pops them from.
+	ApprovalChecks = "nomos:approval-checks"
+	// ApprovalListTTL is how long a question or answer list lives after
+	// its last push, so one that nobody reads (the bot or the actuator
+	// away) does not grow for ever.
+	ApprovalListTTL = time.Minute
 )
 
-// ApprovalQueue is the queue of the bot's answers for one actuator of a
-// site: only the actuator that asked waits for them.
+// ApprovalQueue is the Redis list of the bot's answers for one actuator
+// of a site: only the actuator that asked pops it.
 func ApprovalQueue(site, actuator string) string {
 	return "nomos:approvals:" + siteOf(site) + ":" + actuator
 }
@@ -89,16 +100,6 @@ func VerifyApprovalCheck(keys VerifyKeys, payload []byte) (ApprovalCheck, error)
 	return c, nil
 }
 
-// NewApprovalCheckTask signs a question and wraps it for the results
-// queue.
-func NewApprovalCheckTask(key ed25519.PrivateKey, c ApprovalCheck) (*asynq.Task, error) {
-	env, err := SignApprovalCheck(key, c)
-	if err != nil {
-		return nil, err
-	}
-	return asynq.NewTask(TypeApprovalCheck, env, asynq.Queue(QueueResults), asynq.MaxRetry(3)), nil
-}
-
 // SignApprovalAnswer encodes and signs an answer with the bot's order
 // key.
 func SignApprovalAnswer(key ed25519.PrivateKey, a ApprovalAnswer) ([]byte, error) {
@@ -121,16 +122,6 @@ func VerifyApprovalAnswer(keys VerifyKeys, payload []byte, q ApprovalCheck) (App
 		return ApprovalAnswer{}, fmt.Errorf("%w: the answer is for another question", ErrMalformed)
 	}
 	return a, nil
-}
-
-// NewApprovalAnswerTask signs an answer and wraps it for the queue of the
-// actuator that asked.
-func NewApprovalAnswerTask(key ed25519.PrivateKey, site string, a ApprovalAnswer) (*asynq.Task, error) {
-	env, err := SignApprovalAnswer(key, a)
-	if err != nil {
-		return nil, err
-	}
-	return asynq.NewTask(TypeApprovalAnswer, env, asynq.Queue(ApprovalQueue(site, a.Actuator)), asynq.MaxRetry(0)), nil
 }
 
 // AnswerNonce reads the nonce an answer claims, before anything of it is

@@ -60,6 +60,11 @@ func SplitCheckResults(payload []byte) ([][]byte, error) {
 // Redis calls a second per idle server.
 const PollInterval = 10 * time.Millisecond
 
+// ResultsConcurrency is how many reports the bot applies at once. Each
+// is a short Postgres transaction; four queued the reports of a burst of
+// approvals behind each other (docs/operations.md, "Latency, measured").
+const ResultsConcurrency = 16
+
 // ResultsServerConfig is cfg for a server that consumes the results
 // queue: the queue, and the aggregation of probe results into batches.
 // Every consumer of the results queue must use it: without an aggregator
@@ -80,13 +85,20 @@ func ResultsServerConfig(cfg asynq.Config) asynq.Config {
 
 // ResultRetryDelay is how long a report that could not be stored waits
 // before it is tried again. A report fails when Postgres is away, most
-// often for a restart of seconds: it is tried again after 1, 2, 4 … 128
-// seconds, so results reach their cards soon after the database is back,
-// and then on asynq's own schedule, which stretches over days, so a long
-// outage loses no result either.
+// often for a restart of seconds: it is tried again after 100, 200, 400,
+// 800 ms and then every 2 s for 20 s, so results reach their cards within
+// 2 s of the database's return (the 1, 2, 4 … s it replaced left them
+// waiting up to 4 s after a 3 s restart); then after 4, 8 … 512 s, and
+// from the 22nd retry on asynq's own schedule, which stretches over days,
+// so a long outage loses no result either.
 func ResultRetryDelay(n int, err error, t *asynq.Task) time.Duration {
-	if n < 8 {
-		return time.Duration(1<<n) * time.Second
+	switch {
+	case n < 4:
+		return 100 * time.Millisecond << n
+	case n < 14:
+		return 2 * time.Second
+	case n < 22:
+		return 2 * time.Second << (n - 13)
 	}
 	return asynq.DefaultRetryDelayFunc(n, err, t)
 }

@@ -11,30 +11,45 @@ import (
 )
 
 // TestResultRetryDelay: a report that met Postgres away is tried again
-// within seconds at first, and on asynq's long schedule after that, so a
-// restart delays a result by seconds and a long outage loses none.
+// 100 ms later, growing to every 2 s while a restart lasts, then less
+// often, and on asynq's long schedule last, so a restart delays a result
+// by at most 2 s and a long outage loses none.
 func TestResultRetryDelay(t *testing.T) {
 	task := asynq.NewTask(tasks.TypeExecutionResult, nil)
 	err := errors.New("postgres away")
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
+	for range 10 {
+		want = append(want, 2*time.Second)
+	}
 	var total time.Duration
-	for n := range 8 {
-		d := tasks.ResultRetryDelay(n, err, task)
-		if d != time.Duration(1<<n)*time.Second {
-			t.Errorf("retry %d waits %s, want %s", n, d, time.Duration(1<<n)*time.Second)
+	for n, w := range want {
+		if d := tasks.ResultRetryDelay(n, err, task); d != w {
+			t.Errorf("retry %d waits %s, want %s", n, d, w)
 		}
-		total += d
+		total += w
 	}
-	if total > 5*time.Minute {
-		t.Errorf("the first 8 retries span %s, want a few minutes at most", total)
+	if total > 30*time.Second {
+		t.Errorf("the retries at most 2 s apart span %s; a restart should be over in them", total)
 	}
-	if d := tasks.ResultRetryDelay(20, err, task); d < time.Hour {
-		t.Errorf("retry 20 waits %s, want asynq's long schedule (hours)", d)
+	var later time.Duration
+	for n := len(want); n < 22; n++ {
+		d := tasks.ResultRetryDelay(n, err, task)
+		if d <= 2*time.Second || d > 10*time.Minute {
+			t.Errorf("retry %d waits %s, want between 2 s and 10 min", n, d)
+		}
+		later += d
+	}
+	if later < 10*time.Minute {
+		t.Errorf("the retries before asynq's schedule span %s, want at least 10 min", total+later)
+	}
+	if d := tasks.ResultRetryDelay(24, err, task); d < time.Hour {
+		t.Errorf("retry 24 waits %s, want asynq's long schedule (hours)", d)
 	}
 	cfg := tasks.ResultsServerConfig(asynq.Config{})
 	if cfg.RetryDelayFunc == nil {
 		t.Fatal("ResultsServerConfig sets no RetryDelayFunc")
 	}
-	if d := cfg.RetryDelayFunc(0, err, task); d != time.Second {
-		t.Errorf("the results server's first retry waits %s, want 1s", d)
+	if d := cfg.RetryDelayFunc(0, err, task); d != 100*time.Millisecond {
+		t.Errorf("the results server's first retry waits %s, want 100ms", d)
 	}
 }

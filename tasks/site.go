@@ -21,3 +21,12 @@ func siteOf(s string) string {
 	}
 	return s
 }
+
+// OrderLease is the Redis key an actuator holds, with a short expiry it
+// renews, while it carries out an execution's order. An order asynq shows
+// as taken (active) whose lease has lapsed was taken by an actuator that
+// died before it began the order; asynq itself would hold it for a minute
+// or more (its own lease is 30 s, checked once a minute).
+func OrderLease(site, executionID string) string {
+	return "nomos:order-lease:" + siteOf(site) + ":" + executionID
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/labsim"
@@ -76,7 +77,8 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	}
 	reports := make(chan *asynq.Task, 64)
 	results := asynq.NewServer(opt, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
-	if err := results.Start(answeringApprovals(t, opt, priv, func(_ context.Context, task *asynq.Task) error { reports <- task; return nil })); err != nil {
+	answerApprovals(t, opt, priv)
+	if err := results.Start(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error { reports <- task; return nil })); err != nil {
 		t.Fatal(err)
 	}
 	defer results.Shutdown()
@@ -218,30 +220,30 @@ func TestMetricsAddrIsLoopbackUnlessNamed(t *testing.T) {
 	}
 }
 
-// answeringApprovals is a results consumer that answers the actuator's
-// approval checks as the bot does for an approved order, signing with
-// key, and hands every other message to next.
-func answeringApprovals(t *testing.T, opt asynq.RedisConnOpt, key ed25519.PrivateKey, next asynq.HandlerFunc) asynq.HandlerFunc {
-	client := asynq.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
-	return func(ctx context.Context, task *asynq.Task) error {
-		if task.Type() != tasks.TypeApprovalCheck {
-			return next(ctx, task)
+// answerApprovals answers the actuator's approval checks as the bot does
+// for an approved order, signing with key, until the test ends.
+func answerApprovals(t *testing.T, opt asynq.RedisConnOpt, key ed25519.PrivateKey) {
+	rdb := opt.MakeRedisClient().(redis.UniversalClient)
+	t.Cleanup(func() { rdb.Close() })
+	testenv.Go(t, func(ctx context.Context) {
+		for ctx.Err() == nil {
+			got, err := rdb.BLPop(ctx, 100*time.Millisecond, tasks.ApprovalChecks).Result()
+			if err != nil {
+				continue
+			}
+			var env tasks.Envelope
+			var q tasks.ApprovalCheck
+			if json.Unmarshal([]byte(got[1]), &env) != nil || json.Unmarshal(env.Body, &q) != nil {
+				t.Errorf("the actuator asked with a question that does not parse: %q", got[1])
+				continue
+			}
+			answer, err := tasks.SignApprovalAnswer(key, tasks.ApprovalAnswer{ExecutionID: q.ExecutionID, Actuator: q.Actuator,
+				PlanHash: q.PlanHash, Nonce: q.Nonce, Approved: true, State: "dispatched", At: time.Now()})
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			rdb.RPush(ctx, tasks.ApprovalQueue(q.Site, q.Actuator), answer)
 		}
-		var env tasks.Envelope
-		var q tasks.ApprovalCheck
-		if err := json.Unmarshal(task.Payload(), &env); err != nil {
-			return err
-		}
-		if err := json.Unmarshal(env.Body, &q); err != nil {
-			return err
-		}
-		answer, err := tasks.NewApprovalAnswerTask(key, q.Site, tasks.ApprovalAnswer{ExecutionID: q.ExecutionID, Actuator: q.Actuator,
-			PlanHash: q.PlanHash, Nonce: q.Nonce, Approved: true, State: "dispatched", At: time.Now()})
-		if err != nil {
-			return err
-		}
-		_, err = client.EnqueueContext(ctx, answer)
-		return err
-	}
+	})
 }

@@ -98,6 +98,7 @@ var importRules = []importRule{
 	{pkg: "internal/loop", allowedDirect: []string{}},
 	{pkg: "internal/humantime", allowedDirect: []string{}},
 	{pkg: "internal/typo", allowedDirect: []string{}, noIO: true},
+	{pkg: "internal/backoff", allowedDirect: []string{}},
 	// What a Proxmox node prints, read for the actuator and for `nomos
 	// discover -from`: pure, so both read the same bytes the same way.
 	{pkg: "internal/pveout", allowedDirect: []string{}, noIO: true},

@@ -120,7 +120,8 @@ func TestRotationThroughTheConfig(t *testing.T) {
 		}
 		reports := make(chan *asynq.Task, 64)
 		results := asynq.NewServer(opt, asynq.Config{Queues: map[string]int{tasks.QueueResults: 1}, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel})
-		if err := results.Start(answeringApprovals(t, opt, priv, func(_ context.Context, task *asynq.Task) error { reports <- task; return nil })); err != nil {
+		answerApprovals(t, opt, priv)
+		if err := results.Start(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error { reports <- task; return nil })); err != nil {
 			t.Fatal(err)
 		}
 		defer results.Shutdown()

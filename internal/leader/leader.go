@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/nomoshq/nomos/internal/backoff"
 )
 
 // Lock is a lock that dies with its holder, such as a Postgres session
@@ -91,8 +93,12 @@ func (e *Elector) Run(ctx context.Context, lead func(context.Context) error) err
 }
 
 // await tries the lock every Poll until it has it (true) or ctx ends.
+// While the lock cannot be tried at all (Postgres restarting), it tries
+// again 100 ms later, growing to Poll, so the leader is back within a
+// moment of the database.
 func (e *Elector) await(ctx context.Context) bool {
 	said := false
+	pause := backoff.Backoff{Max: e.cfg.Poll}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 2*e.cfg.Poll)
 		ok, err := e.cfg.Lock.TryAcquire(tctx)
@@ -102,10 +108,15 @@ func (e *Elector) await(ctx context.Context) bool {
 			return true
 		case err != nil && ctx.Err() == nil:
 			e.log.Warn("cannot try the leader lock; trying again", "err", err)
+			if !pause.Wait(ctx) {
+				return false
+			}
+			continue
 		case err == nil && !said:
 			e.log.Info("standing by: another process holds the leader lock")
 			said = true
 		}
+		pause.Reset()
 		select {
 		case <-ctx.Done():
 			return false

@@ -17,7 +17,13 @@ import (
 func full() bool { return os.Getenv("NOMOS_SOAK") != "" }
 
 // trials is short in make test and long under make soak.
+// NOMOS_SOAK_SCALE, a fraction such as 0.2, runs that part of the long
+// counts (never fewer than the short ones): a reduced soak that still
+// writes docs/reliability.md, marked as not the full one.
 func trials(short, long int) int {
+	if f, err := strconv.ParseFloat(os.Getenv("NOMOS_SOAK_SCALE"), 64); err == nil && f > 0 && f < 1 {
+		return max(short, int(float64(long)*f))
+	}
 	if full() {
 		return long
 	}
@@ -71,9 +77,23 @@ func record(t interface{ Logf(string, ...any) }, r result) {
 		return
 	}
 	path := filepath.Join("..", "..", "docs", "reliability.md")
-	if err := os.WriteFile(path, []byte(renderReport(results, earlierRows(path))), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(renderReport(results, earlierRows(path))+handWritten(path)), 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "soak: write docs/reliability.md: %v\n", err)
 	}
+}
+
+// handWritten is what follows the table in the report at path, from its
+// first "## " heading on: notes kept by hand, such as what changed since
+// an earlier run, which a new run leaves as they are.
+func handWritten(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if i := strings.Index(string(data), "\n## "); i >= 0 {
+		return string(data[i:])
+	}
+	return ""
 }
 
 // earlierRows reads the table rows of the report at path by case, so a
@@ -83,6 +103,11 @@ func earlierRows(path string) map[string]string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return rows
+	}
+	// Only the generated part: the notes kept by hand below it may hold
+	// tables of their own.
+	if i := strings.Index(string(data), "\n## "); i >= 0 {
+		data = data[:i]
 	}
 	for line := range strings.Lines(string(data)) {
 		for _, name := range caseOrder {
@@ -117,7 +142,9 @@ the ops room and approves them with ✅.
 
 `)
 	counts := "the full counts (make soak)"
-	if !full() {
+	if f := os.Getenv("NOMOS_SOAK_SCALE"); f != "" {
+		counts = "the counts cut to " + f + " of the full soak (NOMOS_SOAK_SCALE), not the full soak: run make soak for the real figures"
+	} else if !full() {
 		counts = "the short counts of make test, not the full soak: run make soak for the real figures"
 	}
 	fmt.Fprintf(&b, "Last run: %s, with %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), counts)

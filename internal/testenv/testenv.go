@@ -303,3 +303,12 @@ func ReportPercentiles(b *testing.B, name string, ds []time.Duration) {
 	b.ReportMetric(ms(ds[len(ds)/2]), name+"-p50-ms")
 	b.ReportMetric(ms(ds[(len(ds)*99)/100]), name+"-p99-ms")
 }
+
+// Go runs fn on a goroutine of its own for the rest of the test: at
+// cleanup its context is cancelled and Go waits for it to return.
+func Go(t testing.TB, fn func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); fn(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseTakesTheMedianRun: every run of a benchmark is read, sub-benchmarks
+// by their full name, and a figure is the median of its runs.
+func TestParseTakesTheMedianRun(t *testing.T) {
+	t.Parallel()
+	out := `goos: linux
+BenchmarkE2EApprovalToSSH-2   	     200	  44587729 ns/op	        16.00 approval-to-ssh-p50-ms	       110.3 approval-to-ssh-p99-ms
+BenchmarkE2EApprovalToSSH-2   	     200	  44587729 ns/op	        12.00 approval-to-ssh-p50-ms	       110.3 approval-to-ssh-p99-ms
+BenchmarkE2EApprovalToSSH-2   	     200	  44587729 ns/op	        30.00 approval-to-ssh-p50-ms	       110.3 approval-to-ssh-p99-ms
+BenchmarkLoadApprovalToSSH/plans=50-2         	       1	10406412060 ns/op	       948.7 approval-to-ssh-p50-ms
+PASS
+`
+	runs := parse(strings.NewReader(out))
+	if v, ok := median(runs["E2EApprovalToSSH"], "approval-to-ssh-p50-ms"); !ok || v != 16 {
+		t.Errorf("median of 16, 12, 30 = %v, %v; want 16", v, ok)
+	}
+	if v, ok := median(runs["LoadApprovalToSSH/plans=50"], "approval-to-ssh-p50-ms"); !ok || v != 948.7 {
+		t.Errorf("the sub-benchmark's figure = %v, %v; want 948.7", v, ok)
+	}
+	if _, ok := median(runs["ScaleProberLag"], "lag-p99-ms"); ok {
+		t.Error("a benchmark that did not run has a figure")
+	}
+}
