@@ -140,6 +140,22 @@ func NoticeUnverifiedDevice(userID, deviceID string) (plain, html string) {
 	return p, h
 }
 
+// NoticeIdentityChanged tells an operator that an approval did not count
+// because their cryptographic identity (cross-signing master key) is not
+// the one the bot first saw, and how to verify the bot so it counts again.
+func NoticeIdentityChanged(userID, botUser, botDevice string) (plain, html string) {
+	p := fmt.Sprintf("%s, your approval was not counted: your identity changed since I first saw it (your cross-signing key is new, as after resetting your identity or losing your recovery key), "+
+		"so I cannot tell your sessions from someone else's. Verifying this session in Element does not change that; verifying me does. "+
+		"In Element, open my profile (%s), select my session %s under Sessions, choose Verify and compare the emoji. "+
+		"I post the same emoji here with a code; someone on the Nomos host confirms them with nomos verify <code>. Then approve again.", userID, botUser, botDevice)
+	h := fmt.Sprintf("%s, your approval was <strong>not counted</strong>: your identity changed since I first saw it (your cross-signing key is new, as after resetting your identity or losing your recovery key), "+
+		"so I cannot tell your sessions from someone else's. Verifying this session in Element does not change that; verifying me does. "+
+		"In Element, open my profile (%s), select my session %s under <em>Sessions</em>, choose <em>Verify</em> and compare the emoji. "+
+		"I post the same emoji here with a code; someone on the Nomos host confirms them with %s. Then approve again.",
+		escape(userID), escape(botUser), codeSpan(botDevice), codeSpan("nomos verify <code>"))
+	return p, h
+}
+
 // NoticeApprovalNotEncrypted tells an operator that an unencrypted
 // approval (a reaction, which clients send in the clear) did not count in
 // an encrypted room.
