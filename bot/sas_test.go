@@ -234,5 +234,3 @@ func TestIdentityResetVerifiedByEmoji(t *testing.T) {
 	phone.do(t, map[string]any{"cmd": "say", "room": b.room.String(), "body": "go ahead", "reply_to": third.ID.String()})
 	b.waitFor(t, b.cardEdited(third.ID, "succeeded"))
 }
-
-
