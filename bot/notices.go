@@ -84,13 +84,23 @@ func askerText(x store.Execution) string {
 }
 
 // NoticeAssentNotBound answers a bare "yes" when the one plan waiting was
-// not asked for by the sender with a command.
-func NoticeAssentNotBound(x store.Execution) (plain, html string) {
+// not asked for by the sender with a command, saying how to approve it in
+// this room (verifiedOnly: an encrypted room, where reactions do not
+// count).
+func NoticeAssentNotBound(x store.Execution, verifiedOnly bool) (plain, html string) {
 	asker := askerText(x)
+	how, howHTML := approveHow(x.PlanCode, "its card", verifiedOnly)
+	if x.GateClass() == policy.Destructive.String() {
+		how = "type exactly the confirmation phrase its card shows"
+		if verifiedOnly {
+			how += ", from a verified session"
+		}
+		howHTML = escape(how)
+	}
 	p := fmt.Sprintf("Nothing was approved. A plain \"yes\" approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
-		"To approve it, reply to its card, react ✅ to it, or say: approve %s", x.PlanCode, x.Action, x.TargetSlug, asker, x.PlanCode)
+		"To approve it, %s.", x.PlanCode, x.Action, x.TargetSlug, asker, how)
 	h := fmt.Sprintf("Nothing was approved. A plain “yes” approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
-		"To approve it, reply to its card, react ✅ to it, or say: %s", codeSpan(x.PlanCode), escape(x.Action), escape(x.TargetSlug), escape(asker), codeSpan("approve "+x.PlanCode))
+		"To approve it, %s.", codeSpan(x.PlanCode), escape(x.Action), escape(x.TargetSlug), escape(asker), howHTML)
 	return p, h
 }
 
