@@ -36,7 +36,7 @@ const sasClientDir = "testdata/sasclient"
 // startJSClient logs the operator in with a new session of the JS client.
 // It installs the client's packages from the lockfile when they are
 // missing, and skips the test only when node is not installed.
-func startJSClient(t *testing.T, b *bundle, env ...string) *jsClient {
+func startJSClient(t *testing.T, u *testenv.MatrixUser, env ...string) *jsClient {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -51,7 +51,7 @@ func startJSClient(t *testing.T, b *bundle, env ...string) *jsClient {
 	}
 	cmd := exec.Command(node, "client.mjs")
 	cmd.Dir = sasClientDir
-	cmd.Env = append(os.Environ(), "HOMESERVER="+testenv.Homeserver(t).URL(), "USER_ID="+b.operator.UserID.String(), "PASSWORD="+b.operator.Password)
+	cmd.Env = append(os.Environ(), "HOMESERVER="+testenv.Homeserver(t).URL(), "USER_ID="+u.UserID.String(), "PASSWORD="+u.Password)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = testWriter{t}
 	in, err := cmd.StdinPipe()
@@ -120,7 +120,7 @@ func (js *jsClient) send(t *testing.T, cmd map[string]any) chan map[string]any {
 	return ch
 }
 
-// do sends a command and waits for its answer.
+// do sends a command and waits for its answer, failing on an error.
 func (js *jsClient) do(t *testing.T, cmd map[string]any) map[string]any {
 	t.Helper()
 	return js.await(t, js.send(t, cmd), fmt.Sprint(cmd["cmd"]))
@@ -128,11 +128,18 @@ func (js *jsClient) do(t *testing.T, cmd map[string]any) map[string]any {
 
 func (js *jsClient) await(t *testing.T, ch chan map[string]any, what string) map[string]any {
 	t.Helper()
+	msg := js.answerOf(t, ch, what)
+	if e, ok := msg["error"]; ok {
+		t.Fatalf("js client %s: %v", what, e)
+	}
+	return msg
+}
+
+// answerOf waits for the next answer on ch, error or not.
+func (js *jsClient) answerOf(t *testing.T, ch chan map[string]any, what string) map[string]any {
+	t.Helper()
 	select {
 	case msg := <-ch:
-		if e, ok := msg["error"]; ok {
-			t.Fatalf("js client %s: %v", what, e)
-		}
 		return msg
 	case <-time.After(90 * time.Second):
 		t.Fatalf("js client %s: no answer", what)
@@ -167,7 +174,7 @@ func TestIdentityResetVerifiedByEmoji(t *testing.T) {
 	b.say(t, b.operator, "go ahead", first.ID)
 	b.waitFor(t, b.cardEdited(first.ID, "succeeded"))
 
-	js := startJSClient(t, b)
+	js := startJSClient(t, b.operator)
 	reset := js.do(t, map[string]any{"cmd": "reset"})
 
 	b.say(t, b.operator, "restart gitea", "")
@@ -227,10 +234,26 @@ func TestIdentityResetVerifiedByEmoji(t *testing.T) {
 
 	// A new session of the operator's, which the new identity signs,
 	// counts as well: the bot trusts the identity, not one session.
-	phone := startJSClient(t, b, "RECOVERY_KEY="+reset["recovery_key"].(string))
+	phone := startJSClient(t, b.operator, "RECOVERY_KEY="+reset["recovery_key"].(string))
 	phone.do(t, map[string]any{"cmd": "restore"})
 	b.say(t, b.operator, "restart postgres", "")
 	third := b.waitFor(t, b.botSays("restart postgres", "awaiting approval"))
 	phone.do(t, map[string]any{"cmd": "say", "room": b.room.String(), "body": "go ahead", "reply_to": third.ID.String()})
 	b.waitFor(t, b.cardEdited(third.ID, "succeeded"))
+}
+
+// TestVerificationFromANonOperatorIsCancelled: the bot verifies its
+// operators only; anyone else in the room who asks to verify it gets a
+// cancellation, and nothing is shown for the host to confirm.
+func TestVerificationFromANonOperatorIsCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withEncryption(), withOpsRoom())
+	guest := startJSClient(t, b.guest)
+	msg := guest.answerOf(t, guest.send(t, map[string]any{"cmd": "verify", "user": b.botUser.UserID.String(), "device": b.bot.DeviceID().String()}), "verify")
+	if e, _ := msg["error"].(string); !strings.Contains(e, "cancelled") {
+		t.Fatalf("a non-operator's verification ended with %v, want it cancelled", msg)
+	}
+	if vs, err := b.store.Verifications(b.ctx); err != nil || len(vs) != 0 {
+		t.Errorf("verifications shown to the host: %+v (%v), want none", vs, err)
+	}
 }
