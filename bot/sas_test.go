@@ -179,6 +179,12 @@ func TestIdentityResetVerifiedByEmoji(t *testing.T) {
 
 	b.say(t, b.operator, "restart gitea", "")
 	card := b.waitFor(t, b.botSays("restart gitea", "awaiting approval"))
+	// Element sends reactions in the clear, so in this encrypted room the
+	// bot offers no ✅ under the card; ❌ denies from any session.
+	b.waitFor(t, reactedBy(b.botUser.UserID, card.ID, "❌"))
+	if got := b.botReactions(t, card.ID); len(got) != 1 || got[0] != "❌" {
+		t.Errorf("the bot reacted %v to a card in an encrypted room, want only ❌", got)
+	}
 	refused := js.do(t, map[string]any{"cmd": "say", "room": b.room.String(), "body": "go ahead", "reply_to": card.ID.String()})
 	howTo := b.waitFor(t, b.botSays("your identity changed since I first saw it", b.botUser.UserID.String(), "nomos verify"))
 	if howTo.Content.AsMessage().RelatesTo.GetThreadParent() != card.ID {
