@@ -32,12 +32,7 @@ func runVerify(ctx context.Context, env *roleEnv, args []string) error {
 	if fs.NArg() > 1 {
 		return errors.New("give one verification code, as the ops room or `nomos verify` shows it")
 	}
-	env.configPath = orDevConfig(env.configPath) // in a checkout where `nomos dev` runs, use its database
-	cfg, err := env.config("verify")
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, store.Config{URL: cfg.Database.URL, Logger: env.logger})
+	_, st, err := env.devStore(ctx, "verify")
 	if err != nil {
 		return err
 	}

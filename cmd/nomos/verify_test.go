@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,19 +11,27 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-// TestVerifyConfirmsTheShownEmoji: `nomos verify` lists the emoji the bot
-// showed for an operator's verification; `nomos verify CODE` confirms it
-// and records who did; a code never shown, or one past its ten minutes,
-// confirms nothing.
-func TestVerifyConfirmsTheShownEmoji(t *testing.T) {
-	t.Parallel()
+// testStore gives a test its own database, open, and its URL for the
+// role under test.
+func testStore(t *testing.T) (context.Context, string, *store.Store) {
+	t.Helper()
 	ctx := testenv.Context(t)
 	url := testenv.DatabaseURL(t)
 	st, err := store.Open(ctx, store.Config{URL: url, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(st.Close)
+	return ctx, url, st
+}
+
+// TestVerifyConfirmsTheShownEmoji: `nomos verify` lists the emoji the bot
+// showed for an operator's verification; `nomos verify CODE` confirms it
+// and records who did; a code never shown, or one past its ten minutes,
+// confirms nothing.
+func TestVerifyConfirmsTheShownEmoji(t *testing.T) {
+	t.Parallel()
+	ctx, url, st := testStore(t)
 	now := time.Now().UTC()
 	shown := store.Verification{Code: "a1b2c3", UserID: "@ann:example.org", DeviceID: "PHONE", Emoji: []string{"🐶 Dog", "🔑 Key"},
 		ShownAt: now, ExpiresAt: now.Add(10 * time.Minute)}
