@@ -31,12 +31,15 @@ const verifyTimeout = 10 * time.Minute
 // only once someone on the bot's host has compared them with the
 // operator's screen and run `nomos verify CODE`: whoever holds only the
 // operator's password can start a verification, but cannot finish one.
-// Once confirmed, the bot signs the operator's master key with its
-// user-signing key, so every session that key signs counts again.
+// Once confirmed, the verified session counts, and when it has signed the
+// operator's master key the bot signs that key with its user-signing key,
+// so every session the key signs counts again.
 //
 // The helper gets a syncer of its own, fed from the bot's: the operator's
 // MAC (their half of the final step) is held back until the bot side has
-// confirmed, so the helper never trusts a key before that.
+// confirmed. The helper never trusts a key before that, and it always sees
+// the bot's MAC first: mautrix v0.32's ConfirmSAS, when it comes second,
+// checks the other side's master key against the bot's own and fails.
 type verifier struct {
 	b      *Bot
 	helper *verificationhelper.VerificationHelper
