@@ -89,6 +89,9 @@ prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once i
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd; \
 	} || { echo "make prepare: could not install systemd, which TestSystemdAnalyze needs"; exit 1; }
+	@# The matrix-js-sdk client that TestIdentityResetVerifiedByEmoji drives
+	@# (bot/testdata/sasclient), from its lockfile; the test skips without node.
+	@if command -v npm >/dev/null; then cd bot/testdata/sasclient && npm ci --no-audit --no-fund --prefer-offline --loglevel=error; fi
 
 .PHONY: test
 test: prepare ## vet, then run the whole test suite against real services

@@ -59,6 +59,7 @@ const (
 	verifiedDevice   unverifiedReason = iota
 	notEncrypted                      // the event was sent in the clear
 	unverifiedDevice                  // encrypted, from a device its owner has not cross-signed
+	identityChanged                   // cross-signed, by a master key that is not the one first seen, and not verified since
 )
 
 // deviceCheck decides whether an approval event may count in a room where
@@ -86,7 +87,10 @@ func (b *Bot) deviceCheck(ctx context.Context, evt *event.Event) (unverifiedReas
 		return unverifiedDevice, dev.DeviceID
 	}
 	trust, err := mach.ResolveTrustContext(ctx, cur)
-	if err != nil || !trustedStates[trust] {
+	switch {
+	case err == nil && trust == id.TrustStateCrossSignedUntrusted:
+		return identityChanged, dev.DeviceID
+	case err != nil || !trustedStates[trust]:
 		return unverifiedDevice, dev.DeviceID
 	}
 	return verifiedDevice, dev.DeviceID
@@ -105,8 +109,11 @@ func (b *Bot) approvalCounts(ctx context.Context, evt *event.Event, x store.Exec
 		return true
 	}
 	why := "the approval was not encrypted"
-	if reason == unverifiedDevice {
+	switch reason {
+	case unverifiedDevice:
 		why = "the approval came from a device its owner has not cross-signed: " + cmp.Or(device.String(), "unknown")
+	case identityChanged:
+		why = "the sender's identity (cross-signing master key) changed since it was first seen, and was not verified since: " + cmp.Or(device.String(), "unknown")
 	}
 	b.logger.Info("approval from an unverified device not counted", "execution_id", x.ID, "sender", evt.Sender, "device_id", device, "reason", why)
 	err := b.store.AppendAudit(ctx, store.AuditEntry{Actor: evt.Sender.String(), Action: "execution.decision_refused", ExecutionID: &x.ID,
@@ -115,16 +122,22 @@ func (b *Bot) approvalCounts(ctx context.Context, evt *event.Event, x store.Exec
 		b.logger.Error("audit refused approval", "execution_id", x.ID, "err", err)
 	}
 	key := "verify_device:" + evt.Sender.String() + ":" + cmp.Or(device.String(), "-")
-	if reason == notEncrypted {
+	switch reason {
+	case notEncrypted:
 		key = "verify_plaintext:" + evt.Sender.String()
+	case identityChanged:
+		key = "identity_changed:" + evt.Sender.String()
 	}
 	if claimed, err := b.store.ClaimNotice(ctx, x.ID, key); err != nil || !claimed {
 		return false
 	}
 	var plain, htm string
-	if reason == notEncrypted {
+	switch reason {
+	case notEncrypted:
 		plain, htm = NoticeApprovalNotEncrypted(evt.Sender.String(), x.PlanCode)
-	} else {
+	case identityChanged:
+		plain, htm = NoticeIdentityChanged(evt.Sender.String(), b.cli.UserID.String(), b.cli.DeviceID.String())
+	default:
 		plain, htm = NoticeUnverifiedDevice(evt.Sender.String(), device.String())
 	}
 	b.sendInThread(ctx, evt.RoomID, id.EventID(x.CardEventID), plain, htm, evt)

@@ -173,6 +173,9 @@ type Bot struct {
 	alertWarnedAt time.Time
 	alertFailures int
 
+	// verifier answers operators who verify the bot by emoji.
+	verifier *verifier
+
 	// syncs says whether the sync loop is alive (SyncHealth).
 	syncs *syncTracker
 	// sched runs the briefs, the schedules and the windows.
@@ -414,6 +417,9 @@ func (b *Bot) connect(ctx context.Context) error {
 	cli.Store = &deferredSyncStore{SyncStore: cli.Store}
 	if err := b.crossSign(ctx); err != nil {
 		b.logger.Warn("cross-signing not set up; Element will show the device as unverified", "err", err)
+	}
+	if err := b.startVerifier(ctx); err != nil {
+		return err
 	}
 	syncer := cli.Syncer.(mautrix.ExtensibleSyncer)
 	syncer.OnEventType(event.StateMember, b.withStore(b.onMember))

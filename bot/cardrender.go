@@ -502,8 +502,10 @@ func stoppedHere(m *bodies, position, n int) {
 	m.para(p, escape(p))
 }
 
-// howToDecide tells the room how to approve or deny. Only a destructive
-// plan shows its phrase.
+// howToDecide tells the room how to approve or deny, naming only what
+// works for this plan in this room: a destructive plan only its phrase,
+// exactly; another plan a reaction only where reactions count, and never
+// a phrase.
 func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOnly bool, quorum int) {
 	const deny = "Deny: react ❌ or 👎, or reply \"no\"."
 	const denyHTML = "Deny: react ❌ or 👎, or reply “no”."
@@ -515,6 +517,10 @@ func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOn
 		}
 		m.para("⚠️ Destructive. To approve, type exactly: "+p.Phrase,
 			"⚠️ <strong>Destructive.</strong> To approve, type exactly: "+codeSpan(p.Phrase))
+		if verifiedOnly {
+			q := "Type it from a verified session: this room is encrypted, and only your verified sessions approve here."
+			m.para(q, escape(q))
+		}
 		if named := destructiveSteps(p.Steps); len(p.Steps) > 1 && named != "" {
 			q := "It names each destructive step: " + named + "."
 			m.para(q, escape(q))
@@ -530,17 +536,21 @@ func howToDecide(m *bodies, p executions.Planned, class policy.Class, verifiedOn
 			"A reaction or a “yes” does not approve this plan. "+denyHTML)
 		return
 	}
-	code := p.Execution.PlanCode
-	if code == "" {
-		code = "<code>"
-	}
+	how, howHTML := approveHow(cmp.Or(p.Execution.PlanCode, "<code>"), "this card", verifiedOnly)
+	m.para("Approve: "+how+". "+deny, "Approve: "+howHTML+". "+denyHTML)
+}
+
+// approveHow says how to approve a plan that is not destructive, whose
+// card is called card: where approvals must come from a verified session
+// (an encrypted room), a reply or the code, since a reaction (sent in the
+// clear) does not count there; elsewhere a reaction first.
+func approveHow(code, card string, verifiedOnly bool) (plain, html string) {
 	if verifiedOnly {
-		m.para("Approve: reply \"go ahead\" to this card, or say approve "+code+", from a verified session (this room is encrypted, and a reaction, sent unencrypted, does not approve). "+deny,
-			"Approve: reply “go ahead” to this card, or say "+codeSpan("approve "+code)+", from a verified session (this room is encrypted, and a reaction, sent unencrypted, does not approve). "+denyHTML)
-		return
+		return "reply \"go ahead\" to " + card + ", or say approve " + code + ", from a verified session (this room is encrypted, and a reaction, sent unencrypted, does not approve)",
+			"reply “go ahead” to " + card + ", or say " + codeSpan("approve "+code) + ", from a verified session (this room is encrypted, and a reaction, sent unencrypted, does not approve)"
 	}
-	m.para("Approve: react ✅ or 👍, reply \"go ahead\", or say approve "+code+". "+deny,
-		"Approve: react ✅ or 👍, reply “go ahead”, or say "+codeSpan("approve "+code)+". "+denyHTML)
+	return "react ✅ or 👍, reply \"go ahead\", or say approve " + code,
+		"react ✅ or 👍, reply “go ahead”, or say " + codeSpan("approve "+code)
 }
 
 // destructiveSteps lists a plan's destructive steps as its phrase names

@@ -84,13 +84,23 @@ func askerText(x store.Execution) string {
 }
 
 // NoticeAssentNotBound answers a bare "yes" when the one plan waiting was
-// not asked for by the sender with a command.
-func NoticeAssentNotBound(x store.Execution) (plain, html string) {
+// not asked for by the sender with a command, saying how to approve it in
+// this room (verifiedOnly: an encrypted room, where reactions do not
+// count).
+func NoticeAssentNotBound(x store.Execution, verifiedOnly bool) (plain, html string) {
 	asker := askerText(x)
+	how, howHTML := approveHow(x.PlanCode, "its card", verifiedOnly)
+	if x.GateClass() == policy.Destructive.String() {
+		how = "type exactly the confirmation phrase its card shows"
+		if verifiedOnly {
+			how += ", from a verified session"
+		}
+		howHTML = escape(how)
+	}
 	p := fmt.Sprintf("Nothing was approved. A plain \"yes\" approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
-		"To approve it, reply to its card, react ✅ to it, or say: approve %s", x.PlanCode, x.Action, x.TargetSlug, asker, x.PlanCode)
+		"To approve it, %s.", x.PlanCode, x.Action, x.TargetSlug, asker, how)
 	h := fmt.Sprintf("Nothing was approved. A plain “yes” approves only a plan you asked for yourself, and plan %s (%s %s) was asked for by %s. "+
-		"To approve it, reply to its card, react ✅ to it, or say: %s", codeSpan(x.PlanCode), escape(x.Action), escape(x.TargetSlug), escape(asker), codeSpan("approve "+x.PlanCode))
+		"To approve it, %s.", codeSpan(x.PlanCode), escape(x.Action), escape(x.TargetSlug), escape(asker), howHTML)
 	return p, h
 }
 
@@ -137,6 +147,22 @@ func NoticeUnverifiedDevice(userID, deviceID string) (plain, html string) {
 		"To verify it in Element: open Settings → Sessions, select this session and choose Verify, or verify it from another session where you are already signed in. Then approve again.", userID, dev)
 	h := fmt.Sprintf("%s, your approval was <strong>not counted</strong>: it came from %s that you have not verified, and in this encrypted room only approvals from your verified sessions count. "+
 		"To verify it in Element: open <em>Settings → Sessions</em>, select this session and choose <em>Verify</em>, or verify it from another session where you are already signed in. Then approve again.", escape(userID), escape(dev))
+	return p, h
+}
+
+// NoticeIdentityChanged tells an operator that an approval did not count
+// because their cryptographic identity (cross-signing master key) is not
+// the one the bot first saw, and how to verify the bot so it counts again.
+func NoticeIdentityChanged(userID, botUser, botDevice string) (plain, html string) {
+	p := fmt.Sprintf("%s, your approval was not counted: your identity changed since I first saw it (your cross-signing key is new, as after resetting your identity or losing your recovery key), "+
+		"so I cannot tell your sessions from someone else's. Verifying this session in Element does not change that; verifying me does. "+
+		"In Element, open my profile (%s), select my session %s under Sessions, choose Verify and compare the emoji. "+
+		"I post the same emoji here with a code; someone on the Nomos host confirms them with nomos verify <code>. Then approve again.", userID, botUser, botDevice)
+	h := fmt.Sprintf("%s, your approval was <strong>not counted</strong>: your identity changed since I first saw it (your cross-signing key is new, as after resetting your identity or losing your recovery key), "+
+		"so I cannot tell your sessions from someone else's. Verifying this session in Element does not change that; verifying me does. "+
+		"In Element, open my profile (%s), select my session %s under <em>Sessions</em>, choose <em>Verify</em> and compare the emoji. "+
+		"I post the same emoji here with a code; someone on the Nomos host confirms them with %s. Then approve again.",
+		escape(userID), escape(botUser), codeSpan(botDevice), codeSpan("nomos verify <code>"))
 	return p, h
 }
 

@@ -420,7 +420,7 @@ func (b *Bot) decidePending(ctx context.Context, evt *event.Event, cmd Command) 
 		x := pending[0]
 		if d == policy.Approve && cmd.Target == "" && !ownCommand(x, evt.Sender) && b.isOperator(evt.Sender) {
 			b.auditUnboundAssent(ctx, evt, x)
-			plain, htm := NoticeAssentNotBound(x)
+			plain, htm := NoticeAssentNotBound(x, b.verifiedOnly(ctx, evt.RoomID))
 			b.sendNotice(ctx, evt.RoomID, plain, htm, evt)
 			return
 		}

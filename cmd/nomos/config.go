@@ -696,6 +696,7 @@ var roleNeeds = map[string]need{
 	"actuator": {redis: true, actuator: true, verify: true, reportSigning: true},
 	"mcp":      {mcpClient: true},
 	"discover": {database: true},
+	"verify":   {database: true},
 	"report":   {database: true, brief: true},
 	"watchdog": {watchdog: true},
 }

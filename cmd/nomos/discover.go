@@ -34,12 +34,7 @@ func runDiscover(ctx context.Context, env *roleEnv, args []string) error {
 	if *from != "" {
 		return runDiscoverFrom(env.stdout, *from)
 	}
-	env.configPath = orDevConfig(env.configPath) // in a checkout where `nomos dev` runs, ask its stack
-	cfg, err := env.config("discover")
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, store.Config{URL: cfg.Database.URL, Logger: env.logger})
+	_, st, err := env.devStore(ctx, "discover") // in a checkout where `nomos dev` runs, ask its stack
 	if err != nil {
 		return err
 	}

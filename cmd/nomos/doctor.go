@@ -38,6 +38,22 @@ func orDevConfig(path string) string {
 	return path
 }
 
+// devStore loads role's config (the dev stack's when none was given, in a
+// checkout where `nomos dev` runs) and opens its database, for the
+// commands that need only that. The caller closes the store.
+func (e *roleEnv) devStore(ctx context.Context, role string) (*Config, *store.Store, error) {
+	e.configPath = orDevConfig(e.configPath)
+	cfg, err := e.config(role)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.Open(ctx, store.Config{URL: cfg.Database.URL, Logger: e.logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, st, nil
+}
+
 // doctorRoles are the roles doctor knows how to check a config for.
 var doctorRoles = []string{"migrate", "bot", "actuator", "mcp"}
 

@@ -67,6 +67,7 @@ func init() {
 		"keygen":   {summary: "write the order and report key pairs into a directory", run: runKeygen},
 		"doctor":   {summary: "check the config and everything the roles need, and say what to fix", run: runDoctor},
 		"discover": {summary: "ask the bot for an inventory of every host now, and say what it found", run: runDiscover},
+		"verify":   {summary: "list the emoji verifications operators started with the bot, or confirm one (CODE) after comparing the emoji", run: runVerify},
 		"report":   {summary: "print the daily brief (-daily) or the weekly report (-weekly) from the database", run: runReport},
 		"watchdog": {summary: "watch the bot from another machine over two paths, and page the operators when both fail", run: runWatchdog},
 		"gate":     {summary: "the forced command on a Proxmox host: run only what nomos sends (SSH_ORIGINAL_COMMAND)", run: runGate},

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/report"
-	"github.com/nomoshq/nomos/store"
 )
 
 // runReport prints the daily brief or the weekly report, as the bot
@@ -29,20 +28,15 @@ func runReport(ctx context.Context, env *roleEnv, args []string) error {
 	if *weekly {
 		kind = report.Weekly
 	}
-	env.configPath = orDevConfig(env.configPath) // in a checkout where `nomos dev` runs, read its database
-	cfg, err := env.config("report")
-	if err != nil {
-		return err
-	}
-	sched, err := cfg.Report.schedule()
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, store.Config{URL: cfg.Database.URL, Logger: env.logger})
+	cfg, st, err := env.devStore(ctx, "report") // in a checkout where `nomos dev` runs, read its database
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	sched, err := cfg.Report.schedule()
+	if err != nil {
+		return err
+	}
 	r, err := report.Build(ctx, st, kind, report.Options{
 		Now: time.Now(), Location: sched.Location, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)),
 	})

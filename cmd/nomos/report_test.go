@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -14,13 +13,7 @@ import (
 // URL and prints the daily brief, or with -weekly the weekly report.
 func TestReportRolePrintsTheBrief(t *testing.T) {
 	t.Parallel()
-	ctx := testenv.Context(t)
-	url := testenv.DatabaseURL(t)
-	st, err := store.Open(ctx, store.Config{URL: url, Logger: testenv.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	ctx, url, st := testStore(t)
 	seed, err := store.LoadSeed(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
