@@ -399,7 +399,9 @@ func (f *failover) noReplays(t *testing.T) {
 }
 
 // cutLeaderLock ends the leader's lock connection from the database's
-// side, as a Postgres failover or a cut network would.
+// side, as a Postgres failover or a cut network would. Only this test's
+// database: the lock key is the same in every database of a shared
+// server, and another test's bots must not lose theirs.
 func (f *failover) cutLeaderLock(t *testing.T) {
 	t.Helper()
 	admin, err := pgx.Connect(f.ctx, f.dbURL)
@@ -409,7 +411,8 @@ func (f *failover) cutLeaderLock(t *testing.T) {
 	defer admin.Close(context.Background())
 	var n int
 	err = admin.QueryRow(f.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2`, 0x4e4d, store.LeaderLockBot).Scan(&n)
+		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, 0x4e4d, store.LeaderLockBot).Scan(&n)
 	if err != nil || n != 1 {
 		t.Fatalf("cut the leader's lock connection: %d cut, %v", n, err)
 	}
