@@ -244,8 +244,18 @@ func TestContainerHealthRollsUpThroughTheStack(t *testing.T) {
 	fleet.Admin(t, "hubris", "pct set 131 --onboot 1")
 	b.startWorkers(t, fleet)
 	b.discover(t, 2)
-	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 19 {
+	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 22 {
 		t.Fatalf("probe pass = %+v, %v", rep, err)
+	}
+	// The demo's VMs: Home Assistant's run state, guest agent and web
+	// page, read over SSH and the network; OPNsense's run state alone.
+	for slug, want := range map[string]string{"vm:hubris/200": "healthy", "vm:hubris/201": "healthy"} {
+		if e := b.waitHealth(t, slug, func(h string) bool { return h != "unknown" }); e.Health != want {
+			t.Errorf("%s is %s: %s, want %s", slug, e.Health, e.Detail, want)
+		}
+	}
+	if cmds := fleet.Commands(t); !slices.Contains(cmds, "qm guest cmd 200 ping") || slices.Contains(cmds, "qm guest cmd 201 ping") {
+		t.Errorf("the agent is pinged where it is enabled only; labsim saw %q", cmds)
 	}
 	b.waitHealth(t, "service:adguard", func(h string) bool { return h == "unhealthy" })
 	b.waitHealth(t, "service:jellyfin", func(h string) bool { return h == "healthy" })
