@@ -73,7 +73,9 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 	// It ran as the pct_status probe, requested by the agent, with no
 	// card: a probe is not a plan.
 	xs, err := b.store.ExecutionsVia(b.ctx, []string{"agent"}, 10)
-	xs = slices.DeleteFunc(xs, func(x store.Execution) bool { return x.Action != "pct_status" || strings.HasPrefix(x.TargetSlug, "vm:") })
+	xs = slices.DeleteFunc(xs, func(x store.Execution) bool {
+		return x.Action != "pct_status" || strings.HasPrefix(x.TargetSlug, "vm:")
+	})
 	if err != nil || len(xs) != 2 {
 		t.Fatalf("executions via agent = %d, %v; want the two probes", len(xs), err)
 	}

@@ -70,13 +70,13 @@ func TestVMRefusals(t *testing.T) {
 		params Params
 		target Target
 	}{
-		"vmstate of a container":  {PctSnapshotParams{Name: "x1", VMState: true}, lxc101},
-		"restart of a VM":         {RestartParams{}, vm200},
-		"upgrade in a VM":         {AptUpgradeParams{}, vm200},
-		"timeout too long":        {GuestShutdownParams{Timeout: MaxShutdownTimeout + 1}, vm200},
-		"negative timeout":        {GuestShutdownParams{Timeout: -1}, vm200},
-		"slug and vmid disagree":  {PctStartParams{}, Target{Type: TargetVM, ID: vm200.ID, Slug: "vm:strong/201", Host: "strong", VMID: 200}},
-		"vm slug on an lxc type":  {PctStartParams{}, Target{Type: TargetLXC, ID: vm200.ID, Slug: "vm:strong/200", Host: "strong", VMID: 200}},
+		"vmstate of a container": {PctSnapshotParams{Name: "x1", VMState: true}, lxc101},
+		"restart of a VM":        {RestartParams{}, vm200},
+		"upgrade in a VM":        {AptUpgradeParams{}, vm200},
+		"timeout too long":       {GuestShutdownParams{Timeout: MaxShutdownTimeout + 1}, vm200},
+		"negative timeout":       {GuestShutdownParams{Timeout: -1}, vm200},
+		"slug and vmid disagree": {PctStartParams{}, Target{Type: TargetVM, ID: vm200.ID, Slug: "vm:strong/201", Host: "strong", VMID: 200}},
+		"vm slug on an lxc type": {PctStartParams{}, Target{Type: TargetLXC, ID: vm200.ID, Slug: "vm:strong/200", Host: "strong", VMID: 200}},
 	} {
 		if steps, err := Render(tc.params, tc.target); err == nil {
 			t.Errorf("%s: rendered %q, want a refusal", name, steps)
