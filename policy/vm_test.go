@@ -57,6 +57,10 @@ func TestVMSteps(t *testing.T) {
 	if !slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.Contains(s, "like pulling the plug") }) {
 		t.Errorf("qm stop's reasons do not say it is like pulling the plug: %q", r.Reasons)
 	}
+	r, _ = Classify(PctSnapshotParams{Name: "with-ram", VMState: true}, vm200, nil)
+	if !slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.Contains(s, "as much storage again as the VM's memory") }) {
+		t.Errorf("a vmstate snapshot's reasons do not count its RAM toward storage: %q", r.Reasons)
+	}
 	if r, _ := Classify(PctStopParams{}, lxc101, nil); r.Class != ReversibleLow {
 		t.Errorf("pct_stop on a container is %s, want reversible_low: it shuts down cleanly first", r.Class)
 	}
