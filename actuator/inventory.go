@@ -32,7 +32,15 @@ const (
 	// pending changes show as if they were live.
 	pctConfigCmd = "pct config %d --current 1"
 	pctSnapshots = "pct listsnapshot %d"
+	// qmConfigCmd reads a VM's configuration in force: its name and
+	// whether its guest agent is enabled.
+	qmConfigCmd = "qm config %d --current 1"
 )
+
+// nodeVMsCmd lists a node's VMs as the node has them now.
+func nodeVMsCmd(node string) string {
+	return "pvesh get /nodes/" + node + "/qemu --output-format json"
+}
 
 // nodeGuestsCmd lists a node's containers as the node itself has them
 // now, with their lock, tags and template flag; /cluster/resources lags a
@@ -75,6 +83,9 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	defer cancel()
 	res := tasks.InventoryResult{RunID: r.RunID, HostID: r.HostID, Actuator: a.cfg.Name, Node: r.Node}
 	res.Containers, res.Elsewhere, res.Nodes, err = a.inventory(ctx, r)
+	if err == nil {
+		res.VMs = a.inventoryVMs(ctx, r)
+	}
 	if err != nil {
 		// Reported, not dropped: the bot learns the host did not answer,
 		// and marks nothing gone for it.
@@ -152,6 +163,55 @@ func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks
 		local = append(local, c)
 	}
 	return local, plan.Elsewhere, plan.Nodes, nil
+}
+
+// inventoryVMs lists the node's VMs and reads each one's configuration.
+// A node that cannot list them (or an older one) gives none, which the
+// bot takes as nothing known, never as every VM gone.
+func (a *Actuator) inventoryVMs(ctx context.Context, r tasks.InventoryRun) []tasks.InventoryVM {
+	log := logctx.From(ctx)
+	cmd := nodeVMsCmd(r.Node)
+	out, errOut, code, err := a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
+	var listed []pveout.Guest
+	if err == nil && code == 0 {
+		listed, err = pveout.ParseNodeVMs([]byte(out))
+	} else if err == nil {
+		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
+	}
+	if err != nil {
+		log.Warn("inventory could not list the node's VMs", "err", err)
+		return nil
+	}
+	var vms []tasks.InventoryVM
+	for _, g := range listed {
+		v := tasks.InventoryVM{VMID: g.VMID, Status: g.Status, Name: g.Name, Lock: g.Lock, Template: g.Template != nil && *g.Template}
+		if !statusWordRE.MatchString(v.Status) {
+			v.Status = "unknown"
+		}
+		if v.Validate() != nil {
+			log.Warn("inventory skipped a VM", "vmid", g.VMID)
+			continue
+		}
+		cmd := fmt.Sprintf(qmConfigCmd, g.VMID)
+		out, _, code, err := a.capture(ctx, r.HostAddr, cmd, maxConfigBytes)
+		if err == nil && code == 0 {
+			conf, perr := pveout.ParseConfig(out)
+			if perr != nil {
+				log.Warn("inventory read what it could of a VM's configuration", "vmid", g.VMID, "err", perr)
+			}
+			v.Agent = conf.Agent
+			if n := conf.Name; n != "" && (tasks.InventoryVM{VMID: v.VMID, Status: v.Status, Name: n}).Validate() == nil {
+				v.Name = n
+			}
+		} else {
+			log.Warn("inventory could not read a VM's configuration", "vmid", g.VMID, "exit", code, "err", err)
+		}
+		vms = append(vms, v)
+		if len(vms) == tasks.MaxInventoryContainers {
+			break
+		}
+	}
+	return vms
 }
 
 // storageTypes reads each storage's type; nil when the node cannot say,

@@ -53,7 +53,7 @@ func inventoryCommands(node string, vmids ...int) []string {
 	for _, v := range vmids {
 		out = append(out, fmt.Sprintf("pct config %d --current 1", v), fmt.Sprintf("pct listsnapshot %d", v))
 	}
-	return out
+	return append(out, "pvesh get /nodes/"+node+"/qemu --output-format json")
 }
 
 func cmpOr(a, b string) string {

@@ -148,3 +148,27 @@ func TestVMRunStateAndAgentProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestInventoryListsTheVMs: the inventory lists the node's VMs from
+// /nodes/<node>/qemu and reads each one's name and guest agent from qm
+// config --current 1; a stopped VM is listed stopped. Through the gate.
+func TestInventoryListsTheVMs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(), withGate(hostgate.Rules{}))
+	b.ssh(t, "qm stop 201")
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-vms"})
+	got := b.results.inventory(t, "run-vms")
+	if got.Error != "" {
+		t.Fatalf("inventory failed: %s", got.Error)
+	}
+	diff(t, "VMs", []tasks.InventoryVM{
+		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true},
+		{VMID: 201, Status: "stopped", Name: "opnsense"},
+	}, got.VMs)
+	cmds := commandLines(b.commands(t))
+	for _, want := range []string{"pvesh get /nodes/pve1/qemu --output-format json", "qm config 200 --current 1", "qm config 201 --current 1"} {
+		if !slicesContainsSuffix(cmds, want) {
+			t.Errorf("the inventory did not run %q: %q", want, cmds)
+		}
+	}
+}

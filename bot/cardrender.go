@@ -250,7 +250,7 @@ func resolveTarget(v CardView) cardTarget {
 	if t.vmid == 0 {
 		t.vmid = e.AttrInt("vmid")
 	}
-	if t.vmid == 0 && t.typ == "lxc" {
+	if t.vmid == 0 && policy.IsGuest(policy.TargetType(t.typ)) {
 		_, t.vmid, _ = policy.ParseContainerName(slugName)
 	}
 	t.display = cmp.Or(t.name, t.slug, "(unknown target)")
@@ -266,7 +266,11 @@ func (t cardTarget) describe() (plain, htm string) {
 		htm += " (" + codeSpan(t.slug) + ")"
 	}
 	if t.vmid != 0 {
-		s := " · CT " + strconv.Itoa(t.vmid)
+		kind := " · CT "
+		if t.typ == "vm" {
+			kind = " · VM "
+		}
+		s := kind + strconv.Itoa(t.vmid)
 		plain, htm = plain+s, htm+escape(s)
 	}
 	if t.host != "" && t.typ != "host" {

@@ -152,3 +152,18 @@ func TestVMViews(t *testing.T) {
 		t.Errorf("guestCount = %q, want 1 VM", got)
 	}
 }
+
+// TestCardNamesAVMAsOne: a plan card on a VM says "VM 200", not "CT 200",
+// reading the vmid from the slug when the entity has none.
+func TestCardNamesAVMAsOne(t *testing.T) {
+	t.Parallel()
+	vm := cardTarget{slug: "vm:hubris/201", typ: "vm", name: "opnsense", display: "opnsense", host: "hubris", vmid: 201}
+	plain, _ := vm.describe()
+	if !strings.Contains(plain, "opnsense (vm:hubris/201) · VM 201 · host hubris") {
+		t.Errorf("describe = %q", plain)
+	}
+	ct := cardTarget{slug: "lxc:strong/101", typ: "lxc", name: "jellyfin", display: "jellyfin", host: "strong", vmid: 101}
+	if plain, _ := ct.describe(); !strings.Contains(plain, "· CT 101") {
+		t.Errorf("describe = %q", plain)
+	}
+}

@@ -172,6 +172,9 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 			SnapshotBlocker: c.SnapshotBlocker,
 		})
 	}
+	for _, v := range r.VMs {
+		obs.VMs = append(obs.VMs, store.InventoryVM{VMID: v.VMID, Status: v.Status, Name: v.Name, Agent: v.Agent, Lock: v.Lock, Template: v.Template})
+	}
 	ch, err := s.store.ApplyInventory(ctx, obs)
 	switch {
 	case errors.Is(err, store.ErrInventoryApplied):

@@ -214,6 +214,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	for _, c := range fleet.Commands(t) {
 		if c == "pvesh get /cluster/resources --output-format json" || strings.HasPrefix(c, "pct config ") || strings.HasPrefix(c, "pct listsnapshot ") ||
 			c == "pvesm status" || (strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/lxc --output-format json")) ||
+			(strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/qemu --output-format json")) || strings.HasPrefix(c, "qm config ") ||
 			strings.HasPrefix(c, "pct create 150 ") || c == "pct set 101 --hostname jf2 --memory 8192" || c == "pct stop 150" || c == "pct destroy 150" {
 			continue
 		}
@@ -244,8 +245,18 @@ func TestContainerHealthRollsUpThroughTheStack(t *testing.T) {
 	fleet.Admin(t, "hubris", "pct set 131 --onboot 1")
 	b.startWorkers(t, fleet)
 	b.discover(t, 2)
-	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 19 {
+	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 22 {
 		t.Fatalf("probe pass = %+v, %v", rep, err)
+	}
+	// The demo's VMs: Home Assistant's run state, guest agent and web
+	// page, read over SSH and the network; OPNsense's run state alone.
+	for slug, want := range map[string]string{"vm:hubris/200": "healthy", "vm:hubris/201": "healthy"} {
+		if e := b.waitHealth(t, slug, func(h string) bool { return h != "unknown" }); e.Health != want || e.RunState != "running" {
+			t.Errorf("%s is %s: %s, run state %q; want %s and running from the inventory", slug, e.Health, e.Detail, e.RunState, want)
+		}
+	}
+	if cmds := fleet.Commands(t); !slices.Contains(cmds, "qm guest cmd 200 ping") || slices.Contains(cmds, "qm guest cmd 201 ping") {
+		t.Errorf("the agent is pinged where it is enabled only; labsim saw %q", cmds)
 	}
 	b.waitHealth(t, "service:adguard", func(h string) bool { return h == "unhealthy" })
 	b.waitHealth(t, "service:jellyfin", func(h string) bool { return h == "healthy" })

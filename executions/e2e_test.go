@@ -126,8 +126,8 @@ func TestProberKeepsFleetHealth(t *testing.T) {
 	b.startWorkers(t, fleet)
 
 	rep, err := b.svc.ProbeDue(b.ctx)
-	if err != nil || rep.Sent != 19 || rep.Skipped != 0 {
-		t.Fatalf("first pass = %+v, %v; want the 19 enabled checks sent", rep, err)
+	if err != nil || rep.Sent != 22 || rep.Skipped != 0 {
+		t.Fatalf("first pass = %+v, %v; want the 22 enabled checks sent", rep, err)
 	}
 	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 0 {
 		t.Errorf("a second pass in the same slot = %+v, %v; want nothing sent", rep, err)

@@ -58,6 +58,7 @@ var renderedPlans = []struct {
 	{policy.PctStartParams{}, vm200},
 	{policy.GuestShutdownParams{}, vm200},
 	{policy.GuestShutdownParams{Timeout: 5}, vm200},
+	{policy.GuestShutdownParams{}, lxc101},
 	{policy.PctStopParams{}, vm200},
 	{policy.PctRebootParams{}, vm200},
 	{policy.PctSnapshotParams{Name: "nomos-20260706-101500"}, vm200},

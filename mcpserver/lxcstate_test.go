@@ -65,7 +65,7 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 		t.Errorf("get_vm_state of a container = %v %q, want it refused: 101 is no VM", isErr, text)
 	}
 	guests := b.ok(t, "list_guests", nil)
-	containsAll(t, "list_guests", guests, "17 guests", "lxc 101 jellyfin strong", "vm 200 homeassistant hubris 10.40.0.120 healthy - (guest agent)", "vm 201 opnsense hubris")
+	containsAll(t, "list_guests", guests, "17 guests", "lxc 101 jellyfin strong", "vm 200 homeassistant hubris 10.40.0.121 healthy - (guest agent)", "vm 201 opnsense hubris")
 	vms := b.ok(t, "list_vms", nil)
 	containsAll(t, "list_vms", vms, "2 VMs", "200 homeassistant hubris")
 	containsNone(t, "list_vms", vms, "jellyfin")
@@ -73,7 +73,9 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 	// It ran as the pct_status probe, requested by the agent, with no
 	// card: a probe is not a plan.
 	xs, err := b.store.ExecutionsVia(b.ctx, []string{"agent"}, 10)
-	xs = slices.DeleteFunc(xs, func(x store.Execution) bool { return x.Action != "pct_status" || strings.HasPrefix(x.TargetSlug, "vm:") })
+	xs = slices.DeleteFunc(xs, func(x store.Execution) bool {
+		return x.Action != "pct_status" || strings.HasPrefix(x.TargetSlug, "vm:")
+	})
 	if err != nil || len(xs) != 2 {
 		t.Fatalf("executions via agent = %d, %v; want the two probes", len(xs), err)
 	}

@@ -577,22 +577,22 @@ func jsonFields(t reflect.Type) []string {
 }
 
 var kinds = map[Action]paramKind{
-	ActionRestart:     kind[RestartParams](),
-	ActionSystemctl:   kind[SystemctlParams](),
-	ActionPctExec:     kind[PctExecParams](),
-	ActionAptUpgrade:  kind[AptUpgradeParams](),
-	ActionPctCreate:   kind[PctCreateParams](),
-	ActionPctStatus:   kind[PctStatusParams](),
-	ActionPctStart:    kind[PctStartParams](),
-	ActionPctStop:     kind[PctStopParams](),
-	ActionPctReboot:   kind[PctRebootParams](),
-	ActionGuestShutdown:  kind[GuestShutdownParams](),
-	ActionPctSnapshot: kind[PctSnapshotParams](),
-	ActionPctRollback: kind[PctRollbackParams](),
-	ActionPctDestroy:  kind[PctDestroyParams](),
-	ActionRun:         kind[RunParams](),
-	ActionTailLog:     kind[TailLogParams](),
-	ActionNodeReboot:  kind[NodeRebootParams](),
+	ActionRestart:       kind[RestartParams](),
+	ActionSystemctl:     kind[SystemctlParams](),
+	ActionPctExec:       kind[PctExecParams](),
+	ActionAptUpgrade:    kind[AptUpgradeParams](),
+	ActionPctCreate:     kind[PctCreateParams](),
+	ActionPctStatus:     kind[PctStatusParams](),
+	ActionPctStart:      kind[PctStartParams](),
+	ActionPctStop:       kind[PctStopParams](),
+	ActionPctReboot:     kind[PctRebootParams](),
+	ActionGuestShutdown: kind[GuestShutdownParams](),
+	ActionPctSnapshot:   kind[PctSnapshotParams](),
+	ActionPctRollback:   kind[PctRollbackParams](),
+	ActionPctDestroy:    kind[PctDestroyParams](),
+	ActionRun:           kind[RunParams](),
+	ActionTailLog:       kind[TailLogParams](),
+	ActionNodeReboot:    kind[NodeRebootParams](),
 }
 
 // ParseParams decodes and validates the JSON parameters of action a. Empty

@@ -140,6 +140,9 @@ func Classify(p Params, t Target, overrides []Override) (Risk, error) {
 		b.raise(ReversibleLow, "reboots "+t.Slug)
 	case PctSnapshotParams:
 		b.raise(ReversibleLow, "takes a snapshot of "+t.Slug)
+		if p.VMState {
+			b.raise(ReversibleLow, "saves the VM's RAM with it (vmstate): the snapshot takes as much storage again as the VM's memory")
+		}
 	case PctRollbackParams:
 		b.raise(Destructive, "discards every change to "+t.Slug+" since snapshot "+p.Name)
 		if len(p.Discard) > 0 {

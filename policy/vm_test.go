@@ -57,6 +57,10 @@ func TestVMSteps(t *testing.T) {
 	if !slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.Contains(s, "like pulling the plug") }) {
 		t.Errorf("qm stop's reasons do not say it is like pulling the plug: %q", r.Reasons)
 	}
+	r, _ = Classify(PctSnapshotParams{Name: "with-ram", VMState: true}, vm200, nil)
+	if !slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.Contains(s, "as much storage again as the VM's memory") }) {
+		t.Errorf("a vmstate snapshot's reasons do not count its RAM toward storage: %q", r.Reasons)
+	}
 	if r, _ := Classify(PctStopParams{}, lxc101, nil); r.Class != ReversibleLow {
 		t.Errorf("pct_stop on a container is %s, want reversible_low: it shuts down cleanly first", r.Class)
 	}
@@ -70,13 +74,13 @@ func TestVMRefusals(t *testing.T) {
 		params Params
 		target Target
 	}{
-		"vmstate of a container":  {PctSnapshotParams{Name: "x1", VMState: true}, lxc101},
-		"restart of a VM":         {RestartParams{}, vm200},
-		"upgrade in a VM":         {AptUpgradeParams{}, vm200},
-		"timeout too long":        {GuestShutdownParams{Timeout: MaxShutdownTimeout + 1}, vm200},
-		"negative timeout":        {GuestShutdownParams{Timeout: -1}, vm200},
-		"slug and vmid disagree":  {PctStartParams{}, Target{Type: TargetVM, ID: vm200.ID, Slug: "vm:strong/201", Host: "strong", VMID: 200}},
-		"vm slug on an lxc type":  {PctStartParams{}, Target{Type: TargetLXC, ID: vm200.ID, Slug: "vm:strong/200", Host: "strong", VMID: 200}},
+		"vmstate of a container": {PctSnapshotParams{Name: "x1", VMState: true}, lxc101},
+		"restart of a VM":        {RestartParams{}, vm200},
+		"upgrade in a VM":        {AptUpgradeParams{}, vm200},
+		"timeout too long":       {GuestShutdownParams{Timeout: MaxShutdownTimeout + 1}, vm200},
+		"negative timeout":       {GuestShutdownParams{Timeout: -1}, vm200},
+		"slug and vmid disagree": {PctStartParams{}, Target{Type: TargetVM, ID: vm200.ID, Slug: "vm:strong/201", Host: "strong", VMID: 200}},
+		"vm slug on an lxc type": {PctStartParams{}, Target{Type: TargetLXC, ID: vm200.ID, Slug: "vm:strong/200", Host: "strong", VMID: 200}},
 	} {
 		if steps, err := Render(tc.params, tc.target); err == nil {
 			t.Errorf("%s: rendered %q, want a refusal", name, steps)

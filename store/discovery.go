@@ -156,6 +156,16 @@ type InventoryContainer struct {
 	SnapshotBlocker string
 }
 
+// InventoryVM is one VM as an inventory listed it.
+type InventoryVM struct {
+	VMID     int
+	Status   string
+	Name     string
+	Agent    bool
+	Lock     string
+	Template bool
+}
+
 // InventoryObservation is a verified inventory of one host.
 type InventoryObservation struct {
 	RunID  uuid.UUID
@@ -163,6 +173,9 @@ type InventoryObservation struct {
 	// At is when the actuator took it.
 	At         time.Time
 	Containers []InventoryContainer
+	// VMs are the host's QEMU VMs; nil when the actuator did not list
+	// them, which marks none gone.
+	VMs []InventoryVM
 	// Elsewhere are vmids the cluster places on other nodes.
 	Elsewhere []int
 	// Horizon is how long the run states stay current; past it the
@@ -485,8 +498,74 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err = rollUp(ctx, tx, touched, a.now)
+	vms, err := a.applyVMs(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = rollUp(ctx, tx, append(touched, vms...), a.now)
 	return err
+}
+
+// applyVMs records the run state and live facts (agent, lock, template)
+// of the host's VMs, and adds a VM the fleet does not know yet, as
+// discovered. A template is kept as a template, never added as a
+// workload. A VM no longer listed is not marked gone yet.
+func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
+	if len(a.o.VMs) == 0 {
+		return nil, nil
+	}
+	slugs := make([]string, len(a.o.VMs))
+	for i, v := range a.o.VMs {
+		slugs[i] = policy.GuestSlug(policy.TargetVM, a.cluster, v.VMID)
+	}
+	fleet, err := a.loadFleetOf(ctx, "vm", slugs)
+	if err != nil {
+		return nil, err
+	}
+	var touched []uuid.UUID
+	for i, v := range a.o.VMs {
+		slug := slugs[i]
+		e, ok := fleet[slug]
+		name := cmp.Or(v.Name, fmt.Sprintf("vm%d", v.VMID))
+		switch {
+		case !ok && v.Template:
+			continue
+		case !ok:
+			e = fleetContainer{id: newID(), slug: slug, vmid: v.VMID, name: name}
+			attrs, err := json.Marshal(map[string]any{"vmid": v.VMID, "host": a.host, "discovered": true})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := a.tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, attrs, lifecycle, created_at, updated_at)
+				VALUES ($1, $2, 'vm', $3, $4, 'active', $5, $5)`, e.id, slug, name, attrs, a.now); err != nil {
+				return nil, fmt.Errorf("add %s: %w", slug, err)
+			}
+			if _, err := a.tx.Exec(ctx, `INSERT INTO relationships (id, from_id, to_id, type) VALUES ($1, $2, $3, 'hosts')`,
+				newID(), a.hostID, e.id); err != nil {
+				return nil, fmt.Errorf("add %s to %s: %w", slug, a.host, err)
+			}
+			ref := ContainerRef{VMID: v.VMID, Name: name}
+			a.ch.New = append(a.ch.New, ref)
+			if err := a.audit(ctx, "discovery.found", e.id, ref, map[string]any{"attrs": json.RawMessage(attrs)}); err != nil {
+				return nil, err
+			}
+		case e.host() != a.host:
+			a.ch.Skipped = append(a.ch.Skipped, e.ref())
+			continue
+		}
+		live, err := json.Marshal(map[string]any{"agent": v.Agent, "lock": v.Lock, "template": v.Template})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := a.tx.Exec(ctx, `UPDATE entities SET attrs = attrs || $2 WHERE id = $1`, e.id, live); err != nil {
+			return nil, fmt.Errorf("record the live facts of %s: %w", slug, err)
+		}
+		if err := a.runState(ctx, e.id, e, InventoryContainer{VMID: v.VMID, Status: v.Status, Hostname: name}); err != nil {
+			return nil, err
+		}
+		touched = append(touched, e.id)
+	}
+	return touched, nil
 }
 
 func (a *inventoryApplier) loadInFlight(ctx context.Context) error {
@@ -520,10 +599,16 @@ func (a *inventoryApplier) loadInFlight(ctx context.Context) error {
 // loadFleet loads the containers on the host and those the inventory
 // names, by slug.
 func (a *inventoryApplier) loadFleet(ctx context.Context, slugs []string) (map[string]fleetContainer, error) {
+	return a.loadFleetOf(ctx, "lxc", slugs)
+}
+
+// loadFleetOf loads the guests of kind (lxc or vm) on the host or with
+// the given slugs, locked for the diff.
+func (a *inventoryApplier) loadFleetOf(ctx context.Context, kind string, slugs []string) (map[string]fleetContainer, error) {
 	rows, err := a.tx.Query(ctx, `SELECT e.id, e.slug, e.name, e.attrs, e.lifecycle, coalesce(st.run_state, '')
 		FROM entities e LEFT JOIN entity_status st ON st.entity_id = e.id
-		WHERE e.type = 'lxc' AND (e.attrs->>'host' = $1 OR e.slug = ANY($2))
-		FOR UPDATE OF e`, a.host, slugs)
+		WHERE e.type = $3 AND (e.attrs->>'host' = $1 OR e.slug = ANY($2))
+		FOR UPDATE OF e`, a.host, slugs, kind)
 	if err != nil {
 		return nil, fmt.Errorf("load the host's containers: %w", err)
 	}
@@ -538,7 +623,7 @@ func (a *inventoryApplier) loadFleet(ctx context.Context, slugs []string) (map[s
 		if err := json.Unmarshal(attrs, &c.attrs); err != nil {
 			return nil, fmt.Errorf("decode attrs of %s: %w", c.slug, err)
 		}
-		_, c.vmid, _ = policy.ParseContainerName(strings.TrimPrefix(c.slug, "lxc:"))
+		_, c.vmid, _ = policy.ParseContainerName(strings.TrimPrefix(c.slug, kind+":"))
 		out[c.slug] = c
 	}
 	return out, rows.Err()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/nomoshq/nomos/store"
 )
@@ -82,5 +83,48 @@ func TestSeedRefusesAVMOnAContainersVMID(t *testing.T) {
 	_, err := store.LoadSeed(fsys)
 	if err == nil || !strings.Contains(err.Error(), "vm 111: cluster hubris has it already") {
 		t.Fatalf("LoadSeed = %v, want the shared vmid refused", err)
+	}
+}
+
+// TestInventoryRecordsVMs: the host's VMs from its inventory get their
+// run state and live facts (the guest agent, a lock); a VM the fleet did
+// not know is added as discovered, and a VM template is kept out, as a
+// template is no workload. An inventory without VMs changes none.
+func TestInventoryRecordsVMs(t *testing.T) {
+	t.Parallel()
+	e := discoverySetup(t)
+	r := e.run(t, "hubris")
+	_, err := e.s.ApplyInventory(e.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: e.now, Horizon: 3 * time.Minute,
+		VMs: []store.InventoryVM{
+			{VMID: 200, Status: "running", Name: "homeassistant", Agent: true},
+			{VMID: 201, Status: "stopped", Name: "opnsense", Lock: "backup"},
+			{VMID: 300, Status: "running", Name: "truenas"},
+			{VMID: 9000, Status: "stopped", Name: "debian-tpl", Template: true},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for slug, want := range map[string]string{"vm:hubris/200": "running", "vm:hubris/201": "stopped", "vm:hubris/300": "running"} {
+		if got := entityID(t, e.s, slug); got.RunState != want {
+			t.Errorf("%s run state = %q, want %q", slug, got.RunState, want)
+		}
+	}
+	if got := entityID(t, e.s, "vm:hubris/201"); got.AttrString("lock") != "backup" {
+		t.Errorf("vm:hubris/201 lock = %q, want backup", got.AttrString("lock"))
+	}
+	if got := entityID(t, e.s, "vm:hubris/300"); got.Name != "truenas" || got.AttrString("host") != "hubris" {
+		t.Errorf("discovered VM = %s on %s", got.Name, got.AttrString("host"))
+	}
+	if _, err := e.s.EntityBySlug(e.ctx, "vm:hubris/9000"); err == nil {
+		t.Error("a VM template became a workload entity")
+	}
+	if got := e.audit(t); !slices.Contains(got, "discovery.found 300") {
+		t.Errorf("audit = %v, want the discovered VM recorded", got)
+	}
+
+	// The next inventory, from an actuator that lists no VMs, leaves them.
+	e.apply(t, e.run(t, "hubris"), nil)
+	if got := entityID(t, e.s, "vm:hubris/200"); got.Lifecycle != "active" {
+		t.Errorf("vm:hubris/200 is %s after an inventory without VMs", got.Lifecycle)
 	}
 }

@@ -45,7 +45,7 @@ func (s *Store) FleetNodes(ctx context.Context) ([]FleetNode, error) {
 		LEFT JOIN entity_status st ON st.entity_id = e.id
 		LEFT JOIN (SELECT DISTINCT ON (to_id) to_id, from_id FROM relationships
 			WHERE type IN ('hosts', 'runs') ORDER BY to_id, type) p ON p.to_id = e.id
-		WHERE e.type IN ('host', 'lxc', 'service') AND e.lifecycle <> 'destroyed'`)
+		WHERE e.type IN ('host', 'lxc', 'vm', 'service') AND e.lifecycle <> 'destroyed'`)
 	if err != nil {
 		return nil, fmt.Errorf("list fleet: %w", err)
 	}
@@ -61,9 +61,10 @@ func (s *Store) FleetNodes(ctx context.Context) ([]FleetNode, error) {
 		if detail != nil {
 			n.Detail = *detail
 		}
-		// An LXC's slug is lxc:<cluster>/<vmid>; sort by the number.
-		_, v, err := policy.ParseContainerName(strings.TrimPrefix(n.Slug, "lxc:"))
-		if err != nil || n.Type != "lxc" {
+		// A guest's slug is lxc:<cluster>/<vmid> or vm:<cluster>/<vmid>;
+		// sort by the number, containers and VMs together.
+		_, v, err := policy.ParseContainerName(strings.TrimPrefix(n.Slug, n.Type+":"))
+		if err != nil || !policy.IsGuest(policy.TargetType(n.Type)) {
 			v = math.MaxInt
 		}
 		out = append(out, n)
@@ -72,7 +73,7 @@ func (s *Store) FleetNodes(ctx context.Context) ([]FleetNode, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list fleet: %w", err)
 	}
-	order := map[string]int{"host": 0, "lxc": 1, "service": 2}
+	order := map[string]int{"host": 0, "lxc": 1, "vm": 1, "service": 2}
 	idx := make([]int, len(out))
 	for i := range idx {
 		idx[i] = i

@@ -68,6 +68,9 @@ type InventoryResult struct {
 	Error    string `json:"error,omitempty"`
 	// Containers are the containers on Node.
 	Containers []InventoryContainer `json:"containers,omitempty"`
+	// VMs are the QEMU VMs on Node; empty from an actuator older than
+	// the field.
+	VMs []InventoryVM `json:"vms,omitempty"`
 	// Elsewhere lists the vmids the cluster places on other nodes, so a
 	// container that moved is not taken for gone.
 	Elsewhere []int `json:"elsewhere,omitempty"`
@@ -75,6 +78,33 @@ type InventoryResult struct {
 	// actuator older than the field.
 	Nodes []string  `json:"nodes,omitempty"`
 	At    time.Time `json:"at"`
+}
+
+// InventoryVM is one VM as its node lists it (/nodes/<node>/qemu) and
+// `qm config --current 1` describes it.
+type InventoryVM struct {
+	VMID   int    `json:"vmid"`
+	Status string `json:"status"`
+	Name   string `json:"name,omitempty"`
+	// Agent is the config's agent: the QEMU guest agent is enabled.
+	Agent    bool   `json:"agent,omitempty"`
+	Lock     string `json:"lock,omitempty"`
+	Template bool   `json:"template,omitempty"`
+}
+
+// Validate checks one VM entry as it arrives from an actuator.
+func (v InventoryVM) Validate() error {
+	switch {
+	case v.VMID < minVMID || v.VMID > maxVMID:
+		return fmt.Errorf("vmid %d is out of range", v.VMID)
+	case !statusRE.MatchString(v.Status):
+		return fmt.Errorf("VM %d: status %q is not a word", v.VMID, v.Status)
+	case v.Name != "" && !ctNameRE.MatchString(v.Name):
+		return fmt.Errorf("VM %d: %q is not a name", v.VMID, v.Name)
+	case v.Lock != "" && !statusRE.MatchString(v.Lock):
+		return fmt.Errorf("VM %d: lock %q is not a word", v.VMID, v.Lock)
+	}
+	return nil
 }
 
 // InventoryContainer is one container as its node lists it: its status,
@@ -272,8 +302,10 @@ func (r InventoryResult) validate() error {
 		return fmt.Errorf("an error of %d bytes", len(r.Error))
 	case r.Error != "" && (len(r.Containers) > 0 || len(r.Elsewhere) > 0):
 		return errors.New("a failed inventory lists containers")
-	case len(r.Containers) > MaxInventoryContainers || len(r.Elsewhere) > MaxInventoryContainers:
+	case len(r.Containers) > MaxInventoryContainers || len(r.Elsewhere) > MaxInventoryContainers || len(r.VMs) > MaxInventoryContainers:
 		return fmt.Errorf("more than %d containers", MaxInventoryContainers)
+	case r.Error != "" && len(r.VMs) > 0:
+		return errors.New("a failed inventory lists VMs")
 	}
 	if err := ValidateNode(r.Node); err != nil {
 		return err
@@ -295,6 +327,15 @@ func (r InventoryResult) validate() error {
 			return fmt.Errorf("container %d is listed twice", c.VMID)
 		}
 		seen[c.VMID] = true
+	}
+	for _, v := range r.VMs {
+		if err := v.Validate(); err != nil {
+			return err
+		}
+		if seen[v.VMID] {
+			return fmt.Errorf("vmid %d is listed twice", v.VMID)
+		}
+		seen[v.VMID] = true
 	}
 	for _, id := range r.Elsewhere {
 		if id < minVMID || id > maxVMID {

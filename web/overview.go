@@ -112,7 +112,7 @@ func healthGrid(nodes []store.FleetNode) (hosts, orphans []*fleetRow, counts []h
 	for i := range nodes {
 		n := nodes[i]
 		label := n.Name
-		if n.Type == "lxc" {
+		if n.Type == "lxc" || n.Type == "vm" {
 			// The vmid: the tile sits in its host's row, which says
 			// which cluster's it is.
 			name := n.Slug[strings.IndexByte(n.Slug, ':')+1:]
