@@ -134,8 +134,8 @@ type Config struct {
 	// kept before the leading bot deletes it (agent.session_retention); 0
 	// keeps every session.
 	SessionRetention time.Duration
-	Logger       *slog.Logger
-	Clock        func() time.Time
+	Logger           *slog.Logger
+	Clock            func() time.Time
 }
 
 // Bot is the running Matrix front.

@@ -26,25 +26,7 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 	fleet := testenv.NewFleet(t)
 	b := setupWithSeed(t, fleet.Seed)
 
-	act, err := actuator.New(actuator.Config{
-		RedisURL: b.redisURL, VerifyKey: b.pub, ReportSigningKey: b.keys.ReportSigning, SSHSigner: fleet.SSHSigner,
-		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
-		Logger: testenv.Logger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	actCtx, stopAct := context.WithCancel(context.Background())
-	actDone := make(chan struct{})
-	go func() { defer close(actDone); act.Run(actCtx) }()
-	t.Cleanup(func() { stopAct(); <-actDone })
-	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{
-		Concurrency: 2, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.WarnLevel,
-	}))
-	if err := results.Start(&executions.ResultsHandler{Service: b.exec}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(results.Shutdown)
+	startActuator(t, b, fleet)
 
 	text := b.ok(t, "get_lxc_state", map[string]any{"container": "101"})
 	containsAll(t, "get_lxc_state 101", text, "lxc:strong/101 (jellyfin) on strong: running — live `pct status 101`")
@@ -88,8 +70,27 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 		t.Errorf("labsim did not see the two pct status commands: %q", cmds)
 	}
 
-	// tail_log is a probe too: the unit's journal at once, and a secret
-	// in a container's journal comes back redacted.
+	// A free-form command waits for a person even when it classifies
+	// read_only: the classifier is not the gate.
+	queued := b.ok(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": "uname -a"}, "reason": "which kernel is this"})
+	containsAll(t, "read_only pct_exec from the agent", queued, "queued for approval: execution ", "(read_only): pct_exec on lxc:strong/101")
+	if cmds := fleet.Commands(t); containsCommand(cmds, "uname") {
+		t.Errorf("labsim ran the unapproved command: %q", cmds)
+	}
+
+	amb := b.fails(t, "get_lxc_state", map[string]any{"container": "lxc"})
+	containsAll(t, "get_lxc_state of nothing", amb, `no lxc is called "lxc"`)
+}
+
+// TestTailLogReadsTheJournalLive: tail_log is a probe like get_lxc_state:
+// the unit's journal at once, through a real actuator and the gate's
+// forms, and a secret in a container's journal comes back redacted.
+func TestTailLogReadsTheJournalLive(t *testing.T) {
+	t.Parallel()
+	fleet := testenv.NewFleet(t)
+	b := setupWithSeed(t, fleet.Seed)
+	startActuator(t, b, fleet)
+
 	logs := b.ok(t, "tail_log", map[string]any{"target": "service:jellyfin", "lines": 3})
 	containsAll(t, "tail_log service:jellyfin", logs, "the last 3 lines of service:jellyfin's journal", "Started jellyfin.service")
 	fleet.Admin(t, "strong", "pct exec 101 -- logger -t backup 'token=abcdef123456 uploaded'")
@@ -105,16 +106,35 @@ func TestLXCStateAsksTheHostLive(t *testing.T) {
 		t.Errorf("tail_log of 500 lines = %v %q, want it refused", isErr, text)
 	}
 
-	// A free-form command waits for a person even when it classifies
-	// read_only: the classifier is not the gate.
-	queued := b.ok(t, "request_execution", map[string]any{"action": "pct_exec", "target": "101", "params": map[string]any{"command": "uname -a"}, "reason": "which kernel is this"})
-	containsAll(t, "read_only pct_exec from the agent", queued, "queued for approval: execution ", "(read_only): pct_exec on lxc:strong/101")
-	if cmds := fleet.Commands(t); containsCommand(cmds, "uname") {
-		t.Errorf("labsim ran the unapproved command: %q", cmds)
-	}
+}
 
-	amb := b.fails(t, "get_lxc_state", map[string]any{"container": "lxc"})
-	containsAll(t, "get_lxc_state of nothing", amb, `no lxc is called "lxc"`)
+// startActuator runs a real actuator against fleet, and the bot's side of
+// the results queue and of the actuator's approval checks.
+func startActuator(t *testing.T, b *bundle, fleet *testenv.Fleet) {
+	t.Helper()
+	act, err := actuator.New(actuator.Config{
+		RedisURL: b.redisURL, VerifyKey: b.pub, ReportSigningKey: b.keys.ReportSigning, SSHSigner: fleet.SSHSigner,
+		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
+		Logger: testenv.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actCtx, stopAct := context.WithCancel(context.Background())
+	actDone := make(chan struct{})
+	go func() { defer close(actDone); act.Run(actCtx) }()
+	t.Cleanup(func() { stopAct(); <-actDone })
+	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{
+		Concurrency: 2, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.WarnLevel,
+	}))
+	h := &executions.ResultsHandler{Service: b.exec}
+	if err := results.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(results.Shutdown)
+	// The bot's answers to the actuator's "is this still approved?"
+	testenv.Go(t, func(ctx context.Context) { h.ServeApprovalChecks(ctx, b.redis) })
+
 }
 
 func containsCommand(cmds []string, want string) bool {
