@@ -185,7 +185,7 @@ func TestStandingApprovalRunsARestartWithoutApproval(t *testing.T) {
 	}
 
 	b.say(t, b.operator, "restart jellyfin", "")
-	b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
+	waiting := b.waitFor(t, b.botSays("restart jellyfin", "awaiting approval"))
 	b.say(t, b.guest, phrase, "")
 	b.waitFor(t, b.botSays(b.guest.UserID.String(), "operator"))
 	b.say(t, b.operator, "allow reversible_low service:jellyfin zzzz", "")
@@ -215,8 +215,13 @@ func TestStandingApprovalRunsARestartWithoutApproval(t *testing.T) {
 		t.Errorf("the audit does not record the standing approval: %s", auditString(audit))
 	}
 
-	// What it must not reach. Each of these waits for a person.
+	// What it must not reach. Each of these waits for a person. The plan
+	// asked for before the grant still waits, and an equal request would
+	// point at it (executions.AlreadyWaitingError), so it is withdrawn.
 	op := b.operator.UserID.String()
+	if _, err := b.execs.Cancel(b.ctx, b.execFor(t, waiting.ID).ID, op); err != nil {
+		t.Fatal(err)
+	}
 	refused := map[string]executions.Request{
 		"another target":       {Action: "restart", Target: "gitea", RequestedBy: op, Via: executions.ViaChat},
 		"the container itself": {Action: "pct_reboot", Target: "lxc:101", RequestedBy: op, Via: executions.ViaChat},
@@ -235,6 +240,11 @@ func TestStandingApprovalRunsARestartWithoutApproval(t *testing.T) {
 		}
 		if p.Execution.State != store.StateAwaitingApproval || p.Execution.Approval != nil {
 			t.Errorf("%s: the plan is %s, approved %+v; want it waiting for a person", what, p.Execution.State, p.Execution.Approval)
+		}
+		// Withdrawn, so the next case's equal request makes a plan of its
+		// own instead of pointing at this one (executions.AlreadyWaitingError).
+		if _, err := b.execs.Cancel(b.ctx, p.Execution.ID, op); err != nil {
+			t.Errorf("%s: cancel: %v", what, err)
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/watchdog"
 )
 
@@ -44,5 +45,9 @@ func runWatchdog(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	logger.Info("watching the bot", "lan", w.LANURL, "mesh", w.MeshURL, "interval", w.Interval.String(), "room_id", w.Room)
-	return dog.Run(ctx, w.Interval)
+	// Under systemd it is Type=notify like the other roles: ready once it
+	// watches, and its watchdog pinged while it does.
+	return runSupervised(ctx, logger, supervisor.New(logger, supervisor.Service{
+		Name: "watchdog", Run: func(ctx context.Context) error { return dog.Run(ctx, w.Interval) },
+	}))
 }
