@@ -228,10 +228,6 @@ func pveshResources(c *call, typ, format string) int {
 	nodes := c.st.clusterNodes(c.env.host)
 	var out []map[string]any
 	if typ == "" || typ == "vm" {
-		type guest struct {
-			node string
-			ct   *ctState
-		}
 		type entry struct {
 			vmid int
 			r    map[string]any
