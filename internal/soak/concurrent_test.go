@@ -30,28 +30,22 @@ func concurrentPlans(t *testing.T, s *stack) {
 		err        error
 	}
 	all := make([]*asked, n)
+	// A request equal to a plan that still waits is answered "already
+	// queued" with no second card (docs/user-guide.md), so two operators
+	// never ask to restart the same service until the first one's ✅ has
+	// been counted: each service is held from the request to its approval.
+	held := make([]sync.Mutex, len(targets))
 	var wg sync.WaitGroup
 	for w, op := range s.operators {
 		wg.Go(func() {
 			for i := w; i < n; i += len(s.operators) {
 				a := &asked{op: op, svc: targets[i%len(targets)]}
 				all[i] = a
-				resp, err := op.cli.SendText(s.ctx, s.room, "restart "+a.svc.name)
-				if err != nil {
-					a.err = err
-					continue
-				}
-				a.msg = resp.EventID
-				card, ok := s.timeline.await(90*time.Second, func(e roomEvent) bool { return e.isCardFor(s.botUser, a.msg) })
-				if !ok {
-					a.err = fmt.Errorf("no card")
-					continue
-				}
-				a.card = card
-				a.approvedAt = time.Now()
-				if _, err := op.cli.SendReaction(s.ctx, s.room, card.ID, "✅"); err != nil {
-					a.err = err
-				}
+				held[i%len(targets)].Lock()
+				a.err = s.askAndApprove(op, "restart "+a.svc.name, func(msg id.EventID, card roomEvent, at time.Time) {
+					a.msg, a.card, a.approvedAt = msg, card, at
+				})
+				held[i%len(targets)].Unlock()
 			}
 		})
 	}
@@ -104,6 +98,31 @@ func concurrentPlans(t *testing.T, s *stack) {
 }
 
 type fleetService struct{ name, host, command string }
+
+// askAndApprove sends text as op, approves the card that answers it with
+// a ✅, reports the message, card and time of the ✅ to got, and returns
+// once the approval is counted.
+func (s *stack) askAndApprove(op *operator, text string, got func(msg id.EventID, card roomEvent, at time.Time)) error {
+	resp, err := op.cli.SendText(s.ctx, s.room, text)
+	if err != nil {
+		return err
+	}
+	card, ok := s.timeline.await(90*time.Second, func(e roomEvent) bool { return e.isCardFor(s.botUser, resp.EventID) })
+	if !ok {
+		return fmt.Errorf("no card")
+	}
+	at := time.Now()
+	got(resp.EventID, card, at)
+	if _, err := op.cli.SendReaction(s.ctx, s.room, card.ID, "✅"); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if x, ok, err := s.execution(card.ID); err == nil && ok && x.State != "awaiting_approval" {
+			return nil
+		}
+	}
+	return fmt.Errorf("the ✅ on %s was never counted", card.ID)
+}
 
 // fleetServices lists every seeded service whose name names it alone,
 // with the command a restart of it sends.

@@ -158,6 +158,9 @@ func runs(log []labsim.LogEntry, from int, command string) int {
 // decisions counts the approvals recorded for an execution.
 func (s *stack) decisions(executionID string) int {
 	var n int
+	if executionID == "" { // no execution was found for the card
+		return 0
+	}
 	if err := s.db.QueryRow(s.ctx, `SELECT count(*) FROM approvals WHERE execution_id = $1`, executionID).Scan(&n); err != nil {
 		s.t.Fatal(err)
 	}
