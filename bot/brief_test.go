@@ -3,7 +3,6 @@ package bot_test
 import (
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/nomoshq/nomos/bot"
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/report"
 	"github.com/nomoshq/nomos/store"
 )
@@ -63,16 +63,6 @@ func TestBriefInTheRoom(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
-
 // TestBriefScheduleAcrossFailover drives the daily schedule with an
 // injected clock over two bots leading in turn against one database and
 // one homeserver: the day's brief is posted once by the leader, not again
@@ -83,7 +73,7 @@ func TestBriefScheduleAcrossFailover(t *testing.T) {
 	// A day in the past, so that the bot's first sync (stamped by this
 	// clock) is older than every message it must handle.
 	day := time.Now().UTC().Add(-48 * time.Hour).Truncate(24 * time.Hour)
-	clock := &fakeClock{now: day.Add(7*time.Hour + 59*time.Minute)}
+	clock := testenv.NewClock(day.Add(7*time.Hour + 59*time.Minute))
 	sched, err := report.ParseSchedule("08:00", "off", "UTC")
 	if err != nil {
 		t.Fatal(err)

@@ -35,12 +35,12 @@ const sasClientDir = "testdata/sasclient"
 
 // startJSClient logs the operator in with a new session of the JS client.
 // It installs the client's packages from the lockfile when they are
-// missing, and skips the test only when node is not installed.
+// missing; make prepare installs Node and npm.
 func startJSClient(t *testing.T, u *testenv.MatrixUser, env ...string) *jsClient {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: the matrix-js-sdk client cannot run")
+		t.Fatal("node is not installed, and the matrix-js-sdk client needs it: run make prepare")
 	}
 	if _, err := os.Stat(filepath.Join(sasClientDir, "node_modules", "matrix-js-sdk")); err != nil {
 		npm := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--prefer-offline")

@@ -25,7 +25,7 @@ import (
 func TestScheduledReadRunsUnattendedAndRestartWaits(t *testing.T) {
 	t.Parallel()
 	day := time.Now().UTC().Add(-48 * time.Hour).Truncate(24 * time.Hour)
-	clock := &fakeClock{now: day.Add(2*time.Hour + 59*time.Minute)}
+	clock := testenv.NewClock(day.Add(2*time.Hour + 59*time.Minute))
 	b := setup(t, withOpsRoom(), withConfig(func(c *bot.Config) {
 		c.Clock, c.ScheduleTick = clock.Now, 50*time.Millisecond
 		c.Schedules = []bot.ScheduledRun{
@@ -334,7 +334,7 @@ func TestScheduleRunsUnderItsWindowsStandingApproval(t *testing.T) {
 	// executions service's own clock too.
 	base := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Minute)
 	opens, runs := base.Add(time.Minute), base.Add(2*time.Minute)
-	clock := &fakeClock{now: base}
+	clock := testenv.NewClock(base)
 	b := setup(t, withOpsRoom(), withConfig(func(c *bot.Config) {
 		c.Clock, c.ScheduleTick = clock.Now, 50*time.Millisecond
 		c.Windows = []bot.WindowSchedule{{Name: "nightly", Spec: cronAt(opens), Duration: time.Hour, Targets: []string{"service:jellyfin"}, Reason: "nightly restart", Allow: "reversible_low"}}

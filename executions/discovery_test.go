@@ -170,7 +170,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	// An interval on, nothing has changed on the hosts: nothing to say.
 	entities, edges := b.fleetFacts(t)
 	audited := b.discoveryAudit(t)
-	b.clock.Advance(5 * time.Minute)
+	b.clock.Add(5 * time.Minute)
 	b.discover(t, 2)
 	if n := b.notices(t); len(n) != 0 {
 		t.Errorf("an unchanged pass has notices: %+v", n)
@@ -188,7 +188,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	if err := fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultDrop, Target: "hubris"}); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Advance(5 * time.Minute)
+	b.clock.Add(5 * time.Minute)
 	b.discover(t, 2)
 	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/150"); got.Lifecycle != "destroyed" {
 		t.Errorf("the destroyed newbox is %s, want destroyed (gone)", got.Lifecycle)

@@ -40,7 +40,7 @@ func TestFlushedRedisStillRunsOnce(t *testing.T) {
 	if err := rdb.FlushDB(b.ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Advance(time.Minute)
+	b.clock.Add(time.Minute)
 	if rep, err := b.svc.Reconcile(b.ctx); err != nil || rep.Resent != 1 {
 		t.Fatalf("reconcile = %+v %v, want one resend", rep, err)
 	}
@@ -153,7 +153,7 @@ func TestProberKeepsFleetHealth(t *testing.T) {
 	if _, err := fleet.Sim.Clear(labsim.FaultNetDown, "112"); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Advance(30 * time.Second)
+	b.clock.Add(30 * time.Second)
 	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent != 2 {
 		t.Fatalf("30s on = %+v, %v; want the two 30 s checks sent", rep, err)
 	}

@@ -30,24 +30,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const operator = "@operator:localhost"
 
-// clock is a settable clock shared by the service and the store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // flakyQueue fails every enqueue while down is set, then passes through.
 type flakyQueue struct {
 	mu   sync.Mutex
@@ -78,7 +60,7 @@ type bundle struct {
 	reportKey ed25519.PrivateKey
 	dbURL     string
 	store     *store.Store
-	clock     *clock
+	clock     *testenv.Clock
 	queue     *flakyQueue
 	inspector *asynq.Inspector
 	redis     asynq.RedisClientOpt
@@ -91,7 +73,7 @@ type bundle struct {
 func setup(t testing.TB) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t)
-	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	clk := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 	dbURL := testenv.DatabaseURL(t)
 	st, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 4, Clock: clk.Now})
 	if err != nil {
@@ -418,7 +400,7 @@ func TestExpiredPlanCannotBeApproved(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	x := b.request(t, "restart", "gitea", "").Execution
-	b.clock.Advance(31 * time.Minute)
+	b.clock.Add(31 * time.Minute)
 	_, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReply})
 	if !errors.Is(err, executions.ErrExpired) {
 		t.Fatalf("approve after TTL = %v, want ErrExpired", err)
@@ -548,7 +530,7 @@ func TestReconcilerRecoversLostDispatches(t *testing.T) {
 	if _, err := b.inspector.GetTaskInfo(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err == nil {
 		t.Fatal("the order survived the flush")
 	}
-	b.clock.Advance(45 * time.Second)
+	b.clock.Add(45 * time.Second)
 	rep, err = b.svc.Reconcile(b.ctx)
 	if err != nil || rep.Resent != 1 {
 		t.Fatalf("reconcile after flush = %+v %v, want one resend", rep, err)
@@ -564,7 +546,7 @@ func TestReconcilerRecoversLostDispatches(t *testing.T) {
 		t.Errorf("resent order expires %s, later than the first dispatch's deadline", o.ExpiresAt)
 	}
 	// Still unacknowledged after every copy expired: outcome unknown, never re-run.
-	b.clock.Advance(20 * time.Minute)
+	b.clock.Add(20 * time.Minute)
 	rep, err = b.svc.Reconcile(b.ctx)
 	if err != nil || rep.OutcomeUnknown != 1 || rep.Resent != 0 {
 		t.Fatalf("reconcile after expiry = %+v %v", rep, err)
@@ -598,7 +580,7 @@ func TestReconcilerResendsAnArchivedOrder(t *testing.T) {
 	if err := b.inspector.ArchiveTask(tasks.OrderQueue(tasks.DefaultSite), x.ID.String()); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Advance(45 * time.Second)
+	b.clock.Add(45 * time.Second)
 	rep, err := b.svc.Reconcile(b.ctx)
 	if err != nil || rep.Resent != 1 {
 		t.Fatalf("reconcile = %+v %v, want one resend", rep, err)
@@ -619,11 +601,11 @@ func TestReconcilerMarksSilentRunsUnknown(t *testing.T) {
 	if _, err := b.progress(t, tasks.Progress{ExecutionID: x.ID.String(), Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Advance(time.Minute)
+	b.clock.Add(time.Minute)
 	if rep, _ := b.svc.Reconcile(b.ctx); rep.OutcomeUnknown != 0 {
 		t.Fatalf("a run with a recent heartbeat was marked unknown: %+v", rep)
 	}
-	b.clock.Advance(2 * time.Minute)
+	b.clock.Add(2 * time.Minute)
 	rep, err := b.svc.Reconcile(b.ctx)
 	if err != nil || rep.OutcomeUnknown != 1 {
 		t.Fatalf("reconcile = %+v %v, want one outcome_unknown", rep, err)
@@ -642,7 +624,7 @@ func TestExpiryByReconciler(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	x := b.request(t, "pct_destroy", "131", "").Execution
-	b.clock.Advance(11 * time.Minute)
+	b.clock.Add(11 * time.Minute)
 	rep, err := b.svc.Reconcile(b.ctx)
 	if err != nil || rep.Expired != 1 {
 		t.Fatalf("reconcile = %+v %v", rep, err)

@@ -224,7 +224,7 @@ func TestForgedReportsChangeNothing(t *testing.T) {
 	check := due[i]
 	unhealthy := b.sealCheck(t, key, tasks.CheckResult{CheckID: check.ID.String(), TargetID: jellyfin.ID.String(), Health: "unhealthy", Detail: "connection refused", At: b.clock.Now()})
 	b.apply(t, tasks.TypeCheckResult, unhealthy)
-	b.clock.Advance(time.Second)
+	b.clock.Add(time.Second)
 	healthy := tasks.CheckResult{CheckID: check.ID.String(), TargetID: jellyfin.ID.String(), Health: "healthy", Detail: "answered 200", At: b.clock.Now()}
 	earlierHealthy := healthy
 	earlierHealthy.At = b.clock.Now().Add(-time.Hour)

@@ -209,7 +209,7 @@ func TestPlanStopsAtTheFailedStep(t *testing.T) {
 		t.Errorf("the third step's audit is %q, want it skipped and never dispatched", audit)
 	}
 	// Nothing revives the skipped step: the reconciler leaves it be.
-	b.clock.Advance(time.Hour)
+	b.clock.Add(time.Hour)
 	if _, err := b.svc.Reconcile(b.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestPlanSurvivesARestartBetweenSteps(t *testing.T) {
 
 	again := b.newService(t, &flakyQueue{next: b.queue.next}, nil)
 	b.consumeResults(t, again)
-	b.clock.Advance(time.Minute)
+	b.clock.Add(time.Minute)
 	rep, err := again.Reconcile(b.ctx)
 	if err != nil || rep.Dispatched != 1 {
 		t.Fatalf("reconcile after the restart = %+v, %v; want step 2 dispatched", rep, err)
@@ -340,7 +340,7 @@ func TestPlanDecisionsTakeEveryStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	expired := ask()
-	b.clock.Advance(time.Hour)
+	b.clock.Add(time.Hour)
 	if _, err := b.svc.Reconcile(b.ctx); err != nil {
 		t.Fatal(err)
 	}

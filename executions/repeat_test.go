@@ -58,7 +58,7 @@ func TestRepeatedRequestAfterExpiry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	first := b.request(t, "restart", "jellyfin", "")
-	b.clock.Advance(time.Until(first.Execution.ExpiresAt) + time.Hour)
+	b.clock.Add(time.Until(first.Execution.ExpiresAt) + time.Hour)
 	again := b.request(t, "restart", "jellyfin", "")
 	if again.Execution.ID == first.Execution.ID {
 		t.Fatal("the repeat pointed at an expired plan")

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -218,27 +217,9 @@ func TestNewRefusesBadTokens(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock a test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestRequestsAreRateLimitedPerRequester(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Now()}
+	clock := testenv.NewClock(time.Now())
 	// One request every 10 s, two at once.
 	b := setup(t, func(c *mcpserver.Config) { c.RequestsPerMinute, c.RequestBurst, c.Clock = 6, 2, clock.Now })
 	url := serveHTTP(t, b.srv.HTTPHandler())

@@ -9,7 +9,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,24 +23,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// clock is the watchdog's injected time, moved by the test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // bundle is one test's watchdog room on the test homeserver: the operator
 // who is paged, the watchdog's own account, and the clock.
 type bundle struct {
@@ -50,12 +31,12 @@ type bundle struct {
 	dog      *testenv.MatrixUser
 	room     id.RoomID
 	pager    *watchdog.Matrix
-	clock    *clock
+	clock    *testenv.Clock
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	b := &bundle{ctx: testenv.Context(t), clock: &clock{t: time.Date(2026, 5, 1, 3, 0, 0, 0, time.UTC)}}
+	b := &bundle{ctx: testenv.Context(t), clock: testenv.NewClock(time.Date(2026, 5, 1, 3, 0, 0, 0, time.UTC))}
 	b.operator = testenv.NewMatrixUser(t, "operator")
 	b.dog = testenv.NewMatrixUser(t, "watchdog")
 	resp, err := b.operator.Client.CreateRoom(b.ctx, &mautrix.ReqCreateRoom{Name: "nomos watchdog", Preset: "private_chat", Invite: []id.UserID{b.dog.UserID}})
@@ -166,7 +147,7 @@ func deadURL(t *testing.T) (string, string) {
 
 // botPage serves the real status page's /healthz and /readyz, over a
 // fresh database, with the bot's last sync at lastSync before the clock.
-func botPage(t *testing.T, c *clock, lastSync time.Duration) *httptest.Server {
+func botPage(t *testing.T, c *testenv.Clock, lastSync time.Duration) *httptest.Server {
 	t.Helper()
 	st := testenv.Store(t)
 	page, err := web.New(web.Config{Store: st, Logger: testenv.Logger(t), Clock: c.Now,

@@ -15,16 +15,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// clock is a clock the test moves by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Set(t time.Time)     { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
-func (c *clock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
-
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
 	st, err := store.Open(testenv.Context(t), store.Config{URL: testenv.DatabaseURL(t), MaxConns: 4})
@@ -36,7 +26,7 @@ func openStore(t *testing.T) *store.Store {
 }
 
 // process is one bot's scheduler with a daily job that counts its runs.
-func process(t *testing.T, st *store.Store, c *clock, runs *atomic.Int32, slots *sync.Map) *schedule.Scheduler {
+func process(t *testing.T, st *store.Store, c *testenv.Clock, runs *atomic.Int32, slots *sync.Map) *schedule.Scheduler {
 	t.Helper()
 	s := schedule.New(schedule.Config{Slots: st, Clock: c.Now})
 	err := s.Add(schedule.Job{Name: "daily", Spec: "0 8 * * *", LeaderOnly: true, Run: func(_ context.Context, slot time.Time) error {
@@ -61,7 +51,7 @@ func TestLeaderOnlySlotRunsOnceAcrossProcesses(t *testing.T) {
 	st := openStore(t)
 	ctx := testenv.Context(t)
 	day := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
-	c := &clock{now: day.Add(7*time.Hour + 59*time.Minute)}
+	c := testenv.NewClock(day.Add(7*time.Hour + 59*time.Minute))
 	var runs atomic.Int32
 	var slots sync.Map
 	a, b := process(t, st, c, &runs, &slots), process(t, st, c, &runs, &slots)
@@ -104,7 +94,7 @@ func TestNewJobSkipsPastSlotsAndRetryRunsAgain(t *testing.T) {
 	st := openStore(t)
 	ctx := testenv.Context(t)
 	day := time.Date(2030, 2, 4, 0, 0, 0, 0, time.UTC)
-	c := &clock{now: day.Add(9 * time.Hour)}
+	c := testenv.NewClock(day.Add(9 * time.Hour))
 	var calls atomic.Int32
 	fail := errors.New("homeserver away")
 	s := schedule.New(schedule.Config{Slots: st, Clock: c.Now})
