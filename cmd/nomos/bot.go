@@ -20,6 +20,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/bot/agent"
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/leader"
 	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/mcpserver"
@@ -53,11 +54,11 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	defer closeAgent()
-	briefs, err := cfg.Report.schedule()
+	briefs, err := cfg.Report.Schedule()
 	if err != nil {
 		return err
 	}
-	schedules, windows, err := cfg.watch()
+	schedules, windows, err := cfg.Watch()
 	if err != nil {
 		return err
 	}
@@ -105,15 +106,15 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 }
 
 // newTools builds the MCP tools the agent and /mcp serve.
-func newTools(cfg *Config, l *lifecycle, logger *slog.Logger) (*mcpserver.Server, int, error) {
-	tokens, err := cfg.MCP.serverTokens()
+func newTools(cfg *config.Config, l *lifecycle, logger *slog.Logger) (*mcpserver.Server, int, error) {
+	tokens, err := cfg.MCP.ServerTokens()
 	if err != nil {
 		return nil, 0, err
 	}
 	if cfg.MCP.Token != "" {
 		logger.Warn("mcp.token is deprecated: it is accepted as a token named mcp with scope read; move it to mcp.tokens, with for: naming whom it is for")
 	}
-	for _, name := range cfg.MCP.readOnlyRequestTokens() {
+	for _, name := range cfg.MCP.ReadOnlyRequestTokens() {
 		logger.Warn("an MCP token with scope request names nobody it is for, so it may only read; add for: with the Matrix user it was made for",
 			"token", name)
 	}
@@ -127,7 +128,7 @@ func newTools(cfg *Config, l *lifecycle, logger *slog.Logger) (*mcpserver.Server
 
 // newAgent builds the LLM agent on the in-process MCP client; without
 // llm.model there is none, and close does nothing.
-func newAgent(ctx context.Context, cfg *Config, l *lifecycle, tools *mcpserver.Server, logger *slog.Logger) (*agent.Agent, func(), error) {
+func newAgent(ctx context.Context, cfg *config.Config, l *lifecycle, tools *mcpserver.Server, logger *slog.Logger) (*agent.Agent, func(), error) {
 	if cfg.LLM.Model == "" {
 		logger.Info("no llm.model configured: the bot answers with its command grammar and runbooks only")
 		return nil, func() {}, nil
@@ -163,8 +164,8 @@ type front struct {
 	srv       *http.Server
 }
 
-func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, botChecks []web.ReadyCheck, lastSync func() time.Time, logger *slog.Logger) (*front, error) {
-	webAuth, err := cfg.Web.authenticator()
+func newFront(cfg *config.Config, l *lifecycle, tools *mcpserver.Server, ntokens int, botChecks []web.ReadyCheck, lastSync func() time.Time, logger *slog.Logger) (*front, error) {
+	webAuth, err := cfg.Web.Authenticator()
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func newFront(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int, b
 // routes puts /mcp and the webhook beside the status page. Each has its
 // own bearer token, in the same Authorization header basic auth would
 // use, so web.auth does not cover them; the webhook is off without one.
-func (f *front) routes(cfg *Config, l *lifecycle, tools *mcpserver.Server, ntokens int) (http.Handler, error) {
+func (f *front) routes(cfg *config.Config, l *lifecycle, tools *mcpserver.Server, ntokens int) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", f.status)
 	if tools.HTTPEnabled() {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/nomoshq/nomos/internal/config"
 )
 
 // loadCompose loads deploy/ compose files as `docker compose config` would,
@@ -489,15 +491,15 @@ func TestComposeRolesStartWithTheirSecrets(t *testing.T) {
 	cases := []struct {
 		service string
 		files   []string
-		check   func(*testing.T, *Config)
+		check   func(*testing.T, *config.Config)
 	}{
 		{"nomos-migrate", []string{"compose.yaml"}, nil},
-		{"nomos-seed", []string{"compose.yaml"}, func(t *testing.T, c *Config) {
+		{"nomos-seed", []string{"compose.yaml"}, func(t *testing.T, c *config.Config) {
 			if c.Seeds.Dir == "" {
 				t.Error("nomos-seed would seed the embedded demo homelab into a real database")
 			}
 		}},
-		{"nomos-bot", []string{"compose.yaml"}, func(t *testing.T, c *Config) {
+		{"nomos-bot", []string{"compose.yaml"}, func(t *testing.T, c *config.Config) {
 			if c.Actuator.SSHKeyFile != "" || c.Orders.VerifyKeyFile != "" {
 				t.Errorf("the bot's config names actuator material: %+v %+v", c.Actuator, c.Orders)
 			}
@@ -505,22 +507,22 @@ func TestComposeRolesStartWithTheirSecrets(t *testing.T) {
 				t.Errorf("llm.model %q without compose.llm.yaml", c.LLM.Model)
 			}
 		}},
-		{"nomos-bot", []string{"compose.yaml", "compose.llm.yaml"}, func(t *testing.T, c *Config) {
+		{"nomos-bot", []string{"compose.yaml", "compose.llm.yaml"}, func(t *testing.T, c *config.Config) {
 			if c.LLM.APIKey == "" || c.LLM.Model == "" {
 				t.Errorf("compose.llm.yaml does not give the bot an LLM: model %q, key set %v", c.LLM.Model, c.LLM.APIKey != "")
 			}
 		}},
-		{"nomos-actuator", []string{"compose.yaml", "compose.rotate-orders.yaml"}, func(t *testing.T, c *Config) {
+		{"nomos-actuator", []string{"compose.yaml", "compose.rotate-orders.yaml"}, func(t *testing.T, c *config.Config) {
 			if c.Orders.PreviousVerifyKeyFile == "" {
 				t.Error("compose.rotate-orders.yaml does not give the actuator the previous order key")
 			}
 		}},
-		{"nomos-bot", []string{"compose.yaml", "compose.rotate-reports.yaml"}, func(t *testing.T, c *Config) {
+		{"nomos-bot", []string{"compose.yaml", "compose.rotate-reports.yaml"}, func(t *testing.T, c *config.Config) {
 			if c.Reports.PreviousVerifyKeyFile == "" {
 				t.Error("compose.rotate-reports.yaml does not give the bot the previous report key")
 			}
 		}},
-		{"nomos-watchdog", []string{"compose.watchdog.yaml"}, func(t *testing.T, c *Config) {
+		{"nomos-watchdog", []string{"compose.watchdog.yaml"}, func(t *testing.T, c *config.Config) {
 			if c.Database.URL != "" || c.Redis.URL != "" || c.Matrix.Password != "" || c.Actuator.SSHKeyFile != "" || c.Orders.SigningKeyFile != "" {
 				t.Error("the watchdog's config holds the stack's material")
 			}
@@ -528,7 +530,7 @@ func TestComposeRolesStartWithTheirSecrets(t *testing.T) {
 				t.Errorf("the watchdog lacks its two paths or its password: %+v", c.Watchdog)
 			}
 		}},
-		{"nomos-actuator", []string{"compose.yaml"}, func(t *testing.T, c *Config) {
+		{"nomos-actuator", []string{"compose.yaml"}, func(t *testing.T, c *config.Config) {
 			if c.Database.URL != "" || c.Matrix.Password != "" || c.Matrix.PickleKey != "" || c.LLM.APIKey != "" || c.Orders.SigningKeyFile != "" {
 				t.Error("the actuator's config holds bot material")
 			}
@@ -561,11 +563,11 @@ func TestComposeRolesStartWithTheirSecrets(t *testing.T) {
 				}
 				environ = append(environ, key+"="+v)
 			}
-			cfg, err := loadConfig("", environ)
+			cfg, err := config.Load("", environ)
 			if err != nil {
 				t.Fatalf("%s would not start: %v", c.service, err)
 			}
-			if err := cfg.validate(role); err != nil {
+			if err := cfg.Validate(role); err != nil {
 				t.Fatalf("%s would not start: %v", c.service, err)
 			}
 			if c.check != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nomoshq/nomos/internal/config"
 )
 
 // unitFile is a parsed systemd unit: every assignment in order (a key may
@@ -415,12 +417,12 @@ func TestSystemdConfigsStartWithTheirCredentials(t *testing.T) {
 			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := loadConfig(path, nil)
+			cfg, err := config.Load(path, nil)
 			if err != nil {
 				t.Fatalf("%s would not start: %v", spec.file, err)
 			}
 			for _, role := range spec.roles {
-				if err := cfg.validate(strings.Fields(role)[0]); err != nil {
+				if err := cfg.Validate(strings.Fields(role)[0]); err != nil {
 					t.Errorf("%s would not start: %v", spec.file, err)
 				}
 			}

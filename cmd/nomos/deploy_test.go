@@ -1,9 +1,9 @@
 package main
 
 // The tests of deploy/ (the compose file, the systemd units, the image)
-// live here, beside the config loader, and not in a package of their own:
+// live here, beside the role wiring, and not in a package of their own:
 // that way they can prove that the environment each compose service gets
-// and the YAML each unit reads pass the very loadConfig and validate the
+// and the YAML each unit reads pass the very config.Load and Validate the
 // role runs at start, with only the secrets that service is given. A
 // separate package could only check a look-alike of that. compose-go is a
 // test-only import, so the nomos binary does not link it.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
@@ -194,7 +195,7 @@ func (s *devStack) startServices(ctx context.Context, logger *slog.Logger) error
 		return err
 	}
 	s.state.LabsimLog = filepath.Join(s.dir, "labsim", "commands.jsonl")
-	s.sim, err = startLabsim(ctx, s.seed, LabsimConfig{
+	s.sim, err = startLabsim(ctx, s.seed, config.LabsimConfig{
 		StateDir:           filepath.Join(s.dir, "labsim"),
 		AuthorizedKeysFile: authorizedKeys,
 		LogFile:            s.state.LabsimLog,
@@ -303,7 +304,7 @@ func (s *devStack) serve(ctx context.Context, env *roleEnv) error {
 // roles to finish starting, and prints the report.
 func runDevDoctor(ctx context.Context, env *roleEnv, configPath string) {
 	fmt.Fprintln(env.stdout, "\nChecking the stack (nomos doctor)…")
-	cfg, err := loadConfig(configPath, env.environ)
+	cfg, err := config.Load(configPath, env.environ)
 	if err != nil {
 		printCheckLines(env.stdout, []checkLine{fail("config: cannot be loaded: "+err.Error(), "this is a bug in nomos dev")})
 		return

@@ -26,6 +26,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
@@ -239,12 +240,12 @@ func checkDevConfig(t *testing.T, dir string, s devState) {
 			t.Errorf("nomos.yaml holds a secret itself rather than its file:\n%s", data)
 		}
 	}
-	cfg, err := loadConfig(s.Config, nil)
+	cfg, err := config.Load(s.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, role := range []string{"bot", "actuator", "mcp", "discover"} {
-		if err := cfg.validate(role); err != nil {
+		if err := cfg.Validate(role); err != nil {
 			t.Errorf("nomos.yaml is not valid for %s: %v", role, err)
 		}
 	}

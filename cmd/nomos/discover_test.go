@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -80,7 +81,7 @@ func TestDiscoverAsksAndSaysWhatItFound(t *testing.T) {
 	go func() {
 		actDone <- runActuator(runCtx, &roleEnv{configPath: path, stdout: &syncBuffer{}, stderr: &syncBuffer{}, logger: testenv.Logger(t)}, nil)
 	}()
-	cfg, err := loadConfig(path, nil)
+	cfg, err := config.Load(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

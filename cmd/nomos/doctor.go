@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"maunium.net/go/mautrix"
 
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -41,7 +42,7 @@ func orDevConfig(path string) string {
 // devStore loads role's config (the dev stack's when none was given, in a
 // checkout where `nomos dev` runs) and opens its database, for the
 // commands that need only that. The caller closes the store.
-func (e *roleEnv) devStore(ctx context.Context, role string) (*Config, *store.Store, error) {
+func (e *roleEnv) devStore(ctx context.Context, role string) (*config.Config, *store.Store, error) {
 	e.configPath = orDevConfig(e.configPath)
 	cfg, err := e.config(role)
 	if err != nil {
@@ -76,7 +77,7 @@ func runDoctor(ctx context.Context, env *roleEnv, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	path := orDevConfig(env.configPath)
-	cfg, err := loadConfig(path, env.environ)
+	cfg, err := config.Load(path, env.environ)
 	if err != nil {
 		lines := []checkLine{fail("config: cannot be loaded: "+err.Error(),
 			"fix the file or the *_file path it names; deploy/nomos.example.yaml documents every key")}
@@ -118,7 +119,7 @@ func runDoctor(ctx context.Context, env *roleEnv, args []string) error {
 // configRoles guesses which roles a config is for from the settings it
 // has: a bot's config names a homeserver, an actuator's an SSH key, a
 // local MCP client's the bot's MCP URL.
-func configRoles(cfg *Config) []string {
+func configRoles(cfg *config.Config) []string {
 	var roles []string
 	switch {
 	case cfg.Matrix.HomeserverURL != "":
@@ -157,7 +158,7 @@ type doctorCheck struct {
 // doctor checks one config. Every check is a method, so a test can run
 // any of them against real services.
 type doctor struct {
-	cfg    *Config
+	cfg    *config.Config
 	roles  []string
 	logger *slog.Logger
 	http   *http.Client
@@ -170,7 +171,7 @@ type doctor struct {
 	session *mautrix.Client
 }
 
-func newDoctor(cfg *Config, roles []string, logger *slog.Logger) *doctor {
+func newDoctor(cfg *config.Config, roles []string, logger *slog.Logger) *doctor {
 	d := &doctor{
 		cfg: cfg, roles: roles, logger: logger, now: time.Now,
 		http: &http.Client{Timeout: 10 * time.Second},
@@ -350,7 +351,7 @@ func (d *doctor) checkConfig(context.Context) []checkLine {
 	}
 	var lines []checkLine
 	for _, r := range d.roles {
-		err := d.cfg.validate(r)
+		err := d.cfg.Validate(r)
 		if err == nil {
 			continue
 		}
@@ -376,7 +377,7 @@ func (d *doctor) checkPostgres(ctx context.Context) []checkLine {
 	v, err := store.SchemaVersion(ctx, d.cfg.Database.URL)
 	switch {
 	case err != nil:
-		return []checkLine{fail("postgres: cannot connect to "+redactURL(d.cfg.Database.URL)+": "+err.Error(),
+		return []checkLine{fail("postgres: cannot connect to "+config.RedactURL(d.cfg.Database.URL)+": "+err.Error(),
 			"start Postgres, or correct database.url: the database must exist and its role must be able to log in")}
 	case v < latest:
 		return []checkLine{fail(fmt.Sprintf("postgres: the schema is at version %d; this nomos needs %d", v, latest),
@@ -395,14 +396,14 @@ func (d *doctor) checkRedis(ctx context.Context) []checkLine {
 	}
 	c, ok := opt.MakeRedisClient().(redis.UniversalClient)
 	if !ok {
-		return []checkLine{fail("redis: cannot make a client for "+redactURL(d.cfg.Redis.URL), "set redis.url to redis://HOST:PORT/DB")}
+		return []checkLine{fail("redis: cannot make a client for "+config.RedactURL(d.cfg.Redis.URL), "set redis.url to redis://HOST:PORT/DB")}
 	}
 	defer c.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pingCtx).Err(); err != nil {
-		return []checkLine{fail("redis: cannot reach "+redactURL(d.cfg.Redis.URL)+": "+err.Error(),
+		return []checkLine{fail("redis: cannot reach "+config.RedactURL(d.cfg.Redis.URL)+": "+err.Error(),
 			"start Redis, or set redis.url to where it listens: the bot and the actuator talk only through it")}
 	}
-	return []checkLine{pass("redis: reachable at " + redactURL(d.cfg.Redis.URL))}
+	return []checkLine{pass("redis: reachable at " + config.RedactURL(d.cfg.Redis.URL))}
 }

@@ -93,7 +93,7 @@ func (d *doctor) checkMCP(ctx context.Context) []checkLine {
 		}
 		lines = append(lines, pass(text))
 	}
-	if owners := m.readOnlyRequestTokens(); len(owners) > 0 {
+	if owners := m.ReadOnlyRequestTokens(); len(owners) > 0 {
 		lines = append(lines, fail("mcp tokens: "+strings.Join(owners, ", ")+" ask for scope request but name nobody they are for, so they may only read",
 			"add for: \"@user:server\" to each, naming the person who uses it (their plans are then on that person's behalf), or make a new one with `nomos mcp token -scope request -for @user:server NAME`"))
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
@@ -38,7 +39,7 @@ func TestDoctorSite(t *testing.T) {
 		{"eats", "site eats: the fleet has no such site (it has default, east, empty)", "set actuator.site to one of them", false},
 		{"empty", "site empty: no live host is in it", "site: empty", false},
 	} {
-		cfg := &Config{Database: DatabaseConfig{URL: databaseURL}, Actuator: ActuatorConfig{Site: tc.site}}
+		cfg := &config.Config{Database: config.DatabaseConfig{URL: databaseURL}, Actuator: config.ActuatorConfig{Site: tc.site}}
 		lines := newDoctor(cfg, []string{"actuator"}, testenv.Logger(t)).checkSite(ctx)
 		if len(lines) != 1 || lines[0].ok != tc.ok || !strings.HasPrefix(lines[0].text, tc.want) || !strings.Contains(lines[0].fix, tc.fix) {
 			t.Errorf("actuator.site %s: got %+v, want ok=%v %q (fix with %q)", tc.site, lines, tc.ok, tc.want, tc.fix)

@@ -17,6 +17,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
@@ -409,7 +410,7 @@ func TestDoctorHostsFromProbeResults(t *testing.T) {
 	if _, err := st.ApplySeed(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{Database: DatabaseConfig{URL: databaseURL}}
+	cfg := &config.Config{Database: config.DatabaseConfig{URL: databaseURL}}
 	now := time.Now()
 	d := newDoctor(cfg, []string{"bot"}, testenv.Logger(t))
 	d.now = func() time.Time { return now }
@@ -526,7 +527,7 @@ func TestDoctorPostgresSchema(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
 	databaseURL := testenv.EmptyDatabaseURL(t)
-	d := newDoctor(&Config{Database: DatabaseConfig{URL: databaseURL}}, []string{"migrate"}, testenv.Logger(t))
+	d := newDoctor(&config.Config{Database: config.DatabaseConfig{URL: databaseURL}}, []string{"migrate"}, testenv.Logger(t))
 	latest, err := store.LatestVersion()
 	if err != nil {
 		t.Fatal(err)

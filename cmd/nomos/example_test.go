@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nomoshq/nomos/internal/config"
 )
 
 // TestExampleConfigDocumentsEveryField keeps deploy/nomos.example.yaml in
@@ -21,7 +23,7 @@ func TestExampleConfigDocumentsEveryField(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		t.Fatalf("example config is not valid YAML: %v", err)
 	}
-	for _, path := range koanfPaths(reflect.TypeOf(Config{}), "") {
+	for _, path := range koanfPaths(reflect.TypeOf(config.Config{}), "") {
 		if hasPath(doc, path) {
 			continue
 		}
@@ -30,7 +32,7 @@ func TestExampleConfigDocumentsEveryField(t *testing.T) {
 			t.Errorf("deploy/nomos.example.yaml does not document %s", path)
 		}
 	}
-	if _, err := loadConfig("../../deploy/nomos.example.yaml", nil); err != nil {
+	if _, err := config.Load("../../deploy/nomos.example.yaml", nil); err != nil {
 		t.Errorf("example config does not load: %v", err)
 	}
 }

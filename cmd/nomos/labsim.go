@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
@@ -47,7 +48,7 @@ func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
 }
 
 // startLabsim serves the seeded fleet.
-func startLabsim(ctx context.Context, seed *store.Seed, cfg LabsimConfig, logger *slog.Logger) (*labsim.Sim, error) {
+func startLabsim(ctx context.Context, seed *store.Seed, cfg config.LabsimConfig, logger *slog.Logger) (*labsim.Sim, error) {
 	lc := devstack.LabsimConfig(seed, cfg.StateDir, cfg.AuthorizedKeysFile, cfg.LogFile, logger)
 	if cfg.Gate {
 		lc.Gate = &hostgate.Rules{HostShell: cfg.GateHostShell, PrivilegedContainers: cfg.GatePrivilegedContainers}

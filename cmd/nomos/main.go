@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/nomoshq/nomos/internal/config"
 )
 
 // role is one subcommand of the nomos binary.
@@ -39,12 +41,12 @@ type roleEnv struct {
 }
 
 // config loads and validates the configuration for the named role.
-func (e *roleEnv) config(name string) (*Config, error) {
-	cfg, err := loadConfig(e.configPath, e.environ)
+func (e *roleEnv) config(name string) (*config.Config, error) {
+	cfg, err := config.Load(e.configPath, e.environ)
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.validate(name); err != nil {
+	if err := cfg.Validate(name); err != nil {
 		return nil, err
 	}
 	e.logger = newLogger(e.stderr, cfg.Log)
@@ -112,7 +114,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		stdin:      os.Stdin,
 		stdout:     stdout,
 		stderr:     stderr,
-		logger:     newLogger(stderr, LogConfig{Level: "info", Format: "text"}),
+		logger:     newLogger(stderr, config.LogConfig{Level: "info", Format: "text"}),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -144,7 +146,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fs.PrintDefaults()
 }
 
-func newLogger(w io.Writer, cfg LogConfig) *slog.Logger {
+func newLogger(w io.Writer, cfg config.LogConfig) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Level))
 	opts := &slog.HandlerOptions{Level: level}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,6 +13,26 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestUnknownRole(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	if code := run([]string{"frobnicate"}, nil, &out, &errOut); code != 2 {
+		t.Errorf("exit = %d, want 2", code)
+	}
+	if !strings.Contains(errOut.String(), `unknown role "frobnicate"`) {
+		t.Errorf("stderr = %q", errOut.String())
+	}
+}
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
 type syncBuffer struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
@@ -71,11 +72,11 @@ func TestMCPTokenCommand(t *testing.T) {
 		{readLine, mcpserver.ScopeRead, ""}, // the default
 	} {
 		// The printed line is a valid mcp.tokens entry.
-		cfg, err := loadConfig(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  tokens:\n    "+tc.line+"\n"), nil)
+		cfg, err := config.Load(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  tokens:\n    "+tc.line+"\n"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tokens, err := cfg.MCP.serverTokens()
+		tokens, err := cfg.MCP.ServerTokens()
 		if err != nil || len(tokens) != 1 || tokens[0].Name != "claude" || tokens[0].Scope != tc.scope || tokens[0].Owner != tc.owner {
 			t.Errorf("%s loads as %+v, %v; want scope %s for %q", tc.line, tokens, err, tc.scope, tc.owner)
 		}
@@ -98,12 +99,12 @@ func TestMCPTokenCommand(t *testing.T) {
 func TestMCPRequestTokenWithoutOwnerOnlyReads(t *testing.T) {
 	t.Parallel()
 	sum := mcpserver.HashToken("old-token-0123456789abcdef")
-	cfg, err := loadConfig(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  token: legacy-token-0123456789abcdef\n  tokens:\n"+
+	cfg, err := config.Load(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  token: legacy-token-0123456789abcdef\n  tokens:\n"+
 		"    - {name: old, token_sha256: "+hex.EncodeToString(sum[:])+", scope: request}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := cfg.MCP.serverTokens()
+	tokens, err := cfg.MCP.ServerTokens()
 	if err != nil || len(tokens) != 2 {
 		t.Fatalf("serverTokens = %+v, %v", tokens, err)
 	}
@@ -122,12 +123,12 @@ func TestMCPRequestTokenWithoutOwnerOnlyReads(t *testing.T) {
 	if !found {
 		t.Errorf("doctor does not say that token old only reads: %+v", d.checkMCP(testenv.Context(t)))
 	}
-	bad, err := loadConfig(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  tokens:\n"+
+	bad, err := config.Load(writeFile(t, t.TempDir(), "nomos.yaml", "mcp:\n  tokens:\n"+
 		"    - {name: bad, token_sha256: "+hex.EncodeToString(sum[:])+", scope: request, for: alice}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bad.validate("bot"); err == nil || !strings.Contains(err.Error(), "mcp.tokens[0].for: the person the token is for: must be a Matrix user id") {
+	if err := bad.Validate("bot"); err == nil || !strings.Contains(err.Error(), "mcp.tokens[0].for: the person the token is for: must be a Matrix user id") {
 		t.Errorf("a token for \"alice\", not a Matrix user id: validate = %v", err)
 	}
 }

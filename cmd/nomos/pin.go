@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/actuator"
+	"github.com/nomoshq/nomos/internal/config"
 )
 
 // pinOptions are `nomos actuator -pin`'s flags.
@@ -27,7 +28,7 @@ var errNotConfirmed = errors.New("not pinned: the fingerprint was not confirmed"
 func runPin(ctx context.Context, env *roleEnv, o pinOptions) error {
 	file := o.knownHosts
 	if file == "" {
-		cfg, err := loadConfig(env.configPath, env.environ)
+		cfg, err := config.Load(env.configPath, env.environ)
 		if err != nil {
 			return err
 		}

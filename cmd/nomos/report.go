@@ -33,7 +33,7 @@ func runReport(ctx context.Context, env *roleEnv, args []string) error {
 		return err
 	}
 	defer st.Close()
-	sched, err := cfg.Report.schedule()
+	sched, err := cfg.Report.Schedule()
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -59,22 +60,22 @@ func TestReportConfigNamesTheKey(t *testing.T) {
 		{"NOMOS_REPORT__TIMEZONE=Mars/Olympus", "report.timezone: want an IANA time zone"},
 		{"NOMOS_REPORT__BACKUP_MAX_AGE=5m", "report.backup_max_age: want a duration between 1h and 720h"},
 	} {
-		cfg, err := loadConfig("", append(base, tc.env))
+		cfg, err := config.Load("", append(base, tc.env))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cfg.validate("report"); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := cfg.Validate("report"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("with %s: validate = %v, want an error containing %q", tc.env, err, tc.want)
 		}
 	}
-	cfg, err := loadConfig("", base)
+	cfg, err := config.Load("", base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.validate("report"); err != nil {
+	if err := cfg.Validate("report"); err != nil {
 		t.Errorf("the defaults do not validate: %v", err)
 	}
-	if s, err := cfg.Report.schedule(); err != nil || s.Daily == nil || s.Daily.String() != "08:00" || s.Weekly == nil || s.Weekly.Day.String() != "Monday" {
+	if s, err := cfg.Report.Schedule(); err != nil || s.Daily == nil || s.Daily.String() != "08:00" || s.Weekly == nil || s.Weekly.Day.String() != "Monday" {
 		t.Errorf("default schedule = %+v, %v; want daily at 08:00 and weekly on Monday", s, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
@@ -52,13 +53,13 @@ func TestConfigPreviousVerifyKeys(t *testing.T) {
 			"reports.previous_verify_key_file: holds the same key as reports.verify_key_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := loadConfig("", tc.env)
+			cfg, err := config.Load("", tc.env)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The rest of the config is missing, so validate fails;
 			// only what it says about the previous key matters here.
-			err = cfg.validate(tc.role)
+			err = cfg.Validate(tc.role)
 			if err == nil {
 				t.Fatal("validate = nil, want the rest of the config missing")
 			}
@@ -168,7 +169,7 @@ func TestRotationThroughTheConfig(t *testing.T) {
 		// refusal applies the old key's report with a bot built from env.
 		refusal := func(env []string) executions.ReportRefusal {
 			t.Helper()
-			cfg, err := loadConfig("", env)
+			cfg, err := config.Load("", env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,10 +224,10 @@ func TestSystemdRotationLines(t *testing.T) {
 	for _, c := range []struct {
 		spec       unitSpec
 		credential string
-		previous   func(*Config) string
+		previous   func(*config.Config) string
 	}{
-		{unitSpecs[0], "reports_verify.previous.pub", func(c *Config) string { return c.Reports.PreviousVerifyKeyFile }},
-		{unitSpecs[1], "orders_verify.previous.pub", func(c *Config) string { return c.Orders.PreviousVerifyKeyFile }},
+		{unitSpecs[0], "reports_verify.previous.pub", func(c *config.Config) string { return c.Reports.PreviousVerifyKeyFile }},
+		{unitSpecs[1], "orders_verify.previous.pub", func(c *config.Config) string { return c.Orders.PreviousVerifyKeyFile }},
 	} {
 		t.Run(c.spec.file, func(t *testing.T) {
 			t.Parallel()
@@ -251,12 +252,12 @@ func TestSystemdRotationLines(t *testing.T) {
 			yamlOn = strings.ReplaceAll(yamlOn, "/run/credentials/"+c.spec.file+"/", root+"/")
 			yamlOn = strings.ReplaceAll(yamlOn, "/var/lib/"+c.spec.stateDir+"/", root+"/")
 			path := writeFile(t, root, c.spec.yaml, yamlOn)
-			cfg, err := loadConfig(path, nil)
+			cfg, err := config.Load(path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, role := range c.spec.roles {
-				if err := cfg.validate(strings.Fields(role)[0]); err != nil {
+				if err := cfg.Validate(strings.Fields(role)[0]); err != nil {
 					t.Errorf("%s with the rotation lines on would not start: %v", c.spec.file, err)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
@@ -28,7 +29,7 @@ type lifecycle struct {
 	metrics *metrics.Metrics
 }
 
-func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*lifecycle, error) {
+func openLifecycle(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*lifecycle, error) {
 	st, err := store.Open(ctx, store.Config{URL: cfg.Database.URL, Logger: logger})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -18,7 +18,7 @@ func TestWatchConfigRefusesWhatCannotRun(t *testing.T) {
 		Schedules: []ScheduleConfig{{Name: "jf", Cron: "10 3 * * *", Action: "restart", Target: "service:jellyfin", Standing: "nightly"},
 			{Name: "status", Cron: "@every 15m", Action: "pct_status", Target: "lxc:101", Timezone: "UTC"}},
 	}
-	runs, windows, err := good.watch()
+	runs, windows, err := good.Watch()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestWatchConfigRefusesWhatCannotRun(t *testing.T) {
 			{Name: "orphan", Cron: "@hourly", Runbook: "rb", Target: "x", Standing: "nowhere"},
 		},
 	}
-	_, _, err = bad.watch()
+	_, _, err = bad.Watch()
 	if err == nil {
 		t.Fatal("a malformed config was accepted")
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/hex"
@@ -29,7 +29,7 @@ func TestConfigEnvironmentNesting(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := writeFile(t, dir, "nomos.yaml", "llm:\n  model: file-model\n  base_url: http://file.example/v1\n")
-	cfg, err := loadConfig(path, []string{
+	cfg, err := Load(path, []string{
 		"NOMOS_LLM__BASE_URL=http://127.0.0.1:9999/v1",
 		"NOMOS_MATRIX__OPERATORS=@alice:example.org, @bob:example.org",
 		"NOMOS_DATABASE__URL=postgres://u:p@db/nomos",
@@ -56,18 +56,18 @@ func TestConfigSecretFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pw := writeFile(t, dir, "pw", "s3cret\n")
-	cfg, err := loadConfig("", []string{"NOMOS_MATRIX__PASSWORD_FILE=" + pw})
+	cfg, err := Load("", []string{"NOMOS_MATRIX__PASSWORD_FILE=" + pw})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Matrix.Password != "s3cret" {
 		t.Errorf("matrix.password = %q, want the file's content without the newline", cfg.Matrix.Password)
 	}
-	_, err = loadConfig("", []string{"NOMOS_MATRIX__PASSWORD_FILE=" + pw, "NOMOS_MATRIX__PASSWORD=x"})
+	_, err = Load("", []string{"NOMOS_MATRIX__PASSWORD_FILE=" + pw, "NOMOS_MATRIX__PASSWORD=x"})
 	if err == nil || !strings.Contains(err.Error(), "matrix.password and matrix.password_file are both set") {
 		t.Errorf("both set: err = %v, want it refused naming the key", err)
 	}
-	_, err = loadConfig("", []string{"NOMOS_MCP__TOKEN_FILE=" + filepath.Join(dir, "missing")})
+	_, err = Load("", []string{"NOMOS_MCP__TOKEN_FILE=" + filepath.Join(dir, "missing")})
 	if err == nil || !strings.Contains(err.Error(), "mcp.token_file") {
 		t.Errorf("missing file: err = %v, want it to name mcp.token_file", err)
 	}
@@ -130,11 +130,11 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := loadConfig("", tt.env)
+			cfg, err := Load("", tt.env)
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = cfg.validate(tt.role)
+			err = cfg.Validate(tt.role)
 			if err == nil || !strings.Contains(err.Error(), tt.wantKey) {
 				t.Fatalf("validate(%s) = %v, want an error containing %q", tt.role, err, tt.wantKey)
 			}
@@ -160,11 +160,11 @@ func TestConfigValidPasses(t *testing.T) {
 		"NOMOS_ORDERS__SIGNING_KEY_FILE=" + key,
 		"NOMOS_REPORTS__VERIFY_KEY_FILE=" + key,
 	}
-	cfg, err := loadConfig("", base)
+	cfg, err := Load("", base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.validate("bot"); err != nil {
+	if err := cfg.Validate("bot"); err != nil {
 		t.Fatalf("validate(bot) = %v, want nil", err)
 	}
 	if cfg.Actuator.Name != "actuator" || cfg.Orders.TTL != 15*time.Minute {
@@ -172,7 +172,7 @@ func TestConfigValidPasses(t *testing.T) {
 	}
 	// Off loopback the page needs its password.
 	cfg.Web.Listen, cfg.Web.Auth = "0.0.0.0:8080", WebAuthConfig{User: "ops", Password: "correct horse battery"}
-	if err := cfg.validate("bot"); err != nil {
+	if err := cfg.Validate("bot"); err != nil {
 		t.Fatalf("validate(bot) on 0.0.0.0 with web.auth = %v, want nil", err)
 	}
 	// A bcrypt hash from a file, or a forward-auth proxy, will do too.
@@ -185,14 +185,14 @@ func TestConfigValidPasses(t *testing.T) {
 		"a bcrypt hash": {"NOMOS_WEB__LISTEN=0.0.0.0:8080", "NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD_HASH_FILE=" + hashFile},
 		"a proxy":       {"NOMOS_WEB__LISTEN=0.0.0.0:8080", "NOMOS_WEB__TRUSTED_PROXIES=10.0.0.5, 192.168.10.0/24"},
 	} {
-		c, err := loadConfig("", append(slices.Clone(base), env...))
+		c, err := Load("", append(slices.Clone(base), env...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.validate("bot"); err != nil {
+		if err := c.Validate("bot"); err != nil {
 			t.Errorf("%s: validate(bot) on 0.0.0.0 = %v, want nil", name, err)
 		}
-		auth, err := c.Web.authenticator()
+		auth, err := c.Web.Authenticator()
 		if err != nil || auth == nil {
 			t.Errorf("%s: authenticator = %v, %v; want one", name, auth, err)
 		}
@@ -212,7 +212,7 @@ func TestConfigMCPTokens(t *testing.T) {
     - {name: claude, token_sha256: `+strings.Repeat("cd", 32)+`, scope: read}
     - {name: "bad name", token_sha256: xyz, scope: admin}
 `)
-	cfg, err := loadConfig(path, nil)
+	cfg, err := Load(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestConfigMCPTokens(t *testing.T) {
 	if dump := fmt.Sprintf("%+v", cfg.MCP); strings.Contains(dump, secret) {
 		t.Errorf("the loaded config holds the token itself: %s", dump)
 	}
-	err = cfg.validate("bot")
+	err = cfg.Validate("bot")
 	for _, want := range []string{
 		`mcp.tokens[2].name: "claude" names two tokens`,
 		`mcp.tokens[3].name: want 1 to 40 letters`,
@@ -242,11 +242,11 @@ func TestConfigMCPTokens(t *testing.T) {
 	}
 
 	both := writeFile(t, dir, "both.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+tokenFile+", token_sha256: "+hash+", scope: read}\n")
-	if _, err := loadConfig(both, nil); err == nil || !strings.Contains(err.Error(), "mcp.tokens[0]: token_sha256 and token_file are both set") {
+	if _, err := Load(both, nil); err == nil || !strings.Contains(err.Error(), "mcp.tokens[0]: token_sha256 and token_file are both set") {
 		t.Errorf("token_sha256 and token_file both set: err = %v", err)
 	}
 	short := writeFile(t, dir, "short.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+writeFile(t, dir, "short", "abc")+", scope: read}\n")
-	if _, err := loadConfig(short, nil); err == nil || !strings.Contains(err.Error(), "want a token of at least 16 characters") {
+	if _, err := Load(short, nil); err == nil || !strings.Contains(err.Error(), "want a token of at least 16 characters") {
 		t.Errorf("a short token file: err = %v", err)
 	}
 }
@@ -255,23 +255,12 @@ func TestConfigMCPTokens(t *testing.T) {
 // only the bot's URL and a client token.
 func TestConfigMCPStdioNeedsNoDatabaseOrKey(t *testing.T) {
 	t.Parallel()
-	cfg, err := loadConfig("", []string{"NOMOS_MCP__URL=http://127.0.0.1:8080/mcp", "NOMOS_MCP__CLIENT_TOKEN=client-token-0123456789"})
+	cfg, err := Load("", []string{"NOMOS_MCP__URL=http://127.0.0.1:8080/mcp", "NOMOS_MCP__CLIENT_TOKEN=client-token-0123456789"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.validate("mcp"); err != nil {
+	if err := cfg.Validate("mcp"); err != nil {
 		t.Errorf("validate(mcp) = %v, want nil with no database, Redis or signing key", err)
-	}
-}
-
-func TestUnknownRole(t *testing.T) {
-	t.Parallel()
-	var out, errOut strings.Builder
-	if code := run([]string{"frobnicate"}, nil, &out, &errOut); code != 2 {
-		t.Errorf("exit = %d, want 2", code)
-	}
-	if !strings.Contains(errOut.String(), `unknown role "frobnicate"`) {
-		t.Errorf("stderr = %q", errOut.String())
 	}
 }
 
@@ -289,11 +278,11 @@ func TestConfigWatchdog(t *testing.T) {
 		"NOMOS_WATCHDOG__PASSWORD_FILE=" + pw, "NOMOS_WATCHDOG__ROOM=!alerts:example.org",
 		"NOMOS_WATCHDOG__OPERATORS=@alice:example.org, @bob:example.org",
 	}
-	cfg, err := loadConfig("", good)
+	cfg, err := Load("", good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.validate("watchdog"); err != nil {
+	if err := cfg.Validate("watchdog"); err != nil {
 		t.Fatalf("validate(watchdog) = %v, want nil with its own section alone", err)
 	}
 	if cfg.Watchdog.Password != "watchdog-password" || len(cfg.Watchdog.Operators) != 2 || cfg.Watchdog.Interval != 30*time.Second {
@@ -312,15 +301,15 @@ func TestConfigWatchdog(t *testing.T) {
 		{"a sync age under a long-poll", []string{"NOMOS_WATCHDOG__MAX_SYNC_AGE=20s"}, "watchdog.max_sync_age: want at least 1m"},
 		{"unbounded pages", []string{"NOMOS_WATCHDOG__MAX_PAGES=100"}, "watchdog.max_pages: want 1 to 10"},
 	} {
-		cfg, err := loadConfig("", append(slices.Clone(good), c.env...))
+		cfg, err := Load("", append(slices.Clone(good), c.env...))
 		if err == nil {
-			err = cfg.validate("watchdog")
+			err = cfg.Validate("watchdog")
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.want)
 		}
 	}
-	if _, err := loadConfig(writeFile(t, dir, "typo.yaml", "watchdog:\n  lan_ur: http://x/\n"), nil); err == nil || !strings.Contains(err.Error(), "did you mean watchdog.lan_url?") {
+	if _, err := Load(writeFile(t, dir, "typo.yaml", "watchdog:\n  lan_ur: http://x/\n"), nil); err == nil || !strings.Contains(err.Error(), "did you mean watchdog.lan_url?") {
 		t.Errorf("a typo in the watchdog section: %v; want it refused, naming watchdog.lan_url", err)
 	}
 }

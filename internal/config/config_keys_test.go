@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -37,7 +37,7 @@ func TestConfigUnknownKeysAreErrors(t *testing.T) {
 			if tc.file != "" {
 				path = writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.file)
 			}
-			_, err := loadConfig(path, tc.env)
+			_, err := Load(path, tc.env)
 			if err == nil {
 				t.Fatalf("loadConfig = nil; want %q", tc.want)
 			}
@@ -50,7 +50,7 @@ func TestConfigUnknownKeysAreErrors(t *testing.T) {
 	}
 	// What is not config is left alone, and what is known loads.
 	path := writeFile(t, dir, "good.yaml", "approvals:\n  destructive_quorum: 2\nllm:\n  headers:\n    X-Anything: y\n")
-	cfg, err := loadConfig(path, []string{"NOMOS_CONFIG=/etc/nomos/nomos.yaml", "NOMOS_TEST_GATE=1", "NOMOS_LLM__MODEL=m"})
+	cfg, err := Load(path, []string{"NOMOS_CONFIG=/etc/nomos/nomos.yaml", "NOMOS_TEST_GATE=1", "NOMOS_LLM__MODEL=m"})
 	if err != nil {
 		t.Fatalf("a config of known keys: %v", err)
 	}

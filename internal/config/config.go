@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"cmp"
@@ -375,7 +375,7 @@ func (w WebConfig) authConfigured() bool {
 
 // authenticator builds what web.auth and web.trusted_proxies describe;
 // nil when neither is set.
-func (w WebConfig) authenticator() (web.Authenticator, error) {
+func (w WebConfig) Authenticator() (web.Authenticator, error) {
 	var basic web.Authenticator
 	if w.Auth.User != "" {
 		basic = &web.BasicAuth{User: w.Auth.User, Password: w.Auth.Password, PasswordHash: []byte(w.Auth.PasswordHash)}
@@ -511,7 +511,7 @@ var listKeys = map[string]bool{"watchdog.operators": true, "matrix.operators": t
 
 // loadConfig reads defaults, then the YAML file at path (if any), then
 // NOMOS_ environment variables from environ, and resolves *_file secrets.
-func loadConfig(path string, environ []string) (*Config, error) {
+func Load(path string, environ []string) (*Config, error) {
 	k := koanf.New(".")
 	for key, v := range defaults {
 		if err := k.Set(key, v); err != nil {
@@ -643,7 +643,7 @@ func (m *MCPConfig) hashTokenFiles() error {
 // tokens the MCP endpoint accepts. validate has checked them. A request
 // token that names nobody it is for (made before tokens had owners) and
 // the deprecated mcp.token are served with scope read.
-func (m *MCPConfig) serverTokens() ([]mcpserver.Token, error) {
+func (m *MCPConfig) ServerTokens() ([]mcpserver.Token, error) {
 	var out []mcpserver.Token
 	for i, t := range m.Tokens {
 		sum, err := mcpserver.ParseTokenHash(t.TokenSHA256)
@@ -665,7 +665,7 @@ func (m *MCPConfig) serverTokens() ([]mcpserver.Token, error) {
 // readOnlyRequestTokens names the tokens of mcp.tokens that ask for scope
 // request but are served with scope read, since they name nobody they are
 // for.
-func (m *MCPConfig) readOnlyRequestTokens() []string {
+func (m *MCPConfig) ReadOnlyRequestTokens() []string {
 	var names []string
 	for _, t := range m.Tokens {
 		if t.requestWithoutOwner() {
@@ -707,7 +707,7 @@ var (
 
 // validate checks the parts of the config that role uses and returns every
 // problem at once, each naming its key and what is expected.
-func (c *Config) validate(role string) error {
+func (c *Config) Validate(role string) error {
 	n := roleNeeds[role]
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -744,7 +744,7 @@ func (c *Config) validate(role string) error {
 		c.validateWatchdog(bad)
 	}
 	if role == "bot" {
-		if _, _, err := c.watch(); err != nil {
+		if _, _, err := c.Watch(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -867,7 +867,7 @@ func (c *Config) validateWatchdog(bad func(string, string, ...any)) {
 // key.
 func (c *Config) validateReport() []error {
 	var errs []error
-	if _, err := c.Report.schedule(); err != nil {
+	if _, err := c.Report.Schedule(); err != nil {
 		if joined, ok := err.(interface{ Unwrap() []error }); ok {
 			errs = append(errs, joined.Unwrap()...)
 		} else {
@@ -881,7 +881,7 @@ func (c *Config) validateReport() []error {
 }
 
 // schedule is report.daily, report.weekly and report.timezone read.
-func (r ReportConfig) schedule() (report.Schedule, error) {
+func (r ReportConfig) Schedule() (report.Schedule, error) {
 	return report.ParseSchedule(r.Daily, r.Weekly, r.Timezone)
 }
 
@@ -1058,7 +1058,7 @@ func checkURL(bad func(string, string, ...any), key, raw string, schemes ...stri
 	}
 	u, err := url.Parse(raw)
 	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
-		bad(key, "want a %s:// URL with a host, got %q", schemes[0], redactURL(raw))
+		bad(key, "want a %s:// URL with a host, got %q", schemes[0], RedactURL(raw))
 	}
 }
 
@@ -1096,7 +1096,7 @@ func checkPreviousKey(bad func(string, string, ...any), prefix, current, previou
 }
 
 // redactURL hides a password embedded in a URL before it is shown.
-func redactURL(raw string) string {
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.User == nil {
 		return raw

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ var scheduleName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // watch reads schedules and windows into what the bot runs; each error
 // names its key, and all are returned at once.
-func (c *Config) watch() ([]bot.ScheduledRun, []bot.WindowSchedule, error) {
+func (c *Config) Watch() ([]bot.ScheduledRun, []bot.WindowSchedule, error) {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
