@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
@@ -15,7 +16,7 @@ import (
 
 // seedRunbooks loads the runbooks the demo ships, once.
 var seedRunbooks = sync.OnceValues(func() ([]store.Runbook, error) {
-	s, err := store.LoadSeed(seeds.FS)
+	s, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		return nil, err
 	}

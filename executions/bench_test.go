@@ -14,6 +14,7 @@ import (
 
 	"github.com/nomoshq/nomos/actuator"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
@@ -155,7 +156,7 @@ func newBenchStack(b *testing.B, fleet *testenv.Fleet, operators []string) bench
 }
 
 // hostOf is the name of the seeded host that runs container vmid.
-func hostOf(b *testing.B, seed *store.Seed, vmid int) string {
+func hostOf(b *testing.B, seed *fleetseed.Seed, vmid int) string {
 	for _, h := range seed.Hosts {
 		for _, c := range h.Containers {
 			if c.VMID == vmid {
@@ -173,19 +174,19 @@ func hostOf(b *testing.B, seed *store.Seed, vmid int) string {
 // reports the cost per check.
 func BenchmarkProbePass(b *testing.B) {
 	bb := setup(b)
-	seed := &store.Seed{}
+	seed := &fleetseed.Seed{}
 	vmid := 1000
 	for h := range 10 {
-		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
+		host := fleetseed.Host{Name: fmt.Sprintf("node%02d", h), SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
 		for i := range 100 {
 			vmid++
 			name := fmt.Sprintf("app%d", vmid)
-			host.Containers = append(host.Containers, store.SeedContainer{
+			host.Containers = append(host.Containers, fleetseed.Container{
 				VMID: vmid, Hostname: fmt.Sprintf("ct%d", vmid), IP: fmt.Sprintf("10.%d.0.%d/16", 50+h, 1+i), Gateway: fmt.Sprintf("10.%d.0.1", 50+h),
 				Cores: 1, MemoryMB: 512, DiskGB: 8, Status: "running",
-				Services: []store.SeedService{{Name: name, Unit: "app.service", Port: 8080, HealthPath: "/"}},
+				Services: []fleetseed.Service{{Name: name, Unit: "app.service", Port: 8080, HealthPath: "/"}},
 			})
-			seed.Checks = append(seed.Checks, store.SeedCheck{Slug: name + "-http", Target: "service:" + name, Kind: "http", Interval: 60})
+			seed.Checks = append(seed.Checks, fleetseed.Check{Slug: name + "-http", Target: "service:" + name, Kind: "http", Interval: 60})
 		}
 		seed.Hosts = append(seed.Hosts, host)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/seeds"
@@ -80,7 +81,7 @@ func setup(t testing.TB) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +651,7 @@ func TestTargetChangedAfterApprovalIsNotSent(t *testing.T) {
 		data, _ := fs.ReadFile(seeds.FS, n)
 		fsys[n] = &fstest.MapFile{Data: []byte(strings.Replace(string(data), "unit: jellyfin.service", "unit: jellyfin-server.service", 1))}
 	}
-	seed, err := store.LoadSeed(fsys)
+	seed, err := fleetseed.Load(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}

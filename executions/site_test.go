@@ -7,9 +7,9 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/seeds"
-	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -17,7 +17,7 @@ import (
 // strong left in the default site.
 func withEastSite(t *testing.T, b *bundle) {
 	t.Helper()
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
@@ -54,7 +55,7 @@ type bundle struct {
 	redisURL string
 	pub      ed25519.PublicKey
 	keys     testenv.Keys
-	seed     *store.Seed
+	seed     *fleetseed.Seed
 }
 
 type option func(*mcpserver.Config)
@@ -65,13 +66,13 @@ func setup(t *testing.T, opts ...option) *bundle {
 }
 
 // setupWithSeed applies seed, or the embedded demo fleet when seed is nil.
-func setupWithSeed(t testing.TB, seed *store.Seed, opts ...option) *bundle {
+func setupWithSeed(t testing.TB, seed *fleetseed.Seed, opts ...option) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t)
 	st := testenv.Store(t)
 	if seed == nil {
 		var err error
-		if seed, err = store.LoadSeed(seeds.FS); err != nil {
+		if seed, err = fleetseed.Load(seeds.FS); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,24 +7,25 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/internal/fleetgen"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 )
 
 // generatedFleet is n containers spread over ten hosts, one service each.
-func generatedFleet(n int) *store.Seed {
-	seed := &store.Seed{}
+func generatedFleet(n int) *fleetseed.Seed {
+	seed := &fleetseed.Seed{}
 	const hosts = 10
 	vmid := 1000
 	for h := range hosts {
-		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), Cluster: fleetgen.Cluster, SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
+		host := fleetseed.Host{Name: fmt.Sprintf("node%02d", h), Cluster: fleetgen.Cluster, SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
 		for i := range n / hosts {
 			vmid++
-			host.Containers = append(host.Containers, store.SeedContainer{
+			host.Containers = append(host.Containers, fleetseed.Container{
 				VMID: vmid, Hostname: fmt.Sprintf("ct%d", vmid), IP: fmt.Sprintf("10.%d.%d.%d/16", 50+h, i/250, 1+i%250),
 				Gateway: fmt.Sprintf("10.%d.0.1", 50+h), Cores: 1, MemoryMB: 512, DiskGB: 8, Status: "running",
-				Services: []store.SeedService{{Name: fmt.Sprintf("app%d", vmid), Unit: "app.service", Port: 8080, HealthPath: "/"}},
+				Services: []fleetseed.Service{{Name: fmt.Sprintf("app%d", vmid), Unit: "app.service", Port: 8080, HealthPath: "/"}},
 			})
 		}
 		seed.Hosts = append(seed.Hosts, host)
@@ -75,10 +76,10 @@ func TestListLXCsFoldsALargeFleet(t *testing.T) {
 func BenchmarkBulkTools(b *testing.B) {
 	fleets := []struct {
 		name string
-		seed func() *store.Seed
+		seed func() *fleetseed.Seed
 	}{
-		{"demo", func() *store.Seed { return nil }},
-		{"1000lxc", func() *store.Seed { return fleetgen.Seed(fleetgen.Config{}) }},
+		{"demo", func() *fleetseed.Seed { return nil }},
+		{"1000lxc", func() *fleetseed.Seed { return fleetgen.Seed(fleetgen.Config{}) }},
 	}
 	for _, f := range fleets {
 		bb := setupWithSeed(b, f.seed())

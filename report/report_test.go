@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/report"
 	"github.com/nomoshq/nomos/seeds"
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func seeded(t *testing.T) *store.Store {
 	t.Helper()
 	st := testenv.Store(t)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -135,7 +136,7 @@ func TestStoppedOnPurposePagesNobody(t *testing.T) {
 // seedAgain applies the demo seeds once more.
 func seedAgain(t *testing.T, e *discoveryEnv) {
 	t.Helper()
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package store is the only place Nomos speaks SQL. It owns the pgx pool,
-// applies the embedded migrations, loads and applies the seed files, and
-// returns domain types rather than driver rows. Driver errors are translated
-// at this boundary: a missing row is ErrNotFound.
+// applies the embedded migrations and the seed files (internal/fleetseed
+// reads them), and returns domain types rather than driver rows. Driver
+// errors are translated at this boundary: a missing row is ErrNotFound.
 package store

@@ -10,6 +10,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
 )
@@ -115,7 +116,7 @@ const clusterSeed = `hosts:
 func clusterSetup(t *testing.T) *discoveryEnv {
 	t.Helper()
 	e := discoverySetup(t)
-	seed, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}})
+	seed, err := fleetseed.Load(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,20 +163,20 @@ func TestSeedShortFormMustBeUnique(t *testing.T) {
   - { slug: shared-status, target: lxc:101, kind: pct_status }
   - { slug: qualified-status, target: lxc:solo/101, kind: pct_status }
 `
-	_, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}, "checks.yaml": {Data: []byte(checks)}})
-	var se *store.SeedError
+	_, err := fleetseed.Load(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}, "checks.yaml": {Data: []byte(checks)}})
+	var se *fleetseed.Error
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "check target lxc:101: the vmid is on more than one cluster; write one of lxc:lab/101, lxc:solo/101") {
-		t.Fatalf("LoadSeed = %v; want the ambiguous lxc:101 refused, naming both", err)
+		t.Fatalf("fleetseed.Load = %v; want the ambiguous lxc:101 refused, naming both", err)
 	}
 	if strings.Count(err.Error(), "\n") > 0 {
-		t.Errorf("LoadSeed = %v; want only lxc:101 refused", err)
+		t.Errorf("fleetseed.Load = %v; want only lxc:101 refused", err)
 	}
 	dup := strings.Replace(clusterSeed, "vmid: 102, hostname: db", "vmid: 101, hostname: db", 1)
-	if _, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(dup)}}); err == nil || !strings.Contains(err.Error(), "cluster lab has it already") {
-		t.Errorf("LoadSeed of a vmid twice in one cluster = %v; want it refused", err)
+	if _, err := fleetseed.Load(fstest.MapFS{"fleet.yaml": {Data: []byte(dup)}}); err == nil || !strings.Contains(err.Error(), "cluster lab has it already") {
+		t.Errorf("fleetseed.Load of a vmid twice in one cluster = %v; want it refused", err)
 	}
 	s := testenv.Store(t)
-	seed, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}, "checks.yaml": {Data: []byte(checks[:strings.Index(checks, "  - { slug: shared")])}})
+	seed, err := fleetseed.Load(fstest.MapFS{"fleet.yaml": {Data: []byte(clusterSeed)}, "checks.yaml": {Data: []byte(checks[:strings.Index(checks, "  - { slug: shared")])}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestReseedWithACluster(t *testing.T) {
 	edited = strings.Replace(edited, "  - name: hubris\n", "  - name: hubris\n    cluster: lab\n", 1)
 	edited = strings.Replace(edited, "      - vmid: 100\n        hostname: syncthing", "      - vmid: 120\n        hostname: syncthing", 1)
 	fsys["fleet.yaml"] = &fstest.MapFile{Data: []byte(edited)}
-	seed, err := store.LoadSeed(fsys)
+	seed, err := fleetseed.Load(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}

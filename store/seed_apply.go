@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/policy"
 )
 
@@ -33,7 +34,7 @@ func (st SeedStats) Total() int {
 // ApplySeed upserts the seed in one transaction, keyed by slug. Rows whose
 // values are unchanged are not touched, so running it twice is a no-op and an
 // edited value is updated in place with its id kept.
-func (s *Store) ApplySeed(ctx context.Context, seed *Seed) (SeedStats, error) {
+func (s *Store) ApplySeed(ctx context.Context, seed *fleetseed.Seed) (SeedStats, error) {
 	var st SeedStats
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		a := seedApplier{tx: tx, ids: map[string]uuid.UUID{}}
@@ -50,7 +51,7 @@ type seedApplier struct {
 	ids map[string]uuid.UUID
 }
 
-func (a *seedApplier) apply(ctx context.Context, seed *Seed, st *SeedStats) error {
+func (a *seedApplier) apply(ctx context.Context, seed *fleetseed.Seed, st *SeedStats) error {
 	for _, h := range seed.Hosts {
 		if err := a.host(ctx, st, h); err != nil {
 			return err
@@ -86,7 +87,7 @@ func (a *seedApplier) apply(ctx context.Context, seed *Seed, st *SeedStats) erro
 
 // host upserts a host, its containers and their services, and the edges
 // between them.
-func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error {
+func (a *seedApplier) host(ctx context.Context, st *SeedStats, h fleetseed.Host) error {
 	hostSlug := "host:" + h.Name
 	err := a.entity(ctx, st, hostSlug, h.Name, map[string]any{
 		"ssh": h.SSH, "node": cmp.Or(h.Node, h.Name), "cluster": h.ClusterName(), "cores": h.Cores,
@@ -146,7 +147,7 @@ func (a *seedApplier) host(ctx context.Context, st *SeedStats, h SeedHost) error
 	return nil
 }
 
-func (a *seedApplier) policy(ctx context.Context, st *SeedStats, p SeedPolicy) error {
+func (a *seedApplier) policy(ctx context.Context, st *SeedStats, p fleetseed.Policy) error {
 	tag, err := a.tx.Exec(ctx, `INSERT INTO policy_overrides (id, entity_id, action, risk_class, reason)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (entity_id, action) DO UPDATE
@@ -160,7 +161,7 @@ func (a *seedApplier) policy(ctx context.Context, st *SeedStats, p SeedPolicy) e
 	return nil
 }
 
-func (a *seedApplier) doc(ctx context.Context, st *SeedStats, d SeedDoc) error {
+func (a *seedApplier) doc(ctx context.Context, st *SeedStats, d fleetseed.Doc) error {
 	ids := make([]uuid.UUID, 0, len(d.Entities))
 	for _, slug := range d.Entities {
 		ids = append(ids, a.ids[slug])
@@ -278,7 +279,7 @@ func (a *seedApplier) edge(ctx context.Context, st *SeedStats, from, to, typ str
 
 // check upserts a check definition with its own bookkeeping entity
 // (check:<slug>), which is never the entity it observes.
-func (a *seedApplier) check(ctx context.Context, st *SeedStats, c SeedCheck) error {
+func (a *seedApplier) check(ctx context.Context, st *SeedStats, c fleetseed.Check) error {
 	checkSlug := "check:" + c.Slug
 	if err := a.entity(ctx, st, checkSlug, c.Slug, map[string]any{"kind": c.Kind, "target": c.Target}); err != nil {
 		return err

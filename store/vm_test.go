@@ -7,6 +7,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -54,7 +55,7 @@ func TestVMsResolveLikeContainers(t *testing.T) {
 	fleet := string(fsys["fleet.yaml"].Data)
 	fleet = strings.Replace(fleet, "    storage: local-lvm\n    containers:\n", "    storage: local-lvm\n    vms:\n      - { vmid: 111, name: mqtt }\n    containers:\n", 1)
 	fsys["fleet.yaml"] = &fstest.MapFile{Data: []byte(fleet)}
-	seed, err := store.LoadSeed(fsys)
+	seed, err := fleetseed.Load(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +81,9 @@ func TestSeedRefusesAVMOnAContainersVMID(t *testing.T) {
 	fleet := string(fsys["fleet.yaml"].Data)
 	fleet = strings.Replace(fleet, "      - vmid: 201\n", "      - vmid: 111\n", 1)
 	fsys["fleet.yaml"] = &fstest.MapFile{Data: []byte(fleet)}
-	_, err := store.LoadSeed(fsys)
+	_, err := fleetseed.Load(fsys)
 	if err == nil || !strings.Contains(err.Error(), "vm 111: cluster hubris has it already") {
-		t.Fatalf("LoadSeed = %v, want the shared vmid refused", err)
+		t.Fatalf("fleetseed.Load = %v, want the shared vmid refused", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -35,11 +36,11 @@ func (b *bundle) populate(t testing.TB) activity {
 // populateWith is populate with mark where the hostile markup goes.
 func (b *bundle) populateWith(t testing.TB, hostile string) activity {
 	t.Helper()
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed.Knowledge = append(seed.Knowledge, store.SeedDoc{Slug: "hostile-doc", Title: "Jellyfin transcoding " + hostile, Kind: "doc",
+	seed.Knowledge = append(seed.Knowledge, fleetseed.Doc{Slug: "hostile-doc", Title: "Jellyfin transcoding " + hostile, Kind: "doc",
 		Tags: []string{"jellyfin"}, Entities: []string{"service:jellyfin"}, Body: "Jellyfin transcoding stalls; the fix was " + hostile + " nothing."})
 	if _, err := b.st.ApplySeed(b.ctx, seed); err != nil {
 		t.Fatal(err)
@@ -174,22 +175,22 @@ func TestQueriesDoNotGrowWithTheFleet(t *testing.T) {
 
 // generatedFleet is n containers over ten hosts, each running one service
 // watched by checksPer checks.
-func generatedFleet(n, checksPer int) *store.Seed {
-	seed := &store.Seed{}
+func generatedFleet(n, checksPer int) *fleetseed.Seed {
+	seed := &fleetseed.Seed{}
 	const hosts = 10
 	vmid := 1000
 	for h := range hosts {
-		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
+		host := fleetseed.Host{Name: fmt.Sprintf("node%02d", h), SSH: fmt.Sprintf("127.0.0.1:%d", 2200+h), Cores: 32, MemoryMB: 131072, Storage: "local-zfs"}
 		for i := range n / hosts {
 			vmid++
 			svc := fmt.Sprintf("app%d", vmid)
-			host.Containers = append(host.Containers, store.SeedContainer{
+			host.Containers = append(host.Containers, fleetseed.Container{
 				VMID: vmid, Hostname: fmt.Sprintf("ct%d", vmid), IP: fmt.Sprintf("10.%d.%d.%d/16", 50+h, i/250, 1+i%250),
 				Gateway: fmt.Sprintf("10.%d.0.1", 50+h), Cores: 1, MemoryMB: 512, DiskGB: 8, Status: "running",
-				Services: []store.SeedService{{Name: svc, Unit: "app.service", Port: 8080, HealthPath: "/"}},
+				Services: []fleetseed.Service{{Name: svc, Unit: "app.service", Port: 8080, HealthPath: "/"}},
 			})
 			for c := range checksPer {
-				seed.Checks = append(seed.Checks, store.SeedCheck{Slug: fmt.Sprintf("%s-%d", svc, c), Target: "service:" + svc, Kind: "tcp",
+				seed.Checks = append(seed.Checks, fleetseed.Check{Slug: fmt.Sprintf("%s-%d", svc, c), Target: "service:" + svc, Kind: "tcp",
 					Interval: 60, Spec: map[string]any{"port": 8080 + c}})
 			}
 		}

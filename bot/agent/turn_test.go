@@ -16,6 +16,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
@@ -51,7 +52,7 @@ func setupWithMCP(t *testing.T, mcpTune func(*mcpserver.Config), tune ...func(*a
 	t.Helper()
 	ctx := testenv.Context(t)
 	st := testenv.Store(t)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 )
 
 // TestInstallGuideNamesEverySecret keeps docs/install.md in step with the
@@ -53,7 +53,7 @@ func TestInstallGuideSeedLoads(t *testing.T) {
 		t.Fatal("docs/install.md has no ```yaml block starting with hosts:")
 	}
 	fsys := fstest.MapFS{"fleet.yaml": {Data: []byte("hosts:" + block)}}
-	seed, err := store.LoadSeed(fsys)
+	seed, err := fleetseed.Load(fsys)
 	if err != nil {
 		t.Fatalf("the guide's fleet.yaml would be refused: %v", err)
 	}

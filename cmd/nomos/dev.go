@@ -17,6 +17,7 @@ import (
 
 	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/devstack"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 )
@@ -76,7 +77,7 @@ type devStack struct {
 	self      string // the binary the roles run with
 	resetCmd  string
 	state     devState
-	seed      *store.Seed
+	seed      *fleetseed.Seed
 	keys      devKeys
 	sim       *labsim.Sim
 	hs        *devstack.Dendrite
@@ -176,7 +177,7 @@ func (s *devStack) loadSchema(ctx context.Context, env *roleEnv) error {
 		return err
 	}
 	env.logger.Info("schema ready", "from_version", from, "to_version", to)
-	if s.seed, err = store.LoadSeed(seedFS(lookupEnv(env.environ, "NOMOS_SEEDS__DIR"))); err != nil {
+	if s.seed, err = fleetseed.Load(seedFS(lookupEnv(env.environ, "NOMOS_SEEDS__DIR"))); err != nil {
 		return err
 	}
 	s.siteNames = assignDevSites(s.seed, s.flags.sites)
@@ -372,7 +373,7 @@ func prepareTestServices(ctx context.Context, env *roleEnv) error {
 	return nil
 }
 
-func applySeed(ctx context.Context, url string, seed *store.Seed, env *roleEnv) error {
+func applySeed(ctx context.Context, url string, seed *fleetseed.Seed, env *roleEnv) error {
 	st, err := store.Open(ctx, store.Config{URL: url, Logger: env.logger})
 	if err != nil {
 		return err

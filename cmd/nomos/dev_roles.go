@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/labsim"
-	"github.com/nomoshq/nomos/store"
 )
 
 // The dev stack's roles as child processes, and what it prints once up.
@@ -80,7 +80,7 @@ func (c *children) stop() {
 	}
 }
 
-func printDevSummary(env *roleEnv, s devState, dir, dirFlag, self string, started []string, sim *labsim.Sim, seed *store.Seed) {
+func printDevSummary(env *roleEnv, s devState, dir, dirFlag, self string, started []string, sim *labsim.Sim, seed *fleetseed.Seed) {
 	w := env.stdout
 	fmt.Fprintf(w, "\nNomos dev stack is up (state in %s).\n\n", dir)
 	fmt.Fprintf(w, "  Matrix homeserver  %s  (server name localhost, registration closed)\n", s.HomeserverURL)

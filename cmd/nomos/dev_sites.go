@@ -18,7 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -43,7 +43,7 @@ func devSiteName(i int) string {
 // assignDevSites spreads the seed's hosts over n sites in turn and
 // returns the sites past the default one. With n of 1 or less it changes
 // nothing.
-func assignDevSites(seed *store.Seed, n int) []string {
+func assignDevSites(seed *fleetseed.Seed, n int) []string {
 	if n <= 1 {
 		return nil
 	}
@@ -193,7 +193,7 @@ func (c *children) adopt(o *children) {
 
 // printDevSites says which actuator serves which hosts, when the stack
 // runs several sites.
-func printDevSites(w io.Writer, sites []devSite, seed *store.Seed) {
+func printDevSites(w io.Writer, sites []devSite, seed *fleetseed.Seed) {
 	if len(sites) == 0 {
 		return
 	}

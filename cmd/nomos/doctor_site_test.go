@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nomoshq/nomos/internal/config"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
@@ -19,7 +20,7 @@ func TestDoctorSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

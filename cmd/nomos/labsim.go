@@ -11,8 +11,8 @@ import (
 	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/devstack"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/labsim"
-	"github.com/nomoshq/nomos/store"
 )
 
 func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
@@ -26,7 +26,7 @@ func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	seed, err := store.LoadSeed(seedFS(cfg.Seeds.Dir))
+	seed, err := fleetseed.Load(seedFS(cfg.Seeds.Dir))
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
 }
 
 // startLabsim serves the seeded fleet.
-func startLabsim(ctx context.Context, seed *store.Seed, cfg config.LabsimConfig, logger *slog.Logger) (*labsim.Sim, error) {
+func startLabsim(ctx context.Context, seed *fleetseed.Seed, cfg config.LabsimConfig, logger *slog.Logger) (*labsim.Sim, error) {
 	lc := devstack.LabsimConfig(seed, cfg.StateDir, cfg.AuthorizedKeysFile, cfg.LogFile, logger)
 	if cfg.Gate {
 		lc.Gate = &hostgate.Rules{HostShell: cfg.GateHostShell, PrivilegedContainers: cfg.GatePrivilegedContainers}

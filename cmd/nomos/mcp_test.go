@@ -22,6 +22,7 @@ import (
 
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/config"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
@@ -144,7 +145,7 @@ func TestMCPStdioIsAThinClient(t *testing.T) {
 
 	// The bot's side: store, queue, signing key, gate and /mcp endpoint.
 	st := testenv.Store(t)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/nomoshq/nomos/internal/config"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/seeds"
-	"github.com/nomoshq/nomos/store"
 )
 
 // TestReportRolePrintsTheBrief: `nomos report` needs only the database
@@ -15,7 +15,7 @@ import (
 func TestReportRolePrintsTheBrief(t *testing.T) {
 	t.Parallel()
 	ctx, url, st := testStore(t)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

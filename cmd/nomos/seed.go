@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -21,7 +22,7 @@ func runSeed(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	seed, err := store.LoadSeed(seedFS(cfg.Seeds.Dir))
+	seed, err := fleetseed.Load(seedFS(cfg.Seeds.Dir))
 	if err != nil {
 		return err
 	}

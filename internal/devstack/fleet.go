@@ -4,14 +4,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/labsim"
-	"github.com/nomoshq/nomos/store"
 )
 
 // LabsimConfig describes the seeded fleet to labsim: every host on its
 // seeded ssh address (127.0.0.1:0 when unset), every container with its
 // services active when it runs and enabled.
-func LabsimConfig(seed *store.Seed, stateDir, authorizedKeys, logPath string, logger *slog.Logger) labsim.Config {
+func LabsimConfig(seed *fleetseed.Seed, stateDir, authorizedKeys, logPath string, logger *slog.Logger) labsim.Config {
 	lc := labsim.Config{StateDir: stateDir, AuthorizedKeysFile: authorizedKeys, LogPath: logPath, Logger: logger}
 	lastRun := lastSunday(time.Now())
 	for _, h := range seed.Hosts {

@@ -9,8 +9,8 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/policy"
-	"github.com/nomoshq/nomos/store"
 )
 
 // Config sizes a generated fleet. Zero fields take the defaults, which
@@ -45,12 +45,12 @@ const Cluster = "gen"
 // Seed returns the fleet cfg describes. Names and addresses follow from
 // the place of each thing: host node00, container 1001 (ct1001, with
 // services app1001-web, app1001-worker and app1001-db), and so on.
-func Seed(cfg Config) *store.Seed {
+func Seed(cfg Config) *fleetseed.Seed {
 	cfg.Hosts = cmp.Or(cfg.Hosts, 10)
 	cfg.Containers = cmp.Or(cfg.Containers, 1000)
 	cfg.ServicesPerContainer = min(cmp.Or(cfg.ServicesPerContainer, 3), 3)
 	cfg.ChecksPerContainer = min(cmp.Or(cfg.ChecksPerContainer, 5), 5)
-	seed := &store.Seed{}
+	seed := &fleetseed.Seed{}
 	vmid, check := 1000, 0
 	interval := func() int {
 		check++
@@ -59,7 +59,7 @@ func Seed(cfg Config) *store.Seed {
 	for h := range cfg.Hosts {
 		// One Proxmox cluster, as a fleet of ten nodes would be: vmids are
 		// unique across it.
-		host := store.SeedHost{Name: fmt.Sprintf("node%02d", h), Cluster: Cluster, Cores: 64, MemoryMB: 262144, Storage: "local-zfs"}
+		host := fleetseed.Host{Name: fmt.Sprintf("node%02d", h), Cluster: Cluster, Cores: 64, MemoryMB: 262144, Storage: "local-zfs"}
 		if cfg.Addr != nil {
 			host.SSH = cfg.Addr(h)
 		}
@@ -69,19 +69,19 @@ func Seed(cfg Config) *store.Seed {
 		}
 		for i := range n {
 			vmid++
-			ct := store.SeedContainer{
+			ct := fleetseed.Container{
 				VMID: vmid, Hostname: fmt.Sprintf("ct%d", vmid),
 				IP: fmt.Sprintf("10.%d.%d.%d/16", 50+h, i/250, 1+i%250), Gateway: fmt.Sprintf("10.%d.0.1", 50+h),
 				Cores: 1, MemoryMB: 512, DiskGB: 8, Status: "running",
 			}
-			services := []store.SeedService{
+			services := []fleetseed.Service{
 				{Name: fmt.Sprintf("app%d-web", vmid), Unit: "web.service", Port: 8080, HealthPath: "/health"},
 				{Name: fmt.Sprintf("app%d-worker", vmid), Unit: "worker.service"},
 				{Name: fmt.Sprintf("app%d-db", vmid), Unit: "db.service", Port: 5432},
 			}
 			ct.Services = services[:cfg.ServicesPerContainer]
 			lxc := policy.ContainerSlug(Cluster, vmid)
-			checks := []store.SeedCheck{
+			checks := []fleetseed.Check{
 				{Slug: services[0].Name + "-http", Target: "service:" + services[0].Name, Kind: "http",
 					Spec: map[string]any{"path": "/health", "expect_status": 200}},
 				{Slug: services[1].Name + "-unit", Target: "service:" + services[1].Name, Kind: "systemd"},

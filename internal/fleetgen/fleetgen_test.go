@@ -7,7 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nomoshq/nomos/internal/fleetgen"
-	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 )
 
 func TestDefaultFleetHasTheDocumentedSize(t *testing.T) {
@@ -48,7 +48,7 @@ func TestGeneratedFleetIsAValidSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := store.LoadSeed(fstest.MapFS{"fleet.yaml": {Data: fleet}, "checks.yaml": {Data: checks}})
+	loaded, err := fleetseed.Load(fstest.MapFS{"fleet.yaml": {Data: fleet}, "checks.yaml": {Data: checks}})
 	if err != nil {
 		t.Fatalf("the generated fleet does not load: %v", err)
 	}

@@ -21,16 +21,16 @@ import (
 
 	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/devstack"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/seeds"
-	"github.com/nomoshq/nomos/store"
 )
 
 // Fleet is the demo homelab served by labsim for one test, with the seed
 // rewritten so each host's ssh address is the port labsim really listens
 // on, and the client key and known_hosts an actuator needs.
 type Fleet struct {
-	Seed           *store.Seed
+	Seed           *fleetseed.Seed
 	Sim            *labsim.Sim
 	SSHKeyFile     string
 	SSHSigner      ssh.Signer
@@ -83,7 +83,7 @@ func NewFleet(t testing.TB, opts ...FleetOption) *Fleet {
 			"127.0.0.1:2202", fmt.Sprintf("127.0.0.1:%d", FreePort(t)))
 		fsys[n] = &fstest.MapFile{Data: []byte(ports.Replace(string(data)))}
 	}
-	seed, err := store.LoadSeed(fsys)
+	seed, err := fleetseed.Load(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func NewFleet(t testing.TB, opts ...FleetOption) *Fleet {
 // StartFleet starts labsim serving seed, such as a fleet from
 // internal/fleetgen. A host without an ssh address gets a free loopback
 // port, written into the seed; apply the seed to a store afterwards.
-func StartFleet(t testing.TB, seed *store.Seed, opts ...FleetOption) *Fleet {
+func StartFleet(t testing.TB, seed *fleetseed.Seed, opts ...FleetOption) *Fleet {
 	t.Helper()
 	dir := t.TempDir()
 	for i := range seed.Hosts {

@@ -1,4 +1,4 @@
-package store
+package fleetseed
 
 import (
 	"bytes"
@@ -22,16 +22,16 @@ import (
 // Seed is the validated content of a seed directory: the fleet, its checks,
 // policy overrides, knowledge and runbooks. Every reference in it resolves.
 type Seed struct {
-	Hosts         []SeedHost
-	Relationships []SeedRelationship
-	Checks        []SeedCheck
-	Policy        []SeedPolicy
-	Knowledge     []SeedDoc
+	Hosts         []Host
+	Relationships []Relationship
+	Checks        []Check
+	Policy        []Policy
+	Knowledge     []Doc
 	Runbooks      []Runbook
 }
 
-// SeedHost is a Proxmox node and the containers it runs.
-type SeedHost struct {
+// Host is a Proxmox node and the containers it runs.
+type Host struct {
 	Name string `yaml:"name"`
 	SSH  string `yaml:"ssh"`
 	Node string `yaml:"node"`
@@ -43,37 +43,37 @@ type SeedHost struct {
 	Cluster string `yaml:"cluster"`
 	// Site is the site whose actuator reaches this host; default
 	// "default". A site named here for the first time is created.
-	Site       string          `yaml:"site"`
-	Cores      int             `yaml:"cores"`
-	MemoryMB   int             `yaml:"memory_mb"`
-	Storage    string          `yaml:"storage"`
-	Containers []SeedContainer `yaml:"containers"`
+	Site       string      `yaml:"site"`
+	Cores      int         `yaml:"cores"`
+	MemoryMB   int         `yaml:"memory_mb"`
+	Storage    string      `yaml:"storage"`
+	Containers []Container `yaml:"containers"`
 	// VMs are the node's QEMU virtual machines. Their vmids share the
 	// cluster's space with the containers'.
-	VMs  []SeedVM `yaml:"vms"`
-	Line int      `yaml:"-"`
-	File string   `yaml:"-"`
+	VMs  []VM   `yaml:"vms"`
+	Line int    `yaml:"-"`
+	File string `yaml:"-"`
 }
 
 // ClusterName is the host's cluster: Cluster, else the host's own name.
-func (h SeedHost) ClusterName() string { return cmp.Or(h.Cluster, h.Name) }
+func (h Host) ClusterName() string { return cmp.Or(h.Cluster, h.Name) }
 
-// SeedContainer is an LXC on a host.
-type SeedContainer struct {
-	VMID     int           `yaml:"vmid"`
-	Hostname string        `yaml:"hostname"`
-	IP       string        `yaml:"ip"`
-	Gateway  string        `yaml:"gateway"`
-	Cores    int           `yaml:"cores"`
-	MemoryMB int           `yaml:"memory_mb"`
-	DiskGB   int           `yaml:"disk_gb"`
-	Status   string        `yaml:"status"`
-	Services []SeedService `yaml:"services"`
-	Line     int           `yaml:"-"`
+// Container is an LXC on a host.
+type Container struct {
+	VMID     int       `yaml:"vmid"`
+	Hostname string    `yaml:"hostname"`
+	IP       string    `yaml:"ip"`
+	Gateway  string    `yaml:"gateway"`
+	Cores    int       `yaml:"cores"`
+	MemoryMB int       `yaml:"memory_mb"`
+	DiskGB   int       `yaml:"disk_gb"`
+	Status   string    `yaml:"status"`
+	Services []Service `yaml:"services"`
+	Line     int       `yaml:"-"`
 }
 
-// SeedVM is a QEMU virtual machine on a host: vm:<cluster>/<vmid>.
-type SeedVM struct {
+// VM is a QEMU virtual machine on a host: vm:<cluster>/<vmid>.
+type VM struct {
 	VMID int    `yaml:"vmid"`
 	Name string `yaml:"name"`
 	// IP is where its services answer, for network checks; Nomos never
@@ -88,12 +88,12 @@ type SeedVM struct {
 	// Services answer on IP. They are not entities: Nomos cannot enter a
 	// VM to restart one, so it only probes them over the network, through
 	// checks on the VM itself (kind http with spec.port).
-	Services []SeedService `yaml:"services"`
-	Line     int           `yaml:"-"`
+	Services []Service `yaml:"services"`
+	Line     int       `yaml:"-"`
 }
 
-// SeedService is a systemd service inside a container.
-type SeedService struct {
+// Service is a systemd service inside a container.
+type Service struct {
 	Name       string `yaml:"name"`
 	Unit       string `yaml:"unit"`
 	Port       int    `yaml:"port"`
@@ -101,8 +101,8 @@ type SeedService struct {
 	Line       int    `yaml:"-"`
 }
 
-// SeedRelationship is an edge between two entities named by slug.
-type SeedRelationship struct {
+// Relationship is an edge between two entities named by slug.
+type Relationship struct {
 	From string `yaml:"from"`
 	To   string `yaml:"to"`
 	Type string `yaml:"type"`
@@ -110,9 +110,9 @@ type SeedRelationship struct {
 	File string `yaml:"-"`
 }
 
-// SeedCheck is a probe definition. Target is the entity observed; results
+// Check is a probe definition. Target is the entity observed; results
 // belong to it, never to the check's own bookkeeping entity.
-type SeedCheck struct {
+type Check struct {
 	Slug     string         `yaml:"slug"`
 	Target   string         `yaml:"target"`
 	Kind     string         `yaml:"kind"`
@@ -123,8 +123,8 @@ type SeedCheck struct {
 	File     string         `yaml:"-"`
 }
 
-// SeedPolicy overrides the risk class of an action on one entity.
-type SeedPolicy struct {
+// Policy overrides the risk class of an action on one entity.
+type Policy struct {
 	Target    string `yaml:"target"`
 	Action    string `yaml:"action"`
 	RiskClass string `yaml:"risk_class"`
@@ -133,8 +133,8 @@ type SeedPolicy struct {
 	File      string `yaml:"-"`
 }
 
-// SeedDoc is a knowledge document linked to entities.
-type SeedDoc struct {
+// Doc is a knowledge document linked to entities.
+type Doc struct {
 	Slug     string   `yaml:"slug"`
 	Title    string   `yaml:"title"`
 	Kind     string   `yaml:"kind"`
@@ -145,14 +145,39 @@ type SeedDoc struct {
 	File     string   `yaml:"-"`
 }
 
-// SeedError locates a problem in a seed file.
-type SeedError struct {
+// Runbook is a named plan with the phrases that trigger it, one type from
+// the seed file through the database to the bot's command parser. A
+// trigger holds "{target}" where the entity's name goes.
+type Runbook struct {
+	Slug        string   `yaml:"slug"`
+	Title       string   `yaml:"title"`
+	Description string   `yaml:"description"`
+	Triggers    []string `yaml:"triggers"`
+	// TargetType is host, lxc or service; a trigger's target of another
+	// type does not match.
+	TargetType string        `yaml:"target_type"`
+	Steps      []RunbookStep `yaml:"steps"`
+	// Line and File locate the runbook in its seed file; they are zero for
+	// one read from the database.
+	Line int    `yaml:"-"`
+	File string `yaml:"-"`
+}
+
+// RunbookStep is one gated action of a runbook, stored as JSON. String
+// params may name the runbook's target as "{{target}}".
+type RunbookStep struct {
+	Action string         `yaml:"action" json:"action"`
+	Params map[string]any `yaml:"params" json:"params,omitempty"`
+}
+
+// Error locates a problem in a seed file.
+type Error struct {
 	File string
 	Line int
 	Msg  string
 }
 
-func (e *SeedError) Error() string {
+func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
@@ -180,12 +205,12 @@ var (
 	containerStat = []string{"running", "stopped"}
 )
 
-// LoadSeed reads every *.yaml file at the top of fsys, in name order, and
-// validates the result. Each problem is a *SeedError that names the file
+// Load reads every *.yaml file at the top of fsys, in name order, and
+// validates the result. Each problem is a *Error that names the file
 // and line; a file that does not parse stops the load, and otherwise every
 // problem in the seed is returned at once (errors.Join), so errors.As finds
 // the first.
-func LoadSeed(fsys fs.FS) (*Seed, error) {
+func Load(fsys fs.FS) (*Seed, error) {
 	names, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("load seed: %w", err)
@@ -215,12 +240,12 @@ func (s *Seed) parseFile(name string, data []byte) error {
 	// file's own line numbers; a second decode into nodes records the line
 	// of every item for the semantic checks that follow.
 	var typed struct {
-		Hosts         []SeedHost         `yaml:"hosts"`
-		Relationships []SeedRelationship `yaml:"relationships"`
-		Checks        []SeedCheck        `yaml:"checks"`
-		Policy        []SeedPolicy       `yaml:"policy"`
-		Knowledge     []SeedDoc          `yaml:"knowledge"`
-		Runbooks      []Runbook          `yaml:"runbooks"`
+		Hosts         []Host         `yaml:"hosts"`
+		Relationships []Relationship `yaml:"relationships"`
+		Checks        []Check        `yaml:"checks"`
+		Policy        []Policy       `yaml:"policy"`
+		Knowledge     []Doc          `yaml:"knowledge"`
+		Runbooks      []Runbook      `yaml:"runbooks"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -288,7 +313,7 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
-// yamlError turns a YAML decoder error into a SeedError with the line it names.
+// yamlError turns a YAML decoder error into a Error with the line it names.
 func yamlError(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
@@ -297,7 +322,7 @@ func yamlError(file string, err error) error {
 		line, _ = strconv.Atoi(m[1])
 		msg = strings.TrimPrefix(msg[strings.Index(msg, m[0])+len(m[0]):], ": ")
 	}
-	return &SeedError{File: file, Line: line, Msg: msg}
+	return &Error{File: file, Line: line, Msg: msg}
 }
 
 func (s *Seed) validate() error {
@@ -332,7 +357,7 @@ type seedValidator struct {
 }
 
 func (v *seedValidator) bad(file string, line int, format string, args ...any) {
-	v.errs = append(v.errs, &SeedError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)})
 }
 
 // add defines an entity slug, once.
@@ -371,7 +396,7 @@ func (v *seedValidator) ref(file string, line int, what string, slug *string) {
 	}
 }
 
-func (v *seedValidator) host(h SeedHost) {
+func (v *seedValidator) host(h Host) {
 	if policy.ValidateHostname(h.Name) != nil {
 		v.bad(h.File, h.Line, "host name %q: want a DNS label (a-z, 0-9, -)", h.Name)
 	}
@@ -398,7 +423,7 @@ func (v *seedValidator) host(h SeedHost) {
 	}
 }
 
-func (v *seedValidator) vm(file, cluster string, vm SeedVM) {
+func (v *seedValidator) vm(file, cluster string, vm VM) {
 	if policy.ValidateVMID(vm.VMID) != nil {
 		v.bad(file, vm.Line, "vm vmid %d: want %d..%d", vm.VMID, policy.MinVMID, policy.MaxVMID)
 	}
@@ -425,7 +450,7 @@ func (v *seedValidator) vm(file, cluster string, vm SeedVM) {
 	v.vmids[vm.VMID] = append(v.vmids[vm.VMID], slug)
 }
 
-func (v *seedValidator) container(file, cluster string, c SeedContainer) {
+func (v *seedValidator) container(file, cluster string, c Container) {
 	if policy.ValidateVMID(c.VMID) != nil {
 		v.bad(file, c.Line, "container vmid %d: want %d..%d", c.VMID, policy.MinVMID, policy.MaxVMID)
 	}
@@ -457,7 +482,7 @@ func (v *seedValidator) container(file, cluster string, c SeedContainer) {
 	v.vmids[c.VMID] = append(v.vmids[c.VMID], slug)
 }
 
-func (v *seedValidator) service(file string, svc SeedService) {
+func (v *seedValidator) service(file string, svc Service) {
 	if policy.ValidateHostname(svc.Name) != nil {
 		v.bad(file, svc.Line, "service name %q: want a DNS label", svc.Name)
 	}
@@ -473,7 +498,7 @@ func (v *seedValidator) service(file string, svc SeedService) {
 	v.add(file, svc.Line, "service:"+svc.Name)
 }
 
-func (v *seedValidator) relationship(r *SeedRelationship) {
+func (v *seedValidator) relationship(r *Relationship) {
 	v.ref(r.File, r.Line, "relationship from", &r.From)
 	v.ref(r.File, r.Line, "relationship to", &r.To)
 	if !slices.Contains(relTypes, r.Type) {
@@ -484,7 +509,7 @@ func (v *seedValidator) relationship(r *SeedRelationship) {
 	}
 }
 
-func (v *seedValidator) checks(checks []SeedCheck) {
+func (v *seedValidator) checks(checks []Check) {
 	slugs := map[string]bool{}
 	for i := range checks {
 		c := &checks[i]
@@ -505,7 +530,7 @@ func (v *seedValidator) checks(checks []SeedCheck) {
 	}
 }
 
-func (v *seedValidator) knowledge(docs []SeedDoc) {
+func (v *seedValidator) knowledge(docs []Doc) {
 	slugs := map[string]bool{}
 	for _, d := range docs {
 		if !docSlug.MatchString(d.Slug) || slugs[d.Slug] {
