@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/nomoshq/nomos/internal/loop"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -164,7 +165,7 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 		Horizon: store.StaleAfter * s.cfg.InventoryInterval, Actor: s.cfg.Actor,
 	}
 	for _, c := range r.Containers {
-		obs.Containers = append(obs.Containers, store.InventoryContainer{
+		obs.Containers = append(obs.Containers, inventory.Container{
 			VMID: c.VMID, Status: c.Status, Hostname: c.Hostname, IP: c.IP, Gateway: c.Gateway,
 			Cores: c.Cores, MemoryMB: c.MemoryMB, DiskGB: c.DiskGB, Partial: c.Partial,
 			Onboot: c.Onboot, Lock: c.Lock, Tags: c.Tags, HAState: c.HAState, Template: c.Template, Protection: c.Protection,
@@ -173,7 +174,7 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 		})
 	}
 	for _, v := range r.VMs {
-		obs.VMs = append(obs.VMs, store.InventoryVM{VMID: v.VMID, Status: v.Status, Name: v.Name, Agent: v.Agent, Lock: v.Lock, Template: v.Template})
+		obs.VMs = append(obs.VMs, inventory.VM{VMID: v.VMID, Status: v.Status, Name: v.Name, Agent: v.Agent, Lock: v.Lock, Template: v.Template})
 	}
 	ch, err := s.store.ApplyInventory(ctx, obs)
 	switch {

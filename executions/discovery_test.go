@@ -13,6 +13,7 @@ import (
 
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -158,7 +159,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	}
 	// The seeds' name and memory for 101 stand; the node's live facts
 	// are added beside them.
-	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:strong/101"].Attrs, store.WithoutLive(got.Attrs)) {
+	if got, _ := b.store.EntityBySlug(b.ctx, "lxc:strong/101"); got.Name != "jellyfin" || !gocmp.Equal(seeded["lxc:strong/101"].Attrs, inventory.WithoutLive(got.Attrs)) {
 		t.Errorf("seeded lxc:strong/101 became %s %v; the seed's facts must win", got.Name, got.Attrs)
 	}
 	notices := b.notices(t)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -19,13 +20,13 @@ func TestListLXCsShowsRunState(t *testing.T) {
 	}
 	apply := func(runs []store.InventoryRun, at time.Time, onboot *bool) {
 		for _, r := range runs {
-			var cs []store.InventoryContainer
+			var cs []inventory.Container
 			for _, h := range b.seed.Hosts {
 				if h.Name != r.Host {
 					continue
 				}
 				for _, c := range h.Containers {
-					cs = append(cs, store.InventoryContainer{VMID: c.VMID, Status: c.Status, Hostname: c.Hostname, Onboot: onboot})
+					cs = append(cs, inventory.Container{VMID: c.VMID, Status: c.Status, Hostname: c.Hostname, Onboot: onboot})
 				}
 			}
 			if _, err := b.store.ApplyInventory(b.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: at, Containers: cs, Horizon: time.Hour}); err != nil {

@@ -16,36 +16,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/policy"
 )
 
 // Fleet discovery: the runs the bot sends to take each host's inventory,
-// and the diff of an inventory against the fleet.
-//
-// What an inventory may change:
-//
-//   - A container the fleet does not have becomes lxc:<cluster>/<vmid>, active,
-//     with attrs.discovered = true, its host, vmid, hostname, ip,
-//     gateway, cores, memory_mb and disk_gb as the host has them, and the
-//     host's hosts edge.
-//   - A discovered container is updated in place when the host's values
-//     change (a move within the cluster re-points its hosts edge).
-//   - A container from the seeds, or one Nomos created, keeps its name and
-//     attributes as they are: seeded facts win. Only its run state, and
-//     whether it exists, come from the inventory.
-//   - A live container whose host lists it no more, and that the cluster
-//     does not place on another node, is marked destroyed (gone), never
-//     deleted; one that comes back is active again.
-//   - Every listed container, seeded or discovered, gets the node's live
-//     facts as attrs (liveAttrs): onboot, lock, tags, hastate, template,
-//     protection, addresses, snapshots, root_storage, storage_type and
-//     snapshot_blocker. A change of lock, hastate, protection or onboot
-//     is audited, not announced.
-//   - A template the fleet does not have is no workload, and is not added.
-//   - Every container's run state is recorded, and its health rolls up.
-//
-// Containers an in-flight pct_create or pct_destroy is making or removing
-// are left to that execution's result.
+// and the diff of an inventory against the fleet, by the rules of package
+// inventory.
 
 // Errors of ApplyInventory.
 var (
@@ -126,56 +103,16 @@ func (c InventoryChanges) Announced() bool {
 	return len(c.New)+len(c.Back)+len(c.Changed)+len(c.Gone) > 0
 }
 
-// InventoryContainer is one container as an inventory listed it.
-type InventoryContainer struct {
-	VMID     int
-	Status   string
-	Hostname string
-	IP       string
-	Gateway  string
-	Cores    int
-	MemoryMB int
-	DiskGB   float64
-	// Partial: the configuration was not read; only VMID, Status,
-	// Hostname and what the listings give (Lock, Tags, HAState, Template,
-	// Snapshots) are known.
-	Partial bool
-
-	// The node's live facts, kept as attrs on every container (see
-	// liveAttrs).
-	Onboot          *bool
-	Lock            string
-	Tags            []string
-	HAState         string
-	Template        bool
-	Protection      bool
-	Addresses       []string
-	Snapshots       []string
-	RootStorage     string
-	StorageType     string
-	SnapshotBlocker string
-}
-
-// InventoryVM is one VM as an inventory listed it.
-type InventoryVM struct {
-	VMID     int
-	Status   string
-	Name     string
-	Agent    bool
-	Lock     string
-	Template bool
-}
-
 // InventoryObservation is a verified inventory of one host.
 type InventoryObservation struct {
 	RunID  uuid.UUID
 	HostID uuid.UUID
 	// At is when the actuator took it.
 	At         time.Time
-	Containers []InventoryContainer
+	Containers []inventory.Container
 	// VMs are the host's QEMU VMs; nil when the actuator did not list
 	// them, which marks none gone.
-	VMs []InventoryVM
+	VMs []inventory.VM
 	// Elsewhere are vmids the cluster places on other nodes.
 	Elsewhere []int
 	// Horizon is how long the run states stay current; past it the
@@ -460,7 +397,7 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 		case !ok && c.Template:
 			continue // a template is no workload
 		case !ok && (a.creating["vmid:"+strconv.Itoa(c.VMID)] || a.creating["hostname:"+c.Hostname]):
-			a.ch.Skipped = append(a.ch.Skipped, ContainerRef{VMID: c.VMID, Name: containerName(c)})
+			a.ch.Skipped = append(a.ch.Skipped, ContainerRef{VMID: c.VMID, Name: inventory.ContainerName(c)})
 			continue
 		case !ok:
 			if id, err = a.create(ctx, c); err != nil {
@@ -560,7 +497,7 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 		if _, err := a.tx.Exec(ctx, `UPDATE entities SET attrs = attrs || $2 WHERE id = $1`, e.id, live); err != nil {
 			return nil, fmt.Errorf("record the live facts of %s: %w", slug, err)
 		}
-		if err := a.runState(ctx, e.id, e, InventoryContainer{VMID: v.VMID, Status: v.Status, Hostname: name}); err != nil {
+		if err := a.runState(ctx, e.id, e, inventory.Container{VMID: v.VMID, Status: v.Status, Hostname: name}); err != nil {
 			return nil, err
 		}
 		touched = append(touched, e.id)
@@ -629,46 +566,6 @@ func (a *inventoryApplier) loadFleetOf(ctx context.Context, kind string, slugs [
 	return out, rows.Err()
 }
 
-// containerName is what a discovered container is called: its host name,
-// else ct<vmid>.
-func containerName(c InventoryContainer) string {
-	return cmp.Or(c.Hostname, "ct"+strconv.Itoa(c.VMID))
-}
-
-// discoveredAttrs are a discovered container's attributes: old's, with
-// what the inventory knows over them.
-func discoveredAttrs(host string, c InventoryContainer, old map[string]any) map[string]any {
-	a := map[string]any{}
-	for _, k := range append([]string{"ip", "gateway", "cores", "memory_mb", "disk_gb", "hostname"}, liveKeys...) {
-		if v, ok := old[k]; ok {
-			a[k] = v // the live facts are recordLive's
-		}
-	}
-	a["discovered"], a["vmid"], a["host"] = true, c.VMID, host
-	if c.Hostname != "" {
-		a["hostname"] = c.Hostname
-	}
-	if !c.Partial {
-		for k, v := range map[string]any{"ip": c.IP, "gateway": c.Gateway, "cores": c.Cores, "memory_mb": c.MemoryMB, "disk_gb": c.DiskGB} {
-			if v == "" || v == 0 || v == 0.0 {
-				delete(a, k)
-			} else {
-				a[k] = v
-			}
-		}
-	}
-	return normalize(a)
-}
-
-// normalize gives attrs the form they have once read back from jsonb, so
-// they compare equal to what is stored.
-func normalize(attrs map[string]any) map[string]any {
-	raw, _ := json.Marshal(attrs)
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return out
-}
-
 func (a *inventoryApplier) audit(ctx context.Context, action string, id uuid.UUID, ref ContainerRef, detail map[string]any) error {
 	if detail == nil {
 		detail = map[string]any{}
@@ -677,9 +574,9 @@ func (a *inventoryApplier) audit(ctx context.Context, action string, id uuid.UUI
 	return audit(ctx, a.tx, AuditEntry{Actor: cmp.Or(a.o.Actor, "nomos"), Action: action, EntityID: &id, Detail: detail})
 }
 
-func (a *inventoryApplier) create(ctx context.Context, c InventoryContainer) (uuid.UUID, error) {
-	id, slug, name := newID(), policy.ContainerSlug(a.cluster, c.VMID), containerName(c)
-	attrs, err := json.Marshal(discoveredAttrs(a.host, c, nil))
+func (a *inventoryApplier) create(ctx context.Context, c inventory.Container) (uuid.UUID, error) {
+	id, slug, name := newID(), policy.ContainerSlug(a.cluster, c.VMID), inventory.ContainerName(c)
+	attrs, err := json.Marshal(inventory.DiscoveredAttrs(a.host, c, nil))
 	if err != nil {
 		return id, err
 	}
@@ -698,7 +595,7 @@ func (a *inventoryApplier) create(ctx context.Context, c InventoryContainer) (uu
 
 // update brings a container back if it was gone, and a discovered one's
 // values up to date.
-func (a *inventoryApplier) update(ctx context.Context, e fleetContainer, c InventoryContainer) error {
+func (a *inventoryApplier) update(ctx context.Context, e fleetContainer, c inventory.Container) error {
 	if e.lifecycle == "destroyed" {
 		if _, err := a.tx.Exec(ctx, `UPDATE entities SET lifecycle = 'active', updated_at = $2 WHERE id = $1`, e.id, a.now); err != nil {
 			return fmt.Errorf("bring back %s: %w", e.slug, err)
@@ -711,7 +608,7 @@ func (a *inventoryApplier) update(ctx context.Context, e fleetContainer, c Inven
 	if !e.discovered() {
 		return nil
 	}
-	next := discoveredAttrs(a.host, c, e.attrs)
+	next := inventory.DiscoveredAttrs(a.host, c, e.attrs)
 	name := cmp.Or(c.Hostname, e.name)
 	var keys []string
 	before, after := map[string]any{}, map[string]any{}
@@ -760,60 +657,12 @@ func mergeKeys(a, b map[string]any) map[string]bool {
 	return out
 }
 
-// liveKeys are the attrs that always come from the node, on every
-// container, seeded or discovered: seeded facts do not cover them.
-var liveKeys = []string{"onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots",
-	"root_storage", "storage_type", "snapshot_blocker"}
-
-// WithoutLive is attrs without the node's live facts (liveKeys): what the
-// seeds or an earlier discovery said of the container.
-func WithoutLive(attrs map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range attrs {
-		if !slices.Contains(liveKeys, k) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// auditedLiveKeys are the live facts whose change is audited
-// (discovery.changed), though never announced: a backup's lock, an HA
-// state, protection, and whether a stop is on purpose.
-var auditedLiveKeys = []string{"lock", "hastate", "protection", "onboot"}
-
-// configKeys are the live facts read from the configuration, which a
-// partial entry does not know: old values stand.
-var configKeys = []string{"onboot", "protection", "addresses", "root_storage", "storage_type", "snapshot_blocker"}
-
-// liveAttrs are a container's live facts as the inventory gives them,
-// with every key present: onboot false when unset (Proxmox's default),
-// lists empty rather than missing, snapshots oldest first. A partial
-// entry keeps old's values of what the configuration says.
-func liveAttrs(c InventoryContainer, old map[string]any) map[string]any {
-	list := func(l []string) []string { return append([]string{}, l...) }
-	a := map[string]any{"lock": c.Lock, "tags": list(c.Tags), "hastate": c.HAState, "template": c.Template, "snapshots": list(c.Snapshots)}
-	if c.Partial {
-		for _, k := range configKeys {
-			if v, ok := old[k]; ok {
-				a[k] = v
-			}
-		}
-		return normalize(a)
-	}
-	a["onboot"] = c.Onboot != nil && *c.Onboot
-	a["protection"] = c.Protection
-	a["addresses"] = list(c.Addresses)
-	a["root_storage"], a["storage_type"], a["snapshot_blocker"] = c.RootStorage, c.StorageType, c.SnapshotBlocker
-	return normalize(a)
-}
-
 // recordLive writes the container's live facts over its attrs, and
-// audits a change of those in auditedLiveKeys. A container seen for the
+// audits a change of those in inventory.AuditedLiveKeys. A container seen for the
 // first time, or a key not recorded before, is no change.
-func (a *inventoryApplier) recordLive(ctx context.Context, id uuid.UUID, e fleetContainer, c InventoryContainer) error {
+func (a *inventoryApplier) recordLive(ctx context.Context, id uuid.UUID, e fleetContainer, c inventory.Container) error {
 	old := e.attrs
-	next := liveAttrs(c, old)
+	next := inventory.LiveAttrs(c, old)
 	var changed bool
 	before, after := map[string]any{}, map[string]any{}
 	for k, v := range next {
@@ -822,7 +671,7 @@ func (a *inventoryApplier) recordLive(ctx context.Context, id uuid.UUID, e fleet
 			continue
 		}
 		changed = true
-		if had && slices.Contains(auditedLiveKeys, k) {
+		if had && slices.Contains(inventory.AuditedLiveKeys, k) {
 			before[k], after[k] = prev, v
 		}
 	}
@@ -839,13 +688,13 @@ func (a *inventoryApplier) recordLive(ctx context.Context, id uuid.UUID, e fleet
 	if len(after) == 0 {
 		return nil
 	}
-	ref := ContainerRef{VMID: c.VMID, Name: cmp.Or(e.name, containerName(c))}
+	ref := ContainerRef{VMID: c.VMID, Name: cmp.Or(e.name, inventory.ContainerName(c))}
 	return a.audit(ctx, "discovery.changed", id, ref, map[string]any{"before": before, "after": after, "live": true})
 }
 
 // runState records what the inventory saw the container doing, and
 // audits a start or a stop.
-func (a *inventoryApplier) runState(ctx context.Context, id uuid.UUID, e fleetContainer, c InventoryContainer) error {
+func (a *inventoryApplier) runState(ctx context.Context, id uuid.UUID, e fleetContainer, c inventory.Container) error {
 	_, err := a.tx.Exec(ctx, `INSERT INTO entity_status (entity_id, run_state, run_state_at, run_state_until, updated_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (entity_id) DO UPDATE SET run_state = excluded.run_state, run_state_at = excluded.run_state_at,
@@ -857,7 +706,7 @@ func (a *inventoryApplier) runState(ctx context.Context, id uuid.UUID, e fleetCo
 	if e.runState == "" || e.runState == c.Status {
 		return nil // a first sighting is not a change
 	}
-	ref := ContainerRef{VMID: c.VMID, Name: cmp.Or(e.name, containerName(c))}
+	ref := ContainerRef{VMID: c.VMID, Name: cmp.Or(e.name, inventory.ContainerName(c))}
 	a.ch.RunStates = append(a.ch.RunStates, RunStateChange{ContainerRef: ref, From: e.runState, To: c.Status})
 	return a.audit(ctx, "discovery.run_state", id, ref, map[string]any{"from": e.runState, "to": c.Status})
 }

@@ -7,6 +7,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -20,11 +21,11 @@ func TestInventoryKeepsTheNodesLiveFacts(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
 	cs := strong()
-	cs[1] = store.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", Onboot: new(true), Lock: "backup",
+	cs[1] = inventory.Container{VMID: 101, Status: "running", Hostname: "jellyfin", Onboot: new(true), Lock: "backup",
 		Tags: []string{"media", "home"}, HAState: "started", Protection: true, Addresses: []string{"10.40.0.101/24", "fc00::1/64"},
 		Snapshots: []string{"nomos-20261201-101500", "nomos-20261202-093000"}, RootStorage: "local", StorageType: "dir",
 		SnapshotBlocker: "raw volume on dir storage local; bind mount mp0 (/mnt/media)"}
-	cs = append(cs, store.InventoryContainer{VMID: 9001, Status: "stopped", Hostname: "debian-tpl", Template: true})
+	cs = append(cs, inventory.Container{VMID: 9001, Status: "stopped", Hostname: "debian-tpl", Template: true})
 	ch := e.apply(t, e.run(t, "strong"), cs)
 	if len(ch.New) != 0 {
 		t.Errorf("a template was added to the fleet: %+v", ch.New)
@@ -64,7 +65,7 @@ func TestInventoryKeepsTheNodesLiveFacts(t *testing.T) {
 	}
 
 	// The configuration does not answer: what it said stands.
-	cs[1] = store.InventoryContainer{VMID: 101, Status: "running", Hostname: "jellyfin", Partial: true, Snapshots: cs[1].Snapshots}
+	cs[1] = inventory.Container{VMID: 101, Status: "running", Hostname: "jellyfin", Partial: true, Snapshots: cs[1].Snapshots}
 	e.apply(t, e.run(t, "strong"), cs)
 	if got := live("lxc:strong/101"); got["onboot"] != true || got["storage_type"] != "dir" || got["addresses"] == nil {
 		t.Errorf("a partial entry lost what the configuration said: %v", got)
@@ -84,12 +85,12 @@ func TestInventoryKeepsTheNodesLiveFacts(t *testing.T) {
 func TestStoppedOnPurposePagesNobody(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
-	hubris := func(onboot *bool) []store.InventoryContainer {
-		var out []store.InventoryContainer
+	hubris := func(onboot *bool) []inventory.Container {
+		var out []inventory.Container
 		for _, vmid := range []int{110, 112, 113, 114} {
-			out = append(out, store.InventoryContainer{VMID: vmid, Status: "running", Onboot: new(true)})
+			out = append(out, inventory.Container{VMID: vmid, Status: "running", Onboot: new(true)})
 		}
-		return append(out, store.InventoryContainer{VMID: 111, Status: "stopped", Onboot: onboot})
+		return append(out, inventory.Container{VMID: 111, Status: "stopped", Onboot: onboot})
 	}
 	e.apply(t, e.run(t, "hubris"), hubris(nil))
 	checks := claimAll(t, e.s, e.now)

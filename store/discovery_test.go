@@ -14,6 +14,7 @@ import (
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
 )
@@ -48,10 +49,10 @@ func discoverySetup(t *testing.T) *discoveryEnv {
 
 // strong is what the host strong lists in the demo: its seven seeded
 // containers, running, as the seeds have them.
-func strong() []store.InventoryContainer {
-	out := []store.InventoryContainer{{VMID: 100, Status: "running", Hostname: "unbound", IP: "10.40.0.100/24", Cores: 1}}
+func strong() []inventory.Container {
+	out := []inventory.Container{{VMID: 100, Status: "running", Hostname: "unbound", IP: "10.40.0.100/24", Cores: 1}}
 	for vmid := 101; vmid <= 107; vmid++ {
-		out = append(out, store.InventoryContainer{VMID: vmid, Status: "running", Hostname: "ct" + strconv.Itoa(vmid), IP: "10.40.0." + strconv.Itoa(vmid) + "/24", Cores: 2,
+		out = append(out, inventory.Container{VMID: vmid, Status: "running", Hostname: "ct" + strconv.Itoa(vmid), IP: "10.40.0." + strconv.Itoa(vmid) + "/24", Cores: 2,
 			Onboot: new(true)})
 	}
 	return out
@@ -74,7 +75,7 @@ func (e *discoveryEnv) run(t *testing.T, host string) store.InventoryRun {
 	return store.InventoryRun{}
 }
 
-func (e *discoveryEnv) apply(t *testing.T, r store.InventoryRun, cs []store.InventoryContainer, elsewhere ...int) store.InventoryChanges {
+func (e *discoveryEnv) apply(t *testing.T, r store.InventoryRun, cs []inventory.Container, elsewhere ...int) store.InventoryChanges {
 	t.Helper()
 	ch, err := e.s.ApplyInventory(e.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: e.now, Containers: cs,
 		Elsewhere: elsewhere, Horizon: 3 * time.Minute})
@@ -132,7 +133,7 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 
 	// First run: the seeded containers, and one an admin made.
 	first := strong()
-	first = append(first, store.InventoryContainer{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.40.0.150/24", Gateway: "10.40.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12,
+	first = append(first, inventory.Container{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.40.0.150/24", Gateway: "10.40.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12,
 		Onboot: new(true), Addresses: []string{"10.40.0.150/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"})
 	ch := e.apply(t, e.run(t, "strong"), first)
 	want := store.InventoryChanges{Host: "strong", Seen: 9, New: []store.ContainerRef{{VMID: 150, Name: "newbox"}}}
@@ -159,7 +160,7 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 	}
 	// Seeded facts win: the host's different name, address and cores for
 	// 101 change nothing of the seed's.
-	if got := entityID(t, e.s, "lxc:strong/101"); !gocmp.Equal(seededJellyfin.Attrs, store.WithoutLive(got.Attrs)) || got.Name != "jellyfin" || got.RunState != "running" {
+	if got := entityID(t, e.s, "lxc:strong/101"); !gocmp.Equal(seededJellyfin.Attrs, inventory.WithoutLive(got.Attrs)) || got.Name != "jellyfin" || got.RunState != "running" {
 		t.Errorf("seeded lxc:strong/101 became %s %v (%s), want the seed's attributes and its run state", got.Name, got.Attrs, got.RunState)
 	}
 	if d := gocmp.Diff([]string{"discovery.found 150"}, e.audit(t)); d != "" {
@@ -180,9 +181,9 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 
 	// Then newbox gets more memory, 107 stops, 106 is gone and 105 moved
 	// to another node of the cluster.
-	third := slices.DeleteFunc(strong(), func(c store.InventoryContainer) bool { return c.VMID == 105 || c.VMID == 106 })
+	third := slices.DeleteFunc(strong(), func(c inventory.Container) bool { return c.VMID == 105 || c.VMID == 106 })
 	third[len(third)-1].Status = "stopped" // 107
-	third = append(third, store.InventoryContainer{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.40.0.150/24", Gateway: "10.40.0.1", Cores: 2, MemoryMB: 2048, DiskGB: 12,
+	third = append(third, inventory.Container{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.40.0.150/24", Gateway: "10.40.0.1", Cores: 2, MemoryMB: 2048, DiskGB: 12,
 		Onboot: new(true), Addresses: []string{"10.40.0.150/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"})
 	ch = e.apply(t, e.run(t, "strong"), third, 105)
 	want = store.InventoryChanges{Host: "strong", Seen: 7,
@@ -206,7 +207,7 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 		t.Errorf("newbox's memory is %v after the host changed it", got.Attrs["memory_mb"])
 	}
 	// 106 comes back.
-	ch = e.apply(t, e.run(t, "strong"), append(third, store.InventoryContainer{VMID: 106, Status: "running", Hostname: "paperless", Onboot: new(true)}), 105)
+	ch = e.apply(t, e.run(t, "strong"), append(third, inventory.Container{VMID: 106, Status: "running", Hostname: "paperless", Onboot: new(true)}), 105)
 	if d := gocmp.Diff([]store.ContainerRef{{VMID: 106, Name: "paperless"}}, ch.Back); d != "" || !ch.Announced() {
 		t.Errorf("106 back (-want +got):\n%s", d)
 	}
@@ -285,8 +286,8 @@ func TestInventoryLeavesInFlightExecutionsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cs := slices.DeleteFunc(strong(), func(c store.InventoryContainer) bool { return c.VMID == 106 })
-	cs = append(cs, store.InventoryContainer{VMID: 151, Status: "stopped", Hostname: "scratch"})
+	cs := slices.DeleteFunc(strong(), func(c inventory.Container) bool { return c.VMID == 106 })
+	cs = append(cs, inventory.Container{VMID: 151, Status: "stopped", Hostname: "scratch"})
 	ch := e.apply(t, e.run(t, "strong"), cs)
 	if ch.Announced() || !slices.Equal(ch.Skipped, []store.ContainerRef{{VMID: 151, Name: "scratch"}}) {
 		t.Errorf("changes %+v, want scratch skipped and nothing else", ch)
@@ -332,11 +333,11 @@ func TestInventoryNoticesAreClaimedOnce(t *testing.T) {
 func TestContainerHealthRollsUp(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
-	hubris := []store.InventoryContainer{}
+	hubris := []inventory.Container{}
 	for _, vmid := range []int{100, 110, 111, 112, 113, 114} {
-		hubris = append(hubris, store.InventoryContainer{VMID: vmid, Status: "running"})
+		hubris = append(hubris, inventory.Container{VMID: vmid, Status: "running"})
 	}
-	hubris = append(hubris, store.InventoryContainer{VMID: 131, Status: "stopped", Onboot: new(true)})
+	hubris = append(hubris, inventory.Container{VMID: 131, Status: "stopped", Onboot: new(true)})
 	e.apply(t, e.run(t, "hubris"), hubris)
 	checks := claimAll(t, e.s, e.now)
 	record := func(slug, health, detail string) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -63,13 +64,13 @@ func TestResolveSharedVMID(t *testing.T) {
 func TestInventoryOfStandaloneNodesSharingAVMID(t *testing.T) {
 	t.Parallel()
 	e := discoverySetup(t)
-	hubris := []store.InventoryContainer{{VMID: 100, Status: "running", Hostname: "syncthing"}}
+	hubris := []inventory.Container{{VMID: 100, Status: "running", Hostname: "syncthing"}}
 	for _, vmid := range []int{110, 111, 112, 113, 114} {
-		hubris = append(hubris, store.InventoryContainer{VMID: vmid, Status: "running"})
+		hubris = append(hubris, inventory.Container{VMID: vmid, Status: "running"})
 	}
-	hubris = append(hubris, store.InventoryContainer{VMID: 131, Status: "stopped"})
+	hubris = append(hubris, inventory.Container{VMID: 131, Status: "stopped"})
 	for pass := range 3 {
-		for host, cs := range map[string][]store.InventoryContainer{"strong": strong(), "hubris": hubris} {
+		for host, cs := range map[string][]inventory.Container{"strong": strong(), "hubris": hubris} {
 			ch := e.apply(t, e.run(t, host), cs)
 			if ch.Announced() || len(ch.Skipped) > 0 {
 				t.Errorf("pass %d, %s: %+v; want nothing new, back, changed, gone or skipped", pass, host, ch)
@@ -132,16 +133,16 @@ func clusterSetup(t *testing.T) *discoveryEnv {
 func TestInventoryMoveWithinACluster(t *testing.T) {
 	t.Parallel()
 	e := clusterSetup(t)
-	e.apply(t, e.run(t, "pve1"), []store.InventoryContainer{
+	e.apply(t, e.run(t, "pve1"), []inventory.Container{
 		{VMID: 101, Status: "running", Hostname: "web"}, {VMID: 150, Status: "running", Hostname: "scratch"}}, 102)
 	if got := entityID(t, e.s, "lxc:lab/150"); got.Attrs["host"] != "pve1" {
 		t.Fatalf("lxc:lab/150 is on %v, want pve1", got.Attrs["host"])
 	}
 	// Migrated to pve2: pve1 lists it elsewhere, pve2 lists it.
-	if ch := e.apply(t, e.run(t, "pve1"), []store.InventoryContainer{{VMID: 101, Status: "running", Hostname: "web"}}, 102, 150); len(ch.Gone) > 0 {
+	if ch := e.apply(t, e.run(t, "pve1"), []inventory.Container{{VMID: 101, Status: "running", Hostname: "web"}}, 102, 150); len(ch.Gone) > 0 {
 		t.Errorf("pve1 after the migration: %+v; want nothing gone", ch)
 	}
-	ch := e.apply(t, e.run(t, "pve2"), []store.InventoryContainer{
+	ch := e.apply(t, e.run(t, "pve2"), []inventory.Container{
 		{VMID: 102, Status: "running", Hostname: "db"}, {VMID: 150, Status: "running", Hostname: "scratch"}}, 101)
 	if len(ch.New) > 0 || len(ch.Changed) != 1 || ch.Changed[0].VMID != 150 || !slices.Contains(ch.Changed[0].Keys, "host") {
 		t.Errorf("pve2 after the migration: %+v; want lxc:lab/150 changed host, nothing new", ch)

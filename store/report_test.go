@@ -9,6 +9,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -129,7 +130,7 @@ func TestReportQueries(t *testing.T) {
 	}
 
 	// An inventory finds a new container on strong.
-	cs := append(strong(), store.InventoryContainer{VMID: 151, Status: "running", Hostname: "scratch"})
+	cs := append(strong(), inventory.Container{VMID: 151, Status: "running", Hostname: "scratch"})
 	e.apply(t, e.run(t, "strong"), cs)
 	changes, err := e.s.InventoryChangesSince(e.ctx, since)
 	if err != nil {

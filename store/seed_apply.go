@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/policy"
 )
 
@@ -212,7 +213,7 @@ func (a *seedApplier) entity(ctx context.Context, st *SeedStats, slug, name stri
 	if err != nil {
 		return fmt.Errorf("entity %s: %w", slug, err)
 	}
-	// The node's live facts (liveKeys) are the inventory's, not the
+	// The node's live facts (inventory.LiveKeys) are the inventory's, not the
 	// seeds': re-seeding keeps them.
 	const kept = `coalesce((SELECT jsonb_object_agg(k, v) FROM jsonb_each(entities.attrs) AS j(k, v) WHERE k = ANY($6)), '{}'::jsonb)`
 	tag, err := a.tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, attrs)
@@ -220,7 +221,7 @@ func (a *seedApplier) entity(ctx context.Context, st *SeedStats, slug, name stri
 		ON CONFLICT (slug) DO UPDATE
 		SET type = excluded.type, name = excluded.name, attrs = excluded.attrs || `+kept+`, updated_at = now()
 		WHERE (entities.type, entities.name, entities.attrs) IS DISTINCT FROM (excluded.type, excluded.name, excluded.attrs || `+kept+`)`,
-		newID(), slug, typ, name, raw, liveKeys)
+		newID(), slug, typ, name, raw, inventory.LiveKeys)
 	if err != nil {
 		return fmt.Errorf("entity %s: %w", slug, err)
 	}

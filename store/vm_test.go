@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -96,7 +97,7 @@ func TestInventoryRecordsVMs(t *testing.T) {
 	e := discoverySetup(t)
 	r := e.run(t, "hubris")
 	_, err := e.s.ApplyInventory(e.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: e.now, Horizon: 3 * time.Minute,
-		VMs: []store.InventoryVM{
+		VMs: []inventory.VM{
 			{VMID: 200, Status: "running", Name: "homeassistant", Agent: true},
 			{VMID: 201, Status: "stopped", Name: "opnsense", Lock: "backup"},
 			{VMID: 300, Status: "running", Name: "truenas"},

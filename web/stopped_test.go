@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -23,11 +24,11 @@ func TestStoppedOnPurposeShowsAsStopped(t *testing.T) {
 		if r.Host != "hubris" {
 			continue
 		}
-		var cs []store.InventoryContainer
+		var cs []inventory.Container
 		for _, vmid := range []int{110, 111, 112, 113, 114} {
-			cs = append(cs, store.InventoryContainer{VMID: vmid, Status: "running", Onboot: new(true)})
+			cs = append(cs, inventory.Container{VMID: vmid, Status: "running", Onboot: new(true)})
 		}
-		cs = append(cs, store.InventoryContainer{VMID: 131, Status: "stopped"})
+		cs = append(cs, inventory.Container{VMID: 131, Status: "stopped"})
 		if _, err := b.st.ApplyInventory(b.ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: now, Containers: cs, Horizon: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
