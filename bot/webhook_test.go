@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/web"
 )
 
 const hookToken = "alertmanager-token-0123456789abcdef"
@@ -43,7 +43,7 @@ func postAlerts(t testing.TB, url, token string, alerts ...map[string]any) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, url+bot.AlertmanagerPath, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url+web.AlertmanagerPath, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +68,12 @@ func postAlerts(t testing.TB, url, token string, alerts ...map[string]any) int {
 func TestAlertmanagerAlertsBecomeSignals(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withAlerts())
-	hook, err := bot.NewAlertmanagerHook(bot.AlertmanagerHookConfig{Store: b.store, Token: hookToken, Logger: testenv.Logger(t)})
+	hook, err := web.NewAlertmanagerHook(web.AlertmanagerHookConfig{Store: b.store, Token: hookToken, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(bot.AlertmanagerPath, hook)
+	mux.Handle(web.AlertmanagerPath, hook)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	openSignals := func() []store.Signal {

@@ -4,6 +4,10 @@
 // /readyz and /metrics beside them. It only reads the store: the router
 // registers GET and HEAD alone, so nothing on it can change the fleet.
 // Off a loopback address it asks who is looking (Auth, Listen).
+//
+// AlertmanagerHook, which turns Prometheus Alertmanager's webhook into
+// signals, is served on the same listener but beside that router, behind
+// its own bearer token.
 package web
 
 import (

@@ -209,12 +209,12 @@ func (f *front) routes(cfg *config.Config, l *lifecycle, tools *mcpserver.Server
 		mux.Handle("/mcp", tools.HTTPHandler())
 	}
 	if cfg.Alerts.WebhookToken != "" {
-		hook, err := bot.NewAlertmanagerHook(bot.AlertmanagerHookConfig{Store: l.store, Token: cfg.Alerts.WebhookToken,
+		hook, err := web.NewAlertmanagerHook(web.AlertmanagerHookConfig{Store: l.store, Token: cfg.Alerts.WebhookToken,
 			Logger: f.logger.With("component", "alertmanager_hook")})
 		if err != nil {
 			return nil, err
 		}
-		mux.Handle(bot.AlertmanagerPath, hook)
+		mux.Handle(web.AlertmanagerPath, hook)
 	}
 	f.summary = []any{"web_auth", f.auth != nil, "trusted_proxies", len(cfg.Web.TrustedProxies),
 		"mcp", tools.HTTPEnabled(), "mcp_tokens", ntokens, "alertmanager_hook", cfg.Alerts.WebhookToken != "", "http_allow", len(cfg.LLM.HTTPAllow)}

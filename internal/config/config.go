@@ -19,7 +19,6 @@ import (
 	"github.com/knadh/koanf/v2"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/report"
@@ -805,8 +804,8 @@ func (c *Config) validateMatrix(bad func(string, string, ...any)) {
 	if d := c.Alerts.MuteFor; d < time.Minute || d > 7*24*time.Hour {
 		bad("alerts.mute_for", "want a duration between 1m and 168h, got %s", d)
 	}
-	if t := c.Alerts.WebhookToken; t != "" && len(t) < bot.MinHookTokenLength {
-		bad("alerts.webhook_token", "want at least %d characters so it can't be guessed, such as `openssl rand -hex 32`", bot.MinHookTokenLength)
+	if t := c.Alerts.WebhookToken; t != "" && len(t) < web.MinHookTokenLength {
+		bad("alerts.webhook_token", "want at least %d characters so it can't be guessed, such as `openssl rand -hex 32`", web.MinHookTokenLength)
 	}
 	if q := c.Approvals.DestructiveQuorum; q < 1 || q > max(len(c.Matrix.Operators), 1) {
 		bad("approvals.destructive_quorum", "want 1 to the %d operators in matrix.operators, got %d: more could never approve a destructive plan",

@@ -1,4 +1,4 @@
-package bot
+package web
 
 import (
 	"cmp"
@@ -137,7 +137,7 @@ func (h *AlertmanagerHook) apply(ctx context.Context, a amAlert) error {
 	if err != nil {
 		return err
 	}
-	kind := store.ExternalKindPrefix + clip(alertName(a), 100)
+	kind := store.ExternalKindPrefix + shorten(alertName(a), 100)
 	now := h.now()
 	switch a.Status {
 	case "firing":
@@ -146,7 +146,7 @@ func (h *AlertmanagerHook) apply(ctx context.Context, a amAlert) error {
 			at = now // a clock ahead of ours must not hold the alert back
 		}
 		_, _, err := h.store.RaiseSignal(ctx, store.NewSignal{EntityID: e.ID, Kind: kind, Severity: severity(a.Labels["severity"]),
-			Summary: clip(redact.String(summary(a)), 300), At: at})
+			Summary: shorten(redact.String(summary(a)), 300), At: at})
 		return err
 	case "resolved":
 		at := a.EndsAt
