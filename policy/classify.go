@@ -28,7 +28,7 @@ func ClassifyCommand(command string, where TargetType) Risk {
 // classify is ClassifyCommand; bashOnly skips the second, POSIX reading
 // (for tests of contexts only bash evaluates).
 func classify(command string, where TargetType, bashOnly bool) Risk {
-	a := &analyzer{onHost: where == TargetHost, cwds: []string{"/root", "/"}, bashOnly: bashOnly}
+	a := &analyzer{commands: &commands, onHost: where == TargetHost, cwds: []string{"/root", "/"}, bashOnly: bashOnly}
 	a.script(command, 0)
 	a.forkBombs()
 	if a.b.class == ReadOnly && len(a.b.reasons) == 0 {
@@ -47,6 +47,7 @@ const maxParses = 64
 const reasonTooDeep = "nests shells too deeply to follow"
 
 type analyzer struct {
+	commands *ruleTable
 	onHost   bool
 	bashOnly bool // never read a script as POSIX sh too
 	b        riskBuilder
@@ -308,7 +309,7 @@ func (a *analyzer) argv(ws []word, depth int) string {
 	args := ws[1:]
 	var c Class
 	var why string
-	r, known := rules[base]
+	r, known := a.commands.rules[base]
 	switch {
 	case known:
 		c, why = r(a, args, depth)
@@ -328,7 +329,7 @@ func (a *analyzer) argv(ws []word, depth int) string {
 			c = ConfigMutation
 		}
 	}
-	if c > ReadOnly && c < Destructive && !deviceTools[base] && !modelsPaths[base] {
+	if c > ReadOnly && c < Destructive && !deviceTools[base] && !a.commands.modelsPaths[base] {
 		c, why = a.pathArgs(base, args, known, c, why)
 	}
 	if !known || interpreters[base] {

@@ -15,11 +15,28 @@ import (
 // network, proxmox, and wrappers (programs that run other programs).
 type rule func(a *analyzer, args []word, depth int) (Class, string)
 
-var rules = map[string]rule{}
+// ruleTable is every command's rule, by name, and the commands whose
+// rules decide about every path they are given (modelsPaths), which the
+// generic device and critical-path check skips.
+type ruleTable struct {
+	rules       map[string]rule
+	modelsPaths map[string]bool
+}
 
-// modelsPaths are commands whose rules decide about every path they are
-// given; the generic device and critical-path check skips them.
-var modelsPaths = map[string]bool{}
+// commands is the rule table, built once and only read after. The
+// analyzer carries it, since the rules themselves run the analyzer.
+var commands = buildRules()
+
+// buildRules builds the rule table from its domain files.
+func buildRules() ruleTable {
+	t := ruleTable{rules: map[string]rule{}, modelsPaths: map[string]bool{}}
+	for _, add := range []func(map[string]rule, map[string]bool){
+		addShellRules, addFileRules, addNetworkRules, addPackageRules, addProxmoxRules, addSystemdRules, addWrapperRules,
+	} {
+		add(t.rules, t.modelsPaths)
+	}
+	return t
+}
 
 // roAny are read-only whatever their arguments: no option makes them write
 // a file, change state, run another program or print a file's content.
@@ -38,7 +55,9 @@ var roAny = []string{
 	"help", "dirs", "caller",
 }
 
-func init() {
+// addShellRules adds the everyday read-only commands and the shell's
+// builtins.
+func addShellRules(rules map[string]rule, modelsPaths map[string]bool) {
 	for _, n := range roAny {
 		rules[n] = func(*analyzer, []word, int) (Class, string) { return ReadOnly, "" }
 	}

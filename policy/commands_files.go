@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-func init() {
+// addFileRules adds the rules of the file commands.
+func addFileRules(rules map[string]rule, modelsPaths map[string]bool) {
 	// Readers print what they read: read-only for literal paths that hold
 	// no secret.
 	rules["cat"] = strictReader("cat", newSpec(

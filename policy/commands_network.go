@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-func init() {
+// addNetworkRules adds the rules of the network commands.
+func addNetworkRules(rules map[string]rule, modelsPaths map[string]bool) {
 	rules["ss"] = func(_ *analyzer, args []word, _ int) (Class, string) {
 		return denyOpts("ss", args, "KDF", "kill", "diag", "filter")
 	}

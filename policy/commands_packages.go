@@ -4,7 +4,8 @@ import (
 	"strings"
 )
 
-func init() {
+// addPackageRules adds the rules of the package commands.
+func addPackageRules(rules map[string]rule, modelsPaths map[string]bool) {
 	rules["apt"] = ruleApt("apt", set("list", "show", "policy", "search", "depends", "rdepends", "showsrc", "madison", "changelog", "help"))
 	rules["apt-get"] = ruleApt("apt-get", set("changelog", "indextargets", "help"))
 	rules["apt-cache"] = ruleApt("apt-cache", set("policy", "show", "showpkg", "showsrc", "search", "depends", "rdepends", "madison", "pkgnames", "stats", "dump", "dumpavail", "unmet", "showauto"))

@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-func init() {
+// addProxmoxRules adds the rules of the proxmox commands.
+func addProxmoxRules(rules map[string]rule, modelsPaths map[string]bool) {
 	rules["pct"] = rulePct
 	rules["qm"] = ruleQm
 	rules["pvesm"] = subRule("pvesm", set("status", "list", "path", "scan", "help", "apiinfo"), set("free", "prune-backups"))

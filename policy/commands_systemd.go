@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-func init() {
+// addSystemdRules adds the rules of the systemd commands.
+func addSystemdRules(rules map[string]rule, modelsPaths map[string]bool) {
 	rules["systemctl"] = ruleSystemctl
 	rules["journalctl"] = func(_ *analyzer, args []word, _ int) (Class, string) {
 		return denyOpts("journalctl", args, "", "vacuum-size", "vacuum-time", "vacuum-files", "rotate", "flush",

@@ -8,7 +8,8 @@ import (
 // Programs that run other programs are never read-only: what they run is
 // followed and classified in turn, and can only raise the class.
 
-func init() {
+// addWrapperRules adds the rules of the wrapper commands.
+func addWrapperRules(rules map[string]rule, modelsPaths map[string]bool) {
 	rules["sudo"] = ruleSudo
 	rules["sudoedit"] = ruleEditor("sudoedit")
 	rules["doas"] = ruleDoas
