@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -61,15 +62,6 @@ func parseSince(s string, def time.Duration) (time.Duration, error) {
 	return min(d, maxSince), nil
 }
 
-// limitArg reads a positive integer argument, clamped to [1, hi].
-func limitArg(req mcp.CallToolRequest, key string, def, hi int) int {
-	n := req.GetInt(key, def)
-	if n <= 0 {
-		n = def
-	}
-	return min(n, hi)
-}
-
 // attrText shows attribute key for a tool result: a string as it is, a
 // number as num shows it, anything else as fmt prints it.
 func attrText(e store.Entity, key string) string {
@@ -102,7 +94,7 @@ var validHealth = []string{"", "all", "any", "attention", "not_healthy", "health
 
 func checkHealthArg(h string) error {
 	if !slices.Contains(validHealth, h) {
-		return fmt.Errorf("health %q: want %s", h, healthEnum)
+		return fmt.Errorf("health %q: want one of %s", h, strings.Join(enums[reflect.TypeFor[healthArg]()], ", "))
 	}
 	return nil
 }
