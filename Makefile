@@ -97,7 +97,7 @@ prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once i
 	@command -v npm >/dev/null || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; \
-	} || { echo "make prepare: could not install Node and npm, which TestIdentityResetVerifiedByEmoji needs"; exit 1; }
+	} || { echo "make prepare: could not install Node and npm, which TestIdentityResetVerifiedByEmoji and TestSDKClientValidatesEveryTool need"; exit 1; }
 	@cd bot/testdata/sasclient && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 	@cd mcpserver/testdata/sdkclient && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 

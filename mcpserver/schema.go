@@ -76,10 +76,23 @@ func schemaFor(t reflect.Type) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema of %s: %w", t, err)
 	}
+	notNull(s)
 	if err := applyTags(t, s); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// notNull drops "null" from the types of properties that may be null in
+// Go (a pointer, a slice) but are never sent as null: left out, they take
+// their default.
+func notNull(s *jsonschema.Schema) {
+	for _, p := range s.Properties {
+		if len(p.Types) == 2 && slices.Contains(p.Types, "null") {
+			p.Type = p.Types[slices.Index(p.Types, "null")^1]
+			p.Types = nil
+		}
+	}
 }
 
 // applyTags copies the default, minimum and maximum tags of t's fields
@@ -350,6 +363,7 @@ func paramsSchema(a policy.Action) (*jsonschema.Schema, error) {
 	}
 	s.Title = string(a) + " params"
 	s.PropertyOrder = nil
+	notNull(s)
 	for name, p := range s.Properties {
 		if plannerFields[name] {
 			delete(s.Properties, name)
