@@ -350,7 +350,7 @@ func (s *Server) getExecution(ctx context.Context, a executionArgs) (*mcp.CallTo
 	if err != nil {
 		return s.internal(ctx, "get_execution", err, "could not read the execution just now; try again shortly"), nil
 	}
-	return mcp.NewToolResultText(s.describeExecution(x)), nil
+	return mcp.NewToolResultStructured(executionStatus(x), s.describeExecution(x)), nil
 }
 
 func (s *Server) describeExecution(x store.Execution) string {

@@ -311,11 +311,11 @@ func (s *Server) healthSummary(ctx context.Context, _ noArgs) (*mcp.CallToolResu
 	lines := attention(es, s.now(), attentionLimit)
 	if len(lines) == 0 {
 		b.WriteString("Everything is healthy.")
-		return mcp.NewToolResultText(b.String()), nil
+	} else {
+		b.WriteString("Not healthy:\n")
+		b.WriteString(strings.Join(lines, "\n"))
 	}
-	b.WriteString("Not healthy:\n")
-	b.WriteString(strings.Join(lines, "\n"))
-	return mcp.NewToolResultText(b.String()), nil
+	return mcp.NewToolResultStructured(healthSummary(byType, es), b.String()), nil
 }
 
 // diskMetric is the metric the disk probe writes.

@@ -66,6 +66,8 @@ func schemaOptions() *jsonschema.ForOptions {
 		}
 		types[t] = s
 	}
+	// Raw JSON in a result is an action's params: an object.
+	types[reflect.TypeFor[json.RawMessage]()] = &jsonschema.Schema{Type: "object"}
 	return &jsonschema.ForOptions{TypeSchemas: types}
 }
 

@@ -223,7 +223,7 @@ func TestSDKClientValidatesEveryTool(t *testing.T) {
 		t.Errorf("listed tools %v lack one of %v", listed, want)
 	}
 
-	validated := 0
+	validated := map[string]int{}
 	for _, c := range r.Calls {
 		what := fmt.Sprintf("%s(%v)", c.Tool, c.Arguments)
 		switch {
@@ -250,13 +250,15 @@ func TestSDKClientValidatesEveryTool(t *testing.T) {
 			if c.RejectsBroken == nil || !*c.RejectsBroken {
 				t.Errorf("%s: the output validator accepted a broken result; it checks nothing", what)
 			}
-			validated++
+			validated[c.Tool]++
 		}
 	}
-	if validated != 3 {
-		t.Errorf("validated %d results against an output schema, want the 3 request_execution results", validated)
+	want := map[string]int{"request_execution": 3, "get_execution": 1, "get_health_summary": 1}
+	if !reflect.DeepEqual(validated, want) {
+		t.Errorf("results validated against an output schema, by tool: %v, want %v", validated, want)
 	}
 	checkRequestedResults(t, r)
+	checkStructuredResults(t, r)
 
 	// The input schemas say integer, enum and default where the handler
 	// does, and request_execution's steps are oneOf keyed by every
@@ -339,6 +341,46 @@ func checkRequestedResults(t *testing.T, r sdkReport) {
 	}
 	if len(got[2].Steps) != 2 || got[2].Steps[0].Action != "pct_snapshot" || got[2].Steps[1].Action != "apt_upgrade" {
 		t.Errorf("the plan = %+v, want pct_snapshot then apt_upgrade", got[2])
+	}
+}
+
+// checkStructuredResults checks that get_execution and get_health_summary
+// say in structuredContent what their text says.
+func checkStructuredResults(t *testing.T, r sdkReport) {
+	t.Helper()
+	for _, c := range r.Calls {
+		switch c.Tool {
+		case "get_execution":
+			var x mcpserver.ExecutionStatus
+			if err := json.Unmarshal(c.StructuredContent, &x); err != nil {
+				t.Fatal(err)
+			}
+			if x.ExecutionID != c.Arguments["id"] || x.Action != "pct_status" || x.State != string(store.StateSucceeded) ||
+				x.Result == nil || x.Result.Status != "succeeded" || x.RequestedBy != "mcp:claude" {
+				t.Errorf("get_execution's structuredContent = %+v, want the pct_status probe that succeeded", x)
+			}
+			containsAll(t, "get_execution's text", c.Text, x.ExecutionID, "pct_status", "succeeded")
+		case "get_health_summary":
+			var h mcpserver.HealthSummary
+			if err := json.Unmarshal(c.StructuredContent, &h); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, v := range h.Total {
+				n += v
+			}
+			if h.ByType["lxc"] == nil || n == 0 || h.NotHealthyCount != len(h.NotHealthy) {
+				t.Errorf("get_health_summary's structuredContent = %+v", h)
+			}
+			containsAll(t, "get_health_summary's text", c.Text, fmt.Sprintf("total: %d", n))
+			// The text names each one but those never checked, which
+			// it counts in one line.
+			for _, e := range h.NotHealthy {
+				if e.Health != "unknown" {
+					containsAll(t, "get_health_summary's text", c.Text, e.Slug+" "+e.Health)
+				}
+			}
+		}
 	}
 }
 

@@ -132,6 +132,7 @@ func (s *Server) fleetTools() []server.ServerTool {
 			"Counts of hosts, containers and services by health, and the names of those not healthy. "+
 				"Use it for \"is everything OK?\" and \"how many are down?\".", false,
 			inputSchema[noArgs](),
+			outputSchema[HealthSummary](),
 		), Handler: typed(s.healthSummary)},
 		{Tool: tool("list_entities", "List entities",
 			"Entities of the fleet graph (hosts, lxc containers, services, checks) with their slug and health. "+
@@ -220,6 +221,7 @@ func (s *Server) actionTools(requestSchema []byte) []server.ServerTool {
 			"One execution's state, risk class, steps, decision and result (phases, error, output tail). "+
 				"The agent is re-invoked when its own executions finish, so do not poll this; use it to explain an execution.", false,
 			inputSchema[executionArgs](),
+			outputSchema[ExecutionStatus](),
 		), Handler: typed(s.getExecution)},
 		{Tool: mcp.NewTool("delete_session",
 			mcp.WithDescription("Deletes one agent session's transcript now: its messages, the tool output only it stored, and its continuations. "+
