@@ -40,9 +40,6 @@ func (s *Server) listAllGuests(ctx context.Context, a guestListArgs) (*mcp.CallT
 func (s *Server) listGuests(ctx context.Context, a guestListArgs, tool string, kinds ...string) (*mcp.CallToolResult, error) {
 	host := strings.TrimSpace(a.Host)
 	health := string(a.Health)
-	if err := checkHealthArg(health); err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
 	all, err := s.store.ListGuests(ctx, kinds...)
 	if err != nil {
 		return s.internal(ctx, tool, err, "could not read the guests just now; try again shortly"), nil
@@ -438,9 +435,6 @@ const listLimit = 300
 
 func (s *Server) listEntities(ctx context.Context, a listEntitiesArgs) (*mcp.CallToolResult, error) {
 	typ, health := string(a.Type), string(a.Health)
-	if err := checkHealthArg(health); err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
 	es, err := s.store.ListEntities(ctx, typ)
 	if err != nil {
 		return s.internal(ctx, "list_entities", err, "could not read the fleet graph just now; try again shortly"), nil

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,15 +86,6 @@ func healthFilter(want, health string) bool {
 		return health != "healthy" && health != "stopped"
 	}
 	return want == health
-}
-
-var validHealth = []string{"", "all", "any", "attention", "not_healthy", "healthy", "degraded", "unhealthy", "unknown", "stale", "stopped"}
-
-func checkHealthArg(h string) error {
-	if !slices.Contains(validHealth, h) {
-		return fmt.Errorf("health %q: want one of %s", h, strings.Join(enums[reflect.TypeFor[healthArg]()], ", "))
-	}
-	return nil
 }
 
 // healthOrder sorts the worst first.
