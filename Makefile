@@ -90,13 +90,16 @@ prepare: ## start or install Postgres, Redis and Chromium, build Dendrite once i
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd; \
 	} || { echo "make prepare: could not install systemd, which TestSystemdAnalyze needs"; exit 1; }
 	@# The matrix-js-sdk client that TestIdentityResetVerifiedByEmoji drives
-	@# (bot/testdata/sasclient), from its lockfile, on Node and npm (Debian's
-	@# when the machine has none); the test fails without them.
+	@# (bot/testdata/sasclient) and the MCP TypeScript SDK client that
+	@# TestSDKClientValidatesEveryTool drives (mcpserver/testdata/sdkclient),
+	@# each from its lockfile, on Node and npm (Debian's when the machine has
+	@# none); the tests fail without them.
 	@command -v npm >/dev/null || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; \
-	} || { echo "make prepare: could not install Node and npm, which TestIdentityResetVerifiedByEmoji needs"; exit 1; }
+	} || { echo "make prepare: could not install Node and npm, which TestIdentityResetVerifiedByEmoji and TestSDKClientValidatesEveryTool need"; exit 1; }
 	@cd bot/testdata/sasclient && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
+	@cd mcpserver/testdata/sdkclient && npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 
 .PHONY: test
 test: prepare ## vet, then run the whole test suite against real services

@@ -47,11 +47,11 @@ type RequestedStep struct {
 	RiskClass   string `json:"risk_class"`
 }
 
-func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	action := strings.TrimSpace(req.GetString("action", ""))
-	target := strings.TrimSpace(req.GetString("target", ""))
-	reason := oneLine(req.GetString("reason", ""), 500)
-	steps, err := stepsArg(req.GetArguments()["steps"])
+func (s *Server) requestExecution(ctx context.Context, a requestArgs) (*mcp.CallToolResult, error) {
+	action := strings.TrimSpace(a.Action)
+	target := strings.TrimSpace(a.Target)
+	reason := oneLine(a.Reason, 500)
+	steps, err := stepsArg(a.Steps)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
@@ -64,7 +64,7 @@ func (s *Server) requestExecution(ctx context.Context, req mcp.CallToolRequest) 
 	if reason == "" {
 		return mcp.NewToolResultError("request_execution needs a reason: one sentence on why, for the audit log and the operator"), nil
 	}
-	params, err := paramsArg(req.GetArguments()["params"])
+	params, err := paramsArg(a.Params)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
@@ -338,8 +338,8 @@ func ranText(x store.Execution, detail string) string {
 // outputTail bounds the output shown for one execution.
 const outputTail = 2000
 
-func (s *Server) getExecution(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	id, err := parseID(req.GetString("id", ""))
+func (s *Server) getExecution(ctx context.Context, a executionArgs) (*mcp.CallToolResult, error) {
+	id, err := parseID(a.ID)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
@@ -350,7 +350,7 @@ func (s *Server) getExecution(ctx context.Context, req mcp.CallToolRequest) (*mc
 	if err != nil {
 		return s.internal(ctx, "get_execution", err, "could not read the execution just now; try again shortly"), nil
 	}
-	return mcp.NewToolResultText(s.describeExecution(x)), nil
+	return mcp.NewToolResultStructured(executionStatus(x), s.describeExecution(x)), nil
 }
 
 func (s *Server) describeExecution(x store.Execution) string {
@@ -429,12 +429,12 @@ func (s *Server) describeExecution(x store.Execution) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-func (s *Server) lxcState(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.guestState(ctx, "get_lxc_state", req.GetString("container", ""), "lxc")
+func (s *Server) lxcState(ctx context.Context, a containerArgs) (*mcp.CallToolResult, error) {
+	return s.guestState(ctx, "get_lxc_state", a.Container, "lxc")
 }
 
-func (s *Server) vmState(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.guestState(ctx, "get_vm_state", req.GetString("vm", ""), "vm")
+func (s *Server) vmState(ctx context.Context, a vmArgs) (*mcp.CallToolResult, error) {
+	return s.guestState(ctx, "get_vm_state", a.VM, "vm")
 }
 
 // guestState answers get_lxc_state and get_vm_state: pct_status, a probe
@@ -511,12 +511,12 @@ func listTool(kind string) string {
 // tail_log, a probe: it takes the target and a bounded number only, so it
 // runs at once whoever asks, and like get_lxc_state it needs a token that
 // may request (it runs a command on a node).
-func (s *Server) tailLog(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	e, bad := s.resolve(ctx, "tail_log", req.GetString("target", ""), "service", "lxc")
+func (s *Server) tailLog(ctx context.Context, a tailLogArgs) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, "tail_log", a.Target, "service", "lxc")
 	if bad != nil {
 		return bad, nil
 	}
-	lines := req.GetInt("lines", policy.DefaultLogLines)
+	lines := a.Lines
 	if lines < 1 || lines > policy.MaxLogLines {
 		return mcp.NewToolResultError(fmt.Sprintf("lines must be from 1 to %d, got %d", policy.MaxLogLines, lines)), nil
 	}
@@ -610,12 +610,12 @@ func (s *Server) recordObservation(ctx context.Context, e store.Entity, vmid int
 	}
 }
 
-func (s *Server) agentActivity(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	since, err := parseSince(req.GetString("since", ""), 24*time.Hour)
+func (s *Server) agentActivity(ctx context.Context, args activityArgs) (*mcp.CallToolResult, error) {
+	since, err := parseSince(args.Since, 24*time.Hour)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
-	limit := limitArg(req, "limit", 10, 50)
+	limit := args.Limit
 	now := s.now()
 	a, err := s.store.AgentActivitySince(ctx, now.Add(-since), limit)
 	if err != nil {

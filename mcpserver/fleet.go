@@ -23,26 +23,23 @@ import (
 // one result and every container that needs attention keeps its row.
 const fullRows = 150
 
-func (s *Server) listLXCs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.listGuests(ctx, req, "list_lxcs", "lxc")
+func (s *Server) listLXCs(ctx context.Context, a guestListArgs) (*mcp.CallToolResult, error) {
+	return s.listGuests(ctx, a, "list_lxcs", "lxc")
 }
 
-func (s *Server) listVMs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.listGuests(ctx, req, "list_vms", "vm")
+func (s *Server) listVMs(ctx context.Context, a guestListArgs) (*mcp.CallToolResult, error) {
+	return s.listGuests(ctx, a, "list_vms", "vm")
 }
 
-func (s *Server) listAllGuests(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return s.listGuests(ctx, req, "list_guests", "lxc", "vm")
+func (s *Server) listAllGuests(ctx context.Context, a guestListArgs) (*mcp.CallToolResult, error) {
+	return s.listGuests(ctx, a, "list_guests", "lxc", "vm")
 }
 
 // listGuests answers list_lxcs, list_vms and list_guests: the guests of
 // the given kinds. With more than one kind, each row starts with its type.
-func (s *Server) listGuests(ctx context.Context, req mcp.CallToolRequest, tool string, kinds ...string) (*mcp.CallToolResult, error) {
-	host := strings.TrimSpace(req.GetString("host", ""))
-	health := strings.TrimSpace(strings.ToLower(req.GetString("health", "")))
-	if err := checkHealthArg(health); err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
+func (s *Server) listGuests(ctx context.Context, a guestListArgs, tool string, kinds ...string) (*mcp.CallToolResult, error) {
+	host := strings.TrimSpace(a.Host)
+	health := string(a.Health)
 	all, err := s.store.ListGuests(ctx, kinds...)
 	if err != nil {
 		return s.internal(ctx, tool, err, "could not read the guests just now; try again shortly"), nil
@@ -285,7 +282,7 @@ func attention(es []store.Entity, now time.Time, limit int) []string {
 	return lines
 }
 
-func (s *Server) healthSummary(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) healthSummary(ctx context.Context, _ noArgs) (*mcp.CallToolResult, error) {
 	byType, err := s.healthCounts(ctx)
 	if err != nil {
 		return s.internal(ctx, "get_health_summary", err, "could not read fleet health just now; try again shortly"), nil
@@ -311,20 +308,28 @@ func (s *Server) healthSummary(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 	lines := attention(es, s.now(), attentionLimit)
 	if len(lines) == 0 {
 		b.WriteString("Everything is healthy.")
-		return mcp.NewToolResultText(b.String()), nil
+	} else {
+		b.WriteString("Not healthy:\n")
+		b.WriteString(strings.Join(lines, "\n"))
 	}
-	b.WriteString("Not healthy:\n")
-	b.WriteString(strings.Join(lines, "\n"))
-	return mcp.NewToolResultText(b.String()), nil
+	return mcp.NewToolResultStructured(healthSummary(byType, es), b.String()), nil
 }
 
 // diskMetric is the metric the disk probe writes.
 const diskMetric = "disk_used_pct"
 
-func (s *Server) stateSnapshot(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	fail := func(err error) (*mcp.CallToolResult, error) {
+func (s *Server) stateSnapshot(ctx context.Context, _ noArgs) (*mcp.CallToolResult, error) {
+	text, err := s.snapshotText(ctx)
+	if err != nil {
 		return s.internal(ctx, "get_state_snapshot", err, "could not read the fleet state just now; try again shortly"), nil
 	}
+	return mcp.NewToolResultText(text), nil
+}
+
+// snapshotText is the fleet at a glance: get_state_snapshot's answer and
+// the resource snapshotURI.
+func (s *Server) snapshotText(ctx context.Context) (string, error) {
+	fail := func(err error) (string, error) { return "", err }
 	now := s.now()
 	byType, err := s.healthCounts(ctx)
 	if err != nil {
@@ -364,7 +369,7 @@ func (s *Server) stateSnapshot(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 	writeDisks(&b, disks, now)
 	writeOpenSignals(&b, signals, now)
 	writeInFlight(&b, inFlight, now)
-	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
+	return strings.TrimRight(b.String(), "\n"), nil
 }
 
 // writeDisks lists the fullest disks, at most eight.
@@ -428,12 +433,8 @@ func writeInFlight(b *strings.Builder, inFlight []store.Execution, now time.Time
 // listLimit bounds list_entities.
 const listLimit = 300
 
-func (s *Server) listEntities(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	typ := strings.TrimSpace(strings.ToLower(req.GetString("type", "")))
-	health := strings.TrimSpace(strings.ToLower(req.GetString("health", "")))
-	if err := checkHealthArg(health); err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
+func (s *Server) listEntities(ctx context.Context, a listEntitiesArgs) (*mcp.CallToolResult, error) {
+	typ, health := string(a.Type), string(a.Health)
 	es, err := s.store.ListEntities(ctx, typ)
 	if err != nil {
 		return s.internal(ctx, "list_entities", err, "could not read the fleet graph just now; try again shortly"), nil
@@ -499,8 +500,8 @@ func entityRow(e store.Entity, now time.Time) string {
 	return row
 }
 
-func (s *Server) getEntity(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	e, bad := s.resolve(ctx, "get_entity", req.GetString("entity", ""))
+func (s *Server) getEntity(ctx context.Context, a entityArgs) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, "get_entity", a.Entity)
 	if bad != nil {
 		return bad, nil
 	}
@@ -600,8 +601,8 @@ func writeEntityRelations(b *strings.Builder, e store.Entity, rels []store.Relat
 	}
 }
 
-func (s *Server) blastRadius(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	e, bad := s.resolve(ctx, "get_blast_radius", req.GetString("entity", ""))
+func (s *Server) blastRadius(ctx context.Context, a entityArgs) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, "get_blast_radius", a.Entity)
 	if bad != nil {
 		return bad, nil
 	}

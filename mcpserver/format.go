@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,15 +60,6 @@ func parseSince(s string, def time.Duration) (time.Duration, error) {
 	return min(d, maxSince), nil
 }
 
-// limitArg reads a positive integer argument, clamped to [1, hi].
-func limitArg(req mcp.CallToolRequest, key string, def, hi int) int {
-	n := req.GetInt(key, def)
-	if n <= 0 {
-		n = def
-	}
-	return min(n, hi)
-}
-
 // attrText shows attribute key for a tool result: a string as it is, a
 // number as num shows it, anything else as fmt prints it.
 func attrText(e store.Entity, key string) string {
@@ -96,15 +86,6 @@ func healthFilter(want, health string) bool {
 		return health != "healthy" && health != "stopped"
 	}
 	return want == health
-}
-
-var validHealth = []string{"", "all", "any", "attention", "not_healthy", "healthy", "degraded", "unhealthy", "unknown", "stale", "stopped"}
-
-func checkHealthArg(h string) error {
-	if !slices.Contains(validHealth, h) {
-		return fmt.Errorf("health %q: want %s", h, healthEnum)
-	}
-	return nil
 }
 
 // healthOrder sorts the worst first.

@@ -166,10 +166,10 @@ func checkURL(u *url.URL, allow func(netip.Addr) bool, hosts allowlist) error {
 	return nil
 }
 
-func (s *Server) httpGet(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	raw := strings.TrimSpace(req.GetString("url", ""))
+func (s *Server) httpGet(ctx context.Context, a httpGetArgs) (*mcp.CallToolResult, error) {
+	raw := strings.TrimSpace(a.URL)
 	// Leave room for the header and markers under the result cap.
-	limit := max(min(limitArg(req, "max_chars", httpGetMaxReturn, httpGetMaxReturn), s.cfg.MaxResultBytes-700), 256)
+	limit := max(min(min(a.MaxChars, httpGetMaxReturn), s.cfg.MaxResultBytes-700), 256)
 	u, err := url.Parse(raw)
 	if err != nil || raw == "" {
 		return mcp.NewToolResultError(fmt.Sprintf("%q is not a URL; give an http:// or https:// URL", raw)), nil

@@ -102,7 +102,7 @@ func TestTailLogReadsTheJournalLive(t *testing.T) {
 	if !containsCommand(fleet.Commands(t), "pct exec 101 -- journalctl -u jellyfin.service -n 3 --no-pager") {
 		t.Errorf("labsim did not see the unit's journal read: %q", fleet.Commands(t))
 	}
-	if text, isErr := b.call(t, b.ctx, "tail_log", map[string]any{"target": "lxc:strong/101", "lines": 500}); !isErr || !strings.Contains(text, "from 1 to 100") {
+	if text, isErr := b.call(t, b.ctx, "tail_log", map[string]any{"target": "lxc:strong/101", "lines": 500}); !isErr || !strings.Contains(text, "lines must be at most 100, got 500") {
 		t.Errorf("tail_log of 500 lines = %v %q, want it refused", isErr, text)
 	}
 

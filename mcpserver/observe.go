@@ -15,16 +15,16 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
-func (s *Server) signalHistory(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	since, err := parseSince(req.GetString("since", ""), 7*24*time.Hour)
+func (s *Server) signalHistory(ctx context.Context, a signalArgs) (*mcp.CallToolResult, error) {
+	since, err := parseSince(a.Since, 7*24*time.Hour)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
-	limit := limitArg(req, "limit", 50, 200)
+	limit := a.Limit
 	now := s.now()
 	f := store.SignalFilter{Since: now.Add(-since), Limit: limit}
 	scope := "the fleet"
-	if ref := req.GetString("entity", ""); ref != "" {
+	if ref := a.Entity; ref != "" {
 		e, bad := s.resolve(ctx, "get_signal_history", ref)
 		if bad != nil {
 			return bad, nil
@@ -59,18 +59,18 @@ func (s *Server) signalHistory(ctx context.Context, req mcp.CallToolRequest) (*m
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
 
-func (s *Server) queryMetrics(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	since, err := parseSince(req.GetString("since", ""), time.Hour)
+func (s *Server) queryMetrics(ctx context.Context, a metricsArgs) (*mcp.CallToolResult, error) {
+	since, err := parseSince(a.Since, time.Hour)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
-	agg := cmp.Or(strings.ToLower(req.GetString("aggregate", "")), "latest")
+	agg := cmp.Or(string(a.Aggregate), "latest")
 	if agg != "latest" && agg != "avg" && agg != "max" && agg != "min" {
 		return mcp.NewToolResultError(fmt.Sprintf("aggregate %q: want latest, avg, max or min", agg)), nil
 	}
-	typ := strings.ToLower(strings.TrimSpace(req.GetString("type", "")))
-	metric := strings.TrimSpace(req.GetString("metric", ""))
-	limit := limitArg(req, "limit", 30, 200)
+	typ := string(a.Type)
+	metric := strings.TrimSpace(a.Metric)
+	limit := a.Limit
 	now := s.now()
 	from := now.Add(-since)
 	if metric == "" {
@@ -138,20 +138,20 @@ func (s *Server) metricNames(ctx context.Context, from time.Time, since time.Dur
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
 
-func (s *Server) trend(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	e, bad := s.resolve(ctx, "get_trend", req.GetString("entity", ""))
+func (s *Server) trend(ctx context.Context, a trendArgs) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, "get_trend", a.Entity)
 	if bad != nil {
 		return bad, nil
 	}
-	metric := strings.TrimSpace(req.GetString("metric", ""))
+	metric := strings.TrimSpace(a.Metric)
 	if metric == "" {
 		return mcp.NewToolResultError("name a metric, such as disk_used_pct; query_metrics lists them"), nil
 	}
-	since, err := parseSince(req.GetString("since", ""), 24*time.Hour)
+	since, err := parseSince(a.Since, 24*time.Hour)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
-	buckets := limitArg(req, "buckets", 12, 48)
+	buckets := a.Buckets
 	width := max((since / time.Duration(buckets)).Round(time.Minute), time.Minute)
 	now := s.now()
 	points, err := s.store.MetricTrend(ctx, e.ID, metric, now.Add(-since), width)
@@ -193,12 +193,12 @@ func (s *Server) trend(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	return mcp.NewToolResultText(strings.TrimRight(b.String(), "\n")), nil
 }
 
-func (s *Server) searchKnowledge(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	query := strings.TrimSpace(req.GetString("query", ""))
+func (s *Server) searchKnowledge(ctx context.Context, a searchArgs) (*mcp.CallToolResult, error) {
+	query := strings.TrimSpace(a.Query)
 	if query == "" {
 		return mcp.NewToolResultError("give a query: a few words or a question"), nil
 	}
-	limit := limitArg(req, "limit", 5, 20)
+	limit := a.Limit
 	hits, err := s.store.SearchKnowledge(ctx, query, limit)
 	if err != nil {
 		return s.internal(ctx, "search_knowledge", err, "could not search the knowledge base just now; try again shortly"), nil
@@ -229,12 +229,12 @@ func (s *Server) searchKnowledge(ctx context.Context, req mcp.CallToolRequest) (
 // docBodyLimit bounds each document's text in get_entity_knowledge.
 const docBodyLimit = 1500
 
-func (s *Server) entityKnowledge(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	e, bad := s.resolve(ctx, "get_entity_knowledge", req.GetString("entity", ""))
+func (s *Server) entityKnowledge(ctx context.Context, a entityKnowledgeArgs) (*mcp.CallToolResult, error) {
+	e, bad := s.resolve(ctx, "get_entity_knowledge", a.Entity)
 	if bad != nil {
 		return bad, nil
 	}
-	limit := limitArg(req, "limit", 5, 20)
+	limit := a.Limit
 	docs, err := s.store.KnowledgeForEntity(ctx, e.Slug, limit)
 	if err != nil {
 		return s.internal(ctx, "get_entity_knowledge", err, "could not read the knowledge base just now; try again shortly"), nil

@@ -164,19 +164,34 @@ func New(cfg Config) (*Server, error) {
 	hooks.AddAfterListTools(s.hideRequestTools)
 	s.mcp = server.NewMCPServer("nomos", cfg.Version,
 		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithPromptCapabilities(false),
+		// structuredContent is checked against its tool's output schema
+		// before a client sees it. Arguments are checked by typed, in
+		// words a model can act on.
+		server.WithOutputSchemaValidation(),
 		server.WithRecovery(),
+		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
 		server.WithToolHandlerMiddleware(s.guard),
 		server.WithHooks(hooks),
 	)
-	s.mcp.AddTools(s.tools()...)
+	tools, err := s.tools()
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+	s.mcp.AddTools(tools...)
+	s.mcp.AddResources(s.resources()...)
+	s.mcp.AddResourceTemplates(s.resourceTemplates()...)
+	s.mcp.AddPrompts(s.prompts()...)
 	return s, nil
 }
 
 const instructions = `Nomos keeps a homelab of Proxmox hosts, LXC containers and services. ` +
 	`Read with the bulk tools first: list_lxcs, get_state_snapshot, get_health_summary and query_metrics each answer for the whole fleet in one call. ` +
 	`Use per-entity tools only for the one entity in question. ` +
-	`request_execution is the only way to change anything; an operator approves it in the Matrix room.`
+	`request_execution is the only way to change anything; an operator approves it in the Matrix room. ` +
+	`The resources ` + snapshotURI + ` and ` + runbooksURI + ` and the prompts triage_alert and explain_execution only read.`
 
 // Caller says who is calling a tool: the route recorded on any execution
 // it requests, who the request is on behalf of, and the room its plan card

@@ -14,8 +14,8 @@ import (
 // deleteSession deletes an agent session's transcript for a request-scope
 // client (guard refuses a read-scope one, and the agent); the audit log
 // records the client as who deleted it.
-func (s *Server) deleteSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	id, err := uuid.Parse(req.GetString("id", ""))
+func (s *Server) deleteSession(ctx context.Context, a sessionArgs) (*mcp.CallToolResult, error) {
+	id, err := uuid.Parse(a.ID)
 	if err != nil {
 		return mcp.NewToolResultError("delete_session needs the session's id, a UUID, as get_agent_activity lists it"), nil
 	}

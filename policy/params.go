@@ -547,6 +547,7 @@ func ValidateParams(p Params) (Params, error) {
 
 // paramKind ties an action to its parameter type.
 type paramKind struct {
+	typ    reflect.Type
 	fields []string
 	decode func([]byte) (Params, error)
 }
@@ -554,6 +555,7 @@ type paramKind struct {
 func kind[T Params]() paramKind {
 	var zero T
 	return paramKind{
+		typ:    reflect.TypeOf(zero),
 		fields: jsonFields(reflect.TypeOf(zero)),
 		decode: func(b []byte) (Params, error) {
 			var v T
@@ -593,6 +595,14 @@ var kinds = map[Action]paramKind{
 	ActionRun:           kind[RunParams](),
 	ActionTailLog:       kind[TailLogParams](),
 	ActionNodeReboot:    kind[NodeRebootParams](),
+}
+
+// ParamsType returns the struct type ParseParams decodes action a's
+// parameters into, so a caller can describe them (the MCP server derives
+// its JSON Schema from it); false for an action outside the catalogue.
+func ParamsType(a Action) (reflect.Type, bool) {
+	k, ok := kinds[a]
+	return k.typ, ok
 }
 
 // ParseParams decodes and validates the JSON parameters of action a. Empty
