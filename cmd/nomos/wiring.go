@@ -33,7 +33,7 @@ func openLifecycle(ctx context.Context, cfg *Config, logger *slog.Logger) (*life
 	if err != nil {
 		return nil, err
 	}
-	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
+	redisOpt, err := tasks.ParseRedisURL(cfg.Redis.URL)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("redis.url: %w", err)
