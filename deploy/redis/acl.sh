@@ -4,19 +4,34 @@
 # into one, and gives each named user the SHA-256 of its password, so the
 # file Redis reads holds no password in the clear.
 #
-#   sh acl.sh TEMPLATE USER=PASSWORD_FILE... > users.acl
+#   sh acl.sh [-o OUT] TEMPLATE USER=PASSWORD_FILE... [-- COMMAND...]
 #
-# A password file holds the password alone (a trailing newline is ignored),
-# the same password as in that role's redis.url.
+# It writes to OUT (mode 0600), or else to standard output. After `--` it
+# runs COMMAND in its place, once the file is written: compose starts
+# Redis so, and a password changed in its file takes effect on a restart.
+# A password file holds the password alone (a trailing newline is
+# ignored), the same password as in that role's redis.url.
 set -eu
+usage="usage: acl.sh [-o OUT] TEMPLATE USER=PASSWORD_FILE... [-- COMMAND...]"
+out=
+if [ "${1:-}" = "-o" ]; then
+	[ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
+	out=$2
+	shift 2
+fi
 if [ $# -lt 1 ]; then
-	echo "usage: acl.sh TEMPLATE USER=PASSWORD_FILE..." >&2
+	echo "$usage" >&2
 	exit 2
 fi
 template=$1
 shift
 hashes=
-for pair in "$@"; do
+while [ $# -gt 0 ]; do
+	pair=$1
+	shift
+	if [ "$pair" = "--" ]; then
+		break
+	fi
 	user=${pair%%=*}
 	file=${pair#*=}
 	if [ -z "$user" ] || [ "$user" = "$pair" ] || [ -z "$file" ]; then
@@ -30,6 +45,7 @@ for pair in "$@"; do
 	fi
 	hashes="$hashes $user=$(printf '%s' "$password" | sha256sum | cut -d ' ' -f 1)"
 done
+build() {
 awk -v hashes="$hashes" '
 BEGIN {
 	n = split(hashes, pairs, " ")
@@ -57,3 +73,12 @@ END {
 	flush()
 	for (u in hash) if (!(u in seen)) { print "acl.sh: no user " u " in the template" > "/dev/stderr"; exit 1 }
 }' "$template"
+}
+if [ -z "$out" ]; then
+	build
+else
+	(umask 077 && build > "$out.new") && mv "$out.new" "$out"
+fi
+if [ $# -gt 0 ]; then
+	exec "$@"
+fi
