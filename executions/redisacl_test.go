@@ -23,9 +23,10 @@ func asynqKey(q, rest string) string { return "asynq:{" + q + "}:" + rest }
 
 // TestLeastPrivilegeRedis runs the bot's side and a real actuator, each
 // logged in as its own user of the shipped deploy/redis/users.acl (the
-// default user off), through an approved order and a round of probes,
-// and checks that Redis refused none of what they did. Then it tries, as
-// each user, what that role must not do, and wants every try refused.
+// default user off), through an approved order, an inventory and a round
+// of probes, and checks that Redis refused none of what they did. Then
+// it tries, as each user, what that role must not do, and wants every
+// try refused.
 func TestLeastPrivilegeRedis(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewACLRedis(t, map[string]string{"nomos-bot": "bot-" + t.Name(), "nomos-actuator": "actuator-" + t.Name()})
@@ -45,6 +46,8 @@ func TestLeastPrivilegeRedis(t *testing.T) {
 	if got := b.waitDone(t, x.ID); got.State != store.StateSucceeded {
 		t.Fatalf("as their own Redis users the order ended %s (%s), want succeeded", got.State, got.Error)
 	}
+	// An inventory of both hosts, through the probe queue.
+	b.discover(t, 2)
 	// Probes, and their results in a group the bot aggregates.
 	if rep, err := b.svc.ProbeDue(b.ctx); err != nil || rep.Sent == 0 {
 		t.Fatalf("probes = %+v, %v", rep, err)
