@@ -77,7 +77,11 @@ END {
 if [ -z "$out" ]; then
 	build
 else
-	(umask 077 && build > "$out.new") && mv "$out.new" "$out"
+	if ! (umask 077 && build > "$out.new"); then
+		rm -f "$out.new"
+		exit 1
+	fi
+	mv "$out.new" "$out"
 fi
 if [ $# -gt 0 ]; then
 	exec "$@"
