@@ -209,7 +209,7 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 	var redisOpt asynq.RedisConnOpt
 	if cfg.RedisURL == "" {
 		errs = append(errs, errors.New("redis url is required"))
-	} else if opt, err := asynq.ParseRedisURI(cfg.RedisURL); err != nil {
+	} else if opt, err := tasks.ParseRedisURL(cfg.RedisURL); err != nil {
 		errs = append(errs, fmt.Errorf("redis url: %w", err))
 	} else {
 		redisOpt = opt

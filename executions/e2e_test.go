@@ -1,6 +1,7 @@
 package executions_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -96,7 +97,7 @@ func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) <-chan executi
 	t.Cleanup(results.Shutdown)
 	testenv.Go(t, func(ctx context.Context) { h.ServeApprovalChecks(ctx, b.redis) })
 	act, err := actuator.New(actuator.Config{
-		RedisURL: redisURL(b.redis), VerifyKey: b.pub, ReportSigningKey: b.reportKey, SSHSigner: fleet.SSHSigner,
+		RedisURL: cmp.Or(b.actuatorRedisURL, redisURL(b.redis)), VerifyKey: b.pub, ReportSigningKey: b.reportKey, SSHSigner: fleet.SSHSigner,
 		KnownHostsFile: fleet.KnownHostsFile, JournalPath: filepath.Join(t.TempDir(), "journal"),
 		Logger: testenv.Logger(t), Clock: b.clock.Now,
 	})

@@ -65,13 +65,22 @@ type bundle struct {
 	queue     *flakyQueue
 	inspector *asynq.Inspector
 	redis     asynq.RedisClientOpt
-	pub       ed25519.PublicKey
+	// actuatorRedisURL is where startWorkers' actuator connects, when
+	// not as the bot does.
+	actuatorRedisURL string
+	pub              ed25519.PublicKey
 	// keys are the bundle's keys, for another Service over it.
 	keys testenv.Keys
 	ctx  context.Context
 }
 
 func setup(t testing.TB) *bundle {
+	t.Helper()
+	return setupOn(t, testenv.RedisURL(t))
+}
+
+// setupOn is setup with the bot's side on the Redis at redisURL.
+func setupOn(t testing.TB, redisURL string) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t)
 	clk := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
@@ -88,11 +97,10 @@ func setup(t testing.TB) *bundle {
 	if _, err := st.ApplySeed(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
-	opt, err := asynq.ParseRedisURI(testenv.RedisURL(t))
+	redisOpt, err := tasks.ParseRedisURL(redisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	redisOpt := opt.(asynq.RedisClientOpt)
 	client := asynq.NewClient(redisOpt)
 	t.Cleanup(func() { client.Close() })
 	inspector := asynq.NewInspector(redisOpt)

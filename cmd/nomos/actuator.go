@@ -83,7 +83,7 @@ func runActuator(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
+	redisOpt, err := tasks.ParseRedisURL(cfg.Redis.URL)
 	if err != nil {
 		return fmt.Errorf("redis.url: %w", err)
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -58,10 +60,13 @@ func loadCompose(t *testing.T, profiles []string, files ...string) *types.Projec
 // mount it. A secret missing here is a problem too: adding one means
 // deciding who reads it.
 var composeSecretReaders = map[string][]string{
-	"postgres_password":   {"postgres"},
-	"redis_conf":          {"redis"},
-	"database_url":        {"nomos-migrate", "nomos-seed", "nomos-bot"},
-	"redis_url":           {"nomos-bot", "nomos-actuator"},
+	"postgres_password":       {"postgres"},
+	"redis_bot_password":      {"redis"},
+	"redis_actuator_password": {"redis"},
+	"database_url":            {"nomos-migrate", "nomos-seed", "nomos-bot"},
+	// Each role its own Redis user (deploy/redis/users.acl).
+	"bot_redis_url":       {"nomos-bot"},
+	"actuator_redis_url":  {"nomos-actuator"},
 	"matrix_password":     {"nomos-bot"},
 	"pickle_key":          {"nomos-bot"},
 	"web_password":        {"nomos-bot"},
@@ -81,9 +86,10 @@ var composeSecretReaders = map[string][]string{
 
 // composeSecretNeeds are the secrets each role cannot work without.
 var composeSecretNeeds = map[string][]string{
-	"nomos-bot":      {"database_url", "redis_url", "matrix_password", "pickle_key", "orders_signing_key", "reports_verify_key", "web_password"},
-	"nomos-actuator": {"redis_url", "ssh_key", "known_hosts", "orders_verify_key", "reports_signing_key"},
+	"nomos-bot":      {"database_url", "bot_redis_url", "matrix_password", "pickle_key", "orders_signing_key", "reports_verify_key", "web_password"},
+	"nomos-actuator": {"actuator_redis_url", "ssh_key", "known_hosts", "orders_verify_key", "reports_signing_key"},
 	"nomos-migrate":  {"database_url"},
+	"redis":          {"redis_bot_password", "redis_actuator_password"},
 	"nomos-watchdog": {"watchdog_matrix_password"},
 }
 
@@ -121,6 +127,68 @@ var (
 	composeLongRunning = []string{"postgres", "redis", "nomos-bot", "nomos-actuator", "homeserver", "nomos-watchdog"}
 	composeOneShot     = []string{"nomos-migrate", "nomos-seed"}
 )
+
+// redisConfigs are the only compose configs, mounted into Redis alone:
+// the users' rules and the script that adds their passwords.
+var redisConfigs = []string{"redis_users_acl", "redis_acl_sh"}
+
+// redisRoleUsers is the Redis user each role logs in as.
+var redisRoleUsers = map[string]string{"nomos-bot": "nomos-bot", "nomos-actuator": "nomos-actuator"}
+
+// redisACLProblems lists the ways Redis r is not started on the shipped
+// ACL users: the file it loads must be the one acl.sh builds from
+// deploy/redis/users.acl, with a password for each role's user from a
+// secret Redis mounts.
+func redisACLProblems(p *types.Project, r types.ServiceConfig) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	i := slices.Index(r.Command, "--aclfile")
+	if i < 0 || i+1 >= len(r.Command) {
+		return []string{fmt.Sprintf("redis runs without its ACL users (no --aclfile): every role would log in as the default user (%q)", r.Command)}
+	}
+	aclFile := r.Command[i+1]
+	mountedAt := map[string]string{}
+	for _, c := range r.Configs {
+		mountedAt[c.Source] = c.Target
+	}
+	ep := r.Entrypoint
+	if len(ep) < 5 || ep[0] != "sh" || ep[1] != mountedAt["redis_acl_sh"] || ep[2] != "-o" || ep[3] != aclFile ||
+		ep[4] != mountedAt["redis_users_acl"] || ep[len(ep)-1] != "--" {
+		bad("redis's entrypoint does not build %s from users.acl with acl.sh before it starts: %q", aclFile, ep)
+		return problems
+	}
+	var acl []byte
+	if c, ok := p.Configs["redis_users_acl"]; !ok || filepath.Base(c.File) != "users.acl" || filepath.Base(filepath.Dir(c.File)) != "redis" {
+		bad("config redis_users_acl is not deploy/redis/users.acl")
+	} else if b, err := os.ReadFile(c.File); err != nil {
+		bad("read %s: %v", c.File, err)
+	} else {
+		acl = b
+	}
+	secrets := map[string]bool{}
+	for _, s := range r.Secrets {
+		secrets["/run/secrets/"+s.Source] = true
+	}
+	given := map[string]bool{}
+	for _, pair := range ep[5 : len(ep)-1] {
+		user, file, ok := strings.Cut(pair, "=")
+		switch {
+		case !ok:
+			bad("redis's entrypoint passes %q to acl.sh, want USER=PASSWORD_FILE", pair)
+		case !secrets[file]:
+			bad("redis takes the password of %s from %s, which is not a secret it mounts", user, file)
+		case acl != nil && !regexp.MustCompile(`(?m)^user `+regexp.QuoteMeta(user)+` `).Match(acl):
+			bad("redis gives a password to %s, a user deploy/redis/users.acl does not have: acl.sh would refuse to start", user)
+		}
+		given[user] = true
+	}
+	for role, user := range redisRoleUsers {
+		if !given[user] {
+			bad("redis gives Redis user %s, the one %s logs in as, no password: it could not log in", user, role)
+		}
+	}
+	return problems
+}
 
 // composeProblems lists every way p breaks the separation and start-up
 // order that docs/security.md and docs/install.md promise.
@@ -176,8 +244,10 @@ func composeProblems(p *types.Project) []string {
 		if len(svc.VolumesFrom) > 0 {
 			bad("%s takes volumes_from %v: it would see another service's volumes", name, svc.VolumesFrom)
 		}
-		if len(svc.Configs) > 0 {
-			bad("%s mounts configs %v: files reach a nomos role only as secrets or its own volume", name, svc.Configs)
+		for _, c := range svc.Configs {
+			if name != "redis" || !slices.Contains(redisConfigs, c.Source) {
+				bad("%s mounts config %s: files reach a nomos role only as secrets or its own volume", name, c.Source)
+			}
 		}
 		for network := range svc.Networks {
 			if !slices.Contains(composeNetworkMembers[network], name) {
@@ -286,6 +356,7 @@ func composeProblems(p *types.Project) []string {
 		if i := slices.Index(r.Command, "--appendonly"); i < 0 || i+1 >= len(r.Command) || r.Command[i+1] != "yes" {
 			bad("redis runs without --appendonly yes: a restart would lose queued orders and reports (%q)", r.Command)
 		}
+		problems = append(problems, redisACLProblems(p, r)...)
 	}
 	sort.Strings(problems)
 	return problems
@@ -404,8 +475,27 @@ func TestComposeSeparationCatchesHostileEdits(t *testing.T) {
 			s.Command = append(s.Command, "--requirepass", "s3cret")
 		}, "redis has a secret on its command line"},
 		{"Redis without the append-only file", "redis", func(s *service) {
-			s.Command = types.ShellCommand{"redis-server", "/run/secrets/redis_conf"}
+			s.Command = types.ShellCommand{"redis-server", "--aclfile", "/data/users.acl"}
 		}, "redis runs without --appendonly yes"},
+		{"Redis without its ACL users", "redis", func(s *service) {
+			s.Command = types.ShellCommand{"redis-server", "--appendonly", "yes"}
+		}, "redis runs without its ACL users"},
+		{"Redis loads an ACL file acl.sh does not build", "redis", func(s *service) {
+			s.Command = types.ShellCommand{"redis-server", "--aclfile", "/data/other.acl", "--appendonly", "yes"}
+		}, "redis's entrypoint does not build /data/other.acl"},
+		{"the actuator's Redis user has no password", "redis", func(s *service) {
+			s.Entrypoint = slices.DeleteFunc(slices.Clone(s.Entrypoint), func(a string) bool { return strings.HasPrefix(a, "nomos-actuator=") })
+		}, "redis gives Redis user nomos-actuator, the one nomos-actuator logs in as, no password"},
+		{"the actuator logs in as the bot", "nomos-actuator", func(s *service) {
+			s.Secrets = append(s.Secrets, types.ServiceSecretConfig{Source: "bot_redis_url"})
+			s.Environment["NOMOS_REDIS__URL_FILE"] = str("/run/secrets/bot_redis_url")
+		}, "nomos-actuator mounts secret bot_redis_url, which only [nomos-bot] may read"},
+		{"a password for a user the ACL file lacks", "redis", func(s *service) {
+			s.Entrypoint = slices.Insert(slices.Clone(s.Entrypoint), 5, "nomos-actuator-east=/run/secrets/redis_actuator_password")
+		}, "a user deploy/redis/users.acl does not have"},
+		{"the bot gets the ACL file", "nomos-bot", func(s *service) {
+			s.Configs = append(s.Configs, types.ServiceConfigObjConfig{Source: "redis_users_acl"})
+		}, "nomos-bot mounts config redis_users_acl"},
 		{"bot starts before migrations finish", "nomos-bot", func(s *service) {
 			s.DependsOn["nomos-migrate"] = types.ServiceDependency{Condition: types.ServiceConditionStarted, Required: true}
 		}, "nomos-bot must wait for nomos-migrate"},

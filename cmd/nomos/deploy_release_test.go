@@ -31,6 +31,8 @@ var releasePackageFiles = map[string][]string{
 		"/usr/lib/tmpfiles.d/nomos.conf",
 		"/usr/share/doc/nomos/copyright",
 		"/usr/share/doc/nomos/nomos.example.yaml",
+		"/usr/share/nomos/redis/acl.sh",
+		"/usr/share/nomos/redis/users.acl",
 		"/usr/share/nomos/restore.sh",
 	},
 	"nomos-gate": {

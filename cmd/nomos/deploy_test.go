@@ -44,9 +44,13 @@ func writeFakeSecret(t *testing.T, path, name string) {
 	case strings.Contains(name, "database"):
 		data = []byte("postgres://nomos:" + pw + "@postgres:5432/nomos?sslmode=disable\n")
 	case strings.Contains(name, "redis_url"):
-		data = []byte("redis://:" + pw + "@redis:6379/0\n")
+		user := "nomos-bot"
+		if strings.Contains(name, "actuator") {
+			user = "nomos-actuator"
+		}
+		data = []byte("redis://" + user + ":" + pw + "@redis:6379/0\n")
 	case strings.Contains(name, "redis"):
-		data = []byte("requirepass " + pw + "\n")
+		data = []byte(pw + "\n")
 	case strings.Contains(name, "ssh"):
 		_, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {

@@ -116,7 +116,7 @@ func looksLikeDevDir(dir string) bool {
 // clearDevQueues deletes the stack's queues from Redis. It only logs what
 // it cannot delete: a stale message is refused, not run.
 func clearDevQueues(redisURL string, logger *slog.Logger) {
-	opt, err := asynq.ParseRedisURI(redisURL)
+	opt, err := tasks.ParseRedisURL(redisURL)
 	if err != nil {
 		logger.Warn("cannot clear the old stack's queues", "err", err)
 		return

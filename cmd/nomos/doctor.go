@@ -16,12 +16,12 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"maunium.net/go/mautrix"
 
 	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
 )
 
 // devConfigPath is where `nomos dev` writes the config it runs the roles
@@ -199,6 +199,7 @@ func (d *doctor) checks() []doctorCheck {
 		{true, doctorCheck{"config", d.checkConfig}},
 		{c.Database.URL != "", doctorCheck{"postgres", d.checkPostgres}},
 		{c.Redis.URL != "", doctorCheck{"redis", d.checkRedis}},
+		{c.Redis.URL != "" && d.hasRole("bot") != d.hasRole("actuator"), doctorCheck{"redis access", d.checkRedisAccess}},
 		{c.Matrix.HomeserverURL != "", doctorCheck{"matrix", d.checkMatrix}},
 		{c.Orders.SigningKeyFile != "" || c.Orders.VerifyKeyFile != "", doctorCheck{"order keys", d.checkOrderKeys}},
 		{c.Reports.SigningKeyFile != "" || c.Reports.VerifyKeyFile != "", doctorCheck{"report keys", d.checkReportKeys}},
@@ -390,7 +391,7 @@ func (d *doctor) checkPostgres(ctx context.Context) []checkLine {
 }
 
 func (d *doctor) checkRedis(ctx context.Context) []checkLine {
-	opt, err := asynq.ParseRedisURI(d.cfg.Redis.URL)
+	opt, err := tasks.ParseRedisURL(d.cfg.Redis.URL)
 	if err != nil {
 		return []checkLine{fail("redis: redis.url is not a Redis URL: "+err.Error(), "set redis.url to redis://HOST:PORT/DB")}
 	}

@@ -34,7 +34,7 @@ func openLifecycle(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
+	redisOpt, err := tasks.ParseRedisURL(cfg.Redis.URL)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("redis.url: %w", err)
