@@ -38,6 +38,10 @@ var (
 		"Size of the journal file.", nil, nil)
 )
 
+// sshResults are the result label's values, one per way an SSH session
+// ends (timedRunner.Run).
+var sshResults = []string{"ok", "exit_status", "not_sent", "error"}
+
 // metrics are the actuator's own figures, which only it sees: what it
 // verified and refused, its journal and its SSH sessions.
 type metrics struct {
@@ -49,15 +53,15 @@ type metrics struct {
 func newMetrics() *metrics {
 	m := &metrics{
 		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nomos_actuator_orders_verified_total",
-			Help: "Signed requests that verified and were carried out, by kind (order, probe, inventory).",
+			Name: "nomos_actuator_requests_verified_total",
+			Help: "Signed requests (orders, probes, inventory reads and previews) that verified and were carried out, by kind.",
 		}, []string{"kind"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nomos_actuator_orders_refused_total",
+			Name: "nomos_actuator_requests_refused_total",
 			Help: "Signed requests refused without running anything, by kind and reason; bad_signature means something other than the bot wrote to the queue.",
 		}, []string{"kind", "reason"}),
 		ssh: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "nomos_actuator_ssh_session_seconds",
+			Name: "nomos_actuator_ssh_session_duration_seconds",
 			Help: "Time each SSH session took, from asking for it (connecting when need be) to the command's end, by result " +
 				"(ok, exit_status for a non-zero exit, not_sent when nothing reached the host, error when the outcome was lost).",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600},
@@ -68,6 +72,9 @@ func newMetrics() *metrics {
 	}
 	for _, r := range refusals {
 		m.refused.WithLabelValues(kindOrder, string(r))
+	}
+	for _, r := range sshResults {
+		m.ssh.WithLabelValues(r)
 	}
 	return m
 }

@@ -58,7 +58,7 @@ func TestMetricsCountWhatWasVerifiedAndRefused(t *testing.T) {
 	journal := b.journalOnce(t, func(j string) bool { return strings.Contains(j, "finished x-metrics ") })
 
 	// A forged probe is answered with nothing: wait for its count.
-	const forgedProbe = `nomos_actuator_orders_refused_total{kind="probe",reason="bad_signature"} 1`
+	const forgedProbe = `nomos_actuator_requests_refused_total{kind="probe",reason="bad_signature"} 1`
 	deadline := time.Now().Add(waitTimeout)
 	for !strings.Contains(scrape(), forgedProbe) {
 		if time.Now().After(deadline) {
@@ -72,15 +72,15 @@ func TestMetricsCountWhatWasVerifiedAndRefused(t *testing.T) {
 	}
 	body := scrape()
 	contains(t, "/metrics", body,
-		`nomos_actuator_orders_verified_total{kind="order"} 1`,
-		`nomos_actuator_orders_refused_total{kind="order",reason="replay"} 1`,
-		`nomos_actuator_orders_refused_total{kind="order",reason="bad_signature"} 1`,
-		`nomos_actuator_orders_refused_total{kind="order",reason="plan_mismatch"} 0`,
+		`nomos_actuator_requests_verified_total{kind="order"} 1`,
+		`nomos_actuator_requests_refused_total{kind="order",reason="replay"} 1`,
+		`nomos_actuator_requests_refused_total{kind="order",reason="bad_signature"} 1`,
+		`nomos_actuator_requests_refused_total{kind="order",reason="plan_mismatch"} 0`,
 		forgedProbe,
 		`nomos_actuator_journal_executions 1`,
 		`nomos_actuator_journal_unfinished 0`,
 		`nomos_actuator_journal_bytes `+strconv.FormatInt(fi.Size(), 10),
-		`nomos_actuator_ssh_session_seconds_count{result="ok"} 1`,
+		`nomos_actuator_ssh_session_duration_seconds_count{result="ok"} 1`,
 	)
 	diff(t, "journal lines", 3, strings.Count(journal, "\n"))
 	for _, secret := range []string{b.addr, "x-metrics", "x-forged", "check-forged", "jellyfin", "systemctl"} {

@@ -63,13 +63,13 @@ func TestMetricsFollowTheWork(t *testing.T) {
 		series string
 		least  float64
 	}{
-		{`nomos_llm_request_seconds_count{result="ok"}`, 2},
+		{`nomos_llm_request_duration_seconds_count{result="ok"}`, 2},
 		{`nomos_llm_tokens_total{kind="prompt"}`, 1},
 		{`nomos_llm_tokens_total{kind="completion"}`, 1},
 		{`nomos_mcp_calls_total{result="ok",tool="list_lxcs"}`, 1},
-		{`nomos_matrix_send_seconds_count{result="ok"}`, 2},
-		{`nomos_matrix_sync_seconds_count`, 1},
-		{`nomos_approval_latency_seconds_count{decision="approved",risk_class="reversible_low"}`, 1},
+		{`nomos_matrix_send_duration_seconds_count{result="ok"}`, 2},
+		{`nomos_matrix_sync_duration_seconds_count`, 1},
+		{`nomos_approval_wait_duration_seconds_count{decision="approved",risk_class="reversible_low"}`, 1},
 		{`nomos_execution_duration_seconds_count{risk_class="reversible_low",state="succeeded"}`, 1},
 	} {
 		// The execution's end is recorded just after its new state is
@@ -77,7 +77,7 @@ func TestMetricsFollowTheWork(t *testing.T) {
 		waitSample(t, srv.URL+"/metrics", want.series, want.least)
 	}
 	body := scrape(t, srv.URL+"/metrics")
-	for _, series := range []string{`nomos_llm_request_seconds_count{result="error"}`, `nomos_matrix_send_seconds_count{result="error"}`} {
+	for _, series := range []string{`nomos_llm_request_duration_seconds_count{result="error"}`, `nomos_matrix_send_duration_seconds_count{result="error"}`} {
 		if got, ok := sample(body, series); !ok || got != 0 {
 			t.Errorf("/metrics: %s = %v (found %v), want 0: nothing failed", series, got, ok)
 		}

@@ -10,11 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
-
-	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/store"
-	"github.com/nomoshq/nomos/web"
 )
 
 // openStream connects to /events as EventSource would and returns the
@@ -159,22 +155,7 @@ func nextOr(ctx context.Context, lines <-chan string, kind string) (map[string]s
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	redisOpt, err := asynq.ParseRedisURI(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	insp := asynq.NewInspector(redisOpt)
-	defer insp.Close()
-	client := asynq.NewClient(redisOpt)
-	defer client.Close()
-	for i := range 2 {
-		if _, err := client.Enqueue(asynq.NewTask("execution:run", []byte(fmt.Sprint(i))), asynq.Queue("nomos:actuator")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b := setup(t, func(c *web.Config) {
-		c.Queues, c.QueueNames = insp, []string{"nomos:actuator", "nomos:probes"}
-	})
+	b := setup(t)
 	b.plan(t, "service:jellyfin", "", store.StateAwaitingApproval)
 	b.plan(t, "service:gitea", "", store.StateAwaitingApproval)
 	jf, err := b.st.EntityBySlug(b.ctx, "service:jellyfin")
@@ -203,8 +184,5 @@ func TestMetrics(t *testing.T) {
 		`nomos_signals_open{severity="critical"} 1`,
 		`nomos_signals_open{severity="warning"} 1`,
 		`nomos_stale_targets 2`,
-		`nomos_queue_tasks{queue="nomos:actuator",state="pending"} 2`,
-		`nomos_queue_tasks{queue="nomos:probes",state="pending"} 0`,
-		`nomos_queue_oldest_pending_seconds{queue="nomos:actuator"}`,
-		`nomos_store_up 1`, `nomos_queue_up 1`, `nomos_web_live_clients`)
+		`nomos_store_up 1`, `nomos_web_live_clients`)
 }

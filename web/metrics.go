@@ -3,41 +3,28 @@ package web
 import (
 	"context"
 	"net/http"
-	"slices"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-// QueueInspector reads asynq queues; *asynq.Inspector satisfies it.
-type QueueInspector interface {
-	Queues() ([]string, error)
-	GetQueueInfo(queue string) (*asynq.QueueInfo, error)
-}
-
-var _ QueueInspector = (*asynq.Inspector)(nil)
 
 var (
 	descExecutions = prometheus.NewDesc("nomos_executions", "Executions by state and risk class.", []string{"state", "risk_class"}, nil)
 	descSignals    = prometheus.NewDesc("nomos_signals_open", "Open signals by severity.", []string{"severity"}, nil)
 	descEntities   = prometheus.NewDesc("nomos_entities", "Live hosts, LXCs and services by type and health.", []string{"type", "health"}, nil)
 	descStale      = prometheus.NewDesc("nomos_stale_targets", "Checked targets whose checks stopped answering.", nil, nil)
-	descQueueTasks = prometheus.NewDesc("nomos_queue_tasks", "Tasks in each asynq queue by state.", []string{"queue", "state"}, nil)
-	descQueueAge   = prometheus.NewDesc("nomos_queue_oldest_pending_seconds", "Age of the oldest pending task in each asynq queue.", []string{"queue"}, nil)
 	descStoreUp    = prometheus.NewDesc("nomos_store_up", "1 when the last scrape could read the database.", nil, nil)
-	descQueueUp    = prometheus.NewDesc("nomos_queue_up", "1 when the last scrape could read the asynq queues.", nil, nil)
 	descSSE        = prometheus.NewDesc("nomos_web_live_clients", "Pages following live updates.", nil, nil)
 	descSSEDropped = prometheus.NewDesc("nomos_web_live_dropped_total", "Live clients dropped for falling behind.", nil, nil)
 )
 
-// opsCollector reads the database and the queues on each scrape, so
+// opsCollector reads the database on each scrape, so
 // /metrics is as fresh as the page and costs nothing between scrapes.
 type opsCollector struct{ s *Server }
 
 func (c opsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descExecutions, descSignals, descEntities, descStale, descQueueTasks, descQueueAge, descStoreUp, descQueueUp, descSSE, descSSEDropped} {
+	for _, d := range []*prometheus.Desc{descExecutions, descSignals, descEntities, descStale, descStoreUp, descSSE, descSSEDropped} {
 		ch <- d
 	}
 }
@@ -71,50 +58,16 @@ func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, float64(stale))
 	}
-	if s.cfg.Queues == nil {
-		return
-	}
-	if err := c.queues(ch); err != nil {
-		s.logger.Warn("metrics: read the queues", "err", err)
-		ch <- prometheus.MustNewConstMetric(descQueueUp, prometheus.GaugeValue, 0)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(descQueueUp, prometheus.GaugeValue, 1)
-}
-
-func (c opsCollector) queues(ch chan<- prometheus.Metric) error {
-	known, err := c.s.cfg.Queues.Queues()
-	if err != nil {
-		return err
-	}
-	names := slices.Clone(c.s.cfg.QueueNames)
-	for _, q := range known {
-		if !slices.Contains(names, q) {
-			names = append(names, q)
-		}
-	}
-	slices.Sort(names)
-	for _, q := range names {
-		info := &asynq.QueueInfo{Queue: q}
-		if slices.Contains(known, q) {
-			if info, err = c.s.cfg.Queues.GetQueueInfo(q); err != nil {
-				return err
-			}
-		}
-		// aggregating: probe results waiting in their group for the bot to
-		// take them as a batch (tasks.CheckResultGroup).
-		for state, n := range map[string]int{"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
-			"retry": info.Retry, "archived": info.Archived, "aggregating": info.Aggregating} {
-			ch <- prometheus.MustNewConstMetric(descQueueTasks, prometheus.GaugeValue, float64(n), q, state)
-		}
-		ch <- prometheus.MustNewConstMetric(descQueueAge, prometheus.GaugeValue, info.Latency.Seconds(), q)
-	}
-	return nil
 }
 
 func (s *Server) registerMetrics() error {
-	return s.reg.Register(opsCollector{s})
+	return s.reg.Register(s.Collector())
 }
+
+// Collector is what the page adds to /metrics: the fleet's figures read
+// from the database at each scrape, and its live clients. New registers
+// it with Config.Registry.
+func (s *Server) Collector() prometheus.Collector { return opsCollector{s} }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: nil}).ServeHTTP(w, r)

@@ -50,14 +50,9 @@ type Config struct {
 	// the watchdog. The zero time (a standby, a bot not yet synced) is
 	// left out.
 	LastSync func() time.Time
-	// Queues, when set, gives /metrics the depth and age of each asynq
-	// queue. *asynq.Inspector satisfies it.
-	Queues QueueInspector
-	// QueueNames are reported by /metrics even while Redis has not seen
-	// them yet.
-	QueueNames []string
 	// Registry collects /metrics. nil means a new registry; pass one to
-	// add the process's own collectors beside the page's.
+	// add the process's own collectors (and asynq's queue figures) beside
+	// the page's.
 	Registry *prometheus.Registry
 	// FleetPoll is how often the live feed looks for changes in health
 	// and signals, which have no notification of their own; 0 means 2 s.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/ssh"
 
@@ -142,14 +141,13 @@ func metricsAddr(listen string) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
-// serveMetrics serves c, with the Go runtime's figures, at GET /metrics
+// serveMetrics serves c, with the Go runtime's figures and the build's, at GET /metrics
 // on addr until stop is called.
 func serveMetrics(addr string, c prometheus.Collector, healthy func(context.Context) error, logger *slog.Logger) (stop func(), err error) {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(c); err != nil {
+	reg, err := metricsRegistry(c)
+	if err != nil {
 		return nil, fmt.Errorf("actuator.metrics_listen: %w", err)
 	}
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("actuator.metrics_listen %s: %w", addr, err)

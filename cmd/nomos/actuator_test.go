@@ -159,7 +159,7 @@ func TestActuatorKilledMidCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`nomos_actuator_orders_refused_total{kind="order",reason="replay"} 1`,
+	for _, want := range []string{`nomos_actuator_requests_refused_total{kind="order",reason="replay"} 1`,
 		`nomos_actuator_journal_executions 1`, `nomos_actuator_journal_unfinished 0`, "go_goroutines "} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the actuator's /metrics lacks %s:\n%s", want, body)

@@ -13,8 +13,6 @@ import (
 
 	"github.com/hibiken/asynq"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for the crypto store
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"go.mau.fi/util/dbutil"
 
@@ -25,7 +23,6 @@ import (
 	"github.com/nomoshq/nomos/internal/supervisor"
 	"github.com/nomoshq/nomos/mcpserver"
 	"github.com/nomoshq/nomos/store"
-	"github.com/nomoshq/nomos/tasks"
 	"github.com/nomoshq/nomos/web"
 )
 
@@ -172,13 +169,12 @@ func newFront(cfg *config.Config, l *lifecycle, tools *mcpserver.Server, ntokens
 	f := &front{rc: l.redis.MakeRedisClient().(redis.UniversalClient), inspector: asynq.NewInspector(l.redis),
 		listen: cfg.Web.Listen, auth: webAuth, logger: logger}
 	// /metrics: the page's own figures from the database, the process's
-	// from its parts, and the Go runtime's.
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(l.metrics); err != nil {
+	// from its parts, asynq's queues, and the Go runtime's.
+	reg, err := botMetricsRegistry(l.metrics, f.inspector)
+	if err != nil {
 		f.close()
-		return nil, fmt.Errorf("register metrics: %w", err)
+		return nil, err
 	}
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ready := []web.ReadyCheck{
 		{Name: "postgres", Check: l.store.Ping},
 		{Name: "redis", Check: func(ctx context.Context) error { return f.rc.Ping(ctx).Err() }},
@@ -186,7 +182,6 @@ func newFront(cfg *config.Config, l *lifecycle, tools *mcpserver.Server, ntokens
 	f.status, err = web.New(web.Config{
 		Store: l.store, Logger: logger.With("component", "web"), Auth: webAuth, Operators: cfg.Matrix.Operators,
 		Ready: append(ready, botChecks...), LastSync: lastSync,
-		Queues: f.inspector, QueueNames: []string{tasks.OrderQueue(tasks.DefaultSite), tasks.ProbeQueue(tasks.DefaultSite), tasks.QueueResults},
 		Registry: reg,
 	})
 	if err == nil {

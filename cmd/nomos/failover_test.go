@@ -392,7 +392,7 @@ func (f *failover) noReplays(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	const replays = `nomos_actuator_orders_refused_total{kind="order",reason="replay"} `
+	const replays = `nomos_actuator_requests_refused_total{kind="order",reason="replay"} `
 	if !strings.Contains(string(body), replays+"0\n") {
 		t.Errorf("the actuator refused a replayed order (want %s0):\n%s", replays, body)
 	}

@@ -13,6 +13,7 @@
 package metrics
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +46,7 @@ var _ prometheus.Collector = (*Metrics)(nil)
 func New() *Metrics {
 	m := &Metrics{
 		approval: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "nomos_approval_latency_seconds",
+			Name:    "nomos_approval_wait_duration_seconds",
 			Help:    "Time from a plan's card to an operator's decision on it, by decision and risk class.",
 			Buckets: []float64{5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200},
 		}, []string{"decision", "risk_class"}),
@@ -55,17 +56,17 @@ func New() *Metrics {
 			Buckets: []float64{0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"state", "risk_class"}),
 		matrixSend: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "nomos_matrix_send_seconds",
+			Name:    "nomos_matrix_send_duration_seconds",
 			Help:    "Time the homeserver took to accept each event the bot sent (cards, edits, replies, reactions), by result.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"result"}),
 		matrixSync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "nomos_matrix_sync_seconds",
+			Name:    "nomos_matrix_sync_duration_seconds",
 			Help:    "Time the bot took to handle each /sync response (decrypting and dispatching its events); the long-poll wait is not counted.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}),
 		llm: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "nomos_llm_request_seconds",
+			Name:    "nomos_llm_request_duration_seconds",
 			Help:    "Time each request to the language model took, by result.",
 			Buckets: []float64{0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 90, 120},
 		}, []string{"result"}),
@@ -105,6 +106,19 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.collectors() {
 		c.Collect(ch)
 	}
+}
+
+// BuildInfo returns nomos_build_info, the constant 1 labelled with the
+// binary's version and commit and the Go release that built it: the
+// series a dashboard joins on to say which build each process runs.
+func BuildInfo(version, commit string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "nomos_build_info",
+		Help:        "Always 1; its labels say which build of Nomos the process runs (version, commit, goversion).",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 // Approval records an operator's decision on a plan, d after its card.

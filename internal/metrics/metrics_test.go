@@ -31,9 +31,9 @@ func TestEachFamilyRecords(t *testing.T) {
 	before := scrape(t, reg)
 	for _, want := range []string{
 		`nomos_llm_tokens_total{kind="prompt"} 0`,
-		`nomos_llm_request_seconds_count{result="error"} 0`,
-		`nomos_matrix_send_seconds_count{result="ok"} 0`,
-		`nomos_matrix_sync_seconds_count 0`,
+		`nomos_llm_request_duration_seconds_count{result="error"} 0`,
+		`nomos_matrix_send_duration_seconds_count{result="ok"} 0`,
+		`nomos_matrix_sync_duration_seconds_count 0`,
 	} {
 		if !strings.Contains(before, want) {
 			t.Errorf("before anything, /metrics lacks %s:\n%s", want, before)
@@ -49,11 +49,11 @@ func TestEachFamilyRecords(t *testing.T) {
 	m.MCPCall("list_lxcs", metrics.ResultRefused)
 	got := scrape(t, reg)
 	for _, want := range []string{
-		`nomos_approval_latency_seconds_sum{decision="denied",risk_class="destructive"} 90`,
+		`nomos_approval_wait_duration_seconds_sum{decision="denied",risk_class="destructive"} 90`,
 		`nomos_execution_duration_seconds_sum{risk_class="config_mutation",state="failed"} 3`,
-		`nomos_matrix_send_seconds_count{result="error"} 1`,
-		`nomos_matrix_sync_seconds_count 1`,
-		`nomos_llm_request_seconds_count{result="ok"} 1`,
+		`nomos_matrix_send_duration_seconds_count{result="error"} 1`,
+		`nomos_matrix_sync_duration_seconds_count 1`,
+		`nomos_llm_request_duration_seconds_count{result="ok"} 1`,
 		`nomos_llm_tokens_total{kind="prompt"} 120`,
 		`nomos_llm_tokens_total{kind="completion"} 30`,
 		`nomos_mcp_calls_total{result="refused",tool="list_lxcs"} 1`,
