@@ -25,17 +25,17 @@ import (
 // For a plan of several steps it names the first step, which carries the
 // plan's card and decision, and lists every step.
 type Requested struct {
-	ExecutionID string `json:"execution_id"`
-	Action      string `json:"action"`
-	Target      string `json:"target"`
-	State       string `json:"state"`
-	RiskClass   string `json:"risk_class"`
-	RoomID      string `json:"room_id,omitempty"`
+	ExecutionID string `json:"execution_id" jsonschema:"the execution id (a UUID); get_execution explains it"`
+	Action      string `json:"action" jsonschema:"the catalogue action"`
+	Target      string `json:"target" jsonschema:"the slug of the entity it acts on"`
+	State       string `json:"state" jsonschema:"awaiting_approval until an operator decides; a probe is already running or done"`
+	RiskClass   string `json:"risk_class" jsonschema:"the gate's class: read_only, reversible_low, config_mutation or destructive"`
+	RoomID      string `json:"room_id,omitempty" jsonschema:"the Matrix room where its card is"`
 	// Steps lists the steps of a plan of several, in order.
-	Steps []RequestedStep `json:"steps,omitempty"`
+	Steps []RequestedStep `json:"steps,omitempty" jsonschema:"the steps of a plan of several, in order"`
 	// AlreadyQueued says nothing new was queued: the execution named is
 	// an earlier plan for the same change, still awaiting a decision.
-	AlreadyQueued bool `json:"already_queued,omitempty"`
+	AlreadyQueued bool `json:"already_queued,omitempty" jsonschema:"nothing new was queued: this is an earlier plan for the same change, still awaiting a decision"`
 }
 
 // RequestedStep is one step of a requested plan of several steps.

@@ -88,6 +88,18 @@ func TestStdioProxyForwardsToTheBot(t *testing.T) {
 	if isErr || !strings.Contains(text, "15 containers on 2 hosts") {
 		t.Errorf("list_lxcs through the proxy = %v %q", isErr, text)
 	}
+	// Each tool's schemas come through whole.
+	if diff := cmp.Diff(toolSchemas(t, b.ctx, httpClient(t, b.ctx, url, token)), toolSchemas(t, b.ctx, c)); diff != "" {
+		t.Errorf("tool schemas through the proxy (-direct +proxied):\n%s", diff)
+	}
+	// The resources and prompts come through too.
+	if snap := readResource(t, b.ctx, c, "nomos://fleet/snapshot"); !strings.Contains(snap, "Fleet at") {
+		t.Errorf("the snapshot through the proxy = %q", snap)
+	}
+	if rb := readResource(t, b.ctx, c, "nomos://runbooks/restart-service"); !strings.Contains(rb, `"slug": "restart-service"`) {
+		t.Errorf("a runbook through the proxy = %q", rb)
+	}
+	containsAll(t, "triage_alert through the proxy", triagePrompt(t, b.ctx, c, "GiteaDown"), `"GiteaDown"`, "request_execution")
 
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "request_execution"
@@ -141,9 +153,47 @@ func TestStdioProxyWithAReadToken(t *testing.T) {
 	if res, err := c.CallTool(b.ctx, req); err == nil && !res.IsError {
 		t.Errorf("request_execution through a read token's proxy succeeded: %s", resultText(t, res))
 	}
+	containsNone(t, "triage_alert through a read token's proxy", triagePrompt(t, b.ctx, c, "GiteaDown"), "request_execution", "tail_log")
 	if n := executionCount(t, b); n != 0 {
 		t.Errorf("%d executions through a read token's proxy", n)
 	}
+}
+
+// readResource reads one resource's text through c.
+func readResource(t *testing.T, ctx context.Context, c *client.Client, uri string) string {
+	t.Helper()
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = uri
+	res, err := c.ReadResource(ctx, req)
+	if err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	var b strings.Builder
+	for _, rc := range res.Contents {
+		if tc, ok := rc.(mcp.TextResourceContents); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// triagePrompt gets triage_alert for alert through c and returns its text.
+func triagePrompt(t *testing.T, ctx context.Context, c *client.Client, alert string) string {
+	t.Helper()
+	req := mcp.GetPromptRequest{}
+	req.Params.Name = "triage_alert"
+	req.Params.Arguments = map[string]string{"alert": alert}
+	res, err := c.GetPrompt(ctx, req)
+	if err != nil {
+		t.Fatalf("get triage_alert: %v", err)
+	}
+	var b strings.Builder
+	for _, m := range res.Messages {
+		if tc, ok := m.Content.(mcp.TextContent); ok {
+			b.WriteString(tc.Text + "\n")
+		}
+	}
+	return b.String()
 }
 
 func TestStdioProxyRefusesAWrongToken(t *testing.T) {
@@ -154,4 +204,30 @@ func TestStdioProxyRefusesAWrongToken(t *testing.T) {
 	if !errors.Is(err, proxy.ErrUnauthorized) || !strings.Contains(err.Error(), "mcp.client_token") {
 		t.Errorf("proxy.New with a wrong token = %v; want ErrUnauthorized naming mcp.client_token", err)
 	}
+}
+
+// toolSchemas are the input and output schemas of each tool c lists, as
+// JSON.
+func toolSchemas(t *testing.T, ctx context.Context, c *client.Client) map[string]string {
+	t.Helper()
+	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, tl := range res.Tools {
+		raw, err := json.Marshal(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wire struct {
+			In  json.RawMessage `json:"inputSchema"`
+			Out json.RawMessage `json:"outputSchema"`
+		}
+		if err := json.Unmarshal(raw, &wire); err != nil {
+			t.Fatal(err)
+		}
+		out[tl.Name] = string(wire.In) + " " + string(wire.Out)
+	}
+	return out
 }

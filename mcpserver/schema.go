@@ -384,65 +384,59 @@ func paramsSchema(a policy.Action) (*jsonschema.Schema, error) {
 		}
 	}
 	s.Required = slices.DeleteFunc(s.Required, func(n string) bool { return plannerFields[n] })
-	if len(s.Properties) == 0 {
-		s.Description = "none: {} or omitted"
-	}
 	return s, nil
 }
 
-// stepSchema is one step of a plan: oneOf, keyed by the action, each
-// branch with that action's params.
-func stepSchema() (*jsonschema.Schema, error) {
-	step := &jsonschema.Schema{Type: "object", Description: "one step: an action, its target and its params"}
+// falseSchema admits nothing: as additionalProperties, no property but
+// those listed.
+func falseSchema() *jsonschema.Schema { return &jsonschema.Schema{Not: &jsonschema.Schema{}} }
+
+// noParams names the one params schema of every action that takes none.
+const noParams = "no_params"
+
+// requestInputSchema is request_execution's input schema. Each catalogue
+// action's params schema is derived once, into $defs (one for all those
+// that take none). The steps of a plan
+// are oneOf keyed by the action (a const), each branch with a reference to
+// that action's params; the params beside a single action are anyOf the
+// same references. Neither combinator is at the top level, where the
+// OpenAI API refuses them in a function's parameters.
+func requestInputSchema() (json.RawMessage, error) {
+	defs := map[string]*jsonschema.Schema{}
+	params := &jsonschema.Schema{Type: "object",
+		Description: "the action's params: the schema titled with the action's name; omit or {} for one that takes none"}
+	step := &jsonschema.Schema{Type: "object",
+		Description: "one step: an action, its target (default the request's target) and its params"}
+	var names []any
 	for _, spec := range policy.Catalogue() {
-		params, err := paramsSchema(spec.Action)
+		ps, err := paramsSchema(spec.Action)
 		if err != nil {
 			return nil, err
 		}
+		def := string(spec.Action)
+		if len(ps.Properties) == 0 {
+			def, ps = noParams, &jsonschema.Schema{Type: "object", Title: "no params", Description: "none: {} or omitted", AdditionalProperties: falseSchema()}
+		}
+		ref := "#/$defs/" + def
+		if defs[def] == nil {
+			params.AnyOf = append(params.AnyOf, &jsonschema.Schema{Ref: ref})
+		}
+		defs[def] = ps
+		names = append(names, string(spec.Action))
 		step.OneOf = append(step.OneOf, &jsonschema.Schema{
-			Type:  "object",
-			Title: string(spec.Action),
+			Type: "object",
 			Properties: map[string]*jsonschema.Schema{
-				"action": {Type: "string", Const: jsonschema.Ptr[any](string(spec.Action)), Description: spec.Summary},
-				"target": {Type: "string", Description: "the step's entity (" + targetTypes(spec) + "); default the request's target"},
-				"params": params,
+				"action": {Const: jsonschema.Ptr[any](string(spec.Action))},
+				"target": {Type: "string"},
+				"params": {Ref: ref},
 			},
 			Required:             []string{"action"},
 			AdditionalProperties: falseSchema(),
 		})
 	}
-	return step, nil
-}
-
-func falseSchema() *jsonschema.Schema { return &jsonschema.Schema{Not: &jsonschema.Schema{}} }
-
-func targetTypes(spec policy.Spec) string {
-	out := make([]string, len(spec.Targets))
-	for i, t := range spec.Targets {
-		out[i] = string(t)
-	}
-	return strings.Join(out, " or ")
-}
-
-// requestInputSchema is request_execution's input schema. The params of a
-// single action are anyOf the catalogue's params schemas, each titled with
-// its action; the steps of a plan are oneOf keyed by the action. Neither
-// is at the top level, where the OpenAI API refuses combinators in a
-// function's parameters.
-func requestInputSchema() (json.RawMessage, error) {
-	step, err := stepSchema()
-	if err != nil {
-		return nil, err
-	}
-	params := &jsonschema.Schema{Type: "object",
-		Description: "the action's params: the branch titled with the action's name; omit or {} for an action that takes none"}
-	var names []any
-	for _, b := range step.OneOf {
-		names = append(names, b.Title)
-		params.AnyOf = append(params.AnyOf, b.Properties["params"])
-	}
 	s := &jsonschema.Schema{
 		Type: "object",
+		Defs: defs,
 		Properties: map[string]*jsonschema.Schema{
 			"action": {Type: "string", Enum: names, Description: "the catalogue action, for a plan of one step"},
 			"target": {Type: "string", Description: "the entity to act on: a slug (service:jellyfin, lxc:105, host:strong), a name, a vmid or a hostname; " +

@@ -57,7 +57,19 @@ func TestParamSchemasMatchThePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	type paramsSchema struct {
+		Properties map[string]struct {
+			Type     string   `json:"type"`
+			Default  any      `json:"default"`
+			Minimum  *float64 `json:"minimum"`
+			Maximum  *float64 `json:"maximum"`
+			Enum     []any    `json:"enum"`
+			Describe string   `json:"description"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
 	var schema struct {
+		Defs       map[string]paramsSchema `json:"$defs"`
 		Properties struct {
 			Steps struct {
 				Items struct {
@@ -67,15 +79,7 @@ func TestParamSchemasMatchThePolicy(t *testing.T) {
 								Const string `json:"const"`
 							} `json:"action"`
 							Params struct {
-								Properties map[string]struct {
-									Type     string   `json:"type"`
-									Default  any      `json:"default"`
-									Minimum  *float64 `json:"minimum"`
-									Maximum  *float64 `json:"maximum"`
-									Enum     []any    `json:"enum"`
-									Describe string   `json:"description"`
-								} `json:"properties"`
-								Required []string `json:"required"`
+								Ref string `json:"$ref"`
 							} `json:"params"`
 						} `json:"properties"`
 					} `json:"oneOf"`
@@ -106,7 +110,12 @@ func TestParamSchemasMatchThePolicy(t *testing.T) {
 	checked := 0
 	for _, branch := range schema.Properties.Steps.Items.OneOf {
 		action := policy.Action(branch.Properties.Action.Const)
-		params := branch.Properties.Params
+		def, ok := strings.CutPrefix(branch.Properties.Params.Ref, "#/$defs/")
+		params, found := schema.Defs[def]
+		if !ok || !found {
+			t.Errorf("%s's params reference %q does not resolve", action, branch.Properties.Params.Ref)
+			continue
+		}
 		valid := map[string]any{}
 		for _, name := range params.Required {
 			valid[name] = base[name]

@@ -271,7 +271,7 @@ func TestSDKClientValidatesEveryTool(t *testing.T) {
 	if agg["default"] != "latest" || !reflect.DeepEqual(agg["enum"], []any{"latest", "avg", "max", "min"}) {
 		t.Errorf("query_metrics aggregate = %v, want an enum defaulting to latest", agg)
 	}
-	checkStepsSchema(t, property(t, inputs, "request_execution", "steps"))
+	checkStepsSchema(t, inputs["request_execution"])
 
 	// Resources and prompts.
 	var uris, templates, prompts []string
@@ -387,8 +387,9 @@ func checkStructuredResults(t *testing.T, r sdkReport) {
 // checkStepsSchema checks that a step is oneOf keyed by every catalogue
 // action, each branch with that action's params as the policy's struct
 // has them.
-func checkStepsSchema(t *testing.T, steps map[string]any) {
+func checkStepsSchema(t *testing.T, request map[string]any) {
 	t.Helper()
+	steps := property(t, map[string]map[string]any{"request_execution": request}, "request_execution", "steps")
 	items, _ := steps["items"].(map[string]any)
 	branches, _ := items["oneOf"].([]any)
 	byAction := map[string]map[string]any{}
@@ -396,7 +397,7 @@ func checkStepsSchema(t *testing.T, steps map[string]any) {
 		branch := b.(map[string]any)
 		props := branch["properties"].(map[string]any)
 		action := props["action"].(map[string]any)["const"].(string)
-		byAction[action] = props["params"].(map[string]any)
+		byAction[action] = resolveRef(t, request, props["params"].(map[string]any))
 	}
 	for _, spec := range policy.Catalogue() {
 		params, ok := byAction[string(spec.Action)]
@@ -426,6 +427,22 @@ func checkStepsSchema(t *testing.T, steps map[string]any) {
 	if len(branches) != len(policy.Catalogue()) {
 		t.Errorf("steps has %d branches for %d actions", len(branches), len(policy.Catalogue()))
 	}
+}
+
+// resolveRef follows a "#/$defs/name" reference within root.
+func resolveRef(t *testing.T, root, s map[string]any) map[string]any {
+	t.Helper()
+	ref, ok := s["$ref"].(string)
+	if !ok {
+		return s
+	}
+	name, ok := strings.CutPrefix(ref, "#/$defs/")
+	defs, _ := root["$defs"].(map[string]any)
+	def, found := defs[name].(map[string]any)
+	if !ok || !found {
+		t.Fatalf("reference %s does not resolve", ref)
+	}
+	return def
 }
 
 func property(t *testing.T, inputs map[string]map[string]any, tool, name string) map[string]any {

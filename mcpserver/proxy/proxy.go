@@ -41,6 +41,9 @@ type Proxy struct {
 	cfg          Config
 	log          *slog.Logger
 	tools        []mcp.Tool
+	resources    []mcp.Resource
+	templates    []mcp.ResourceTemplate
+	prompts      []mcp.Prompt
 	instructions string
 	remote       *client.Client
 }
@@ -48,8 +51,8 @@ type Proxy struct {
 // ErrUnauthorized is returned by New when the bot refuses the token.
 var ErrUnauthorized = errors.New("the bot refused the MCP client token")
 
-// New connects to the bot, and lists the tools its token may use: the
-// tools the proxy then offers. It fails at once when the bot cannot be
+// New connects to the bot, and lists the tools its token may use, and its
+// resources and prompts: what the proxy then offers. It fails at once when the bot cannot be
 // reached or refuses the token, so a misconfigured client says so on
 // start rather than on its first call.
 func New(ctx context.Context, cfg Config) (*Proxy, error) {
@@ -71,7 +74,35 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("list the tools of %s: %w", cfg.URL, err)
 	}
 	p.remote, p.tools, p.instructions = remote, tools.Tools, init.Instructions
+	if err := p.listTheRest(ctx, init.Capabilities); err != nil {
+		remote.Close()
+		return nil, err
+	}
 	return p, nil
+}
+
+// listTheRest lists the resources, resource templates and prompts, where
+// the bot offers them (a bot older than they has none).
+func (p *Proxy) listTheRest(ctx context.Context, caps mcp.ServerCapabilities) error {
+	if caps.Resources != nil {
+		res, err := p.remote.ListResources(ctx, mcp.ListResourcesRequest{})
+		if err != nil {
+			return fmt.Errorf("list the resources of %s: %w", p.cfg.URL, err)
+		}
+		templates, err := p.remote.ListResourceTemplates(ctx, mcp.ListResourceTemplatesRequest{})
+		if err != nil {
+			return fmt.Errorf("list the resource templates of %s: %w", p.cfg.URL, err)
+		}
+		p.resources, p.templates = res.Resources, templates.ResourceTemplates
+	}
+	if caps.Prompts != nil {
+		prompts, err := p.remote.ListPrompts(ctx, mcp.ListPromptsRequest{})
+		if err != nil {
+			return fmt.Errorf("list the prompts of %s: %w", p.cfg.URL, err)
+		}
+		p.prompts = prompts.Prompts
+	}
+	return nil
 }
 
 // connect opens and initializes one session with the bot.
@@ -117,13 +148,29 @@ func (p *Proxy) Close() error { return p.remote.Close() }
 // to out. mcp-go keeps one stdio session per process, so serve one stream
 // at a time.
 func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	local := server.NewMCPServer("nomos", p.cfg.Version,
+	opts := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(p.instructions),
-	)
+	}
+	if len(p.resources)+len(p.templates) > 0 {
+		opts = append(opts, server.WithResourceCapabilities(false, false))
+	}
+	if len(p.prompts) > 0 {
+		opts = append(opts, server.WithPromptCapabilities(false))
+	}
+	local := server.NewMCPServer("nomos", p.cfg.Version, opts...)
 	for _, t := range p.tools {
 		local.AddTool(t, p.forward)
+	}
+	for _, r := range p.resources {
+		local.AddResource(r, p.read)
+	}
+	for _, t := range p.templates {
+		local.AddResourceTemplate(t, p.read)
+	}
+	for _, pr := range p.prompts {
+		local.AddPrompt(pr, p.prompt)
 	}
 	ss := server.NewStdioServer(local)
 	ss.SetErrorLogger(slog.NewLogLogger(p.log.With("component", "mcp-stdio").Handler(), slog.LevelWarn))
@@ -142,6 +189,30 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		p.log.WarnContext(ctx, "forwarding a tool call to the bot failed", "tool", req.Params.Name, "url", p.cfg.URL, "err", err)
 		return mcp.NewToolResultError(fmt.Sprintf("%s through the Nomos bot at %s failed: %v", req.Params.Name, p.cfg.URL, err)), nil
+	}
+	return res, nil
+}
+
+// read forwards a resource read to the bot.
+func (p *Proxy) read(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	fwd := mcp.ReadResourceRequest{}
+	fwd.Params.URI = req.Params.URI
+	res, err := p.remote.ReadResource(ctx, fwd)
+	if err != nil {
+		p.log.WarnContext(ctx, "forwarding a resource read to the bot failed", "uri", req.Params.URI, "url", p.cfg.URL, "err", err)
+		return nil, fmt.Errorf("%s through the Nomos bot at %s: %w", req.Params.URI, p.cfg.URL, err)
+	}
+	return res.Contents, nil
+}
+
+// prompt forwards a prompt to the bot.
+func (p *Proxy) prompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	fwd := mcp.GetPromptRequest{}
+	fwd.Params = req.Params
+	res, err := p.remote.GetPrompt(ctx, fwd)
+	if err != nil {
+		p.log.WarnContext(ctx, "forwarding a prompt to the bot failed", "prompt", req.Params.Name, "url", p.cfg.URL, "err", err)
+		return nil, fmt.Errorf("%s through the Nomos bot at %s: %w", req.Params.Name, p.cfg.URL, err)
 	}
 	return res, nil
 }
