@@ -124,17 +124,20 @@ type benchStack struct {
 // connections.
 const benchHarness = "nomos-bench-harness"
 
-// statementCounter counts the statements a store sends, a batch's each.
-type statementCounter struct{ n atomic.Int64 }
+// statementCounter counts the statements a store sends, a batch's each
+// (n), and the round trips they took: a statement alone or a batch is one.
+type statementCounter struct{ n, roundTrips atomic.Int64 }
 
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.roundTrips.Add(1)
 	return ctx
 }
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.roundTrips.Add(1)
 	return ctx
 }
 

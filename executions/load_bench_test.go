@@ -45,7 +45,8 @@ const loadSamples = 200
 // before it). Of the latter the product's part, without labsim's, is in
 // a CPU profile (-cpuprofile). It counts the statements the bot's side
 // sends Postgres, per plan: pg-request/plan to request it, pg-approve/plan
-// from its approval to its result applied; and pg-approve-cpu-ms/plan, the
+// from its approval to its result applied, and pg-approve-trips/plan, the
+// round trips those took (a batch is one); and pg-approve-cpu-ms/plan, the
 // CPU the Postgres backends of the benchmark's database spent in the
 // burst (Postgres shares the cores). Run it with -benchtime 1x.
 //
@@ -82,6 +83,7 @@ func BenchmarkLoadApprovalToSSH(b *testing.B) {
 					cost.postgresCPU += c.postgresCPU
 					cost.requestStatements += c.requestStatements
 					cost.approveStatements += c.approveStatements
+					cost.approveRoundTrips += c.approveRoundTrips
 				}
 				stopProfiles()
 				// The CPU this process (bot side, actuator and labsim) spent
@@ -92,6 +94,7 @@ func BenchmarkLoadApprovalToSSH(b *testing.B) {
 				b.ReportMetric(float64(cost.postgresCPU.Microseconds())/1000/loadSamples, "pg-approve-cpu-ms/plan")
 				b.ReportMetric(float64(cost.requestStatements)/loadSamples, "pg-request/plan")
 				b.ReportMetric(float64(cost.approveStatements)/loadSamples, "pg-approve/plan")
+				b.ReportMetric(float64(cost.approveRoundTrips)/loadSamples, "pg-approve-trips/plan")
 				// The floor's asynq server starts only now: its polls would
 				// count in the plans' CPU.
 				queueFloor := testenv.QueueFloor(b, bs.redis, tasks.PollInterval)
@@ -112,6 +115,7 @@ type loadTarget struct{ host, service, command string }
 type roundCost struct {
 	approveCPU, postgresCPU              time.Duration
 	requestStatements, approveStatements int64
+	approveRoundTrips                    int64
 }
 
 // loadRound requests a plan for each target, approves them all at once,
@@ -135,7 +139,7 @@ func loadRound(b *testing.B, ctx context.Context, bs benchStack, fleet *testenv.
 		ids[i] = p.Execution.ID
 	}
 	cost.requestStatements = bs.statements.n.Load() - statements
-	statements = bs.statements.n.Load()
+	statements, roundTrips := bs.statements.n.Load(), bs.statements.roundTrips.Load()
 	cpu, pgCPU := processCPU(b), postgresCPU(b, ctx, bs.stats)
 	approvedAt := make([]time.Time, len(targets))
 	start := make(chan struct{})
@@ -171,6 +175,7 @@ func loadRound(b *testing.B, ctx context.Context, bs benchStack, fleet *testenv.
 	}
 	cost.approveCPU, cost.postgresCPU = processCPU(b)-cpu, pgCPU()
 	cost.approveStatements = bs.statements.n.Load() - statements
+	cost.approveRoundTrips = bs.statements.roundTrips.Load() - roundTrips
 	after, err := labsim.ReadLog(fleet.LogPath)
 	if err != nil {
 		b.Fatal(err)
