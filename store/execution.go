@@ -634,6 +634,9 @@ func (s *Store) transition(ctx context.Context, conn *pgxpool.Conn, t Transition
 		}
 		b = &pgx.Batch{}
 	}
+	// The row goes in the batch that commits: a row that cannot be decoded
+	// is an error for the caller though the transition stands, as it would
+	// be for every later read of it.
 	queued := b.Len()
 	b.Queue(`SELECT `+executionColumns+` FROM `+executionFrom+` WHERE x.id = $1`, t.ID)
 	b.Queue(`commit`)
