@@ -2,9 +2,11 @@ package actuator
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,5 +118,113 @@ func TestJournalRefusesCorruption(t *testing.T) {
 		if _, err := openJournal(path, t0); err == nil || !strings.Contains(err.Error(), "line") {
 			t.Errorf("journal %q: want an error naming the line, got %v", file, err)
 		}
+	}
+}
+
+// TestJournalConcurrentOrdersStartOnce: orders journal concurrently, and
+// their lines share syncs. Each of 20 orders is delivered twice at the
+// same moment (a duplicate racing the original): exactly one copy starts
+// and the other is told it is a replay, and after every order is sent and
+// finished the file, read back as on a restart, holds each one's three
+// lines once, none left unfinished.
+func TestJournalConcurrentOrdersStartOnce(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "journal")
+	j := openTestJournal(t, path, t0)
+	const orders = 20
+	begun := make([][2]error, orders)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range orders {
+		for copy := range 2 {
+			wg.Go(func() {
+				<-start
+				id := fmt.Sprintf("order-%d", i)
+				err := j.Begin(id, t0)
+				begun[i][copy] = err
+				if err != nil {
+					return
+				}
+				if err := j.Sent(id, t1); err != nil {
+					t.Errorf("Sent %s: %v", id, err)
+				}
+				if err := j.Finish(id, tasks.StatusSucceeded); err != nil {
+					t.Errorf("Finish %s: %v", id, err)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	for i, errs := range begun {
+		started, replays := 0, 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				started++
+			case errors.Is(err, errReplay):
+				replays++
+			default:
+				t.Errorf("Begin order-%d: %v", i, err)
+			}
+		}
+		if started != 1 || replays != 1 {
+			t.Errorf("order-%d delivered twice at once: started %d times and refused as a replay %d times, want once each", i, started, replays)
+		}
+	}
+	j.Close()
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		kind, rest, _ := strings.Cut(line, " ")
+		id, _, _ := strings.Cut(rest, " ")
+		lines[kind+" "+id]++
+	}
+	for i := range orders {
+		for _, kind := range []string{"started", "sent", "finished"} {
+			if n := lines[fmt.Sprintf("%s order-%d", kind, i)]; n != 1 {
+				t.Errorf("%s order-%d: %d lines, want 1", kind, i, n)
+			}
+		}
+	}
+	j = openTestJournal(t, path, t1)
+	if left := j.Unfinished(); len(left) != 0 {
+		t.Errorf("after a restart %d orders are unfinished, want none: %+v", len(left), left)
+	}
+}
+
+// TestJournalFailedSyncFailsEveryLaterCall: once a sync has failed, the
+// journal refuses every later line, even when the file would sync again:
+// the failed fsync may have lost lines other orders wrote before it, and
+// a later one would report success. A pipe stands in for a file whose
+// sync fails (fsync of a pipe is EINVAL).
+func TestJournalFailedSyncFailsEveryLaterCall(t *testing.T) {
+	t.Parallel()
+	j := openTestJournal(t, filepath.Join(t.TempDir(), "journal"), t0)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	j.mu.Lock()
+	file := j.f
+	j.f = w
+	j.mu.Unlock()
+	if err := j.Begin("a", t0); err == nil {
+		t.Fatal("Begin succeeded though its line could not be synced")
+	}
+	j.mu.Lock()
+	j.f = file
+	j.mu.Unlock()
+	w.Close()
+	if err := j.Begin("b", t1); err == nil {
+		t.Error("Begin succeeded after a failed sync, on a file that syncs again")
+	}
+	if err := j.Finish("a", tasks.StatusFailed); err == nil {
+		t.Error("Finish succeeded after a failed sync")
 	}
 }

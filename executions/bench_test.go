@@ -5,11 +5,14 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nomoshq/nomos/actuator"
@@ -106,19 +109,72 @@ func reportOrderPath(b *testing.B, fleet *testenv.Fleet, queueFloor func() time.
 // run it: Postgres seeded with a fleet that labsim serves, Redis, the
 // bot's side (a Service that consumes results and answers the approval
 // checks as the bot does) and an actuator, until the benchmark ends.
+// statements counts what the bot's side sends Postgres; store is a pool
+// of its own for the benchmark's reads, which it does not count.
 type benchStack struct {
-	store *store.Store
-	svc   *executions.Service
-	redis asynq.RedisConnOpt
+	store      *store.Store
+	svc        *executions.Service
+	redis      asynq.RedisConnOpt
+	statements *statementCounter
+	// stats is a connection of the benchmark's own, to ask Postgres
+	// which backends serve its database.
+	stats *pgx.Conn
 }
+
+// benchHarness is the application name of the benchmark's own Postgres
+// connections.
+const benchHarness = "nomos-bench-harness"
+
+// statementCounter counts the statements a store sends, a batch's each
+// (n), and the round trips they took: a statement alone or a batch is one.
+type statementCounter struct{ n, roundTrips atomic.Int64 }
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	c.roundTrips.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.roundTrips.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.n.Add(1)
+}
+
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func newBenchStack(b *testing.B, fleet *testenv.Fleet, operators []string) benchStack {
 	ctx := testenv.Context(b)
-	st, err := store.Open(ctx, store.Config{URL: testenv.DatabaseURL(b)})
+	statements := &statementCounter{}
+	dbURL := testenv.DatabaseURL(b)
+	svcStore, err := store.Open(ctx, store.Config{URL: dbURL, Tracer: statements})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svcStore.Close)
+	// The benchmark's own reads say so, so that postgresCPU leaves them out.
+	harnessURL, err := url.Parse(dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := harnessURL.Query()
+	q.Set("application_name", benchHarness)
+	harnessURL.RawQuery = q.Encode()
+	st, err := store.Open(ctx, store.Config{URL: harnessURL.String()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(st.Close)
+	stats, err := pgx.Connect(ctx, harnessURL.String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stats.Close(context.Background()) })
 	if _, err := st.ApplySeed(ctx, fleet.Seed); err != nil {
 		b.Fatal(err)
 	}
@@ -132,7 +188,7 @@ func newBenchStack(b *testing.B, fleet *testenv.Fleet, operators []string) bench
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	reportPub, reportKey, _ := ed25519.GenerateKey(nil)
 	rules, _ := policy.NewRules(policy.RulesConfig{Operators: operators})
-	svc, err := executions.New(executions.Config{Store: st, Queue: client, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules})
+	svc, err := executions.New(executions.Config{Store: svcStore, Queue: client, SigningKey: priv, ReportVerifyKey: reportPub, Rules: rules})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -152,7 +208,7 @@ func newBenchStack(b *testing.B, fleet *testenv.Fleet, operators []string) bench
 		b.Fatal(err)
 	}
 	testenv.Go(b, func(ctx context.Context) { act.Run(ctx) })
-	return benchStack{store: st, svc: svc, redis: opt}
+	return benchStack{store: st, svc: svc, redis: opt, statements: statements, stats: stats}
 }
 
 // hostOf is the name of the seeded host that runs container vmid.

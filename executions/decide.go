@@ -82,7 +82,7 @@ func (s *Service) vote(ctx context.Context, x store.Execution, d Decision) (stor
 // dispatchApproved dispatches an execution just approved; a failure is
 // left to the reconciler.
 func (s *Service) dispatchApproved(ctx context.Context, x store.Execution) store.Execution {
-	dispatched, err := s.Dispatch(ctx, x.ID)
+	dispatched, err := s.dispatch(ctx, x)
 	if err != nil {
 		s.logger.Warn("dispatch failed; the reconciler will retry", "execution_id", x.ID, "err", err)
 		return x

@@ -23,6 +23,13 @@ func (s *Service) Dispatch(ctx context.Context, id uuid.UUID) (store.Execution, 
 	if err != nil {
 		return x, err
 	}
+	return s.dispatch(ctx, x)
+}
+
+// dispatch is Dispatch of x as just read: the transition that approved it
+// returns the row, and a read more would cost a round trip per approval.
+func (s *Service) dispatch(ctx context.Context, x store.Execution) (store.Execution, error) {
+	id := x.ID
 	if x.State != store.StateApproved && x.State != store.StateDispatched {
 		return x, fmt.Errorf("dispatch execution %s: %w: it is %s", id, ErrNotPending, x.State)
 	}
@@ -43,7 +50,7 @@ func (s *Service) Dispatch(ctx context.Context, id uuid.UUID) (store.Execution, 
 	if x.State == store.StateDispatched {
 		return x, nil
 	}
-	x, err = s.store.Transition(ctx, store.Transition{
+	x, err := s.store.Transition(ctx, store.Transition{
 		ID: id, From: []store.ExecutionState{store.StateApproved}, To: store.StateDispatched,
 		Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.dispatched"},
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/nomoshq/nomos/executions"
 	"github.com/nomoshq/nomos/internal/fleetgen"
@@ -38,8 +39,16 @@ const loadSamples = 200
 // bare SSH connection from dial to a command's first byte. Every plan must
 // end succeeded with its command run exactly once on its host: that is
 // checked, the times are only reported. It reports too the CPU the process
-// spent per plan (cpu-ms/plan), which the machine's load hardly moves. Run
-// it with -benchtime 1x.
+// spent per plan, which the machine's load hardly moves: cpu-ms/plan in
+// all, and approve-cpu-ms/plan from the approvals to the last plan ended
+// (the burst whose CPU bounds approval → SSH; the plans are requested
+// before it). Of the latter the product's part, without labsim's, is in
+// a CPU profile (-cpuprofile). It counts the statements the bot's side
+// sends Postgres, per plan: pg-request/plan to request it, pg-approve/plan
+// from its approval to its result applied, and pg-approve-trips/plan, the
+// round trips those took (a batch is one); and pg-approve-cpu-ms/plan, the
+// CPU the Postgres backends of the benchmark's database spent in the
+// burst (Postgres shares the cores). Run it with -benchtime 1x.
 //
 // NOMOS_BENCH_PROFILE=dir writes a CPU, block and mutex profile of the
 // rounds that approve 50 plans at once to dir.
@@ -56,27 +65,39 @@ func BenchmarkLoadApprovalToSSH(b *testing.B) {
 		}
 	}
 	bs := newBenchStack(b, fleet, loadOperators)
-	st, svc, opt := bs.store, bs.svc, bs.redis
-	queueFloor := testenv.QueueFloor(b, opt, tasks.PollInterval)
 
 	for _, n := range []int{1, 10, 50, 200} {
 		b.Run(fmt.Sprintf("plans=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				var toSSH, toApplied []time.Duration
+				var cost roundCost
 				stopProfiles := func() {}
 				if dir := os.Getenv("NOMOS_BENCH_PROFILE"); dir != "" && n == 50 {
 					stopProfiles = testenv.StartProfiles(b, dir)
 				}
 				cpuBefore := processCPU(b)
 				for round := range loadSamples / n {
-					ssh, applied := loadRound(b, ctx, svc, st, fleet, targets[round*n:round*n+n])
+					ssh, applied, c := loadRound(b, ctx, bs, fleet, targets[round*n:round*n+n])
 					toSSH, toApplied = append(toSSH, ssh...), append(toApplied, applied...)
+					cost.approveCPU += c.approveCPU
+					cost.postgresCPU += c.postgresCPU
+					cost.requestStatements += c.requestStatements
+					cost.approveStatements += c.approveStatements
+					cost.approveRoundTrips += c.approveRoundTrips
 				}
 				stopProfiles()
 				// The CPU this process (bot side, actuator and labsim) spent
 				// per plan: unlike the times, it hardly moves with the load
 				// others put on the machine.
 				b.ReportMetric(float64((processCPU(b)-cpuBefore).Microseconds())/1000/loadSamples, "cpu-ms/plan")
+				b.ReportMetric(float64(cost.approveCPU.Microseconds())/1000/loadSamples, "approve-cpu-ms/plan")
+				b.ReportMetric(float64(cost.postgresCPU.Microseconds())/1000/loadSamples, "pg-approve-cpu-ms/plan")
+				b.ReportMetric(float64(cost.requestStatements)/loadSamples, "pg-request/plan")
+				b.ReportMetric(float64(cost.approveStatements)/loadSamples, "pg-approve/plan")
+				b.ReportMetric(float64(cost.approveRoundTrips)/loadSamples, "pg-approve-trips/plan")
+				// The floor's asynq server starts only now: its polls would
+				// count in the plans' CPU.
+				queueFloor := testenv.QueueFloor(b, bs.redis, tasks.PollInterval)
 				reportOrderPath(b, fleet, queueFloor, toSSH, toApplied, 50, func(i int) (string, string) {
 					t := targets[i%len(targets)]
 					return t.host, t.command
@@ -88,15 +109,26 @@ func BenchmarkLoadApprovalToSSH(b *testing.B) {
 
 type loadTarget struct{ host, service, command string }
 
+// roundCost is what a round cost the process and Postgres: the CPU from
+// the approvals to the last plan ended, and the statements the bot's side
+// sent to request the plans and from their approval to their end.
+type roundCost struct {
+	approveCPU, postgresCPU              time.Duration
+	requestStatements, approveStatements int64
+	approveRoundTrips                    int64
+}
+
 // loadRound requests a plan for each target, approves them all at once,
 // waits for every one to end, and checks that each succeeded with its
 // command run once. It returns each plan's approval → first SSH byte and
-// exit → applied.
-func loadRound(b *testing.B, ctx context.Context, svc *executions.Service, st *store.Store, fleet *testenv.Fleet, targets []loadTarget) (toSSH, toApplied []time.Duration) {
+// exit → applied, and the round's cost.
+func loadRound(b *testing.B, ctx context.Context, bs benchStack, fleet *testenv.Fleet, targets []loadTarget) (toSSH, toApplied []time.Duration, cost roundCost) {
+	svc, st := bs.svc, bs.store
 	before, err := labsim.ReadLog(fleet.LogPath)
 	if err != nil {
 		b.Fatal(err)
 	}
+	statements := bs.statements.n.Load()
 	ids := make([]uuid.UUID, len(targets))
 	for i, t := range targets {
 		p, err := svc.Request(ctx, executions.Request{Action: "restart", Target: t.service, Params: json.RawMessage(`{}`),
@@ -106,6 +138,9 @@ func loadRound(b *testing.B, ctx context.Context, svc *executions.Service, st *s
 		}
 		ids[i] = p.Execution.ID
 	}
+	cost.requestStatements = bs.statements.n.Load() - statements
+	statements, roundTrips := bs.statements.n.Load(), bs.statements.roundTrips.Load()
+	cpu, pgCPU := processCPU(b), postgresCPU(b, ctx, bs.stats)
 	approvedAt := make([]time.Time, len(targets))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -138,6 +173,9 @@ func loadRound(b *testing.B, ctx context.Context, svc *executions.Service, st *s
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+	cost.approveCPU, cost.postgresCPU = processCPU(b)-cpu, pgCPU()
+	cost.approveStatements = bs.statements.n.Load() - statements
+	cost.approveRoundTrips = bs.statements.roundTrips.Load() - roundTrips
 	after, err := labsim.ReadLog(fleet.LogPath)
 	if err != nil {
 		b.Fatal(err)
@@ -158,7 +196,52 @@ func loadRound(b *testing.B, ctx context.Context, svc *executions.Service, st *s
 		toSSH = append(toSSH, e.TS.Sub(approvedAt[i]))
 		toApplied = append(toApplied, x.UpdatedAt.Sub(e.TS.Add(time.Duration(e.DurationMS)*time.Millisecond)))
 	}
-	return toSSH, toApplied
+	return toSSH, toApplied, cost
+}
+
+// postgresCPU returns a function that says how much CPU the Postgres
+// backends serving conn's database have used since it was made: the server
+// runs on the same cores, so its share of a plan belongs in the figure.
+// It reads each backend's run time from /proc/<pid>/schedstat, so it
+// needs Postgres on this machine; it reports -1 when it cannot read them.
+// The benchmark's own connections (benchHarness), conn among them, are
+// left out.
+func postgresCPU(b *testing.B, ctx context.Context, conn *pgx.Conn) func() time.Duration {
+	sample := func() map[int]time.Duration {
+		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name <> $1`, benchHarness)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			b.Fatal(err)
+		}
+		ran := map[int]time.Duration{}
+		for _, pid := range pids {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+			if err != nil {
+				continue // ended meanwhile, or not on this machine
+			}
+			var ns int64
+			if _, err := fmt.Sscan(string(data), &ns); err == nil {
+				ran[pid] = time.Duration(ns)
+			}
+		}
+		return ran
+	}
+	before := sample()
+	return func() time.Duration {
+		after := sample()
+		if len(after) == 0 {
+			return -1
+		}
+		var d time.Duration
+		for pid, t := range after {
+			d += t - before[pid]
+		}
+		return d
+	}
 }
 
 // processCPU is the user and system CPU time this process has used.

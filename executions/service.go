@@ -385,7 +385,10 @@ func (s *Service) Request(ctx context.Context, r Request) (Planned, error) {
 	if err != nil {
 		return Planned{}, err
 	}
-	g, err := s.loadGraph(ctx)
+	// Every edge and override, but of the entities only each step's
+	// target and its neighbours, read as build resolves it: decoding the
+	// whole fleet's attributes was most of a request's CPU.
+	g, err := s.loadEdges(ctx)
 	if err != nil {
 		return Planned{}, err
 	}
@@ -552,6 +555,13 @@ func (s *Service) build(ctx context.Context, g *graph, st Step, now time.Time, o
 		return builtStep{}, &AmbiguousTargetError{Ref: st.Target, Candidates: cands}
 	}
 	entity := matches[0]
+	ents, _, err := s.neighbourhood(ctx, entity)
+	if err != nil {
+		return builtStep{}, err
+	}
+	for _, e := range ents {
+		g.entities[e.Slug] = e
+	}
 	if params, err = adapt(params, entity, g.guestOf(entity)); err != nil {
 		return builtStep{}, err
 	}
@@ -829,23 +839,41 @@ type graph struct {
 }
 
 func (s *Service) loadGraph(ctx context.Context) (*graph, error) {
-	// Three independent reads, on three connections at once: they sit on
-	// the path from an operator's message to the plan card.
+	// Three independent reads, on three connections at once.
 	var (
-		wg           sync.WaitGroup
-		rels         []store.Relationship
-		ovs          []store.PolicyOverride
-		relErr, oErr error
+		wg   sync.WaitGroup
+		ents []store.Entity
+		err  error
 	)
-	wg.Add(2)
-	go func() { defer wg.Done(); rels, relErr = s.store.Relationships(ctx) }()
-	go func() { defer wg.Done(); ovs, oErr = s.store.PolicyOverrides(ctx) }()
-	ents, err := s.store.ListEntities(ctx, "")
+	wg.Go(func() { ents, err = s.store.ListEntities(ctx, "") })
+	g, gErr := s.loadEdges(ctx)
 	wg.Wait()
-	if err := cmp.Or(relErr, oErr, err); err != nil {
+	if err := cmp.Or(gErr, err); err != nil {
 		return nil, err
 	}
-	g := newGraph(ents, rels)
+	for _, e := range ents {
+		g.entities[e.Slug] = e
+	}
+	return g, nil
+}
+
+// loadEdges is the graph's every edge and policy override, without its
+// entities: a request adds those of each step's target as it resolves it.
+// The two reads go on two connections at once: they sit on the path from
+// an operator's message to the plan card.
+func (s *Service) loadEdges(ctx context.Context) (*graph, error) {
+	var (
+		wg   sync.WaitGroup
+		ovs  []store.PolicyOverride
+		oErr error
+	)
+	wg.Go(func() { ovs, oErr = s.store.PolicyOverrides(ctx) })
+	rels, relErr := s.store.Relationships(ctx)
+	wg.Wait()
+	if err := cmp.Or(relErr, oErr); err != nil {
+		return nil, err
+	}
+	g := newGraph(nil, rels)
 	for _, o := range ovs {
 		c, err := policy.ParseClass(o.RiskClass)
 		if err != nil {
@@ -866,15 +894,21 @@ func (s *Service) loadGraph(ctx context.Context) (*graph, error) {
 // which cost a few milliseconds of CPU per order at 200 containers and
 // made a burst of approvals queue for the CPU.
 func (s *Service) loadNeighbourhood(ctx context.Context, e store.Entity) (*graph, error) {
-	host := e.AttrString("host")
-	if e.Type == "host" {
-		host = e.Name
-	}
-	ents, rels, err := s.store.Neighbourhood(ctx, e.ID, "host:"+host)
+	ents, rels, err := s.neighbourhood(ctx, e)
 	if err != nil {
 		return nil, err
 	}
 	return newGraph(ents, rels), nil
+}
+
+// neighbourhood is e, the entities one edge away, its host, and the
+// edges that touch e.
+func (s *Service) neighbourhood(ctx context.Context, e store.Entity) ([]store.Entity, []store.Relationship, error) {
+	host := e.AttrString("host")
+	if e.Type == "host" {
+		host = e.Name
+	}
+	return s.store.Neighbourhood(ctx, e.ID, "host:"+host)
 }
 
 // newGraph is the graph of ents, by slug, and the edges rels.

@@ -423,8 +423,10 @@ func (s *Sim) runLocked(b builtin, c *call) int {
 
 // saveSoonLocked writes the state after a command changed it, on a
 // goroutine of its own, so that commands on other containers do not wait
-// for the write. Changes made while a write is under way are written once
-// it is done, together. Close waits for the last write.
+// for the write. The write waits saveDelay first, or until Close begins,
+// and takes every change made meanwhile: a burst of commands is written
+// once rather than once each, since encoding the whole fleet costs more
+// than a command. Close waits for the last write.
 func (s *Sim) saveSoonLocked() {
 	if s.saving {
 		s.resave = true
@@ -434,9 +436,12 @@ func (s *Sim) saveSoonLocked() {
 	s.saves.Add(1)
 	go func() {
 		defer s.saves.Done()
-		s.mu.Lock()
-		defer s.mu.Unlock()
 		for {
+			select {
+			case <-time.After(saveDelay):
+			case <-s.closing:
+			}
+			s.mu.Lock()
 			s.resave = false
 			data, err := json.Marshal(s.state)
 			s.mu.Unlock()
@@ -449,11 +454,17 @@ func (s *Sim) saveSoonLocked() {
 			s.mu.Lock()
 			if !s.resave {
 				s.saving = false
+				s.mu.Unlock()
 				return
 			}
+			s.mu.Unlock()
 		}
 	}()
 }
+
+// saveDelay is how long a change to the state waits to be written with
+// the changes after it.
+const saveDelay = 100 * time.Millisecond
 
 func (s *Sim) saveLocked() {
 	if err := saveState(s.statePath, s.state); err != nil {

@@ -43,9 +43,11 @@ type Sim struct {
 	state *simState
 	// saving is set while a goroutine writes state.json, and resave when
 	// the state changed again meanwhile; both under mu. saves counts
-	// that goroutine, which Close waits for.
+	// that goroutine, which Close waits for; closing, closed when Close
+	// begins, tells it to write at once.
 	saving, resave bool
 	saves          sync.WaitGroup
+	closing        chan struct{}
 
 	faultMu    sync.Mutex // serialises faults.json read-modify-write
 	lastFaults faultSet
@@ -104,6 +106,7 @@ func New(cfg Config) (*Sim, error) {
 		logPath:    cmp.Or(cfg.LogPath, filepath.Join(cfg.StateDir, "commands.jsonl")),
 		sessions:   map[*activeSession]struct{}{},
 		conns:      map[*trackedConn]struct{}{},
+		closing:    make(chan struct{}),
 	}
 	if s.clock == nil {
 		s.clock = time.Now
@@ -213,6 +216,7 @@ func (s *Sim) Close() error {
 }
 
 func (s *Sim) close() error {
+	close(s.closing)
 	s.sessMu.Lock()
 	s.closed = true
 	sessions := make([]*activeSession, 0, len(s.sessions))

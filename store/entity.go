@@ -120,14 +120,25 @@ func (s *Store) Relationships(ctx context.Context) ([]Relationship, error) {
 
 // Neighbourhood returns the entity id, every entity one edge away from
 // it and the entity named alsoSlug (its host, say), checks aside as in
-// ListEntities, with the edges that touch id: what an order for id needs of the graph, without reading the
-// whole fleet for it.
+// ListEntities, with the edges that touch id: what an order for id needs
+// of the graph, without reading the whole fleet for it. Both reads go in
+// one round trip: every dispatch makes them.
 func (s *Store) Neighbourhood(ctx context.Context, id uuid.UUID, alsoSlug string) ([]Entity, []Relationship, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM `+entityFrom+`
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+entityColumns+` FROM `+entityFrom+`
 		WHERE e.type <> 'check' AND (e.id = $1 OR e.slug = $2
 			OR e.id IN (SELECT to_id FROM relationships WHERE from_id = $1)
 			OR e.id IN (SELECT from_id FROM relationships WHERE to_id = $1))
 		ORDER BY e.type, e.slug`, id, alsoSlug)
+	b.Queue(`SELECT f.slug, t.slug, r.type
+		FROM relationships r
+		JOIN entities f ON f.id = r.from_id
+		JOIN entities t ON t.id = r.to_id
+		WHERE r.from_id = $1 OR r.to_id = $1
+		ORDER BY f.slug, r.type, t.slug`, id)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
 	if err != nil {
 		return nil, nil, fmt.Errorf("entity neighbourhood: %w", err)
 	}
@@ -135,12 +146,7 @@ func (s *Store) Neighbourhood(ctx context.Context, id uuid.UUID, alsoSlug string
 	if err != nil {
 		return nil, nil, fmt.Errorf("entity neighbourhood: %w", err)
 	}
-	rows, err = s.pool.Query(ctx, `SELECT f.slug, t.slug, r.type
-		FROM relationships r
-		JOIN entities f ON f.id = r.from_id
-		JOIN entities t ON t.id = r.to_id
-		WHERE r.from_id = $1 OR r.to_id = $1
-		ORDER BY f.slug, r.type, t.slug`, id)
+	rows, err = br.Query()
 	if err != nil {
 		return nil, nil, fmt.Errorf("entity neighbourhood: %w", err)
 	}
@@ -150,6 +156,9 @@ func (s *Store) Neighbourhood(ctx context.Context, id uuid.UUID, alsoSlug string
 		return r, err
 	})
 	if err != nil {
+		return nil, nil, fmt.Errorf("entity neighbourhood: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, nil, fmt.Errorf("entity neighbourhood: %w", err)
 	}
 	return ents, rels, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // ExecutionState is a state of the execution state machine that
@@ -538,74 +539,27 @@ type Transition struct {
 
 // Transition applies t if the execution is in one of t.From. Otherwise it
 // changes nothing and returns *ErrStateConflict with the current row.
+//
+// Every order goes through four transitions (approved, dispatched,
+// running, its end), so a transition is sent as two batches, not a round
+// trip per statement: BEGIN, the plan's lock, the decision and the update;
+// then the audit row, the notification, the row as it now is and COMMIT.
+// The statements and their order are those of a transaction sent one by
+// one (docs/operations.md, "Latency, measured").
 func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error) {
-	from := make([]string, len(t.From))
-	for i, st := range t.From {
-		from[i] = string(st)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Execution{}, fmt.Errorf("transition execution %s to %s: %w", t.ID, t.To, err)
 	}
-	var x Execution
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		planID, err := lockPlanOf(ctx, tx, t.ID)
-		if err != nil {
-			return err
+	// The pool closes a connection released inside a transaction, which
+	// rolls it back; a rollback here keeps the connection.
+	defer func() {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(ctx, "rollback")
 		}
-		if t.Decision != nil {
-			// The row lock orders a decision after a quorum vote under way
-			// (RecordVote takes it first too), so neither waits on the other's
-			// approvals row while holding what the other needs.
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, t.ID); err != nil {
-				return err
-			}
-			if err := insertApproval(ctx, tx, t.ID, *t.Decision); err != nil {
-				return err
-			}
-		}
-		var hb *time.Time
-		if t.Heartbeat {
-			now := s.now()
-			hb = &now
-		}
-		tag, err := tx.Exec(ctx, `UPDATE executions SET state = $3,
-				result = coalesce($4, result), error = coalesce($5, error),
-				progress_tail = coalesce($6, progress_tail),
-				heartbeat_at = coalesce($7, heartbeat_at), updated_at = $8,
-				progress_seq = greatest(progress_seq, $9)
-			WHERE id = $1 AND state = ANY($2) AND ($9 = 0 OR progress_seq < $9)`,
-			t.ID, from, t.To, nullJSON(t.Result), t.Error, t.ProgressTail, hb, s.now(), t.ProgressSeq)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			cur, err := getExecution(ctx, tx, t.ID)
-			if err != nil {
-				return err
-			}
-			return &ErrStateConflict{Current: cur}
-		}
-		a := t.Audit
-		a.ExecutionID = &t.ID
-		p := newPipeline(tx)
-		if err := audit(ctx, p, a); err != nil {
-			return err
-		}
-		if err := notify(ctx, p, t.ID, t.To); err != nil {
-			return err
-		}
-		if planID != nil {
-			// The plan moves on in the same transaction: no crash can leave
-			// a step done and the next one neither ready nor skipped.
-			if err := p.flush(ctx); err != nil {
-				return err
-			}
-			if err := settlePlan(ctx, tx, *planID, s.now()); err != nil {
-				return err
-			}
-		}
-		if x, err = getExecution(ctx, p, t.ID); err != nil {
-			return err
-		}
-		return p.flush(ctx)
-	})
+		conn.Release()
+	}()
+	x, err := s.transition(ctx, conn, t)
 	if err != nil {
 		var conflict *ErrStateConflict
 		var decided *ErrAlreadyDecided
@@ -615,6 +569,131 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 		return Execution{}, fmt.Errorf("transition execution %s to %s: %w", t.ID, t.To, err)
 	}
 	return x, nil
+}
+
+func (s *Store) transition(ctx context.Context, conn *pgxpool.Conn, t Transition) (Execution, error) {
+	from := make([]string, len(t.From))
+	for i, st := range t.From {
+		from[i] = string(st)
+	}
+	var hb *time.Time
+	if t.Heartbeat {
+		now := s.now()
+		hb = &now
+	}
+	b := &pgx.Batch{}
+	b.Queue(`begin`)
+	// The plan's lock first, as RecordVote takes it.
+	b.Queue(`SELECT p.id FROM plans p WHERE p.id = (SELECT plan_id FROM executions WHERE id = $1) FOR UPDATE`, t.ID)
+	if t.Decision != nil {
+		// The row lock orders a decision after a quorum vote under way
+		// (RecordVote takes it first too), so neither waits on the other's
+		// approvals row while holding what the other needs.
+		b.Queue(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, t.ID)
+		queueApproval(b, t.ID, *t.Decision)
+	}
+	b.Queue(`UPDATE executions SET state = $3,
+			result = coalesce($4, result), error = coalesce($5, error),
+			progress_tail = coalesce($6, progress_tail),
+			heartbeat_at = coalesce($7, heartbeat_at), updated_at = $8,
+			progress_seq = greatest(progress_seq, $9)
+		WHERE id = $1 AND state = ANY($2) AND ($9 = 0 OR progress_seq < $9)`,
+		t.ID, from, t.To, nullJSON(t.Result), t.Error, t.ProgressTail, hb, s.now(), t.ProgressSeq)
+	planID, recorded, updated, err := sendTransition(ctx, conn, b, t.Decision != nil)
+	if err != nil {
+		return Execution{}, err
+	}
+	if !recorded {
+		return Execution{}, alreadyDecided(ctx, conn, t.ID)
+	}
+	if !updated {
+		cur, err := getExecution(ctx, conn, t.ID)
+		if err != nil {
+			return Execution{}, err
+		}
+		return Execution{}, &ErrStateConflict{Current: cur}
+	}
+	a := t.Audit
+	a.ExecutionID = &t.ID
+	b = &pgx.Batch{}
+	q := &pipeline{batch: b}
+	if err := audit(ctx, q, a); err != nil {
+		return Execution{}, err
+	}
+	if err := notify(ctx, q, t.ID, t.To); err != nil {
+		return Execution{}, err
+	}
+	if planID != nil {
+		// The plan moves on in the same transaction: no crash can leave
+		// a step done and the next one neither ready nor skipped.
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return Execution{}, err
+		}
+		if err := settlePlan(ctx, conn, *planID, s.now()); err != nil {
+			return Execution{}, err
+		}
+		b = &pgx.Batch{}
+	}
+	// The row goes in the batch that commits: a row that cannot be decoded
+	// is an error for the caller though the transition stands, as it would
+	// be for every later read of it.
+	queued := b.Len()
+	b.Queue(`SELECT `+executionColumns+` FROM `+executionFrom+` WHERE x.id = $1`, t.ID)
+	b.Queue(`commit`)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	for range queued {
+		if _, err := br.Exec(); err != nil {
+			return Execution{}, err
+		}
+	}
+	x, err := scanExecution(br.QueryRow())
+	if err != nil {
+		return Execution{}, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return Execution{}, err
+	}
+	return x, br.Close()
+}
+
+// sendTransition sends a transition's first batch (begin, the plan's
+// lock, with decision the row lock and the approval, and the update) and
+// reads it: the plan locked, if any; whether the approval was recorded
+// (true without decision); whether the update changed the row.
+func sendTransition(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, decision bool) (planID *uuid.UUID, recorded, updated bool, err error) {
+	br := conn.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return nil, false, false, err
+	}
+	var id uuid.UUID
+	switch err := br.QueryRow().Scan(&id); {
+	case err == nil:
+		planID = &id
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, false, false, err
+	}
+	recorded = true
+	if decision {
+		if _, err := br.Exec(); err != nil {
+			return nil, false, false, err
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, false, false, err
+		}
+		recorded = tag.RowsAffected() > 0
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return nil, false, false, err
+	}
+	return planID, recorded, tag.RowsAffected() > 0, nil
 }
 
 // UpdateProgress records output and a heartbeat for a running execution
@@ -669,27 +748,43 @@ func (s *Store) ExecutionByCard(ctx context.Context, eventID string) (Execution,
 }
 
 func insertApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, a Approval) error {
-	tag, err := tx.Exec(ctx, `INSERT INTO approvals (execution_id, decision, decided_by, method, event_id, plan_hash, decided_at, standing_id)
-		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8) ON CONFLICT (execution_id) DO NOTHING`,
-		id, a.Decision, a.DecidedBy, a.Method, a.EventID, a.PlanHash, a.DecidedAt, a.StandingID)
+	tag, err := tx.Exec(ctx, approvalInsert, approvalArgs(id, a)...)
 	if err != nil {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		var existing Approval
-		var eventID *string
-		err := tx.QueryRow(ctx, `SELECT decision, decided_by, method, event_id, plan_hash, decided_at
-			FROM approvals WHERE execution_id = $1`, id).Scan(&existing.Decision, &existing.DecidedBy,
-			&existing.Method, &eventID, &existing.PlanHash, &existing.DecidedAt)
-		if err != nil {
-			return err
-		}
-		if eventID != nil {
-			existing.EventID = *eventID
-		}
-		return &ErrAlreadyDecided{Existing: existing}
+		return alreadyDecided(ctx, tx, id)
 	}
 	return nil
+}
+
+// queueApproval queues the insert of an execution's one decision; it
+// changes no row when a decision is already on record.
+func queueApproval(b *pgx.Batch, id uuid.UUID, a Approval) {
+	b.Queue(approvalInsert, approvalArgs(id, a)...)
+}
+
+const approvalInsert = `INSERT INTO approvals (execution_id, decision, decided_by, method, event_id, plan_hash, decided_at, standing_id)
+	VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8) ON CONFLICT (execution_id) DO NOTHING`
+
+func approvalArgs(id uuid.UUID, a Approval) []any {
+	return []any{id, a.Decision, a.DecidedBy, a.Method, a.EventID, a.PlanHash, a.DecidedAt, a.StandingID}
+}
+
+// alreadyDecided is the *ErrAlreadyDecided for the decision on record.
+func alreadyDecided(ctx context.Context, q rowQuerier, id uuid.UUID) error {
+	var existing Approval
+	var eventID *string
+	err := q.QueryRow(ctx, `SELECT decision, decided_by, method, event_id, plan_hash, decided_at
+		FROM approvals WHERE execution_id = $1`, id).Scan(&existing.Decision, &existing.DecidedBy,
+		&existing.Method, &eventID, &existing.PlanHash, &existing.DecidedAt)
+	if err != nil {
+		return err
+	}
+	if eventID != nil {
+		existing.EventID = *eventID
+	}
+	return &ErrAlreadyDecided{Existing: existing}
 }
 
 type execer interface {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // SystemActor is who the audit log names for what Nomos does on its own,
@@ -94,7 +95,7 @@ func lockPlanOf(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*uuid.UUID, error
 // timeout or an unknown outcome the rest are skipped; a plan denied,
 // expired or cancelled takes every waiting step with it. The caller holds
 // the plan's lock.
-func settlePlan(ctx context.Context, tx pgx.Tx, planID uuid.UUID, now time.Time) error {
+func settlePlan(ctx context.Context, tx txQuerier, planID uuid.UUID, now time.Time) error {
 	rows, err := tx.Query(ctx, `SELECT id, state, plan_position FROM executions WHERE plan_id = $1 ORDER BY plan_position`, planID)
 	if err != nil {
 		return err
@@ -144,6 +145,12 @@ func settlePlan(ctx context.Context, tx pgx.Tx, planID uuid.UUID, now time.Time)
 		}
 	}
 	return nil
+}
+
+// txQuerier is a transaction: a pgx.Tx, or a connection that began one.
+type txQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // nextStepState is what a waiting step becomes once the step before it
