@@ -3,6 +3,7 @@ package executions
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -34,13 +35,41 @@ func (h *ResultsHandler) putBack(ctx context.Context, t *asynq.Task) bool {
 	return true
 }
 
+// appliedBeforeDeath reports whether t is a copy SweepReports put back
+// and every refusal of it is a replay: the killed consumer had applied the
+// report and died before it could tell asynq. The refusals are in the
+// audit log; the operators are not warned of a replay from Redis, which
+// this is not.
+func (h *ResultsHandler) appliedBeforeDeath(ctx context.Context, t *asynq.Task, refused []*RefusedReport) bool {
+	for _, r := range refused {
+		if r.Reason != RefusedReplayed {
+			return false
+		}
+	}
+	id, _ := asynq.GetTaskID(ctx)
+	i := strings.LastIndex(id, resentTag)
+	if i < 0 {
+		return false
+	}
+	if mark, err := h.Lease.Redis.Get(ctx, tasks.ReportResent(id[:i])).Result(); err != nil || mark != id {
+		return false
+	}
+	h.Service.logger.Info("a report put back had been applied by the consumer that died holding it", "type", t.Type(), "task_id", id)
+	return true
+}
+
+// resentTag joins a report's task id and its copy's time in the copy's
+// task id.
+const resentTag = ":resent:"
+
 // SweepReports puts back, within seconds, the reports of the results
 // queue that a consumer took and was killed holding: asynq shows them
 // taken and their lease (tasks.ReportLease) has lapsed. Each goes back
 // as a copy of the same signed bytes under a task id of its own, and the
 // original is marked (tasks.ReportResent) so that it is dropped when
 // asynq's own recoverer gives it back. A copy of a report the dead bot
-// had applied before it died is refused as a replay and changes nothing.
+// had applied before it died is refused as a replay and changes nothing,
+// and the operators are not warned of it (appliedBeforeDeath).
 // It needs h.Lease.Redis; it sweeps until ctx ends.
 func (h *ResultsHandler) SweepReports(ctx context.Context, inspector *asynq.Inspector) {
 	s := &lease.Sweeper{
@@ -49,7 +78,7 @@ func (h *ResultsHandler) SweepReports(ctx context.Context, inspector *asynq.Insp
 		Queue:     tasks.QueueResults,
 		Key:       func(ti *asynq.TaskInfo) string { return tasks.ReportLease(ti.ID) },
 		Resend: func(ctx context.Context, ti *asynq.TaskInfo) error {
-			copyID := ti.ID + ":resent:" + strconv.FormatInt(h.Service.now().UnixNano(), 36)
+			copyID := ti.ID + resentTag + strconv.FormatInt(h.Service.now().UnixNano(), 36)
 			task := asynq.NewTask(ti.Type, ti.Payload, asynq.Queue(tasks.QueueResults), asynq.TaskID(copyID),
 				asynq.MaxRetry(ti.MaxRetry), asynq.Retention(tasks.RunRetention))
 			if _, err := h.Service.cfg.Queue.EnqueueContext(ctx, task); err != nil {

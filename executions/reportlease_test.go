@@ -306,3 +306,90 @@ func diff[T comparable](t *testing.T, what string, want, got T) {
 		t.Errorf("%s: got %v, want %v", what, got, want)
 	}
 }
+
+// TestReportAppliedByAKilledBotIsNotAnnouncedAsAReplay: the bot that took
+// a result applied it and was killed before it could tell asynq. The copy
+// the next bot puts back is refused as a replay, changes nothing, and is
+// not announced to the operators as a replay from Redis, which it is not.
+// A replay that is not such a copy is still announced (TestForgedReports…).
+func TestReportAppliedByAKilledBotIsNotAnnouncedAsAReplay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+		t.Fatal(err)
+	}
+	// The dead bot: it applies the result, then never returns.
+	applied := make(chan string, 1)
+	block := make(chan struct{})
+	dead := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{Concurrency: 1, TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
+	if err := dead.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		if _, err := b.svc.ApplyReport(ctx, task.Type(), task.Payload()); err != nil {
+			t.Errorf("the dead bot's apply: %v", err)
+		}
+		id, _ := asynq.GetTaskID(ctx)
+		applied <- id
+		<-block
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(block); dead.Shutdown() })
+	task, err := tasks.NewResultTask(b.reportKey, tasks.Result{ExecutionID: x.ID.String(), Actuator: tasks.DefaultActuator,
+		PlanHash: x.PlanHash, Status: tasks.StatusSucceeded, Output: "done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(b.redis)
+	defer client.Close()
+	if _, err := client.EnqueueContext(b.ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	var orig string
+	select {
+	case orig = <-applied:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dead bot never took the result")
+	}
+	dead.Stop()
+
+	rdb := redis.NewClient(&redis.Options{Addr: b.redis.Addr, DB: b.redis.DB})
+	defer rdb.Close()
+	var announced []executions.RefusedReport
+	var mu sync.Mutex
+	h := &executions.ResultsHandler{Service: b.svc, Lease: lease.Config{Redis: rdb, TTL: reportLeaseTTL},
+		OnRefused: func(_ context.Context, r executions.RefusedReport) {
+			mu.Lock()
+			announced = append(announced, r)
+			mu.Unlock()
+		}}
+	next := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
+	if err := next.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	defer next.Shutdown()
+	inspector := asynq.NewInspector(b.redis)
+	defer inspector.Close()
+	ctx, cancel := context.WithCancel(b.ctx)
+	swept := make(chan struct{})
+	go func() { defer close(swept); h.SweepReports(ctx, inspector) }()
+	defer func() { cancel(); <-swept }()
+
+	// The copy is done with: completed, not archived as a refusal.
+	deadline := time.Now().Add(30 * time.Second)
+	var state asynq.TaskState
+	for time.Now().Before(deadline) {
+		if copyID, err := rdb.Get(b.ctx, tasks.ReportResent(orig)).Result(); err == nil {
+			if ti, err := b.inspector.GetTaskInfo(tasks.QueueResults, copyID); err == nil && (ti.State == asynq.TaskStateCompleted || ti.State == asynq.TaskStateArchived) {
+				state = ti.State
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	diff(t, "the copy's state", asynq.TaskStateCompleted, state)
+	mu.Lock()
+	diff(t, "refusals announced", 0, len(announced))
+	mu.Unlock()
+	diff(t, "successes in the audit log", 1, countOf(auditActions(t, b, x.ID), "execution.succeeded"))
+}

@@ -45,6 +45,9 @@ func (h *ResultsHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	a, err := h.Service.ApplyReport(ctx, t.Type(), t.Payload())
 	if refused := refusedReports(err); len(refused) > 0 {
+		if h.Lease.Redis != nil && h.appliedBeforeDeath(ctx, t, refused) {
+			return nil
+		}
 		for _, r := range refused {
 			if h.OnRefused != nil {
 				h.OnRefused(ctx, *r)
