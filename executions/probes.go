@@ -33,6 +33,13 @@ const probeBatch = 1000
 // Each check is claimed for its slot in the database, so a restart or a
 // second bot never sends one slot twice.
 func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
+	return s.probeDue(ctx, 0)
+}
+
+// probeDue is ProbeDue for the checks due within ahead of now as well,
+// each sent at its slot: RunProber claims the checks of its next tick so
+// that none waits for that tick (up to ProbeInterval late) to be sent.
+func (s *Service) probeDue(ctx context.Context, ahead time.Duration) (ProbeReport, error) {
 	var rep ProbeReport
 	now := s.now()
 	stale, err := s.store.MarkStale(ctx, now)
@@ -40,7 +47,7 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 		return rep, err
 	}
 	rep.Stale = stale
-	due, err := s.store.ClaimDueChecks(ctx, now, probeBatch)
+	due, err := s.store.ClaimChecksDueBy(ctx, now, now.Add(ahead), probeBatch)
 	if err != nil || len(due) == 0 {
 		return rep, err
 	}
@@ -50,6 +57,11 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 	}
 	var errs []error
 	for _, c := range due {
+		if !s.waitFor(ctx, c.Slot) {
+			// Stopping: the claimed slots are lost, not the checks.
+			break
+		}
+		now := s.now()
 		e, ok := byID[c.TargetID.String()]
 		if !ok || e.Lifecycle == "destroyed" {
 			rep.Skipped++
@@ -107,10 +119,29 @@ func (s *Service) probeGraph(ctx context.Context, now time.Time) (*graph, map[st
 	return g, byID, nil
 }
 
+// waitFor waits until at, by the service's clock, and reports false if
+// ctx ended first.
+func (s *Service) waitFor(ctx context.Context, at time.Time) bool {
+	d := at.Sub(s.now())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // RunProber probes at once and then every ProbeInterval until ctx ends.
+// Each pass claims the checks due before the next one and sends each at
+// its slot, so a probe is sent on time rather than up to a tick late.
 func (s *Service) RunProber(ctx context.Context) {
 	loop.Every(ctx, s.cfg.ProbeInterval, func(ctx context.Context) {
-		rep, err := s.ProbeDue(ctx)
+		rep, err := s.probeDue(ctx, s.cfg.ProbeInterval)
 		if err != nil && ctx.Err() == nil {
 			s.logger.Error("probe due checks", "err", err)
 		}
