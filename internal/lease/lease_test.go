@@ -14,19 +14,26 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// setup gives a test a Redis database of its own, as asynq and as a
+// client.
+func setup(t *testing.T) (context.Context, asynq.RedisConnOpt, redis.UniversalClient) {
+	t.Helper()
+	opt, err := asynq.ParseRedisURI(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := opt.MakeRedisClient().(redis.UniversalClient)
+	t.Cleanup(func() { rdb.Close() })
+	return testenv.Context(t), opt, rdb
+}
+
 // TestSweeperResendsOnlyTasksWhoseHolderStopped: a task taken by a
 // holder that renews its lease is left alone however long it runs; once
 // the holder stops renewing (it was killed), the task is resent, once,
 // after two looks without a lease.
 func TestSweeperResendsOnlyTasksWhoseHolderStopped(t *testing.T) {
 	t.Parallel()
-	ctx := testenv.Context(t)
-	opt, err := asynq.ParseRedisURI(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := opt.MakeRedisClient().(redis.UniversalClient)
-	defer rdb.Close()
+	ctx, opt, rdb := setup(t)
 	cfg := lease.Config{Redis: rdb, TTL: 300 * time.Millisecond, Logger: testenv.Logger(t)}
 	const queue = "lease-test"
 
@@ -101,13 +108,7 @@ func TestSweeperResendsOnlyTasksWhoseHolderStopped(t *testing.T) {
 // at once rather than letting it lapse.
 func TestReleaseDeletesTheLease(t *testing.T) {
 	t.Parallel()
-	ctx := testenv.Context(t)
-	opt, err := asynq.ParseRedisURI(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := opt.MakeRedisClient().(redis.UniversalClient)
-	defer rdb.Close()
+	ctx, _, rdb := setup(t)
 	release := lease.Hold(ctx, lease.Config{Redis: rdb, TTL: time.Minute, Owner: "me"}, "lease-test:k")
 	if v, err := rdb.Get(ctx, "lease-test:k").Result(); err != nil || v != "me" {
 		t.Fatalf("while held the lease reads %q, %v; want me", v, err)
