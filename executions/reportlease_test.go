@@ -393,3 +393,66 @@ func TestReportAppliedByAKilledBotIsNotAnnouncedAsAReplay(t *testing.T) {
 	mu.Unlock()
 	diff(t, "successes in the audit log", 1, countOf(auditActions(t, b, x.ID), "execution.succeeded"))
 }
+
+// TestAReplayDressedAsAPutBackCopyChangesNothing: a Redis writer copies a
+// result already applied, names the copy as the bot names what it puts
+// back, and writes the mark that says so. The copy changes nothing and
+// is refused in the audit log; all the disguise buys is that the room is
+// not told of it.
+func TestAReplayDressedAsAPutBackCopyChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	x := b.request(t, "restart", "jellyfin", "").Execution
+	if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.result(t, tasks.Result{ExecutionID: x.ID.String(), PlanHash: x.PlanHash, Status: tasks.StatusSucceeded, Output: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	refusedBefore := b.auditCount(t, "report.refused")
+
+	// The writer's copy: the genuine signed result, replayed.
+	task, err := tasks.NewResultTask(b.reportKey, tasks.Result{ExecutionID: x.ID.String(), Actuator: tasks.DefaultActuator,
+		PlanHash: x.PlanHash, Status: tasks.StatusSucceeded, Output: "done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := "result:" + x.ID.String() + ":succeeded"
+	copyID := orig + ":resent:forged"
+	rdb := redis.NewClient(&redis.Options{Addr: b.redis.Addr, DB: b.redis.DB})
+	defer rdb.Close()
+	if err := rdb.Set(b.ctx, tasks.ReportResent(orig), copyID, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(b.redis)
+	defer client.Close()
+	if _, err := client.EnqueueContext(b.ctx, asynq.NewTask(task.Type(), task.Payload(), asynq.Queue(tasks.QueueResults), asynq.TaskID(copyID), asynq.Retention(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	var announced int
+	var mu sync.Mutex
+	h := &executions.ResultsHandler{Service: b.svc, Lease: lease.Config{Redis: rdb, TTL: reportLeaseTTL},
+		OnRefused: func(context.Context, executions.RefusedReport) { mu.Lock(); announced++; mu.Unlock() }}
+	srv := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
+	if err := srv.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if ti, err := b.inspector.GetTaskInfo(tasks.QueueResults, copyID); err == nil && ti.State == asynq.TaskStateCompleted {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got, err := b.store.GetExecution(b.ctx, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "the execution's state", "succeeded", string(got.State))
+	diff(t, "successes in the audit log", 1, countOf(auditActions(t, b, x.ID), "execution.succeeded"))
+	diff(t, "refusals in the audit log", refusedBefore+1, b.auditCount(t, "report.refused"))
+	mu.Lock()
+	diff(t, "refusals announced", 0, announced)
+	mu.Unlock()
+}
