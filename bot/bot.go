@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto/cryptohelper"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nomoshq/nomos/bot/agent"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/lease"
 	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/internal/schedule"
@@ -152,8 +154,11 @@ type Bot struct {
 	readers map[id.UserID]bool
 	// inspector withdraws a cancelled plan's order from the queue.
 	inspector *asynq.Inspector
-	// results consumes the actuator's reports while the bot runs.
+	// results consumes the actuator's reports while the bot runs, and
+	// reports holds its leases on the reports it applies.
 	results *asynq.Server
+	reports *executions.ResultsHandler
+	rdb     redis.UniversalClient
 
 	startedAt time.Time
 	cards     *editor
@@ -245,6 +250,7 @@ func (b *Bot) Services() []supervisor.Service {
 		// its owner closes, and a later Run needs.
 		{Name: "matrix", Start: b.startMatrix},
 		{Name: "results", Start: b.startResults, Stop: b.stopResults},
+		{Name: "report_leases", Run: b.sweepReports},
 		{Name: "approval_checks", Run: b.answerApprovalChecks},
 		{Name: "card_editor", Start: b.startEditor, Stop: func() { b.cards.stop() }},
 		{Name: "reconciler", Run: func(ctx context.Context) error { b.exec.RunReconciler(ctx); return nil }},
@@ -297,16 +303,21 @@ func (b *Bot) startMatrix(ctx context.Context) error {
 	return nil
 }
 
-// startResults consumes the actuator's reports; the inspector withdraws
-// cancelled orders.
+// startResults consumes the actuator's reports, each under a short lease
+// (executions.ResultsHandler.Lease); the inspector withdraws cancelled
+// orders and finds the reports a killed bot held.
 func (b *Bot) startResults(context.Context) error {
+	b.rdb = b.cfg.Redis.MakeRedisClient().(redis.UniversalClient)
+	b.reports = &executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport,
+		Lease: lease.Config{Redis: b.rdb, Owner: "bot", Logger: b.logger}}
 	b.results = asynq.NewServer(b.cfg.Redis, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency:       tasks.ResultsConcurrency,
 		TaskCheckInterval: tasks.PollInterval, // results re-invoke the agent; a poll delay is felt
 		Logger:            tasks.Logger(b.logger),
 		LogLevel:          asynq.WarnLevel,
 	}))
-	if err := b.results.Start(&executions.ResultsHandler{Service: b.exec, OnRefused: b.onRefusedReport}); err != nil {
+	if err := b.results.Start(b.reports); err != nil {
+		b.rdb.Close()
 		return fmt.Errorf("start results consumer: %w", err)
 	}
 	b.inspector = asynq.NewInspector(b.cfg.Redis)
@@ -324,6 +335,13 @@ func (b *Bot) answerApprovalChecks(ctx context.Context) error {
 func (b *Bot) stopResults() {
 	b.inspector.Close()
 	b.results.Shutdown()
+	b.rdb.Close()
+}
+
+// sweepReports puts back at once the reports a killed bot held.
+func (b *Bot) sweepReports(ctx context.Context) error {
+	b.reports.SweepReports(ctx, b.inspector)
+	return nil
 }
 
 // startEditor gives this run a fresh card editor: a stopped one takes no

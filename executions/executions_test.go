@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +28,12 @@ import (
 	"github.com/nomoshq/nomos/tasks"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(consumerEnv) != "" {
+		os.Exit(runConsumer())
+	}
+	testenv.Main(m)
+}
 
 const operator = "@operator:localhost"
 

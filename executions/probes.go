@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nomoshq/nomos/internal/loop"
@@ -33,23 +34,52 @@ const probeBatch = 1000
 // Each check is claimed for its slot in the database, so a restart or a
 // second bot never sends one slot twice.
 func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
-	var rep ProbeReport
+	p, err := s.claimProbes(ctx, 0)
+	if err != nil {
+		return p.rep, err
+	}
+	return p.send(ctx)
+}
+
+// probePass is the checks one pass of the prober claimed, to be sent each
+// at its slot, with the fleet they are sent against.
+type probePass struct {
+	s    *Service
+	due  []store.DueCheck
+	g    *graph
+	byID map[string]store.Entity
+	rep  ProbeReport
+}
+
+// claimProbes marks stale targets and claims the checks due by ahead of
+// now, in the order of their slots.
+func (s *Service) claimProbes(ctx context.Context, ahead time.Duration) (probePass, error) {
+	p := probePass{s: s}
 	now := s.now()
 	stale, err := s.store.MarkStale(ctx, now)
 	if err != nil {
-		return rep, err
+		return p, err
 	}
-	rep.Stale = stale
-	due, err := s.store.ClaimDueChecks(ctx, now, probeBatch)
-	if err != nil || len(due) == 0 {
-		return rep, err
+	p.rep.Stale = stale
+	p.due, err = s.store.ClaimChecksDueBy(ctx, now, now.Add(ahead), probeBatch)
+	if err != nil || len(p.due) == 0 {
+		return p, err
 	}
-	g, byID, err := s.probeGraph(ctx, now)
-	if err != nil {
-		return rep, err
-	}
+	p.g, p.byID, err = s.probeGraph(ctx, now)
+	return p, err
+}
+
+// send sends each claimed check at its slot. A pass cut short by ctx
+// loses the slots it had not sent, not the checks: each one's next slot
+// is claimed as usual.
+func (p probePass) send(ctx context.Context) (ProbeReport, error) {
+	s, g, byID, rep := p.s, p.g, p.byID, p.rep
 	var errs []error
-	for _, c := range due {
+	for _, c := range p.due {
+		if !s.waitFor(ctx, c.Slot) {
+			break
+		}
+		now := s.now()
 		e, ok := byID[c.TargetID.String()]
 		if !ok || e.Lifecycle == "destroyed" {
 			rep.Skipped++
@@ -107,15 +137,47 @@ func (s *Service) probeGraph(ctx context.Context, now time.Time) (*graph, map[st
 	return g, byID, nil
 }
 
+// waitFor waits until at, by the service's clock, and reports false if
+// ctx ended first.
+func (s *Service) waitFor(ctx context.Context, at time.Time) bool {
+	d := at.Sub(s.now())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // RunProber probes at once and then every ProbeInterval until ctx ends.
+// Each pass claims the checks due within the next two ticks and hands
+// them to a sender of their own, which sends each at its slot: no probe
+// waits for a tick (up to ProbeInterval late), nor for the next pass's
+// own queries, which run while the last pass's probes are still going out.
 func (s *Service) RunProber(ctx context.Context) {
+	var senders sync.WaitGroup
+	defer senders.Wait()
 	loop.Every(ctx, s.cfg.ProbeInterval, func(ctx context.Context) {
-		rep, err := s.ProbeDue(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.logger.Error("probe due checks", "err", err)
+		p, err := s.claimProbes(ctx, 2*s.cfg.ProbeInterval)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.logger.Error("probe due checks", "err", err)
+			}
+			return
 		}
-		if rep.Stale > 0 || rep.Skipped > 0 {
-			s.logger.Info("prober", "sent", rep.Sent, "skipped", rep.Skipped, "stale", rep.Stale)
-		}
+		senders.Go(func() {
+			rep, err := p.send(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.logger.Error("probe due checks", "err", err)
+			}
+			if rep.Stale > 0 || rep.Skipped > 0 {
+				s.logger.Info("prober", "sent", rep.Sent, "skipped", rep.Skipped, "stale", rep.Stale)
+			}
+		})
 	})
 }

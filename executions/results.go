@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/internal/lease"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -24,14 +25,29 @@ type ResultsHandler struct {
 	Service   *Service
 	OnChange  func(context.Context, Applied)
 	OnRefused func(context.Context, RefusedReport)
+	// Lease, when its Redis is set, is held on each report while it is
+	// applied, so that SweepReports puts back within seconds a report
+	// whose consumer was killed holding it, rather than after asynq's
+	// own lease of up to a minute and a half.
+	Lease lease.Config
 }
 
 var _ asynq.Handler = (*ResultsHandler)(nil)
 
 // ProcessTask implements asynq.Handler. A refused message is not retried.
 func (h *ResultsHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	if h.Lease.Redis != nil {
+		if h.putBack(ctx, t) {
+			return nil
+		}
+		id, _ := asynq.GetTaskID(ctx)
+		defer lease.Hold(ctx, h.Lease, tasks.ReportLease(id))()
+	}
 	a, err := h.Service.ApplyReport(ctx, t.Type(), t.Payload())
 	if refused := refusedReports(err); len(refused) > 0 {
+		if h.Lease.Redis != nil && h.appliedBeforeDeath(ctx, t, refused) {
+			return nil
+		}
 		for _, r := range refused {
 			if h.OnRefused != nil {
 				h.OnRefused(ctx, *r)

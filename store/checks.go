@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +19,9 @@ type DueCheck struct {
 	Kind     string
 	Spec     map[string]any
 	Interval time.Duration
+	// Slot is when the check is to run: its claimed next run, or the
+	// claim's now when that has passed.
+	Slot time.Time
 }
 
 // ClaimDueChecks takes up to limit enabled checks that are due at now and
@@ -25,14 +29,23 @@ type DueCheck struct {
 // schedulers never send the same check for the same slot. A check never
 // run before is due at once.
 func (s *Store) ClaimDueChecks(ctx context.Context, now time.Time, limit int) ([]DueCheck, error) {
+	return s.ClaimChecksDueBy(ctx, now, now, limit)
+}
+
+// ClaimChecksDueBy is ClaimDueChecks for the checks due by until, a moment
+// after now, in the order of their slots: a prober that claims a tick
+// ahead can send each at its slot rather than at its next tick. A check's
+// next run is an interval after its slot (or after now, for one overdue).
+func (s *Store) ClaimChecksDueBy(ctx context.Context, now, until time.Time, limit int) ([]DueCheck, error) {
 	rows, err := s.pool.Query(ctx, `UPDATE check_defs c
-		SET next_run_at = $1::timestamptz + make_interval(secs => c.interval_seconds), last_run_at = $1
+		SET next_run_at = greatest(c.next_run_at, $1::timestamptz) + make_interval(secs => c.interval_seconds),
+		    last_run_at = greatest(c.next_run_at, $1::timestamptz)
 		FROM (SELECT id FROM check_defs
-		      WHERE enabled AND (next_run_at IS NULL OR next_run_at <= $1)
+		      WHERE enabled AND (next_run_at IS NULL OR next_run_at <= $3)
 		      ORDER BY next_run_at NULLS FIRST, slug
 		      LIMIT $2 FOR UPDATE SKIP LOCKED) due
 		WHERE c.id = due.id
-		RETURNING c.id, c.slug, c.target_id, c.kind, c.spec, c.interval_seconds`, now, limit)
+		RETURNING c.id, c.slug, c.target_id, c.kind, c.spec, c.interval_seconds, c.last_run_at`, now, limit, until)
 	if err != nil {
 		return nil, fmt.Errorf("claim due checks: %w", err)
 	}
@@ -42,7 +55,7 @@ func (s *Store) ClaimDueChecks(ctx context.Context, now time.Time, limit int) ([
 		var c DueCheck
 		var spec []byte
 		var secs int
-		if err := rows.Scan(&c.ID, &c.Slug, &c.TargetID, &c.Kind, &spec, &secs); err != nil {
+		if err := rows.Scan(&c.ID, &c.Slug, &c.TargetID, &c.Kind, &spec, &secs, &c.Slot); err != nil {
 			return nil, fmt.Errorf("claim due checks: %w", err)
 		}
 		if err := json.Unmarshal(spec, &c.Spec); err != nil {
@@ -51,7 +64,11 @@ func (s *Store) ClaimDueChecks(ctx context.Context, now time.Time, limit int) ([
 		c.Interval = time.Duration(secs) * time.Second
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b DueCheck) int { return a.Slot.Compare(b.Slot) })
+	return out, nil
 }
 
 // StaleAfter is how many of its interval a check may go without a result

@@ -336,3 +336,39 @@ func TestAQuietCheckIsNotHiddenByAnotherThatAnswers(t *testing.T) {
 		t.Errorf("after a failing result, service:postgres is %s; want unhealthy", e.Health)
 	}
 }
+
+// TestClaimChecksDueByKeepsTheSlot: a prober that claims a tick ahead gets
+// each check with its own slot, in slot order, and the check's next slot
+// is an interval after that one, not after the claim; nothing due after
+// the look-ahead is taken.
+func TestClaimChecksDueByKeepsTheSlot(t *testing.T) {
+	t.Parallel()
+	s, _ := seeded(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	claimAll(t, s, now) // every check ran at now
+
+	// 29.6 s on, a claim 500 ms ahead takes the 30 s checks, due at 30 s.
+	at := now.Add(29600 * time.Millisecond)
+	due, err := s.ClaimChecksDueBy(t.Context(), at, at.Add(500*time.Millisecond), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slugs []string
+	for _, c := range due {
+		slugs = append(slugs, c.Slug)
+		if !c.Slot.Equal(now.Add(30 * time.Second)) {
+			t.Errorf("%s claimed for %s, want its slot %s", c.Slug, c.Slot, now.Add(30*time.Second))
+		}
+	}
+	if want := []string{"adguard-dns", "caddy-http"}; !slices.Equal(slices.Sorted(slices.Values(slugs)), want) {
+		t.Errorf("claimed %v ahead, want the 30 s checks %v", slugs, want)
+	}
+	// Their next slot is at 60 s: a claim at 59.9 s without look-ahead
+	// takes none of them; one at 60 s takes them again.
+	if got := claimAll(t, s, now.Add(59900*time.Millisecond)); len(got) != 0 {
+		t.Errorf("claimed %v before the next slot", slices.Collect(maps.Keys(got)))
+	}
+	if got := claimAll(t, s, now.Add(60*time.Second)); got["caddy-http"].Slug == "" {
+		t.Errorf("caddy-http not due at its next slot; claimed %v", slices.Collect(maps.Keys(got)))
+	}
+}

@@ -30,3 +30,15 @@ func siteOf(s string) string {
 func OrderLease(site, executionID string) string {
 	return "nomos:order-lease:" + siteOf(site) + ":" + executionID
 }
+
+// ReportLease is the Redis key the bot holds, with a short expiry it
+// renews, while it applies the report of asynq task taskID from the
+// results queue. A report asynq shows as taken whose lease has lapsed was
+// taken by a bot that was killed; another bot puts a copy of it back.
+func ReportLease(taskID string) string { return "nomos:report-lease:" + taskID }
+
+// ReportResent marks a report of the results queue that a bot put back
+// as a copy (the mark's value) because the bot that took it died. When
+// asynq's own recoverer gives the original back, a minute or more later,
+// it is dropped: the copy stands for it.
+func ReportResent(taskID string) string { return "nomos:report-resent:" + taskID }

@@ -99,6 +99,8 @@ var importRules = []importRule{
 	{pkg: "internal/humantime", allowedDirect: []string{}},
 	{pkg: "internal/typo", allowedDirect: []string{}, noIO: true},
 	{pkg: "internal/backoff", allowedDirect: []string{}},
+	// Task leases: asynq and its Redis client, nothing of Nomos.
+	{pkg: "internal/lease", allowedDirect: []string{"github.com/hibiken/asynq", "github.com/redis/go-redis/v9"}},
 	// What a Proxmox node prints, read for the actuator and for `nomos
 	// discover -from`: pure, so both read the same bytes the same way.
 	{pkg: "internal/pveout", allowedDirect: []string{}, noIO: true},

@@ -25,8 +25,9 @@ func botKilled(t *testing.T, s *stack) {
 		}
 		restarted := time.Now()
 		s.bot.start()
-		// A report the killed bot had taken off the queue comes back only
-		// when asynq recovers its lease: up to a minute and a half.
+		// A report the killed bot had taken off the queue is put back
+		// by the restarted bot once its report lease (3 s) lapses;
+		// asynq's own recovery, a minute or two, is the long stop.
 		x, ended := s.awaitEnd(p, 3*time.Minute)
 		n := runs(s.log(), p.logFrom, p.command)
 		res.RunsExpected++
