@@ -3,11 +3,14 @@ package bot_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix/event"
 
+	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 )
 
@@ -125,5 +128,109 @@ func TestNearMissesAreSuggested(t *testing.T) {
 	b.waitFor(t, b.botSays("Did you mean `show gitea`?"))
 	if xs, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{}); err != nil || len(xs) != 0 {
 		t.Fatalf("a near miss made %d plans (err %v), want none", len(xs), err)
+	}
+}
+
+// TestCheckUpdatesOnAllInTheRoom: `check updates on all` reads apt's
+// upgradable list in every running container through the node's gate
+// and answers with one message, edited into the summary: no card and no
+// approval for any container, and a container whose run state no
+// inventory has read yet is asked too. labsim's Outdated containers have the
+// point release's libc6, libc-bin (restart), openssh-server and curl
+// (security) pending (labsim/updates.go); caddy is made current, gitea's
+// network is cut so apt-get update fails, and authentik's apt list
+// hangs past the wait.
+func TestCheckUpdatesOnAllInTheRoom(t *testing.T) {
+	t.Parallel()
+	current := func(c *labsim.Config) {
+		for h := range c.Hosts {
+			for i := range c.Hosts[h].Containers {
+				if c.Hosts[h].Name == "strong" && c.Hosts[h].Containers[i].VMID == 104 {
+					c.Hosts[h].Containers[i].Outdated = false
+				}
+			}
+		}
+	}
+	b := setup(t, withFleet(testenv.WithGate(hostgate.Rules{}), current),
+		withConfig(func(c *bot.Config) { c.ReadAllWait = 5 * time.Second }))
+	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultNetDown, Target: "102"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultHang, Target: "103", Match: "pct exec 103 -- apt list"}); err != nil {
+		t.Fatal(err)
+	}
+	ask := b.say(t, b.operator, "check updates on all containers", "")
+	ack := b.waitFor(t, b.botSays("Checking updates on 15 running containers"))
+	if m := ack.Content.AsMessage(); m.RelatesTo.GetReplyTo() != ask {
+		t.Errorf("the answer does not reply to the request")
+	}
+	got := b.waitFor(t, b.cardEdited(ack.ID, "Total:"))
+	body := got.Content.AsMessage().NewContent.Body
+	for _, want := range []string{
+		"Updates on 15 containers:",
+		"jellyfin (lxc:strong/101): 4 packages, 2 from security; ⚠️ libc-bin, libc6 need a restart to take effect",
+		"syncthing (lxc:hubris/100): 4 packages, 2 from security",
+		"Could not check:",
+		"gitea (lxc:strong/102): failed",
+		"authentik (lxc:strong/103): timed out: no answer within 5s",
+		// seeds/policy.yaml raises every action on these to
+		// config_mutation: the read is not made, nor a card for it.
+		"Not checked, a person must approve a read here:",
+		"postgres (lxc:strong/105): raised to config_mutation by policy for ",
+		"; check updates on lxc:strong/105 asks on its own card",
+		"vaultwarden (lxc:hubris/110): raised to config_mutation by policy for service:vaultwarden",
+		"adguard (lxc:hubris/112): raised to config_mutation by policy for service:adguard",
+		"Up to date: caddy (lxc:strong/104).",
+		// Its seed says it is stopped, but no inventory has said so yet:
+		// it is asked, and its host says why not.
+		"teddycloud (lxc:hubris/131): failed",
+		"Total: 32 packages upgradable on 8 containers, 16 from security; 8 need a restart after the upgrade; 1 up to date; 3 could not be checked; 3 need approval to check.",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the summary does not say %q:\n%s", want, body)
+		}
+	}
+	// Worst first: what has updates, then what could not be checked,
+	// then what is current.
+	if i, j, k := strings.Index(body, "jellyfin"), strings.Index(body, "Could not check:"), strings.Index(body, "Up to date:"); !(i < j && j < k) {
+		t.Errorf("the summary is not worst first:\n%s", body)
+	}
+	for _, m := range b.botBodies(t) {
+		if strings.Contains(m, "awaiting approval") {
+			t.Errorf("a read across the fleet asked for a decision: %q", m)
+		}
+	}
+	xs, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]int{}
+	for _, x := range xs {
+		if x.State == store.StateCancelled || x.Action != "apt_upgrade" {
+			continue
+		}
+		read[x.TargetSlug]++
+		if x.CardEventID != "" || x.RoomID != "" {
+			t.Errorf("the read of %s has a card (%q in %q)", x.TargetSlug, x.CardEventID, x.RoomID)
+		}
+		if x.Approval == nil || x.Approval.Method != "auto" {
+			t.Errorf("the read of %s was not approved by itself: %+v", x.TargetSlug, x.Approval)
+		}
+	}
+	if len(read) != 12 {
+		t.Errorf("%d containers were read, want 12: %v", len(read), read)
+	}
+	for slug, n := range read {
+		if n != 1 {
+			t.Errorf("%s was read %d times, want once", slug, n)
+		}
+	}
+	if n := b.count(t, "pct exec 101 -- apt list --upgradable"); n != 1 {
+		t.Errorf("labsim listed 101's upgrades %d times, want once", n)
+	}
+	for _, c := range b.fleet.Commands(t) {
+		if strings.Contains(c, "apt-get -q -y") {
+			t.Errorf("a read installed something: %s", c)
+		}
 	}
 }

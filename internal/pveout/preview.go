@@ -286,3 +286,35 @@ func ParseBackupList(out string) ([]Backup, error) {
 	}
 	return list, nil
 }
+
+// aptListRE is one line of `apt list --upgradable`, as apt's
+// ListSingleVersion (apt-private/private-output.cc) prints it:
+// "NAME/SUITE[,SUITE…] VERSION ARCH [upgradable from: OLD]".
+var aptListRE = regexp.MustCompile(`^([a-z0-9][a-z0-9+.-]+)/(\S+) (\S+) (\S+) \[upgradable from: ([^\]]+)\]$`)
+
+// AptList is what `apt list --upgradable` printed.
+type AptList struct {
+	// Changes are the upgradable packages; Origins holds the suites.
+	Changes []AptChange
+	// Complete says apt's "Listing..." header was there, so no line was
+	// cut from the front of the output; without it the list is a tail.
+	Complete bool
+}
+
+// ParseAptList reads `apt list --upgradable`, after whatever came before
+// it in the same output (apt-get update's lines). Lines that are not
+// upgradable packages are skipped.
+func ParseAptList(out string) AptList {
+	var l AptList
+	for line := range strings.Lines(out) {
+		line = strings.TrimRight(line, "\r\n")
+		if line == "Listing..." || line == "Listing... Done" {
+			l.Complete, l.Changes = true, nil
+			continue
+		}
+		if m := aptListRE.FindStringSubmatch(line); m != nil {
+			l.Changes = append(l.Changes, AptChange{Name: m[1], From: m[5], To: m[3], Origins: strings.Split(m[2], ",")})
+		}
+	}
+	return l
+}

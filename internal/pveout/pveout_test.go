@@ -337,3 +337,35 @@ func TestParseVMs(t *testing.T) {
 		diff(t, "agent: "+tc.agent, tc.on, got.Agent)
 	}
 }
+
+// TestParseAptList reads `apt list --upgradable` as apt's
+// ListSingleVersion prints it (apt-private/private-output.cc: name/suites
+// version arch [upgradable from: old], the suites comma-joined), after
+// apt-get update's lines in the same output; without the "Listing..."
+// header the list is known to be a tail only.
+func TestParseAptList(t *testing.T) {
+	t.Parallel()
+	out := "Hit:1 http://deb.debian.org/debian bookworm InRelease\nReading package lists...\n" +
+		"Listing...\n" +
+		"curl/stable-security 7.88.1-10+deb12u12 amd64 [upgradable from: 7.88.1-10+deb12u8]\n" +
+		"libc6/stable,stable-updates 2.36-9+deb12u9 amd64 [upgradable from: 2.36-9+deb12u7]\n" +
+		"N: There is 1 additional version. Please use the '-a' switch to see it\n"
+	got := pveout.ParseAptList(out)
+	want := pveout.AptList{Complete: true, Changes: []pveout.AptChange{
+		{Name: "curl", From: "7.88.1-10+deb12u8", To: "7.88.1-10+deb12u12", Origins: []string{"stable-security"}},
+		{Name: "libc6", From: "2.36-9+deb12u7", To: "2.36-9+deb12u9", Origins: []string{"stable", "stable-updates"}},
+	}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParseAptList (-want +got):\n%s", d)
+	}
+	if !got.Changes[0].Security() || got.Changes[1].Security() {
+		t.Errorf("security: curl %v, libc6 %v; want true, false", got.Changes[0].Security(), got.Changes[1].Security())
+	}
+	tail := pveout.ParseAptList("libc6/stable 2.36-9+deb12u9 amd64 [upgradable from: 2.36-9+deb12u7]\n")
+	if tail.Complete || len(tail.Changes) != 1 {
+		t.Errorf("a tail without the header = %+v, want one change, not complete", tail)
+	}
+	if l := pveout.ParseAptList("Listing...\n"); !l.Complete || len(l.Changes) != 0 {
+		t.Errorf("nothing upgradable = %+v", l)
+	}
+}
