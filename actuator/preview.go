@@ -190,7 +190,7 @@ func previewSnapshots(ctx context.Context, a *Actuator, r tasks.PreviewRun, res 
 
 // previewDestroy reads what goes with the container: its snapshots, its
 // volumes, the backup jobs that include it and its newest backup on
-// their storages.
+// their storages, and its replication jobs.
 func previewDestroy(ctx context.Context, a *Actuator, r tasks.PreviewRun, res *tasks.PreviewResult) error {
 	vmid, err := container(r)
 	if err != nil {
@@ -218,7 +218,46 @@ func previewDestroy(ctx context.Context, a *Actuator, r tasks.PreviewRun, res *t
 		return err
 	}
 	res.Backup = backup
+	res.Replication, err = a.replicationStatus(ctx, r, vmid)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		// The rest of the preview stands; the card says this part is
+		// missing.
+		logctx.From(ctx).Warn("preview could not read the replication jobs", "err", err)
+	}
 	return nil
+}
+
+// replicationStatus reads the storage replication jobs of the guest's
+// node and keeps vmid's: pct destroy refuses a container with one unless
+// --purge, which removes them with it.
+func (a *Actuator) replicationStatus(ctx context.Context, r tasks.PreviewRun, vmid int) (*tasks.ReplicationStatus, error) {
+	node := cmp.Or(r.Target.Node, r.Target.Host)
+	if tasks.ValidateNode(node) != nil {
+		return nil, fmt.Errorf("no node name to read replication jobs on")
+	}
+	out, err := a.readOnly(ctx, r, "pvesh get /nodes/"+node+"/replication --output-format json")
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := pveout.ParseReplicationJobs([]byte(out))
+	if err != nil {
+		return nil, err
+	}
+	st := &tasks.ReplicationStatus{}
+	for _, j := range jobs {
+		if j.Guest != vmid {
+			continue
+		}
+		job := tasks.ReplicationJob{ID: j.ID, Target: j.Target, Schedule: j.Schedule, Enabled: !j.Disabled, LastSync: j.LastSync, FailCount: j.FailCount}
+		if (tasks.ReplicationStatus{Jobs: []tasks.ReplicationJob{job}}).Validate() != nil || len(st.Jobs) == tasks.MaxPreviewListed {
+			return nil, fmt.Errorf("replication job %.20q is not one Proxmox would write", j.ID)
+		}
+		st.Jobs = append(st.Jobs, job)
+	}
+	return st, nil
 }
 
 func deref(v *pveout.Volume) pveout.Volume {

@@ -220,6 +220,7 @@ func destroyLines(v CardView, t cardTarget) []string {
 			items = append(items, "Disks removed: "+strings.Join(r.Volumes, ", ")+".")
 		}
 		items = append(items, backupLines(r.Backup, t, v.Now)...)
+		items = append(items, replicationLines(r.Replication, purges(v), t, v.Now)...)
 	}
 	if v.Planned.Facts.HA {
 		items = append(items, "Proxmox HA manages "+ctName(t)+"; the destroy takes it out of HA.")
@@ -258,6 +259,47 @@ func backupLines(b *tasks.BackupStatus, t cardTarget, now time.Time) []string {
 	}
 	if len(b.Unread) > 0 {
 		items = append(items, "Could not read the backups on "+strings.Join(b.Unread, ", ")+".")
+	}
+	return items
+}
+
+// purges says the plan's destroy runs with --purge, which takes the
+// guest out of its replication jobs, backup jobs and HA.
+func purges(v CardView) bool {
+	return slices.ContainsFunc(v.Planned.Execution.Steps, func(s string) bool { return strings.Contains(s, "destroy") && strings.Contains(s, "--purge") })
+}
+
+// replicationLines names the guest's storage replication jobs: where
+// each replicates to, how often, and its last sync. pct destroy refuses
+// a guest with one unless --purge (pve-container API2/LXC.pm
+// destroy_vm), which removes them.
+func replicationLines(rs *tasks.ReplicationStatus, purge bool, t cardTarget, now time.Time) []string {
+	switch {
+	case rs == nil:
+		return []string{"Its replication jobs could not be read."}
+	case len(rs.Jobs) == 0:
+		return []string{ctName(t) + " has no replication job."}
+	}
+	var items []string
+	for _, j := range rs.Jobs {
+		s := "Replication job " + j.ID + " to " + j.Target + " (" + cmp.Or(j.Schedule, "*/15") + ")"
+		if !j.Enabled {
+			s += ", disabled"
+		}
+		if j.LastSync.IsZero() {
+			s += ", never synced"
+		} else {
+			s += ", last synced " + j.LastSync.Format("2006-01-02 15:04") + " (" + humantime.Ago(now, j.LastSync) + ")"
+		}
+		if j.FailCount > 0 {
+			s += fmt.Sprintf(", failing (%d tries)", j.FailCount)
+		}
+		items = append(items, s+".")
+	}
+	if purge {
+		items = append(items, "The destroy removes "+plural(len(rs.Jobs), "replication job", "replication jobs")+" with it (--purge), and the replica on the target goes too.")
+	} else {
+		items = append(items, "⚠️ Proxmox refuses to destroy a guest with a replication job unless it is purged: this plan fails until the job is removed.")
 	}
 	return items
 }

@@ -137,6 +137,30 @@ func TestWillChangeDestroy(t *testing.T) {
 		t.Errorf("the destroy lost its phrase:\n%s", plain)
 	}
 
+	if !strings.Contains(section(plain), "Its replication jobs could not be read.") {
+		t.Errorf("a preview without its replication read does not say so:\n%s", section(plain))
+	}
+
+	// Replication (pvesr): pct destroy refuses a guest with a job unless
+	// --purge (pve-container src/PVE/API2/LXC.pm destroy_vm).
+	res.Replication = &tasks.ReplicationStatus{Jobs: []tasks.ReplicationJob{
+		{ID: "101-0", Target: "hubris", Enabled: true, LastSync: cardNow.Add(-10 * time.Minute)},
+		{ID: "101-1", Target: "weak", Schedule: "*/30", FailCount: 3},
+	}}
+	v.Planned.Execution.Steps = []string{"pct destroy 101"}
+	plain, _ = RenderCard(v)
+	hasItems(t, plain,
+		"Replication job 101-0 to hubris (*/15), last synced 2026-07-06 13:56 (10m ago).",
+		"Replication job 101-1 to weak (*/30), disabled, never synced, failing (3 tries).",
+		"⚠️ Proxmox refuses to destroy a guest with a replication job unless it is purged: this plan fails until the job is removed.",
+	)
+	v.Planned.Execution.Steps = []string{"pct destroy 101 --purge 1"}
+	plain, _ = RenderCard(v)
+	hasItems(t, plain, "The destroy removes 2 replication jobs with it (--purge), and the replica on the target goes too.")
+	res.Replication = &tasks.ReplicationStatus{}
+	plain, _ = RenderCard(v)
+	hasItems(t, plain, "CT 101 has no replication job.")
+
 	res.Snapshots, res.Backup = nil, &tasks.BackupStatus{}
 	plain, _ = RenderCard(v)
 	hasItems(t, plain, "CT 101 has no snapshots.", "⚠️ No backup job includes CT 101.")

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -367,5 +368,28 @@ func TestParseAptList(t *testing.T) {
 	}
 	if l := pveout.ParseAptList("Listing...\n"); !l.Complete || len(l.Changes) != 0 {
 		t.Errorf("nothing upgradable = %+v", l)
+	}
+}
+
+// TestParseReplicationJobs reads the node's replication status as
+// pve-manager's PVE/API2/Replication.pm status gives it (the sample is
+// labsim's, which TestSamplesMatchProxmox keeps equal to the source).
+func TestParseReplicationJobs(t *testing.T) {
+	t.Parallel()
+	got, err := pveout.ParseReplicationJobs([]byte(sample(t, "pvesh-nodes-replication.source-derived.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pveout.ReplicationJob{
+		{ID: "101-0", Guest: 101, Target: "pve2", LastSync: time.Date(2026, 12, 1, 10, 15, 2, 0, time.UTC)},
+		{ID: "105-0", Guest: 105, Target: "pve2", Schedule: "*/30", Disabled: true},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParseReplicationJobs (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"", "{}", `[{"id":"101-0"}]`, `[{"guest":101}]`} {
+		if _, err := pveout.ParseReplicationJobs([]byte(bad)); err == nil {
+			t.Errorf("ParseReplicationJobs(%q) did not fail", bad)
+		}
 	}
 }
