@@ -56,7 +56,8 @@ func TestSecondRestartPointsAtTheFirstPlan(t *testing.T) {
 }
 
 // TestRebootHostStrongNeedsThePhrase: `reboot host strong` is a
-// destructive plan that only its typed phrase approves; through the
+// destructive plan that only its typed phrase approves, whose card names
+// the guests that go down; through the
 // node's gate it runs shutdown -r +1, and the node comes back with the
 // containers that start at boot running.
 func TestRebootHostStrongNeedsThePhrase(t *testing.T) {
@@ -64,6 +65,12 @@ func TestRebootHostStrongNeedsThePhrase(t *testing.T) {
 	b := setup(t, withFleet(testenv.WithGate(hostgate.Rules{})))
 	b.say(t, b.operator, "reboot host strong", "")
 	card := b.waitFor(t, b.botSays("host:strong", "destructive", "shutdown -r +1"))
+	// The card names the guests on strong that go down, and none of
+	// hubris's; no inventory has read their onboot yet.
+	if body := card.Content.AsMessage().Body; !strings.Contains(body, "whether they start at boot is not known yet: unbound (CT 100), jellyfin (CT 101)") ||
+		strings.Contains(body, "syncthing") {
+		t.Errorf("the reboot card does not name strong's guests alone:\n%s", body)
+	}
 	x := b.execFor(t, card.ID)
 	p, err := b.execs.Describe(b.ctx, x)
 	if err != nil || !strings.HasPrefix(p.Phrase, "reboot-node host:strong ") || !strings.Contains(card.Content.AsMessage().Body, p.Phrase) {
