@@ -142,7 +142,7 @@ func TestNearMissesAreSuggested(t *testing.T) {
 // upgradable list in every running container through the node's gate
 // and answers with one message, edited into the summary: no card and no
 // approval for any container, and a container whose run state no
-// inventory has read yet is asked too. labsim's Outdated containers have the
+// inventory has read yet is asked too; a non-operator is refused. labsim's Outdated containers have the
 // point release's libc6, libc-bin (restart), openssh-server and curl
 // (security) pending (labsim/updates.go); caddy is made current, gitea's
 // network is cut so apt-get update fails, and authentik's apt list
@@ -165,6 +165,12 @@ func TestCheckUpdatesOnAllInTheRoom(t *testing.T) {
 	}
 	if err := b.fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultHang, Target: "103", Match: "pct exec 103 -- apt list"}); err != nil {
 		t.Fatal(err)
+	}
+	// Someone who is not an operator asks first: refused, nothing read.
+	b.say(t, b.guest, "check updates on all", "")
+	b.waitFor(t, b.botSays("only the operators can request changes"))
+	if n := len(b.fleet.Commands(t)); n != 0 {
+		t.Fatalf("a non-operator's request sent %d commands", n)
 	}
 	ask := b.say(t, b.operator, "check updates on all containers", "")
 	ack := b.waitFor(t, b.botSays("Checking updates on 15 running containers"))
