@@ -1,17 +1,21 @@
 package bot_test
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
 )
 
 // botShows matches a bot message, or an edit of one, whose text contains
@@ -245,5 +249,69 @@ func TestCheckUpdatesOnAllInTheRoom(t *testing.T) {
 		if strings.Contains(c, "apt-get -q -y") {
 			t.Errorf("a read installed something: %s", c)
 		}
+	}
+}
+
+// answered matches the bot's reply to the message asked, that is not the
+// short help of a message it did not understand.
+func (b *bundle) answered(asked id.EventID, parts ...string) func(*event.Event) bool {
+	return func(e *event.Event) bool {
+		if e.Sender != b.botUser.UserID || e.Type != event.EventMessage {
+			return false
+		}
+		m := e.Content.AsMessage()
+		return m.RelatesTo.GetReplyTo() == asked && !strings.Contains(m.Body, "I didn't understand") && containsAll(m.Body, parts)
+	}
+}
+
+// TestIssue20SentencesWithoutAnLLM drives each sentence issue 20 found
+// unanswered through a room whose bot has no LLM: each gets a card, a
+// list or an answer, never "I didn't understand". The create, once
+// approved, makes the container on labsim, passes the DNS gate (the
+// network phase: a name resolves inside it) and adds it to the fleet.
+func TestIssue20SentencesWithoutAnLLM(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	create := b.say(t, b.operator, "create lxc wiki on hubris cores 2 memory 1G", "")
+	card := b.waitFor(t, b.answered(create, "pct create", "--hostname wiki", "--cores 2", "--memory 1024", "awaiting approval"))
+	x := b.execFor(t, card.ID)
+	for _, tc := range []struct {
+		say  string
+		want []string
+	}{
+		{"create a container called wiki on hubris", []string{"pct create", "--hostname wiki", "awaiting approval"}},
+		{"list snapshots of 101", []string{"lxc:strong/101"}},
+		{"show jellyfin", []string{"jellyfin (lxc:strong/101)", "jellyfin (service:jellyfin)"}},
+		{"what is unhealthy?", nil},
+		{"problems", nil},
+		{"what's wrong", nil},
+		{"upgrade 102", []string{"apt-get", "upgrade", "awaiting approval"}},
+		{"help", []string{"upgrade <lxc>", "reboot host <host>", "check updates on all"}},
+		{"reboot host strong", []string{"shutdown -r +1", "To approve, type exactly"}},
+		{"restart jellyfin", []string{"restart jellyfin", "awaiting approval"}},
+		{"restart jellyfin", []string{"Already queued"}},
+	} {
+		asked := b.say(t, b.operator, tc.say, "")
+		b.waitFor(t, b.answered(asked, tc.want...))
+	}
+
+	b.say(t, b.operator, "approve "+x.PlanCode, "")
+	b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
+	if list := b.fleet.Admin(t, "hubris", "pct list"); !strings.Contains(list, "wiki") {
+		t.Errorf("labsim has no container wiki after the create:\n%s", list)
+	}
+	done, err := b.store.GetExecution(b.ctx, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res tasks.Result
+	if err := json.Unmarshal(done.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(res.Phases, func(p tasks.Phase) bool { return p.Name == "network" && p.Status == tasks.StatusSucceeded }) {
+		t.Errorf("the create did not pass the DNS gate: %+v", res.Phases)
+	}
+	if ms, err := b.store.ResolveTargets(b.ctx, "wiki", "lxc"); err != nil || len(ms) != 1 {
+		t.Errorf("the fleet has %d containers called wiki (err %v), want 1", len(ms), err)
 	}
 }

@@ -101,32 +101,24 @@ func (j replJob) nextSync() int64 {
 
 var everyMinutesRE = regexp.MustCompile(`^\*/([1-9][0-9]?)$`)
 
-// replicated lists the cluster's containers with jobs, by vmid, with
-// the node each is on.
-func (st *simState) replicated(host string) []struct {
+// replicatedCT is a container with replication jobs and its node.
+type replicatedCT struct {
 	node string
 	ct   *ctState
-} {
-	var out []struct {
-		node string
-		ct   *ctState
-	}
+}
+
+// replicated lists the cluster's containers with jobs, by vmid, with
+// the node each is on.
+func (st *simState) replicated(host string) []replicatedCT {
+	var out []replicatedCT
 	for _, n := range st.clusterNodes(host) {
 		for _, vmid := range slices.Sorted(maps.Keys(st.Hosts[n].Containers)) {
 			if ct := st.Hosts[n].Containers[vmid]; len(ct.Replication) > 0 {
-				out = append(out, struct {
-					node string
-					ct   *ctState
-				}{n, ct})
+				out = append(out, replicatedCT{n, ct})
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b struct {
-		node string
-		ct   *ctState
-	}) int {
-		return a.ct.VMID - b.ct.VMID
-	})
+	slices.SortStableFunc(out, func(a, b replicatedCT) int { return a.ct.VMID - b.ct.VMID })
 	return out
 }
 
