@@ -123,6 +123,17 @@ func container(r tasks.PreviewRun) (int, error) {
 	return r.Target.VMID, nil
 }
 
+// guestTool is the command that reads the guest's config and snapshots:
+// qm for a VM, pct for a container. Both print snapshots alike
+// (PVE::GuestHelpers::print_snapshot_tree) and their configs as key:
+// value lines.
+func guestTool(r tasks.PreviewRun) string {
+	if r.Target.Type == string(policy.TargetVM) {
+		return "qm"
+	}
+	return "pct"
+}
+
 // previewUpgrade reads what apt would upgrade in the container, from the
 // package lists it has now (apt-get -s upgrade; the plan's own apt-get
 // update may find more).
@@ -158,14 +169,14 @@ func previewUpgrade(ctx context.Context, a *Actuator, r tasks.PreviewRun, res *t
 	return nil
 }
 
-// previewSnapshots reads the container's snapshots with their times and
+// previewSnapshots reads the guest's snapshots with their times and
 // descriptions: what a rollback discards and how old its target is.
 func previewSnapshots(ctx context.Context, a *Actuator, r tasks.PreviewRun, res *tasks.PreviewResult) error {
 	vmid, err := container(r)
 	if err != nil {
 		return err
 	}
-	out, err := a.readOnly(ctx, r, fmt.Sprintf(pctSnapshots, vmid))
+	out, err := a.readOnly(ctx, r, guestTool(r)+" listsnapshot "+strconv.Itoa(vmid))
 	if err != nil {
 		return err
 	}
@@ -188,9 +199,9 @@ func previewSnapshots(ctx context.Context, a *Actuator, r tasks.PreviewRun, res 
 	return nil
 }
 
-// previewDestroy reads what goes with the container: its snapshots, its
-// volumes, the backup jobs that include it and its newest backup on
-// their storages.
+// previewDestroy reads what goes with the guest, a container or a VM:
+// its snapshots, its volumes, the backup jobs that include it and its
+// newest backup on their storages, and its replication jobs.
 func previewDestroy(ctx context.Context, a *Actuator, r tasks.PreviewRun, res *tasks.PreviewResult) error {
 	vmid, err := container(r)
 	if err != nil {
@@ -199,15 +210,16 @@ func previewDestroy(ctx context.Context, a *Actuator, r tasks.PreviewRun, res *t
 	if err := previewSnapshots(ctx, a, r, res); err != nil {
 		return err
 	}
-	out, err := a.readOnly(ctx, r, fmt.Sprintf(pctConfigCmd, vmid))
+	out, err := a.readOnly(ctx, r, guestTool(r)+" config "+strconv.Itoa(vmid)+" --current 1")
 	if err != nil {
 		return err
 	}
 	conf, err := pveout.ParseConfig(out)
 	if err != nil {
-		logctx.From(ctx).Warn("preview read what it could of a container's configuration", "err", err)
+		logctx.From(ctx).Warn("preview read what it could of a guest's configuration", "err", err)
 	}
-	for _, v := range append([]pveout.Volume{deref(conf.RootFS)}, conf.Mounts...) {
+	// A container's root disk and mount points, a VM's disks.
+	for _, v := range append(append([]pveout.Volume{deref(conf.RootFS)}, conf.Mounts...), conf.Disks...) {
 		// Bind and device mounts are the host's: destroy leaves them.
 		if v.Kind == "volume" && tasks.ValidateVolume(v.Source) == nil && len(res.Volumes) < tasks.MaxPreviewListed {
 			res.Volumes = append(res.Volumes, v.Source)
@@ -218,7 +230,46 @@ func previewDestroy(ctx context.Context, a *Actuator, r tasks.PreviewRun, res *t
 		return err
 	}
 	res.Backup = backup
+	res.Replication, err = a.replicationStatus(ctx, r, vmid)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		// The rest of the preview stands; the card says this part is
+		// missing.
+		logctx.From(ctx).Warn("preview could not read the replication jobs", "err", err)
+	}
 	return nil
+}
+
+// replicationStatus reads the storage replication jobs of the guest's
+// node and keeps vmid's: pct destroy refuses a container with one unless
+// --purge, which removes them with it.
+func (a *Actuator) replicationStatus(ctx context.Context, r tasks.PreviewRun, vmid int) (*tasks.ReplicationStatus, error) {
+	node := cmp.Or(r.Target.Node, r.Target.Host)
+	if tasks.ValidateNode(node) != nil {
+		return nil, fmt.Errorf("no node name to read replication jobs on")
+	}
+	out, err := a.readOnly(ctx, r, "pvesh get /nodes/"+node+"/replication --output-format json")
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := pveout.ParseReplicationJobs([]byte(out))
+	if err != nil {
+		return nil, err
+	}
+	st := &tasks.ReplicationStatus{}
+	for _, j := range jobs {
+		if j.Guest != vmid {
+			continue
+		}
+		job := tasks.ReplicationJob{ID: j.ID, Target: j.Target, Schedule: j.Schedule, Enabled: !j.Disabled, LastSync: j.LastSync, FailCount: j.FailCount}
+		if (tasks.ReplicationStatus{Jobs: []tasks.ReplicationJob{job}}).Validate() != nil || len(st.Jobs) == tasks.MaxPreviewListed {
+			return nil, fmt.Errorf("replication job %.20q is not one Proxmox would write", j.ID)
+		}
+		st.Jobs = append(st.Jobs, job)
+	}
+	return st, nil
 }
 
 func deref(v *pveout.Volume) pveout.Volume {

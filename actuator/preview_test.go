@@ -17,12 +17,13 @@ import (
 )
 
 // withPreviewFleet makes fleet() CT 101 outdated, in a weekly backup job,
-// with a backup on local, and snapshotted twice.
+// with a backup on local, replicated to pve2, and snapshotted twice.
 func withPreviewFleet() option {
 	return func(t *testing.T, b *bundle) {
 		b.simCfg.Hosts[0].BackupJobs = []labsim.BackupJob{{ID: "backup-weekly", Schedule: "sun 01:00", Storage: "local", VMIDs: []int{101}}}
 		b.simCfg.Hosts[0].Containers[0].Outdated = true
 		b.simCfg.Hosts[0].Containers[0].Backups = []labsim.Backup{{Taken: time.Date(2026, 11, 29, 1, 0, 4, 0, time.UTC)}}
+		b.simCfg.Hosts[0].Containers[0].Replication = []labsim.Replication{{Target: "pve2", Schedule: "*/30", LastSync: time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)}}
 		// The containers are made afresh from this config.
 		if err := b.sim.Close(); err != nil {
 			t.Fatal(err)
@@ -97,9 +98,17 @@ func TestPreviewsReadWithoutChanging(t *testing.T) {
 	}
 	diff(t, "newest backup", "local:backup/vzdump-lxc-101-2026_11_29-01_00_04.tar.zst", d.Backup.LastVolume)
 
+	// Its replication job, from the node's status (pvesh get
+	// /nodes/NODE/replication, pve-manager PVE/API2/Replication.pm).
+	diff(t, "replication", &tasks.ReplicationStatus{Jobs: []tasks.ReplicationJob{
+		{ID: "101-0", Target: "pve2", Schedule: "*/30", Enabled: true, LastSync: time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)}}}, d.Replication)
+
 	none := b.preview(t, "p-destroy-103", policy.ActionPctDestroy, b.lxc(103, "spare"))
 	if none.Backup == nil || len(none.Backup.Jobs) != 0 || !none.Backup.Last.IsZero() {
 		t.Errorf("CT 103 is in no job and has no backup; got %+v", none.Backup)
+	}
+	if none.Replication == nil || len(none.Replication.Jobs) != 0 {
+		t.Errorf("CT 103 has no replication job; got %+v", none.Replication)
 	}
 
 	c := b.preview(t, "p-create", policy.ActionPctCreate, b.node())

@@ -172,3 +172,39 @@ func TestInventoryListsTheVMs(t *testing.T) {
 		}
 	}
 }
+
+// TestVMPreviewsReadTheVM: a VM's destroy and rollback previews read it
+// with qm, not pct, through the gate: its snapshots as qm listsnapshot
+// prints them (qemu-server, PVE::GuestHelpers::print_snapshot_tree, the
+// same tree as pct's), its disks from qm config, and what backs it up.
+func TestVMPreviewsReadTheVM(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(), withGate(hostgate.Rules{}))
+	b.ssh(t, "qm snapshot 200 before-update")
+	b.ssh(t, "qm snapshot 200 after-update")
+
+	d := b.preview(t, "p-vm-destroy", policy.ActionPctDestroy, b.vm(200, "homeassistant"))
+	diff(t, "destroy error", "", d.Error)
+	var snaps []string
+	for _, s := range d.Snapshots {
+		snaps = append(snaps, s.Name)
+	}
+	diff(t, "snapshots", []string{"before-update", "after-update"}, snaps)
+	diff(t, "disks", []string{"local-lvm:vm-200-disk-0"}, d.Volumes)
+	if d.Backup == nil || len(d.Backup.Jobs) != 0 {
+		t.Errorf("VM 200 is in no backup job; got %+v", d.Backup)
+	}
+
+	rb := b.preview(t, "p-vm-rollback", policy.ActionPctRollback, b.vm(200, "homeassistant"))
+	diff(t, "rollback error", "", rb.Error)
+	diff(t, "rollback snapshots", 2, len(rb.Snapshots))
+
+	for _, e := range b.commands(t) {
+		if e.Refused != "" {
+			t.Errorf("the gate refused %q: %s", e.Command, e.Refused)
+		}
+		if strings.HasPrefix(e.Command, "pct listsnapshot") || strings.HasPrefix(e.Command, "pct config") {
+			t.Errorf("a VM's preview read it as a container: %q", e.Command)
+		}
+	}
+}

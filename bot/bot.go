@@ -81,6 +81,10 @@ type Config struct {
 	// EditInterval is the least time between two edits of one card.
 	// Default 2s.
 	EditInterval time.Duration
+	// ReadAllWait bounds how long `check updates on all` waits for each
+	// container's read; one that has not ended by then is named as timed
+	// out. Default 3m: apt-get update against a slow mirror.
+	ReadAllWait time.Duration
 	// QuietPeriod: a failure is escalated with a mention when no operator
 	// has spoken in the room for this long. Default 5m.
 	QuietPeriod time.Duration
@@ -202,6 +206,7 @@ func New(cfg Config) (*Bot, error) {
 		return nil, errors.New("bot: Redis is required")
 	}
 	cfg.EditInterval = cmp.Or(cfg.EditInterval, 2*time.Second)
+	cfg.ReadAllWait = cmp.Or(cfg.ReadAllWait, 3*time.Minute)
 	cfg.QuietPeriod = cmp.Or(cfg.QuietPeriod, 5*time.Minute)
 	cfg.ExpiryWarning = cmp.Or(cfg.ExpiryWarning, 5*time.Minute)
 	cfg.ExpiryCheckInterval = cmp.Or(cfg.ExpiryCheckInterval, 30*time.Second)

@@ -148,6 +148,9 @@ func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 		if len(p.Steps) == 0 {
 			v.Preview = b.cardPreview(ctx, x.ID)
 		}
+		if x.Action == string(policy.ActionNodeReboot) && p.Target.Type == "host" {
+			v.HostGuests = b.guestsOn(ctx, p.Target.Name)
+		}
 		for _, st := range p.Steps {
 			v.StepPreviews = append(v.StepPreviews, b.cardPreview(ctx, st.Execution.ID))
 		}
@@ -310,4 +313,21 @@ func (b *Bot) warnExpiring(ctx context.Context) {
 		plain := fmt.Sprintf("⏳ The plan to %s %s expires in %d min (code %s). Approve or deny it before then.", x.Action, x.TargetSlug, int(left.Minutes()+0.5), x.PlanCode)
 		b.sendEscalation(ctx, id.RoomID(x.RoomID), plain, "", &event.Event{ID: id.EventID(x.CardEventID)})
 	}
+}
+
+// guestsOn lists the containers and VMs on host, by vmid; nil when the
+// fleet could not be read (the card then says so).
+func (b *Bot) guestsOn(ctx context.Context, host string) []store.Entity {
+	gs, err := b.store.ListGuests(ctx, "lxc", "vm")
+	if err != nil {
+		b.logger.Warn("list a node's guests for its reboot card", "host", host, "err", err)
+		return nil
+	}
+	var out []store.Entity
+	for _, g := range gs {
+		if g.AttrString("host") == host && g.Lifecycle == "active" {
+			out = append(out, g.Entity)
+		}
+	}
+	return out
 }

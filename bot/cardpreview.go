@@ -55,6 +55,7 @@ var previewLines = map[policy.Action]func(v CardView, t cardTarget) []string{
 	policy.ActionPctStop:     outageLines,
 	policy.ActionPctReboot:   outageLines,
 	policy.ActionSystemctl:   systemctlLines,
+	policy.ActionNodeReboot:  nodeRebootLines,
 	policy.ActionRun:         untrustedLines,
 	policy.ActionPctExec:     untrustedLines,
 }
@@ -220,6 +221,7 @@ func destroyLines(v CardView, t cardTarget) []string {
 			items = append(items, "Disks removed: "+strings.Join(r.Volumes, ", ")+".")
 		}
 		items = append(items, backupLines(r.Backup, t, v.Now)...)
+		items = append(items, replicationLines(r.Replication, purges(v), t, v.Now)...)
 	}
 	if v.Planned.Facts.HA {
 		items = append(items, "Proxmox HA manages "+ctName(t)+"; the destroy takes it out of HA.")
@@ -258,6 +260,47 @@ func backupLines(b *tasks.BackupStatus, t cardTarget, now time.Time) []string {
 	}
 	if len(b.Unread) > 0 {
 		items = append(items, "Could not read the backups on "+strings.Join(b.Unread, ", ")+".")
+	}
+	return items
+}
+
+// purges says the plan's destroy runs with --purge, which takes the
+// guest out of its replication jobs, backup jobs and HA.
+func purges(v CardView) bool {
+	return slices.ContainsFunc(v.Planned.Execution.Steps, func(s string) bool { return strings.Contains(s, "destroy") && strings.Contains(s, "--purge") })
+}
+
+// replicationLines names the guest's storage replication jobs: where
+// each replicates to, how often, and its last sync. pct destroy refuses
+// a guest with one unless --purge (pve-container API2/LXC.pm
+// destroy_vm), which removes them.
+func replicationLines(rs *tasks.ReplicationStatus, purge bool, t cardTarget, now time.Time) []string {
+	switch {
+	case rs == nil:
+		return []string{"Its replication jobs could not be read."}
+	case len(rs.Jobs) == 0:
+		return []string{ctName(t) + " has no replication job."}
+	}
+	var items []string
+	for _, j := range rs.Jobs {
+		s := "Replication job " + j.ID + " to " + j.Target + " (" + cmp.Or(j.Schedule, "*/15") + ")"
+		if !j.Enabled {
+			s += ", disabled"
+		}
+		if j.LastSync.IsZero() {
+			s += ", never synced"
+		} else {
+			s += ", last synced " + j.LastSync.Format("2006-01-02 15:04") + " (" + humantime.Ago(now, j.LastSync) + ")"
+		}
+		if j.FailCount > 0 {
+			s += fmt.Sprintf(", failing (%d tries)", j.FailCount)
+		}
+		items = append(items, s+".")
+	}
+	if purge {
+		items = append(items, "The destroy removes "+plural(len(rs.Jobs), "replication job", "replication jobs")+" with it (--purge), and the replica on the target goes too.")
+	} else {
+		items = append(items, "⚠️ Proxmox refuses to destroy a guest with a replication job unless it is purged: this plan fails until the job is removed.")
 	}
 	return items
 }
@@ -350,6 +393,62 @@ func outageLines(v CardView, t cardTarget) []string {
 	return items
 }
 
+// nodeRebootLines: the guests that go down with the node, which come
+// back at boot and which do not, and whether Nomos's own path is among
+// them.
+func nodeRebootLines(v CardView, t cardTarget) []string {
+	var up, down, stopped, unknown []string
+	for _, g := range v.HostGuests {
+		name := g.Name + " (" + guestName(g) + ")"
+		onboot, known := g.Attrs["onboot"].(bool)
+		switch {
+		case g.RunState == "stopped":
+			stopped = append(stopped, name)
+		case g.RunState == "":
+			unknown = append(unknown, name)
+		case known && onboot:
+			up = append(up, name)
+		case known:
+			down = append(down, name)
+		default:
+			unknown = append(unknown, name)
+		}
+	}
+	var items []string
+	switch running := len(up) + len(down); {
+	case v.HostGuests == nil:
+		items = append(items, "Which guests run on "+t.display+" could not be read; every one of them goes down.")
+	case running == 0 && len(unknown) == 0:
+		items = append(items, "No guest runs on "+t.display+".")
+	default:
+		if len(up) > 0 {
+			items = append(items, "Go down and start again at boot: "+strings.Join(up, ", ")+".")
+		}
+		if len(down) > 0 {
+			items = append(items, "⚠️ Go down and stay down (onboot is off): "+strings.Join(down, ", ")+".")
+		}
+		if len(unknown) > 0 {
+			items = append(items, "Go down if running; whether they start at boot is not known yet: "+strings.Join(unknown, ", ")+".")
+		}
+	}
+	if len(stopped) > 0 {
+		items = append(items, "Stopped now, and stay stopped: "+strings.Join(stopped, ", ")+".")
+	}
+	if path := v.ownPath(t); path != "" {
+		items = append(items, "⚠️ "+path+" serves Nomos's own way to this room: the room may go quiet until the node is back, and this card may not update until then.")
+	}
+	return items
+}
+
+// guestName is a guest as Proxmox names it: CT 101 or VM 200.
+func guestName(g store.Entity) string {
+	kind := "CT "
+	if g.Type == string(policy.TargetVM) {
+		kind = "VM "
+	}
+	return kind + strconv.Itoa(g.AttrInt("vmid"))
+}
+
 // untrustedLines: a free-form command's effect cannot be read ahead.
 func untrustedLines(CardView, cardTarget) []string {
 	return []string{"No preview: what a free-form command changes cannot be known before it runs. Read the commands above; they are all there is to go on."}
@@ -399,8 +498,12 @@ func snapshotList(snaps []tasks.SnapshotInfo, now time.Time) string {
 	return strings.Join(parts, ", ")
 }
 
+// ctName names the guest as Proxmox does: CT 101, VM 200.
 func ctName(t cardTarget) string {
-	if t.vmid != 0 {
+	switch {
+	case t.vmid != 0 && t.typ == string(policy.TargetVM):
+		return "VM " + strconv.Itoa(t.vmid)
+	case t.vmid != 0:
 		return "CT " + strconv.Itoa(t.vmid)
 	}
 	return t.display

@@ -137,6 +137,30 @@ func TestWillChangeDestroy(t *testing.T) {
 		t.Errorf("the destroy lost its phrase:\n%s", plain)
 	}
 
+	if !strings.Contains(section(plain), "Its replication jobs could not be read.") {
+		t.Errorf("a preview without its replication read does not say so:\n%s", section(plain))
+	}
+
+	// Replication (pvesr): pct destroy refuses a guest with a job unless
+	// --purge (pve-container src/PVE/API2/LXC.pm destroy_vm).
+	res.Replication = &tasks.ReplicationStatus{Jobs: []tasks.ReplicationJob{
+		{ID: "101-0", Target: "hubris", Enabled: true, LastSync: cardNow.Add(-10 * time.Minute)},
+		{ID: "101-1", Target: "weak", Schedule: "*/30", FailCount: 3},
+	}}
+	v.Planned.Execution.Steps = []string{"pct destroy 101"}
+	plain, _ = RenderCard(v)
+	hasItems(t, plain,
+		"Replication job 101-0 to hubris (*/15), last synced 2026-07-06 13:56 (10m ago).",
+		"Replication job 101-1 to weak (*/30), disabled, never synced, failing (3 tries).",
+		"⚠️ Proxmox refuses to destroy a guest with a replication job unless it is purged: this plan fails until the job is removed.",
+	)
+	v.Planned.Execution.Steps = []string{"pct destroy 101 --purge 1"}
+	plain, _ = RenderCard(v)
+	hasItems(t, plain, "The destroy removes 2 replication jobs with it (--purge), and the replica on the target goes too.")
+	res.Replication = &tasks.ReplicationStatus{}
+	plain, _ = RenderCard(v)
+	hasItems(t, plain, "CT 101 has no replication job.")
+
 	res.Snapshots, res.Backup = nil, &tasks.BackupStatus{}
 	plain, _ = RenderCard(v)
 	hasItems(t, plain, "CT 101 has no snapshots.", "⚠️ No backup job includes CT 101.")
@@ -291,4 +315,69 @@ func TestWillChangeOnAPlanOfSteps(t *testing.T) {
 	if got := section(plain); !strings.Contains(got, "  Reading what it will change…") {
 		t.Errorf("an awaited step preview:\n%s", got)
 	}
+}
+
+// TestWillChangeNodeReboot: a node reboot's card names the guests that go
+// down, which start again at boot (onboot) and which stay down, those
+// already stopped, and warns when Nomos's own path runs there.
+func TestWillChangeNodeReboot(t *testing.T) {
+	t.Parallel()
+	v := previewCard(t, policy.ActionNodeReboot, `{}`, policy.Destructive, nil)
+	v.Preview = CardPreview{}
+	v.Planned.Execution.TargetSlug = "host:strong"
+	v.Planned.Target = store.Entity{Slug: "host:strong", Type: "host", Name: "strong"}
+	guest := func(typ string, vmid int, name, state string, onboot any) store.Entity {
+		attrs := map[string]any{"host": "strong", "vmid": float64(vmid)}
+		if onboot != nil {
+			attrs["onboot"] = onboot
+		}
+		return store.Entity{Slug: typ + ":strong/" + name, Type: typ, Name: name, RunState: state, Attrs: attrs}
+	}
+	v.HostGuests = []store.Entity{
+		guest("lxc", 101, "jellyfin", "running", true),
+		guest("lxc", 104, "caddy", "running", true),
+		guest("lxc", 106, "scratch", "running", false),
+		guest("lxc", 131, "teddycloud", "stopped", false),
+		guest("vm", 200, "homeassistant", "running", true),
+		guest("lxc", 140, "fresh", "", nil),
+	}
+	v.OwnPath = []string{"lxc:strong/caddy"}
+	v.Planned.Blast = []policy.Affected{{Slug: "lxc:strong/caddy", Via: policy.EdgeHosts, From: "host:strong", Depth: 1}}
+	plain, htm := RenderCard(v)
+	checkHTML(t, htm)
+	hasItems(t, plain,
+		"Go down and start again at boot: jellyfin (CT 101), caddy (CT 104), homeassistant (VM 200).",
+		"⚠️ Go down and stay down (onboot is off): scratch (CT 106).",
+		"Go down if running; whether they start at boot is not known yet: fresh (CT 140).",
+		"Stopped now, and stay stopped: teddycloud (CT 131).",
+		"⚠️ lxc:strong/caddy serves Nomos's own way to this room: the room may go quiet until the node is back, and this card may not update until then.",
+	)
+
+	v.HostGuests, v.OwnPath = nil, nil
+	plain, _ = RenderCard(v)
+	hasItems(t, plain, "Which guests run on strong could not be read; every one of them goes down.")
+	if strings.Contains(plain, "own way to this room") {
+		t.Errorf("a node without Nomos's path warns of it:\n%s", plain)
+	}
+}
+
+// TestWillChangeVMDestroy: a VM's destroy card reads like a container's,
+// naming it as Proxmox does, VM 200.
+func TestWillChangeVMDestroy(t *testing.T) {
+	t.Parallel()
+	res := &tasks.PreviewResult{Action: "pct_destroy", Volumes: []string{"local-lvm:vm-200-disk-0"},
+		Snapshots: []tasks.SnapshotInfo{{Name: "before-update", Taken: cardNow.Add(-2 * time.Hour)}},
+		Backup:    &tasks.BackupStatus{}, Replication: &tasks.ReplicationStatus{}}
+	v := previewCard(t, policy.ActionPctDestroy, `{}`, policy.Destructive, res)
+	v.Planned.Execution.TargetSlug = "vm:strong/200"
+	v.Planned.Target = store.Entity{Slug: "vm:strong/200", Type: "vm", Name: "homeassistant", Attrs: map[string]any{"host": "strong", "vmid": float64(200)}}
+	v.Planned.Facts.HA = true
+	plain, _ := RenderCard(v)
+	hasItems(t, plain,
+		"Its 1 snapshot goes with it: before-update (2h ago).",
+		"Disks removed: local-lvm:vm-200-disk-0.",
+		"⚠️ No backup job includes VM 200.",
+		"VM 200 has no replication job.",
+		"Proxmox HA manages VM 200; the destroy takes it out of HA.",
+	)
 }

@@ -59,6 +59,10 @@ type CardView struct {
 	// (Config.OwnPath): a card that takes one down warns that the room
 	// may go quiet.
 	OwnPath []string
+	// HostGuests are the containers and VMs on the node a node_reboot
+	// plan reboots, as the fleet last saw them; read only for such a plan
+	// awaiting its decision.
+	HostGuests []store.Entity
 	// Standing is the window whose standing approval the plan runs under,
 	// when it does (its approval's method is standing).
 	Standing *store.Window

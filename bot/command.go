@@ -66,6 +66,9 @@ const (
 	// CmdAllow is a standing approval's typed phrase ("allow
 	// reversible_low service:jellyfin k7q2"); Phrase holds it.
 	CmdAllow
+	// CmdReadAll runs the catalogue read Action with Params on every
+	// running container at once and answers with one summary.
+	CmdReadAll
 )
 
 var kindNames = [...]string{
@@ -73,6 +76,7 @@ var kindNames = [...]string{
 	CmdShow: "show", CmdAction: "action", CmdApprove: "approve", CmdDeny: "deny", CmdConfirm: "confirm",
 	CmdPending: "pending", CmdHistory: "history", CmdResolve: "resolve", CmdProblems: "problems", CmdSnapshots: "snapshots",
 	CmdBrief: "brief", CmdForgetSession: "forget_session", CmdWindows: "windows", CmdWindow: "window", CmdEndWindow: "end_window", CmdAllow: "allow",
+	CmdReadAll: "read_all",
 }
 
 // String returns the kind's snake_case name.

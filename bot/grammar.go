@@ -479,7 +479,25 @@ func restartAction(typ string) (policy.Action, map[string]any, bool) {
 // parseUpdates reads what follows "check updates": "[on|of|for|in] <lxc>".
 // It lists the pending upgrades and installs nothing.
 func parseUpdates(c *Command, args []token) (string, bool) {
-	return targetAction(c, args, "usage: check updates on <lxc> or on host <host>, e.g. check updates on 102", aptAction(policy.AptAudit))
+	if isEveryContainer(args) {
+		c.Kind, c.Action, c.Params = CmdReadAll, policy.ActionAptUpgrade, map[string]any{"mode": string(policy.AptAudit)}
+		return "", true
+	}
+	return targetAction(c, args, "usage: check updates on <lxc>, on host <host> or on all, e.g. check updates on 102", aptAction(policy.AptAudit))
+}
+
+// isEveryContainer matches what names every running container: "[on|in]
+// all [containers]", "every container", "everything".
+func isEveryContainer(args []token) bool {
+	words := norms(args)
+	for len(words) > 0 && (words[0] == "on" || words[0] == "in" || words[0] == "of" || words[0] == "for" || articles[words[0]]) {
+		words = words[1:]
+	}
+	switch strings.Join(words, " ") {
+	case "all", "all containers", "all lxcs", "all cts", "all guests", "every container", "each container", "everything":
+		return true
+	}
+	return false
 }
 
 // unitAction runs one systemctl verb on a service's unit.

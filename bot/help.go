@@ -70,6 +70,8 @@ var helpSections = []struct {
 			"Refused by the node's gate unless its rules file sets host_shell: true."},
 		{"reload | enable | disable <service>", "reload caddy", "one systemctl verb on a service's unit", ""},
 		{"check updates on <lxc|host>", "check updates on 102", "list pending package upgrades in a container or on a node; installs nothing", ""},
+		{"check updates on all", "check updates on all", "the same on every running container at once, in one reply: per container the upgradable and security counts and what needs a restart, worst first, then the totals",
+			"A few containers are read at a time; one that fails or does not answer in time is named with why. Each read is its own execution in history and needs no approval; nothing is installed."},
 		{"upgrade <lxc> | upgrade host <host>", "upgrade 102", "install the pending upgrades (a node gets dist-upgrade)",
 			"A container is snapshotted first where it can be. A runbook for upgrade, such as the demo's, wins over this."},
 		{"create lxc <name> on <host> [cores N] [memory 2G] [disk 20G] [ip CIDR gw IP] [template debian-13] [storage ID]",

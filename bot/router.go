@@ -150,6 +150,8 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		b.resolveUnknown(ctx, evt, cmd)
 	case CmdAction:
 		b.requestPlan(ctx, evt, cmd)
+	case CmdReadAll:
+		b.readAll(ctx, evt, cmd)
 	case CmdHelp:
 		plain, htm := Help()
 		if more, moreHTML, ok := HelpFor(cmd.Target); ok && cmd.Target != "" {

@@ -381,6 +381,14 @@ func allowPvesh(args []string) error {
 		return refusef("pvesh: only pvesh get PATH of a read-only path")
 	}
 	p := args[1]
+	if node, ok := strings.CutPrefix(p, "/nodes/"); ok && strings.HasSuffix(node, "/replication") {
+		// A destroy's preview reads the node's replication jobs, in
+		// this one form only.
+		if policy.ValidateHostname(strings.TrimSuffix(node, "/replication")) != nil || !slices.Equal(args[2:], []string{"--output-format", "json"}) {
+			return refusef("pvesh get: want pvesh get /nodes/NODE/replication --output-format json, got %s", q(strings.Join(args, " ")))
+		}
+		return nil
+	}
 	if !readablePath(p) {
 		return refusef("pvesh get: %s is not a path nomos reads", q(p))
 	}

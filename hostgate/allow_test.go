@@ -168,6 +168,7 @@ var actuatorCommands = []string{
 	"pvesh get /cluster/backup --output-format json",
 	"pvesm list local --content backup --vmid 101",
 	"pvesm list nas-backup --content backup --vmid 101",
+	"pvesh get /nodes/strong/replication --output-format json",
 }
 
 func TestActuatorCommandsPass(t *testing.T) {
@@ -464,6 +465,13 @@ var refusals = []struct{ cmd, why string }{
 	{"pct exec 102 -- apt-get -s install nginx", "want -q"},
 	{"pct exec 102 -- apt-get -s -o APT::Get::Simulate=0 upgrade", "want"},
 	{"pvesh get /cluster/backup/backup-1a2b/included_volumes", "not a path nomos reads"},
+	// A node's replication jobs, in the preview's one form only.
+	{"pvesh get /nodes/strong/replication", "want pvesh get /nodes/NODE/replication --output-format json"},
+	{"pvesh get /nodes/strong/replication --output-format text", "want pvesh get /nodes/NODE/replication --output-format json"},
+	{"pvesh get /nodes/strong/replication --output-format json --guest 101", "want pvesh get /nodes/NODE/replication"},
+	{"pvesh get '/nodes/strong x/replication' --output-format json", "want pvesh get /nodes/NODE/replication"},
+	{"pvesh get /nodes/strong/replication/101-0/log --output-format json", "not a path nomos reads"},
+	{"pvesh create /nodes/strong/replication/101-0/schedule_now", "only pvesh get"},
 	{"pvesm status --content vztmpl --storage local", "not an argument"},
 	{"pvesm status --content vztmpl --content vztmpl", "given twice"},
 	{"pvesh get /nodes/strong/lxc/101/interfaces/eth0", "not a path nomos reads"},

@@ -104,6 +104,9 @@ type Container struct {
 	// next starts it, as its group's priorities or a failover may decide;
 	// empty: where it is.
 	HANode string
+	// Replication are its storage replication jobs to other nodes of
+	// its cluster, jobnum 0 onwards (replication.go).
+	Replication []Replication
 	// Template makes the container a template: it cannot be started or
 	// snapshotted.
 	Template bool

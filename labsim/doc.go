@@ -32,6 +32,10 @@
 //     (pvesh get /cluster/backup), and a container's Backups its archives
 //     on a storage (pvesm list STORAGE --content backup), which outlive
 //     it (backup.go).
+//   - A container's Replication are its storage replication jobs:
+//     pvesh get /cluster/replication and /nodes/NODE/replication list
+//     them, pct destroy refuses it without --purge, and a running sync
+//     makes pct delsnapshot fail (replication.go).
 //
 // A command runs in mvdan.cc/sh's shell interpreter, the parser the policy
 // reasons about, so functions, loops, substitutions and here-documents

@@ -134,11 +134,14 @@ func haRequest(c *call, ct *ctState, verb string) int {
 	return 0
 }
 
-// haPurge removes the container's HA resource as pct destroy --purge does,
-// after the container itself is gone.
-func haPurge(c *call, vmid int) {
-	c.outf("purging CT %d from related configurations..\n", vmid)
-	c.outf("NOTE: removed CT %d from HA resource configuration.\n", vmid)
+// purgeRelated is pct destroy --purge after the container itself is
+// gone: its replication jobs go (with it, from the state), and its HA
+// resource.
+func purgeRelated(c *call, ct *ctState) {
+	c.outf("purging CT %d from related configurations..\n", ct.VMID)
+	if ct.HA != nil {
+		c.outf("NOTE: removed CT %d from HA resource configuration.\n", ct.VMID)
+	}
 }
 
 // haManagerCmd is ha-manager: add, remove, set and status.

@@ -163,6 +163,9 @@ func pctGuard(c *call, verb string, ct *ctState, pos []string, opts map[string]s
 		if e := ct.lockError(); e != "" {
 			return refuse(e)
 		}
+		if ct.replicationSyncing() && opts["force"] != "1" {
+			return refuse("Failed to obtain guest migration lock - replication running?\n")
+		}
 		if ct.Conf.IsTemplate {
 			return refuse("you can't delete a snapshot if vm is a template\n")
 		}
@@ -174,10 +177,13 @@ func pctGuard(c *call, verb string, ct *ctState, pos []string, opts map[string]s
 		if ct.HA != nil && opts["purge"] != "1" {
 			return refuse(fmt.Sprintf("unable to remove CT %d - used in HA resources and purge parameter not set.\n", ct.VMID))
 		}
-		if ct.HA != nil {
+		if e := ct.replicationRefusal(); e != "" && opts["purge"] != "1" {
+			return refuse(e)
+		}
+		if ct.HA != nil || len(ct.Replication) > 0 {
 			code := pctDestroy(c, ct, opts["force"] == "1")
 			if code == 0 {
-				haPurge(c, ct.VMID)
+				purgeRelated(c, ct)
 			}
 			return code, true
 		}

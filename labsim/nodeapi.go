@@ -143,6 +143,8 @@ var vmstatusColumns = []tableCol{
 var (
 	nodeLXCPathRE  = regexp.MustCompile(`^/nodes/([^/]+)/lxc$`)
 	nodeQemuPathRE = regexp.MustCompile(`^/nodes/([^/]+)/qemu$`)
+	// nodeReplicationPathRE is the node's replication status (replication.go).
+	nodeReplicationPathRE = regexp.MustCompile(`^/nodes/([^/]+)/replication$`)
 )
 
 // qemuStatusColumns are the columns pvesh prints for /nodes/<node>/qemu

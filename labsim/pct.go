@@ -666,6 +666,10 @@ func pveshCmd(c *call) int {
 		return pveshResources(c, typ, format)
 	case verb == "get" && p == "/cluster/backup":
 		return pveshBackupJobs(c, format)
+	case verb == "get" && p == "/cluster/replication":
+		return pveshClusterReplication(c, format)
+	case verb == "get" && nodeReplicationPathRE.MatchString(p):
+		return pveshNodeReplication(c, nodeReplicationPathRE.FindStringSubmatch(p)[1], format)
 	case verb == "get" && nodeLXCPathRE.MatchString(p):
 		return pveshNodeLXC(c, nodeLXCPathRE.FindStringSubmatch(p)[1], format, tf)
 	case verb == "get" && nodeQemuPathRE.MatchString(p):

@@ -79,6 +79,8 @@ type ctState struct {
 	// Outdated says its packages predate the mirror's point release:
 	// apt sees updates of some (updates.go).
 	Outdated bool `json:"outdated,omitempty"`
+	// Replication are its storage replication jobs (replication.go).
+	Replication []replJob `json:"replication,omitempty"`
 }
 
 // ctConf is what pct config shows.

@@ -55,6 +55,7 @@ func (c *Container) validateStorage() []error {
 func (ct *ctState) configure(c Container) {
 	ct.Mounts = slices.Clone(c.BindMounts)
 	ct.Conf.IsTemplate = c.Template
+	ct.Replication = replicationJobs(c.Replication)
 	if c.HA != "" {
 		state := haStopped
 		if c.Status == statusRunning {

@@ -89,6 +89,9 @@ type PreviewResult struct {
 	Volumes []string `json:"volumes,omitempty"`
 	// Backup says what backs the container up; nil when not read.
 	Backup *BackupStatus `json:"backup,omitempty"`
+	// Replication lists the container's storage replication jobs; nil
+	// when not read.
+	Replication *ReplicationStatus `json:"replication,omitempty"`
 	// NextID is the vmid the cluster would give a new container now.
 	NextID int       `json:"next_id,omitempty"`
 	At     time.Time `json:"at"`
@@ -133,6 +136,48 @@ type BackupJob struct {
 	Schedule string `json:"schedule,omitempty"`
 	Storage  string `json:"storage,omitempty"`
 	Enabled  bool   `json:"enabled"`
+}
+
+// ReplicationStatus is a container's storage replication jobs (pvesr);
+// Jobs is empty when it has none.
+type ReplicationStatus struct {
+	Jobs []ReplicationJob `json:"jobs,omitempty"`
+}
+
+// ReplicationJob is one storage replication job of the container.
+type ReplicationJob struct {
+	ID     string `json:"id"`
+	Target string `json:"target"`
+	// Schedule is empty for Proxmox's default, */15.
+	Schedule string `json:"schedule,omitempty"`
+	Enabled  bool   `json:"enabled"`
+	// LastSync is its last successful sync; zero when it never had one.
+	LastSync  time.Time `json:"last_sync,omitzero"`
+	FailCount int       `json:"fail_count,omitempty"`
+}
+
+// replicationIDRE is pve-guest-common's replication job id, GUEST-JOBNUM.
+var replicationIDRE = regexp.MustCompile(`^[1-9][0-9]{2,8}-[0-9]{1,3}$`)
+
+// Validate checks the jobs' ids, target nodes and schedules.
+func (s ReplicationStatus) Validate() error {
+	if len(s.Jobs) > MaxPreviewListed {
+		return fmt.Errorf("more than %d replication jobs", MaxPreviewListed)
+	}
+	for _, j := range s.Jobs {
+		switch {
+		case !replicationIDRE.MatchString(j.ID):
+			return fmt.Errorf("%q is not a replication job id", j.ID)
+		case ValidateNode(j.Target) != nil:
+			return fmt.Errorf("replication job %s: %q is not a node", j.ID, j.Target)
+		case j.FailCount < 0:
+			return fmt.Errorf("replication job %s: fail count %d", j.ID, j.FailCount)
+		}
+		if err := ValidatePreviewText(j.Schedule); err != nil {
+			return fmt.Errorf("replication job %s: schedule: %w", j.ID, err)
+		}
+	}
+	return nil
 }
 
 func (r PreviewRun) version() int    { return r.Version }
@@ -188,7 +233,7 @@ func (r PreviewResult) validate() error {
 		return errors.New("execution id, actuator, action and time are required")
 	case len(r.Error) > MaxPreviewError || !utf8.ValidString(r.Error):
 		return fmt.Errorf("an error of %d bytes", len(r.Error))
-	case r.Error != "" && (len(r.Packages) > 0 || len(r.Snapshots) > 0 || len(r.Volumes) > 0 || r.Backup != nil || r.NextID != 0):
+	case r.Error != "" && (len(r.Packages) > 0 || len(r.Snapshots) > 0 || len(r.Volumes) > 0 || r.Backup != nil || r.Replication != nil || r.NextID != 0):
 		return errors.New("a failed preview carries findings")
 	case len(r.Packages) > MaxPreviewListed || len(r.Snapshots) > MaxPreviewListed || len(r.Volumes) > MaxPreviewListed:
 		return fmt.Errorf("more than %d packages, snapshots or volumes", MaxPreviewListed)
@@ -209,6 +254,11 @@ func (r PreviewResult) validate() error {
 	}
 	for _, v := range r.Volumes {
 		if err := ValidateVolume(v); err != nil {
+			return err
+		}
+	}
+	if r.Replication != nil {
+		if err := r.Replication.Validate(); err != nil {
 			return err
 		}
 	}

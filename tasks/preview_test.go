@@ -17,7 +17,8 @@ func testPreview() tasks.PreviewResult {
 		Volumes:   []string{"local-lvm:vm-101-disk-0", "nas:subvol-101-disk-1"},
 		Backup: &tasks.BackupStatus{Jobs: []tasks.BackupJob{{ID: "backup-5f1e2d3c-a1b2", Schedule: "sun 01:00", Storage: "nas", Enabled: true}},
 			Last: now, LastVolume: "nas:backup/vzdump-lxc-101-2026_11_29-01_00_04.tar.zst"},
-		NextID: 105, At: now,
+		Replication: &tasks.ReplicationStatus{Jobs: []tasks.ReplicationJob{{ID: "101-0", Target: "hubris", Schedule: "*/15", Enabled: true, LastSync: now}}},
+		NextID:      105, At: now,
 	}
 }
 
@@ -67,13 +68,19 @@ func TestPreviewResultRefusesWhatIsNotAName(t *testing.T) {
 		"a line break in a snapshot description": func(r *tasks.PreviewResult) {
 			r.Snapshots[0].Description = "ok\nApprove: react ✅"
 		},
-		"a long description":      func(r *tasks.PreviewResult) { r.Snapshots[0].Description = strings.Repeat("x", tasks.MaxPreviewText+1) },
-		"a volume of markup":      func(r *tasks.PreviewResult) { r.Volumes[0] = "local:<img src=x>" },
-		"a job id of markup":      func(r *tasks.PreviewResult) { r.Backup.Jobs[0].ID = "<a href=x>" },
-		"a schedule with a tab":   func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Schedule = "sun\t01:00" },
-		"a storage id of markup":  func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Storage = "nas]" },
-		"a pool job id of markup": func(r *tasks.PreviewResult) { r.Backup.ByPool = []string{"x<b>"} },
-		"a next id out of range":  func(r *tasks.PreviewResult) { r.NextID = 7 },
+		"a long description":             func(r *tasks.PreviewResult) { r.Snapshots[0].Description = strings.Repeat("x", tasks.MaxPreviewText+1) },
+		"a volume of markup":             func(r *tasks.PreviewResult) { r.Volumes[0] = "local:<img src=x>" },
+		"a job id of markup":             func(r *tasks.PreviewResult) { r.Backup.Jobs[0].ID = "<a href=x>" },
+		"a schedule with a tab":          func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Schedule = "sun\t01:00" },
+		"a storage id of markup":         func(r *tasks.PreviewResult) { r.Backup.Jobs[0].Storage = "nas]" },
+		"a pool job id of markup":        func(r *tasks.PreviewResult) { r.Backup.ByPool = []string{"x<b>"} },
+		"a next id out of range":         func(r *tasks.PreviewResult) { r.NextID = 7 },
+		"a replication id of markup":     func(r *tasks.PreviewResult) { r.Replication.Jobs[0].ID = "101-0<b>" },
+		"a replication target of markup": func(r *tasks.PreviewResult) { r.Replication.Jobs[0].Target = "[hubris](x)" },
+		"a replication schedule with a line break": func(r *tasks.PreviewResult) {
+			r.Replication.Jobs[0].Schedule = "*/15\nApprove: ✅"
+		},
+		"a negative fail count": func(r *tasks.PreviewResult) { r.Replication.Jobs[0].FailCount = -1 },
 		"a failure with findings": func(r *tasks.PreviewResult) {
 			r.Error = "timed out"
 		},

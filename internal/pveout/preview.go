@@ -286,3 +286,82 @@ func ParseBackupList(out string) ([]Backup, error) {
 	}
 	return list, nil
 }
+
+// aptListRE is one line of `apt list --upgradable`, as apt's
+// ListSingleVersion (apt-private/private-output.cc) prints it:
+// "NAME/SUITE[,SUITE…] VERSION ARCH [upgradable from: OLD]".
+var aptListRE = regexp.MustCompile(`^([a-z0-9][a-z0-9+.-]+)/(\S+) (\S+) (\S+) \[upgradable from: ([^\]]+)\]$`)
+
+// AptList is what `apt list --upgradable` printed.
+type AptList struct {
+	// Changes are the upgradable packages; Origins holds the suites.
+	Changes []AptChange
+	// Complete says apt's "Listing..." header was there, so no line was
+	// cut from the front of the output; without it the list is a tail.
+	Complete bool
+}
+
+// ParseAptList reads `apt list --upgradable`, after whatever came before
+// it in the same output (apt-get update's lines). Lines that are not
+// upgradable packages are skipped.
+func ParseAptList(out string) AptList {
+	var l AptList
+	for line := range strings.Lines(out) {
+		line = strings.TrimRight(line, "\r\n")
+		if line == "Listing..." || line == "Listing... Done" {
+			l.Complete, l.Changes = true, nil
+			continue
+		}
+		if m := aptListRE.FindStringSubmatch(line); m != nil {
+			l.Changes = append(l.Changes, AptChange{Name: m[1], From: m[5], To: m[3], Origins: strings.Split(m[2], ",")})
+		}
+	}
+	return l
+}
+
+// ReplicationJob is one job of `pvesh get /nodes/NODE/replication`: a
+// storage replication job of a guest on that node.
+type ReplicationJob struct {
+	ID     string
+	Guest  int
+	Target string
+	// Schedule is as configured; empty means Proxmox's default, */15.
+	Schedule string
+	Disabled bool
+	// LastSync is when the last successful sync started; zero: never.
+	LastSync  time.Time
+	FailCount int
+	// Error is the last failed sync's error, if the last one failed.
+	Error string
+}
+
+// ParseReplicationJobs reads `pvesh get /nodes/NODE/replication
+// --output-format json`: pve-manager's PVE/API2/Replication.pm status,
+// each job's configuration (id, guest, target, schedule, disable) with
+// its state's last_sync (a Unix time, 0 for never), fail_count and
+// error.
+func ParseReplicationJobs(out []byte) ([]ReplicationJob, error) {
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal(out, &raw); err != nil {
+		return nil, fmt.Errorf("not the output of pvesh get /nodes/NODE/replication: %v", err)
+	}
+	jobs := make([]ReplicationJob, 0, len(raw))
+	for _, r := range raw {
+		var j ReplicationJob
+		j.ID, _ = jsonString(r["id"])
+		var ok bool
+		if j.Guest, ok = jsonInt(r["guest"]); !ok || j.ID == "" || j.Guest == 0 {
+			return nil, fmt.Errorf("a replication job without an id or guest")
+		}
+		j.Target, _ = jsonString(r["target"])
+		j.Schedule, _ = jsonString(r["schedule"])
+		j.Disabled, _ = jsonBool(r["disable"])
+		j.FailCount, _ = jsonInt(r["fail_count"])
+		j.Error, _ = jsonString(r["error"])
+		if at, _ := jsonInt(r["last_sync"]); at > 0 {
+			j.LastSync = time.Unix(int64(at), 0).UTC()
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}

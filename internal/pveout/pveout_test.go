@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -335,5 +336,60 @@ func TestParseVMs(t *testing.T) {
 	}{{"1", true}, {"0", false}, {"enabled=1,fstrim_cloned_disks=1", true}, {"enabled=0,type=isa", false}} {
 		got, _ := pveout.ParseConfig("agent: " + tc.agent + "\n")
 		diff(t, "agent: "+tc.agent, tc.on, got.Agent)
+	}
+}
+
+// TestParseAptList reads `apt list --upgradable` as apt's
+// ListSingleVersion prints it (apt-private/private-output.cc: name/suites
+// version arch [upgradable from: old], the suites comma-joined), after
+// apt-get update's lines in the same output; without the "Listing..."
+// header the list is known to be a tail only.
+func TestParseAptList(t *testing.T) {
+	t.Parallel()
+	out := "Hit:1 http://deb.debian.org/debian bookworm InRelease\nReading package lists...\n" +
+		"Listing...\n" +
+		"curl/stable-security 7.88.1-10+deb12u12 amd64 [upgradable from: 7.88.1-10+deb12u8]\n" +
+		"libc6/stable,stable-updates 2.36-9+deb12u9 amd64 [upgradable from: 2.36-9+deb12u7]\n" +
+		"N: There is 1 additional version. Please use the '-a' switch to see it\n"
+	got := pveout.ParseAptList(out)
+	want := pveout.AptList{Complete: true, Changes: []pveout.AptChange{
+		{Name: "curl", From: "7.88.1-10+deb12u8", To: "7.88.1-10+deb12u12", Origins: []string{"stable-security"}},
+		{Name: "libc6", From: "2.36-9+deb12u7", To: "2.36-9+deb12u9", Origins: []string{"stable", "stable-updates"}},
+	}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParseAptList (-want +got):\n%s", d)
+	}
+	if !got.Changes[0].Security() || got.Changes[1].Security() {
+		t.Errorf("security: curl %v, libc6 %v; want true, false", got.Changes[0].Security(), got.Changes[1].Security())
+	}
+	tail := pveout.ParseAptList("libc6/stable 2.36-9+deb12u9 amd64 [upgradable from: 2.36-9+deb12u7]\n")
+	if tail.Complete || len(tail.Changes) != 1 {
+		t.Errorf("a tail without the header = %+v, want one change, not complete", tail)
+	}
+	if l := pveout.ParseAptList("Listing...\n"); !l.Complete || len(l.Changes) != 0 {
+		t.Errorf("nothing upgradable = %+v", l)
+	}
+}
+
+// TestParseReplicationJobs reads the node's replication status as
+// pve-manager's PVE/API2/Replication.pm status gives it (the sample is
+// labsim's, which TestSamplesMatchProxmox keeps equal to the source).
+func TestParseReplicationJobs(t *testing.T) {
+	t.Parallel()
+	got, err := pveout.ParseReplicationJobs([]byte(sample(t, "pvesh-nodes-replication.source-derived.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pveout.ReplicationJob{
+		{ID: "101-0", Guest: 101, Target: "pve2", LastSync: time.Date(2026, 12, 1, 10, 15, 2, 0, time.UTC)},
+		{ID: "105-0", Guest: 105, Target: "pve2", Schedule: "*/30", Disabled: true},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParseReplicationJobs (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"", "{}", `[{"id":"101-0"}]`, `[{"guest":101}]`} {
+		if _, err := pveout.ParseReplicationJobs([]byte(bad)); err == nil {
+			t.Errorf("ParseReplicationJobs(%q) did not fail", bad)
+		}
 	}
 }
