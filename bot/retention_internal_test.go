@@ -1,9 +1,11 @@
 package bot
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/schedule"
 	"github.com/nomoshq/nomos/internal/testenv"
 )
 
@@ -42,5 +44,46 @@ func TestSessionRetentionPrunesOnTheBotsClock(t *testing.T) {
 	now = time.Now().Add(29 * 24 * time.Hour)
 	if n := b.pruneSessions(ctx); n != 0 {
 		t.Errorf("pruned %d sessions 29 days on, want none", n)
+	}
+}
+
+// TestSessionRetentionRunsOnTheScheduler: the prune is a leader-only job
+// of the bot's one scheduler, not a ticker of its own. A pass of the
+// scheduler a month on deletes the old session; with retention 0 there is
+// no job at all.
+func TestSessionRetentionRunsOnTheScheduler(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	st := testenv.Store(t)
+	old, err := st.EnsureAgentSession(ctx, "!ops:test", "$old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	clock := func() time.Time { return now }
+	b := &Bot{store: st, logger: testenv.Logger(t), now: clock, cfg: Config{SessionRetention: 30 * 24 * time.Hour},
+		sched: schedule.New(schedule.Config{Slots: st, Clock: clock, Logger: testenv.Logger(t)})}
+	if err := b.addJobs(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(b.sched.Names(), sessionPruneJob) {
+		t.Fatalf("scheduler jobs = %v, want %s among them", b.sched.Names(), sessionPruneJob)
+	}
+	b.sched.RunDue(ctx) // first seen now: no slot from before runs
+	if _, err := st.AgentSession(ctx, old.ID); err != nil {
+		t.Fatalf("the session is gone before any slot fell due: %v", err)
+	}
+	now = now.Add(31 * 24 * time.Hour)
+	b.sched.RunDue(ctx)
+	if _, err := st.AgentSession(ctx, old.ID); err == nil {
+		t.Error("a scheduler pass a month on left the old session")
+	}
+
+	off := &Bot{store: st, logger: testenv.Logger(t), now: clock, sched: schedule.New(schedule.Config{Slots: st})}
+	if err := off.addJobs(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(off.sched.Names(), sessionPruneJob) {
+		t.Errorf("with retention 0 the scheduler has %v, want no prune", off.sched.Names())
 	}
 }
