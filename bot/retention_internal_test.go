@@ -1,25 +1,34 @@
 package bot
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/nomoshq/nomos/internal/schedule"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/store"
 )
 
-// TestSessionRetentionPrunesOnTheBotsClock: the retention job deletes the
-// sessions untouched for longer than SessionRetention at the bot's clock,
-// and keeps a session touched since.
-func TestSessionRetentionPrunesOnTheBotsClock(t *testing.T) {
-	t.Parallel()
+// retentionSetup is a database with one agent session, touched now.
+func retentionSetup(t *testing.T) (context.Context, *store.Store, store.AgentSession) {
+	t.Helper()
 	ctx := testenv.Context(t)
 	st := testenv.Store(t)
 	old, err := st.EnsureAgentSession(ctx, "!ops:test", "$old")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, st, old
+}
+
+// TestSessionRetentionPrunesOnTheBotsClock: the retention job deletes the
+// sessions untouched for longer than SessionRetention at the bot's clock,
+// and keeps a session touched since.
+func TestSessionRetentionPrunesOnTheBotsClock(t *testing.T) {
+	t.Parallel()
+	ctx, st, old := retentionSetup(t)
 	now := time.Now().Add(31 * 24 * time.Hour) // a month on, the session is old
 	b := &Bot{store: st, logger: testenv.Logger(t), now: func() time.Time { return now },
 		cfg: Config{SessionRetention: 30 * 24 * time.Hour}}
@@ -53,12 +62,7 @@ func TestSessionRetentionPrunesOnTheBotsClock(t *testing.T) {
 // no job at all.
 func TestSessionRetentionRunsOnTheScheduler(t *testing.T) {
 	t.Parallel()
-	ctx := testenv.Context(t)
-	st := testenv.Store(t)
-	old, err := st.EnsureAgentSession(ctx, "!ops:test", "$old")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, st, old := retentionSetup(t)
 	now := time.Now()
 	clock := func() time.Time { return now }
 	b := &Bot{store: st, logger: testenv.Logger(t), now: clock, cfg: Config{SessionRetention: 30 * 24 * time.Hour},
