@@ -277,9 +277,6 @@ func (b *Bot) Services() []supervisor.Service {
 		}})
 	}
 	svcs = append(svcs, supervisor.Service{Name: "scheduler", Run: b.sched.Run})
-	if b.cfg.SessionRetention > 0 {
-		svcs = append(svcs, supervisor.Service{Name: "session_retention", Run: b.runSessionRetention})
-	}
 	return append(svcs,
 		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error {
 			loop.Every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring)

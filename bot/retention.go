@@ -4,23 +4,25 @@ import (
 	"context"
 	"time"
 
-	"github.com/nomoshq/nomos/internal/loop"
+	"github.com/nomoshq/nomos/internal/schedule"
 )
 
-// sessionPruneInterval is how often the leading bot looks for agent
-// sessions past their retention.
-const sessionPruneInterval = time.Hour
+// sessionPruneJob is the scheduler's job that deletes agent sessions past
+// their retention, at the top of every hour, on the leading bot.
+const sessionPruneJob = "agent_sessions:prune"
 
 // sessionPruneBatch bounds the sessions deleted in one transaction.
 const sessionPruneBatch = 200
 
-// runSessionRetention deletes, every sessionPruneInterval, the agent
-// sessions untouched for longer than SessionRetention. It is a job of its
-// own, apart from the rest of the bot, so a shared scheduler can take it
-// over as it is.
-func (b *Bot) runSessionRetention(ctx context.Context) error {
-	loop.Every(ctx, sessionPruneInterval, func(ctx context.Context) { b.pruneSessions(ctx) })
-	return nil
+// sessionRetentionJob deletes, every hour, the agent sessions untouched
+// for longer than SessionRetention. It is leader-only, so of several bots
+// one prunes, and an hour missed while none led is pruned once, late.
+func (b *Bot) sessionRetentionJob() schedule.Job {
+	return schedule.Job{Name: sessionPruneJob, Spec: "@hourly", LeaderOnly: true,
+		Run: func(ctx context.Context, _ time.Time) error {
+			b.pruneSessions(ctx)
+			return nil
+		}}
 }
 
 // pruneSessions deletes every session past its retention at b.now, a

@@ -1,23 +1,34 @@
 package bot
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/nomoshq/nomos/internal/schedule"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/store"
 )
 
-// TestSessionRetentionPrunesOnTheBotsClock: the retention job deletes the
-// sessions untouched for longer than SessionRetention at the bot's clock,
-// and keeps a session touched since.
-func TestSessionRetentionPrunesOnTheBotsClock(t *testing.T) {
-	t.Parallel()
+// retentionSetup is a database with one agent session, touched now.
+func retentionSetup(t *testing.T) (context.Context, *store.Store, store.AgentSession) {
+	t.Helper()
 	ctx := testenv.Context(t)
 	st := testenv.Store(t)
 	old, err := st.EnsureAgentSession(ctx, "!ops:test", "$old")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, st, old
+}
+
+// TestSessionRetentionPrunesOnTheBotsClock: the retention job deletes the
+// sessions untouched for longer than SessionRetention at the bot's clock,
+// and keeps a session touched since.
+func TestSessionRetentionPrunesOnTheBotsClock(t *testing.T) {
+	t.Parallel()
+	ctx, st, old := retentionSetup(t)
 	now := time.Now().Add(31 * 24 * time.Hour) // a month on, the session is old
 	b := &Bot{store: st, logger: testenv.Logger(t), now: func() time.Time { return now },
 		cfg: Config{SessionRetention: 30 * 24 * time.Hour}}
@@ -42,5 +53,41 @@ func TestSessionRetentionPrunesOnTheBotsClock(t *testing.T) {
 	now = time.Now().Add(29 * 24 * time.Hour)
 	if n := b.pruneSessions(ctx); n != 0 {
 		t.Errorf("pruned %d sessions 29 days on, want none", n)
+	}
+}
+
+// TestSessionRetentionRunsOnTheScheduler: the prune is a leader-only job
+// of the bot's one scheduler, not a ticker of its own. A pass of the
+// scheduler a month on deletes the old session; with retention 0 there is
+// no job at all.
+func TestSessionRetentionRunsOnTheScheduler(t *testing.T) {
+	t.Parallel()
+	ctx, st, old := retentionSetup(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	b := &Bot{store: st, logger: testenv.Logger(t), now: clock, cfg: Config{SessionRetention: 30 * 24 * time.Hour},
+		sched: schedule.New(schedule.Config{Slots: st, Clock: clock, Logger: testenv.Logger(t)})}
+	if err := b.addJobs(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(b.sched.Names(), sessionPruneJob) {
+		t.Fatalf("scheduler jobs = %v, want %s among them", b.sched.Names(), sessionPruneJob)
+	}
+	b.sched.RunDue(ctx) // first seen now: no slot from before runs
+	if _, err := st.AgentSession(ctx, old.ID); err != nil {
+		t.Fatalf("the session is gone before any slot fell due: %v", err)
+	}
+	now = now.Add(31 * 24 * time.Hour)
+	b.sched.RunDue(ctx)
+	if _, err := st.AgentSession(ctx, old.ID); err == nil {
+		t.Error("a scheduler pass a month on left the old session")
+	}
+
+	off := &Bot{store: st, logger: testenv.Logger(t), now: clock, sched: schedule.New(schedule.Config{Slots: st})}
+	if err := off.addJobs(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(off.sched.Names(), sessionPruneJob) {
+		t.Errorf("with retention 0 the scheduler has %v, want no prune", off.sched.Names())
 	}
 }

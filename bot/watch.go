@@ -61,11 +61,15 @@ type WindowSchedule struct {
 // prune, say) may be added with Add before Run.
 func (b *Bot) Scheduler() *schedule.Scheduler { return b.sched }
 
-// addJobs registers the briefs, schedules and windows of the config.
+// addJobs registers the briefs, schedules and windows of the config, and
+// the prune of agent sessions past their retention.
 func (b *Bot) addJobs() error {
 	var jobs []schedule.Job
 	if b.cfg.OpsRoom != "" && b.cfg.Briefs != nil {
 		jobs = append(jobs, b.briefJobs()...)
+	}
+	if b.cfg.SessionRetention > 0 {
+		jobs = append(jobs, b.sessionRetentionJob())
 	}
 	for _, s := range b.cfg.Schedules {
 		jobs = append(jobs, schedule.Job{Name: "schedule:" + s.Name, Spec: s.Spec, Location: s.Location, LeaderOnly: true,

@@ -1,3 +1,5 @@
+//go:build nomosdev
+
 package main
 
 import (

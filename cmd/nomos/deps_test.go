@@ -205,10 +205,11 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 
 // TestProductionBuildLeavesOutDevCode: the nomos binary built without the
 // nomosdev tag, the one the Dockerfile and docs/install.md build, links
-// neither labsim nor the dev stack; the development build links both, so
-// the check would see them if the tag stopped working.
+// neither labsim, the dev stack nor the dev chat client; the development
+// build links them all, so the check would see them if the tag stopped
+// working.
 func TestProductionBuildLeavesOutDevCode(t *testing.T) {
-	devOnly := []string{module + "/labsim", module + "/internal/devstack"}
+	devOnly := []string{module + "/labsim", module + "/internal/devstack", module + "/internal/chatclient"}
 	for _, build := range []struct {
 		tags string
 		dev  bool

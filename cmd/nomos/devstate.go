@@ -1,7 +1,9 @@
+//go:build nomosdev
+
 package main
 
-// The dev stack's state file, which `nomos chat` reads in every build and
-// `nomos dev` writes in the development build.
+// The dev stack's state file, which `nomos dev` writes and `nomos chat`
+// reads, both in the development build.
 
 // devState is .nomos-dev/dev.json: what `nomos chat`, the tests and an
 // operator need to reach the local stack. A second run reads it back and

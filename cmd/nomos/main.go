@@ -54,7 +54,7 @@ func (e *roleEnv) config(name string) (*config.Config, error) {
 }
 
 // roles is filled in init, since runDev consults it. The development
-// build adds `dev` and `labsim` (roles_dev.go).
+// build adds `dev`, `labsim` and `chat` (roles_dev.go).
 var roles map[string]role
 
 func init() {
@@ -65,7 +65,6 @@ func init() {
 		"bot":      {summary: "run the Matrix bot: plans, approvals, live status", run: runBot},
 		"actuator": {summary: "run the SSH actuator that carries out approved orders; -pin HOST pins a node's host key", run: runActuator},
 		"mcp":      {summary: "serve the bot's MCP tools over stdio (--stdio), or make a client token (token NAME)", run: runMCP},
-		"chat":     {summary: "a terminal Matrix client for the dev operator", run: runChat},
 		"keygen":   {summary: "write the order and report key pairs into a directory", run: runKeygen},
 		"doctor":   {summary: "check the config and everything the roles need, and say what to fix", run: runDoctor},
 		"discover": {summary: "ask the bot for an inventory of every host now, and say what it found", run: runDiscover},
@@ -82,6 +81,7 @@ func init() {
 const (
 	labsimSummary = "serve simulated Proxmox hosts over SSH"
 	devSummary    = "bring up the whole local stack in the foreground"
+	chatSummary   = "a terminal Matrix client for the dev stack's operator"
 )
 
 func main() {

@@ -16,11 +16,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 func writeFile(t *testing.T, dir, name, data string) string {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testenv.WriteFile(t, dir, name, data)
 }
 
 func TestUnknownRole(t *testing.T) {

@@ -3,7 +3,7 @@
 package main
 
 // devBuild reports whether this binary is the development build, the one
-// with `nomos dev` and `nomos labsim` (docs/architecture.md, "The
+// with `nomos dev`, `nomos labsim` and `nomos chat` (docs/architecture.md, "The
 // development build").
 const devBuild = true
 
@@ -12,5 +12,6 @@ func devOnlyRoles() map[string]role {
 	return map[string]role{
 		"labsim": {summary: labsimSummary, run: runLabsim},
 		"dev":    {summary: devSummary, run: runDev},
+		"chat":   {summary: chatSummary, run: runChat},
 	}
 }

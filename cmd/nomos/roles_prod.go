@@ -8,7 +8,7 @@ import (
 )
 
 // devBuild reports whether this binary is the development build, the one
-// with `nomos dev` and `nomos labsim` (docs/architecture.md, "The
+// with `nomos dev`, `nomos labsim` and `nomos chat` (docs/architecture.md, "The
 // development build").
 const devBuild = false
 
@@ -18,6 +18,7 @@ func devOnlyRoles() map[string]role {
 	return map[string]role{
 		"labsim": {summary: labsimSummary + " (development build only)", run: devOnly("labsim")},
 		"dev":    {summary: devSummary + " (development build only)", run: devOnly("dev")},
+		"chat":   {summary: chatSummary + " (development build only)", run: devOnly("chat")},
 	}
 }
 

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/nomoshq/nomos/internal/testenv"
 )
 
 // TestConfigUnknownKeysAreErrors: a typo in the config, in the file or in
@@ -35,7 +37,7 @@ func TestConfigUnknownKeysAreErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := ""
 			if tc.file != "" {
-				path = writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.file)
+				path = testenv.WriteFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.file)
 			}
 			_, err := Load(path, tc.env)
 			if err == nil {
@@ -49,7 +51,7 @@ func TestConfigUnknownKeysAreErrors(t *testing.T) {
 		})
 	}
 	// What is not config is left alone, and what is known loads.
-	path := writeFile(t, dir, "good.yaml", "approvals:\n  destructive_quorum: 2\nllm:\n  headers:\n    X-Anything: y\n")
+	path := testenv.WriteFile(t, dir, "good.yaml", "approvals:\n  destructive_quorum: 2\nllm:\n  headers:\n    X-Anything: y\n")
 	cfg, err := Load(path, []string{"NOMOS_CONFIG=/etc/nomos/nomos.yaml", "NOMOS_TEST_GATE=1", "NOMOS_LLM__MODEL=m"})
 	if err != nil {
 		t.Fatalf("a config of known keys: %v", err)

@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,22 +12,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/mcpserver"
 )
-
-func writeFile(t *testing.T, dir, name, data string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func TestConfigEnvironmentNesting(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	path := writeFile(t, dir, "nomos.yaml", "llm:\n  model: file-model\n  base_url: http://file.example/v1\n")
+	path := testenv.WriteFile(t, dir, "nomos.yaml", "llm:\n  model: file-model\n  base_url: http://file.example/v1\n")
 	cfg, err := Load(path, []string{
 		"NOMOS_LLM__BASE_URL=http://127.0.0.1:9999/v1",
 		"NOMOS_MATRIX__OPERATORS=@alice:example.org, @bob:example.org",
@@ -55,7 +46,7 @@ func TestConfigEnvironmentNesting(t *testing.T) {
 func TestConfigSecretFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	pw := writeFile(t, dir, "pw", "s3cret\n")
+	pw := testenv.WriteFile(t, dir, "pw", "s3cret\n")
 	cfg, err := Load("", []string{"NOMOS_MATRIX__PASSWORD_FILE=" + pw})
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +67,8 @@ func TestConfigSecretFiles(t *testing.T) {
 func TestConfigValidationNamesTheKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	key := writeFile(t, dir, "key", "k")
-	notHash := writeFile(t, dir, "not-a-hash", "correct horse battery staple")
+	key := testenv.WriteFile(t, dir, "key", "k")
+	notHash := testenv.WriteFile(t, dir, "not-a-hash", "correct horse battery staple")
 	tests := []struct {
 		name    string
 		role    string
@@ -148,7 +139,7 @@ func TestConfigValidationNamesTheKey(t *testing.T) {
 func TestConfigValidPasses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	key := writeFile(t, dir, "key", "k")
+	key := testenv.WriteFile(t, dir, "key", "k")
 	base := []string{
 		"NOMOS_DATABASE__URL=postgres://nomos:nomos@127.0.0.1:5432/nomos",
 		"NOMOS_REDIS__URL=redis://127.0.0.1:6379/0",
@@ -180,7 +171,7 @@ func TestConfigValidPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashFile := writeFile(t, dir, "web-hash", string(hash)+"\n")
+	hashFile := testenv.WriteFile(t, dir, "web-hash", string(hash)+"\n")
 	for name, env := range map[string][]string{
 		"a bcrypt hash": {"NOMOS_WEB__LISTEN=0.0.0.0:8080", "NOMOS_WEB__AUTH__USER=ops", "NOMOS_WEB__AUTH__PASSWORD_HASH_FILE=" + hashFile},
 		"a proxy":       {"NOMOS_WEB__LISTEN=0.0.0.0:8080", "NOMOS_WEB__TRUSTED_PROXIES=10.0.0.5, 192.168.10.0/24"},
@@ -203,9 +194,9 @@ func TestConfigMCPTokens(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	const secret = "file-token-0123456789abcdef"
-	tokenFile := writeFile(t, dir, "token", secret+"\n")
+	tokenFile := testenv.WriteFile(t, dir, "token", secret+"\n")
 	hash := strings.Repeat("ab", 32)
-	path := writeFile(t, dir, "nomos.yaml", `mcp:
+	path := testenv.WriteFile(t, dir, "nomos.yaml", `mcp:
   tokens:
     - {name: claude, token_file: `+tokenFile+`, scope: request}
     - {name: dashboard, token_sha256: `+hash+`, scope: read}
@@ -241,11 +232,11 @@ func TestConfigMCPTokens(t *testing.T) {
 		}
 	}
 
-	both := writeFile(t, dir, "both.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+tokenFile+", token_sha256: "+hash+", scope: read}\n")
+	both := testenv.WriteFile(t, dir, "both.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+tokenFile+", token_sha256: "+hash+", scope: read}\n")
 	if _, err := Load(both, nil); err == nil || !strings.Contains(err.Error(), "mcp.tokens[0]: token_sha256 and token_file are both set") {
 		t.Errorf("token_sha256 and token_file both set: err = %v", err)
 	}
-	short := writeFile(t, dir, "short.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+writeFile(t, dir, "short", "abc")+", scope: read}\n")
+	short := testenv.WriteFile(t, dir, "short.yaml", "mcp:\n  tokens:\n    - {name: a, token_file: "+testenv.WriteFile(t, dir, "short", "abc")+", scope: read}\n")
 	if _, err := Load(short, nil); err == nil || !strings.Contains(err.Error(), "want a token of at least 16 characters") {
 		t.Errorf("a short token file: err = %v", err)
 	}
@@ -271,7 +262,7 @@ func TestConfigMCPStdioNeedsNoDatabaseOrKey(t *testing.T) {
 func TestConfigWatchdog(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	pw := writeFile(t, dir, "pw", "watchdog-password\n")
+	pw := testenv.WriteFile(t, dir, "pw", "watchdog-password\n")
 	good := []string{
 		"NOMOS_WATCHDOG__LAN_URL=http://192.168.1.20:8080/", "NOMOS_WATCHDOG__MESH_URL=https://nomos.example.org/",
 		"NOMOS_WATCHDOG__HOMESERVER_URL=https://matrix.example.org", "NOMOS_WATCHDOG__USER_ID=@watchdog:example.org",
@@ -309,7 +300,7 @@ func TestConfigWatchdog(t *testing.T) {
 			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.want)
 		}
 	}
-	if _, err := Load(writeFile(t, dir, "typo.yaml", "watchdog:\n  lan_ur: http://x/\n"), nil); err == nil || !strings.Contains(err.Error(), "did you mean watchdog.lan_url?") {
+	if _, err := Load(testenv.WriteFile(t, dir, "typo.yaml", "watchdog:\n  lan_ur: http://x/\n"), nil); err == nil || !strings.Contains(err.Error(), "did you mean watchdog.lan_url?") {
 		t.Errorf("a typo in the watchdog section: %v; want it refused, naming watchdog.lan_url", err)
 	}
 }

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha1"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +21,9 @@ import (
 	"sync/atomic"
 	"text/template"
 	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/synapseadmin"
 )
 
 // DendriteConfig describes a Dendrite homeserver for StartDendrite.
@@ -326,35 +326,22 @@ func (d *Dendrite) Done() <-chan struct{} { return d.done }
 // RegisterUser creates an account through the shared-secret registration API
 // and returns its user id. A localpart that is already registered is not an
 // error: its id is returned and its password and admin flag stay as they were.
+//
+// Dendrite serves Synapse's /_synapse/admin/v1/register (its clientapi
+// routing, register_secret.go: the same nonce and HMAC-SHA1 over nonce,
+// user, password and admin or notadmin), so mautrix's synapseadmin client
+// speaks it.
 func (d *Dendrite) RegisterUser(ctx context.Context, localpart, password string, admin bool) (userID string, err error) {
-	endpoint := d.url + "/_synapse/admin/v1/register"
-	var nonce struct {
-		Nonce string `json:"nonce"`
+	cli, err := mautrix.NewClient(d.url, "", "")
+	if err != nil {
+		return "", fmt.Errorf("register %s: %w", localpart, err)
 	}
-	if err := d.doJSON(ctx, http.MethodGet, endpoint, nil, &nonce); err != nil {
-		return "", fmt.Errorf("register %s: get nonce: %w", localpart, err)
-	}
-
-	adminField := "notadmin"
-	if admin {
-		adminField = "admin"
-	}
-	mac := hmac.New(sha1.New, []byte(d.sharedSecret))
-	mac.Write([]byte(strings.Join([]string{nonce.Nonce, localpart, password, adminField}, "\x00")))
-	req := map[string]any{
-		"nonce":    nonce.Nonce,
-		"username": localpart,
-		"password": password,
-		"admin":    admin,
-		"mac":      hex.EncodeToString(mac.Sum(nil)),
-	}
-	var resp struct {
-		UserID string `json:"user_id"`
-	}
-	err = d.doJSON(ctx, http.MethodPost, endpoint, req, &resp)
-	var merr *dendriteMatrixError
+	cli.Client = d.http
+	resp, err := (&synapseadmin.Client{Client: cli}).SharedSecretRegister(ctx, d.sharedSecret, synapseadmin.ReqSharedSecretRegister{
+		Username: localpart, Password: password, Admin: admin,
+	})
 	switch {
-	case errors.As(err, &merr) && merr.ErrCode == "M_USER_IN_USE":
+	case errors.Is(err, mautrix.MUserInUse):
 		// Dendrite lowercases localparts on registration.
 		return "@" + strings.ToLower(localpart) + ":" + d.cfg.ServerName, nil
 	case err != nil:
@@ -362,56 +349,7 @@ func (d *Dendrite) RegisterUser(ctx context.Context, localpart, password string,
 	case resp.UserID == "":
 		return "", fmt.Errorf("register %s: response has no user_id", localpart)
 	}
-	return resp.UserID, nil
-}
-
-// dendriteMatrixError is a Matrix error response.
-type dendriteMatrixError struct {
-	Status  int
-	ErrCode string `json:"errcode"`
-	Message string `json:"error"`
-}
-
-func (e *dendriteMatrixError) Error() string {
-	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.ErrCode, e.Message)
-}
-
-func (d *Dendrite) doJSON(ctx context.Context, method, endpoint string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, endpoint, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		merr := &dendriteMatrixError{Status: resp.StatusCode}
-		if json.Unmarshal(raw, merr) != nil || merr.ErrCode == "" {
-			merr.Message = strings.TrimSpace(string(raw))
-		}
-		return merr
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("decode %s %s response: %w", method, req.URL.Path, err)
-	}
-	return nil
+	return resp.UserID.String(), nil
 }
 
 // Stop shuts Dendrite down: SIGTERM to its process group, then SIGKILL if it

@@ -3,6 +3,7 @@ package devstack
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"maps"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/synapseadmin"
 )
 
 // TestDendrite runs a real Dendrite: accounts, a room two users share, and a
@@ -51,6 +54,17 @@ func TestDendrite(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"@alice:localhost", "@bob:localhost", "@bob:localhost"}, []string{alice, bob, bobAgain}); diff != "" {
 		t.Errorf("user ids (-want +got):\n%s", diff)
+	}
+
+	// Without the shared secret nobody registers, least of all an admin.
+	cli, err := mautrix.NewClient(d.URL(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&synapseadmin.Client{Client: cli}).SharedSecretRegister(ctx, "not-the-shared-secret",
+		synapseadmin.ReqSharedSecretRegister{Username: "mallory", Password: "mallory-password-1", Admin: true})
+	if !errors.Is(err, mautrix.MForbidden) {
+		t.Errorf("registering with the wrong shared secret: err = %v, want M_FORBIDDEN", err)
 	}
 
 	aliceToken := matrixLogin(t, d.URL(), "alice", alicePassword)
