@@ -44,6 +44,7 @@ func redisAccessOf(role, site, actuator string) redisAccess {
 		{"change Redis's users (ACL SETUSER)", []any{"acl", "setuser", probeID}},
 	}
 	register := redisProbe{"register as an asynq server", []any{"zadd", "asynq:servers", "0", probeID}}
+	hearCancels := redisProbe{"hear asynq's cancellations (asynq:cancel)", []any{"subscribe", "asynq:cancel"}}
 	if role == "bot" {
 		return redisAccess{
 			needs: []redisProbe{
@@ -55,6 +56,7 @@ func redisAccessOf(role, site, actuator string) redisAccess {
 				{"pop the actuators' questions (" + tasks.ApprovalChecks + ")", []any{"blpop", tasks.ApprovalChecks, "1"}},
 				{"answer an actuator (" + tasks.ApprovalQueue(site, actuator) + ")", []any{"rpush", tasks.ApprovalQueue(site, actuator), probeID}},
 				register,
+				hearCancels,
 			},
 			mustNot: append([]redisProbe{
 				{"take an order from " + orders, take(orders)},
@@ -75,6 +77,7 @@ func redisAccessOf(role, site, actuator string) redisAccess {
 			{"read its answers (" + tasks.ApprovalQueue(site, actuator) + ")", []any{"blpop", tasks.ApprovalQueue(site, actuator), "1"}},
 			{"hold an order's lease", []any{"set", tasks.OrderLease(site, probeID), actuator}},
 			register,
+			hearCancels,
 		},
 		mustNot: append([]redisProbe{
 			{"take a result from " + results, take(results)},
