@@ -152,12 +152,17 @@ func (d *doctor) checkRedisAccess(ctx context.Context) []checkLine {
 }
 
 // queues sends cmd inside a transaction and says whether Redis queued it
-// (the user may run it) or refused it for want of permission.
+// (the user may run it) or refused it for want of permission. Any other
+// answer means the connection is not in the transaction, and ends the
+// check before another probe could run. (A broken connection is not
+// replaced: go-redis's Conn fails every later command instead.)
 func queues(ctx context.Context, conn *redis.Conn, cmd []any) (bool, error) {
-	err := conn.Do(ctx, cmd...).Err()
+	v, err := conn.Do(ctx, cmd...).Result()
 	switch {
-	case err == nil:
+	case err == nil && v == "QUEUED":
 		return true, nil
+	case err == nil:
+		return false, fmt.Errorf("%v answered %v, not QUEUED: the connection left its transaction", cmd[0], v)
 	case strings.HasPrefix(err.Error(), "NOPERM"):
 		return false, nil
 	}
