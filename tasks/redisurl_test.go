@@ -1,10 +1,12 @@
-package tasks
+package tasks_test
 
 import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
+
+	"github.com/nomoshq/nomos/tasks"
 )
 
 // TestParseRedisURL: the user name reaches the connection options, so a
@@ -18,7 +20,7 @@ func TestParseRedisURL(t *testing.T) {
 		"redis://:only-a-password@127.0.0.1:6379/0": {Addr: "127.0.0.1:6379", Password: "only-a-password"},
 		"redis://127.0.0.1:6379":                    {Addr: "127.0.0.1:6379"},
 	} {
-		got, err := ParseRedisURL(in)
+		got, err := tasks.ParseRedisURL(in)
 		if err != nil {
 			t.Errorf("ParseRedisURL(%q): %v", in, err)
 			continue
@@ -28,7 +30,7 @@ func TestParseRedisURL(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"http://redis:6379/0", "redis://redis:6379/zero"} {
-		if _, err := ParseRedisURL(bad); err == nil {
+		if _, err := tasks.ParseRedisURL(bad); err == nil {
 			t.Errorf("ParseRedisURL(%q) took it", bad)
 		}
 	}

@@ -44,6 +44,7 @@ func redisAccessOf(role, site, actuator string) redisAccess {
 		{"change Redis's users (ACL SETUSER)", []any{"acl", "setuser", probeID}},
 	}
 	register := redisProbe{"register as an asynq server", []any{"zadd", "asynq:servers", "0", probeID}}
+	hearCancels := redisProbe{"hear asynq's cancellations (asynq:cancel)", []any{"subscribe", "asynq:cancel"}}
 	if role == "bot" {
 		return redisAccess{
 			needs: []redisProbe{
@@ -55,6 +56,7 @@ func redisAccessOf(role, site, actuator string) redisAccess {
 				{"pop the actuators' questions (" + tasks.ApprovalChecks + ")", []any{"blpop", tasks.ApprovalChecks, "1"}},
 				{"answer an actuator (" + tasks.ApprovalQueue(site, actuator) + ")", []any{"rpush", tasks.ApprovalQueue(site, actuator), probeID}},
 				register,
+				hearCancels,
 			},
 			mustNot: append([]redisProbe{
 				{"take an order from " + orders, take(orders)},
@@ -75,6 +77,7 @@ func redisAccessOf(role, site, actuator string) redisAccess {
 			{"read its answers (" + tasks.ApprovalQueue(site, actuator) + ")", []any{"blpop", tasks.ApprovalQueue(site, actuator), "1"}},
 			{"hold an order's lease", []any{"set", tasks.OrderLease(site, probeID), actuator}},
 			register,
+			hearCancels,
 		},
 		mustNot: append([]redisProbe{
 			{"take a result from " + results, take(results)},
@@ -149,12 +152,17 @@ func (d *doctor) checkRedisAccess(ctx context.Context) []checkLine {
 }
 
 // queues sends cmd inside a transaction and says whether Redis queued it
-// (the user may run it) or refused it for want of permission.
+// (the user may run it) or refused it for want of permission. Any other
+// answer means the connection is not in the transaction, and ends the
+// check before another probe could run. (A broken connection is not
+// replaced: go-redis's Conn fails every later command instead.)
 func queues(ctx context.Context, conn *redis.Conn, cmd []any) (bool, error) {
-	err := conn.Do(ctx, cmd...).Err()
+	v, err := conn.Do(ctx, cmd...).Result()
 	switch {
-	case err == nil:
+	case err == nil && v == "QUEUED":
 		return true, nil
+	case err == nil:
+		return false, fmt.Errorf("%v answered %v, not QUEUED: the connection left its transaction", cmd[0], v)
 	case strings.HasPrefix(err.Error(), "NOPERM"):
 		return false, nil
 	}
