@@ -102,6 +102,8 @@ type vmState struct {
 	Parent    string       `json:"parent,omitempty"`
 	Snapshots []vmSnapshot `json:"snapshots,omitempty"`
 	Lock      string       `json:"lock,omitempty"`
+	// HA is its HA resource (vm:<vmid>), nil when HA does not manage it.
+	HA *haState `json:"ha,omitempty"`
 }
 
 // vmConf is what qm config shows.
@@ -234,6 +236,11 @@ func qmCmd(c *call) int {
 	case "listsnapshot":
 		c.outf("%s", listVMSnapshots(vm))
 		return 0
+	}
+	if vm.haManaged() && (verb == "start" || verb == "shutdown" || verb == "stop") {
+		// Before the lock check and qm's own "already running": vm_start,
+		// vm_shutdown and vm_stop hand an HA resource over first.
+		return haRequestVM(c, vm, verb)
 	}
 	if e := vmLockError(vm); e != "" {
 		c.errf("%s", e)
@@ -415,6 +422,10 @@ func qmRollback(c *call, vm *vmState, name string, start bool) int {
 	c.outf("  Logical volume \"vm-%d-disk-0\" created.\n", vm.VMID)
 	if snap.VMState || start {
 		vm.boot(c.now)
+	}
+	if !vm.running() && vm.haManaged() && vm.HA.Request == haStarted {
+		// The LRM finds a "started" resource off and starts it.
+		vm.HA.Due = c.now.Add(c.env.sim.haDelay)
 	}
 	c.dirty = true
 	return 0
@@ -698,6 +709,9 @@ func (vm *vmState) resource(node string, now time.Time) map[string]any {
 	}
 	if vm.Conf.Tags != "" {
 		r["tags"] = vm.Conf.Tags
+	}
+	if vm.HA != nil {
+		r["hastate"] = vm.HA.State
 	}
 	return r
 }
