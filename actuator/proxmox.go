@@ -125,8 +125,10 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 	}
 }
 
-// haRequestRE is what pct prints when it hands a container's power to HA.
-var haRequestRE = regexp.MustCompile(`(?m)^Requesting HA (start|stop) for CT (\d+)$`)
+// haRequestRE is what pct or qm prints when it hands a guest's power to
+// HA (pve-container src/PVE/API2/LXC/Status.pm, qemu-server
+// src/PVE/API2/Qemu.pm vm_start, vm_shutdown, vm_stop).
+var haRequestRE = regexp.MustCompile(`(?m)^Requesting HA (start|stop) for (?:CT|VM) (\d+)$`)
 
 // haWanted is the state a step's HA request asks for ("running" or
 // "stopped"), or "" when the step's output holds no HA request.
@@ -164,11 +166,11 @@ func (g guestState) String() string {
 	return s
 }
 
-// readGuest reads the container's state: pct status on its node, and the
+// readGuest reads the guest's state: pct or qm status on its node, and the
 // cluster's listing when the node no longer has it (HA may start it on
 // another) or when with asks for the HA state too.
 func (x *execution) readGuest(ctx context.Context, vmid int, withHA bool) (guestState, error) {
-	stdout, _, code, err := x.look(ctx, "pct status "+strconv.Itoa(vmid))
+	stdout, _, code, err := x.look(ctx, x.guestTool()+" status "+strconv.Itoa(vmid))
 	if err != nil {
 		return guestState{}, err
 	}
@@ -186,8 +188,12 @@ func (x *execution) readGuest(ctx context.Context, vmid int, withHA bool) (guest
 	if err != nil {
 		return guestState{}, fmt.Errorf("read /cluster/resources: %w", err)
 	}
+	typ := "lxc"
+	if x.guestTool() == "qm" {
+		typ = "qemu"
+	}
 	for _, g := range list {
-		if g.Type == "lxc" && g.VMID == vmid {
+		if g.Type == typ && g.VMID == vmid {
 			return guestState{status: g.Status, node: g.Node, hastate: g.HAState}, nil
 		}
 	}
@@ -199,7 +205,7 @@ func (x *execution) readGuest(ctx context.Context, vmid int, withHA bool) (guest
 // the step succeeded; a step that did not is recorded failed with the
 // state seen last, never as succeeded.
 func (x *execution) waitForHA(ctx context.Context, name string, start time.Time, code int, vmid int, want string) bool {
-	x.out.WriteString(fmt.Sprintf("Proxmox HA manages CT %d: waiting up to %s for it to be %s.\n", vmid, x.a.cfg.HAWait, want))
+	x.out.WriteString(fmt.Sprintf("Proxmox HA manages %s %d: waiting up to %s for it to be %s.\n", x.guestKind(), vmid, x.a.cfg.HAWait, want))
 	ctx, cancel := context.WithTimeout(ctx, x.a.cfg.HAWait)
 	defer cancel()
 	var seen guestState
@@ -209,10 +215,10 @@ func (x *execution) waitForHA(ctx context.Context, name string, start time.Time,
 		if err == nil {
 			seen, lastErr = g, nil
 			if g.status == want {
-				note := fmt.Sprintf("HA had CT %d %s after %s", vmid, want, x.a.now().Sub(start).Round(time.Second))
+				note := fmt.Sprintf("HA had %s %d %s after %s", x.guestKind(), vmid, want, x.a.now().Sub(start).Round(time.Second))
 				if g.node != "" && g.node != x.order.Target.Host {
 					note += ", on node " + g.node
-					x.note("Proxmox HA started CT %d on node %s, not on %s.", vmid, g.node, x.order.Target.Host)
+					x.note("Proxmox HA started %s %d on node %s, not on %s.", x.guestKind(), vmid, g.node, x.order.Target.Host)
 				}
 				x.out.WriteString(note + ".\n")
 				x.addPhase(name, tasks.StatusSucceeded, code, start, note)
@@ -227,7 +233,7 @@ func (x *execution) waitForHA(ctx context.Context, name string, start time.Time,
 	}
 	if x.a.workCtx.Err() != nil {
 		x.fail(tasks.StatusOutcomeUnknown, name, code, start, "",
-			fmt.Sprintf("%s: Proxmox HA took the request for CT %d, and the actuator stopped before it saw the container %s. Check the target, then mark the execution reconciled.", name, vmid, want))
+			fmt.Sprintf("%s: Proxmox HA took the request for %s %d, and the actuator stopped before it saw it %s. Check the target, then mark the execution reconciled.", name, x.guestKind(), vmid, want))
 		return false
 	}
 	// One last look, with the HA state, for the report.
@@ -236,11 +242,11 @@ func (x *execution) waitForHA(ctx context.Context, name string, start time.Time,
 	if g, err := x.readGuest(lookCtx, vmid, true); err == nil {
 		seen = g
 	}
-	msg := fmt.Sprintf("%s: Proxmox HA took the request, but after %s CT %d is %s, not %s. It may still get there; `status` will show it.",
-		name, x.a.cfg.HAWait, vmid, seen, want)
+	msg := fmt.Sprintf("%s: Proxmox HA took the request, but after %s %s %d is %s, not %s. It may still get there; `status` will show it.",
+		name, x.a.cfg.HAWait, x.guestKind(), vmid, seen, want)
 	if seen.status == "" && lastErr != nil {
-		msg = fmt.Sprintf("%s: Proxmox HA took the request, but in %s the actuator could not read CT %d's state (%v), so it does not know whether it is %s.",
-			name, x.a.cfg.HAWait, vmid, lastErr, want)
+		msg = fmt.Sprintf("%s: Proxmox HA took the request, but in %s the actuator could not read %s %d's state (%v), so it does not know whether it is %s.",
+			name, x.a.cfg.HAWait, x.guestKind(), vmid, lastErr, want)
 	}
 	x.fail(tasks.StatusFailed, name, code, start, "", msg)
 	return false

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/labsim"
@@ -13,8 +14,9 @@ import (
 
 // withVMs gives pve1 the demo's two VMs: Home Assistant OS with a guest
 // agent and OPNsense without one, both running. It restarts labsim, so it
-// goes before withGate or after it with the gate kept.
-func withVMs() option {
+// goes before withGate or after it with the gate kept. tune, when given,
+// adjusts labsim's config once the VMs are in it.
+func withVMs(tune ...func(*labsim.Config)) option {
 	return func(t *testing.T, b *bundle) {
 		if err := b.sim.Close(); err != nil {
 			t.Fatal(err)
@@ -22,6 +24,9 @@ func withVMs() option {
 		b.simCfg.Hosts[0].VMs = []labsim.VM{
 			{VMID: 200, Name: "homeassistant", Cores: 2, MemoryMB: 4096, Agent: true},
 			{VMID: 201, Name: "opnsense", MemoryMB: 2048, OSType: "other"},
+		}
+		for _, f := range tune {
+			f(&b.simCfg)
 		}
 		b.startSim(t)
 	}
@@ -170,5 +175,29 @@ func TestInventoryListsTheVMs(t *testing.T) {
 		if !slicesContainsSuffix(cmds, want) {
 			t.Errorf("the inventory did not run %q: %q", want, cmds)
 		}
+	}
+}
+
+// TestHAManagedVMStopWaitsForHA: qm stop of a VM under Proxmox HA prints
+// "Requesting HA stop for VM 200" and exits 0 at once (qemu-server
+// src/PVE/API2/Qemu.pm vm_stop); the step succeeds only once qm status
+// says stopped, as for an HA container. A rollback of it is noted as one
+// HA starts again. Through the gate.
+func TestHAManagedVMStopWaitsForHA(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(func(c *labsim.Config) {
+		c.HADelay = 700 * time.Millisecond
+		c.Hosts[0].VMs[0].HA = "started"
+	}), withConfig(fastPolls), withGate(hostgate.Rules{}))
+	ha := b.vm(200, "homeassistant")
+	res := b.run(t, b.order(t, "x-ha-vm-stop", policy.PctStopParams{}, ha))
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s: %s\n%s", res.Status, res.Error, res.Output)
+	}
+	diff(t, "state once the step succeeded", "status: stopped\n", b.ssh(t, "qm status 200"))
+	contains(t, "output", res.Output, "Requesting HA stop for VM 200", "waiting up to 3m0s for it to be stopped")
+	contains(t, "phase note", res.Phases[len(res.Phases)-1].Note, "HA had VM 200 stopped after")
+	if n := strings.Count(strings.Join(commandLines(b.commands(t)), "\n"), "qm status 200"); n < 2 {
+		t.Errorf("want the state polled until it changed (qm status more than once), got %q", commandLines(b.commands(t)))
 	}
 }

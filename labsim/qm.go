@@ -55,6 +55,9 @@ type VM struct {
 	Tags   string
 	// Template makes it a template: never running, never started.
 	Template bool
+	// HA, when set, puts the VM under Proxmox HA (vm:<vmid>) with this
+	// requested state: started or stopped.
+	HA string
 	// IP is the VM's address on the LAN, without prefix; "" for none.
 	IP string
 	// Services answer on IP while the VM runs, each on its port (and
@@ -83,6 +86,9 @@ func (v *VM) validate() error {
 	}
 	if v.Cores < 0 || v.MemoryMB < 0 || v.DiskGB < 0 {
 		return fmt.Errorf("cores, memory and disk must not be negative")
+	}
+	if v.HA != "" && v.HA != haStarted && v.HA != haStopped {
+		return fmt.Errorf("ha %q: want started, stopped or nothing", v.HA)
 	}
 	if v.IP != "" {
 		if _, err := netip.ParseAddr(v.IP); err != nil {
@@ -158,6 +164,13 @@ func newVM(host string, cfg VM, storage string, now time.Time) *vmState {
 	}
 	if cfg.Status == statusRunning {
 		v.boot(now)
+	}
+	if cfg.HA != "" {
+		state := haStopped
+		if v.running() {
+			state = haStarted
+		}
+		v.HA = &haState{Request: cfg.HA, State: state}
 	}
 	return v
 }
