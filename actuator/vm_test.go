@@ -1,12 +1,14 @@
 package actuator
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/internal/pveout"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
@@ -199,5 +201,44 @@ func TestHAManagedVMStopWaitsForHA(t *testing.T) {
 	contains(t, "phase note", res.Phases[len(res.Phases)-1].Note, "HA had VM 200 stopped after")
 	if n := strings.Count(strings.Join(commandLines(b.commands(t)), "\n"), "qm status 200"); n < 2 {
 		t.Errorf("want the state polled until it changed (qm status more than once), got %q", commandLines(b.commands(t)))
+	}
+}
+
+// TestInventoryReadsVMs: the inventory reads each VM's HA state from the
+// cluster's resources, its memory and disks from qm config, its snapshots
+// from qm listsnapshot (pve-guest-common's snapshot tree, as for pct),
+// the type of the storage its disks are on, and where a snapshot with
+// its RAM would go and what that storage has free (`pvesm status`,
+// Available in KiB; qemu-server src/PVE/QemuConfig.pm
+// find_vmstate_storage: a storage the VM's disks are on). It says the
+// VMs were listed, so the bot may mark a missing one gone.
+func TestInventoryReadsVMs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(func(c *labsim.Config) {
+		c.Hosts[0].VMs[0].HA = "started"
+		c.Hosts[0].VMs[1].Storage = "local-zfs"
+	}))
+	b.ssh(t, "qm snapshot 200 first")
+	b.ssh(t, "qm snapshot 200 second")
+	free, err := pveout.ParseStorageFree(b.ssh(t, "pvesm status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lvmFree, zfsFree := free["local-lvm"]>>10, free["local-zfs"]>>10
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-vms"})
+	got := b.results.inventory(t, "run-vms")
+	if !got.VMsListed {
+		t.Error("the inventory does not say the VMs were listed")
+	}
+	diff(t, "VMs", []tasks.InventoryVM{
+		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, HAState: "started", MemoryMB: 4096,
+			Snapshots: []string{"first", "second"}, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
+		{VMID: 201, Status: "running", Name: "opnsense", MemoryMB: 2048,
+			StorageType: "zfspool", VMStateStorage: "local-zfs", VMStateFreeMB: &zfsFree},
+	}, got.VMs)
+	for _, want := range []string{"qm listsnapshot 200", "qm listsnapshot 201"} {
+		if !slices.Contains(commandLines(b.commands(t)), want) {
+			t.Errorf("the inventory did not run %q", want)
+		}
 	}
 }
