@@ -164,6 +164,13 @@ type InventoryVM struct {
 	Agent    bool
 	Lock     string
 	Template bool
+	// The node's live facts, kept as attrs (vmLiveAttrs).
+	HAState        string
+	MemoryMB       int
+	Snapshots      []string
+	StorageType    string
+	VMStateStorage string
+	VMStateFreeMB  *int64
 }
 
 // InventoryObservation is a verified inventory of one host.
@@ -173,9 +180,10 @@ type InventoryObservation struct {
 	// At is when the actuator took it.
 	At         time.Time
 	Containers []InventoryContainer
-	// VMs are the host's QEMU VMs; nil when the actuator did not list
-	// them, which marks none gone.
-	VMs []InventoryVM
+	// VMs are the host's QEMU VMs. Unless VMsListed, a VM missing from
+	// them is not gone: the actuator did not list them.
+	VMs       []InventoryVM
+	VMsListed bool
 	// Elsewhere are vmids the cluster places on other nodes.
 	Elsewhere []int
 	// Horizon is how long the run states stay current; past it the
@@ -506,12 +514,15 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 	return err
 }
 
-// applyVMs records the run state and live facts (agent, lock, template)
-// of the host's VMs, and adds a VM the fleet does not know yet, as
-// discovered. A template is kept as a template, never added as a
-// workload. A VM no longer listed is not marked gone yet.
+// applyVMs records the run state and live facts (vmLiveAttrs) of the
+// host's VMs, and adds a VM the fleet does not know yet, as discovered. A
+// template is kept as a template, never added as a workload. When the
+// VMs were listed, a live VM of the host's that is missing, that the
+// cluster does not place elsewhere and that no in-flight destroy is
+// removing, is marked gone, as a container is; one that comes back is
+// active again.
 func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
-	if len(a.o.VMs) == 0 {
+	if len(a.o.VMs) == 0 && !a.o.VMsListed {
 		return nil, nil
 	}
 	slugs := make([]string, len(a.o.VMs))
@@ -523,6 +534,7 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 		return nil, err
 	}
 	var touched []uuid.UUID
+	seen := map[string]bool{}
 	for i, v := range a.o.VMs {
 		slug := slugs[i]
 		e, ok := fleet[slug]
@@ -552,8 +564,17 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 		case e.host() != a.host:
 			a.ch.Skipped = append(a.ch.Skipped, e.ref())
 			continue
+		case e.lifecycle == "destroyed":
+			if _, err := a.tx.Exec(ctx, `UPDATE entities SET lifecycle = 'active', updated_at = $2 WHERE id = $1`, e.id, a.now); err != nil {
+				return nil, fmt.Errorf("bring back %s: %w", e.slug, err)
+			}
+			a.ch.Back = append(a.ch.Back, e.ref())
+			if err := a.audit(ctx, "discovery.back", e.id, e.ref(), nil); err != nil {
+				return nil, err
+			}
 		}
-		live, err := json.Marshal(map[string]any{"agent": v.Agent, "lock": v.Lock, "template": v.Template})
+		seen[slug] = true
+		live, err := json.Marshal(vmLiveAttrs(v))
 		if err != nil {
 			return nil, err
 		}
@@ -565,7 +586,38 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 		}
 		touched = append(touched, e.id)
 	}
+	if !a.o.VMsListed {
+		return touched, nil
+	}
+	elsewhere := map[int]bool{}
+	for _, id := range a.o.Elsewhere {
+		elsewhere[id] = true
+	}
+	for _, slug := range slices.Sorted(maps.Keys(fleet)) {
+		e := fleet[slug]
+		if seen[slug] || e.host() != a.host || !slices.Contains(liveLifecycles, e.lifecycle) || elsewhere[e.vmid] || a.removing[slug] {
+			continue
+		}
+		if err := a.gone(ctx, e); err != nil {
+			return nil, err
+		}
+	}
 	return touched, nil
+}
+
+// vmLiveAttrs are a VM's live facts as the inventory gives them:
+// snapshots oldest first, vmstate_free_mb null when unknown, memory_mb
+// only when the configuration gave it.
+func vmLiveAttrs(v InventoryVM) map[string]any {
+	a := map[string]any{
+		"agent": v.Agent, "lock": v.Lock, "template": v.Template, "hastate": v.HAState,
+		"snapshots": append([]string{}, v.Snapshots...), "storage_type": v.StorageType,
+		"vmstate_storage": v.VMStateStorage, "vmstate_free_mb": v.VMStateFreeMB,
+	}
+	if v.MemoryMB > 0 {
+		a["memory_mb"] = v.MemoryMB // else the seeds' word stands
+	}
+	return a
 }
 
 func (a *inventoryApplier) loadInFlight(ctx context.Context) error {
