@@ -268,6 +268,7 @@ var commandTests = []struct {
 
 	// Snapshots of a container.
 	{text: "snapshots 101", want: Command{Kind: CmdSnapshots, Target: "101"}},
+	{text: "snapshots vm homeassistant", want: Command{Kind: CmdSnapshots, Target: "homeassistant"}},
 	{text: "list snapshots of lxc:strong/101", want: Command{Kind: CmdSnapshots, Target: "lxc:strong/101"}},
 	{text: "show snapshots of jellyfin", want: Command{Kind: CmdSnapshots, Target: "jellyfin"}},
 	{text: "snapshots", want: Command{}, hint: true},

@@ -401,7 +401,7 @@ func sizeMB(s string) (int, error) {
 // parseSnapshots reads "snapshots [of|on|for] <lxc>", and "list
 // snapshots …" and "show snapshots …".
 func parseSnapshots(c *Command, args []token) (string, bool) {
-	const usage = "usage: snapshots <lxc>, e.g. snapshots 101"
+	const usage = "usage: snapshots <lxc|vm>, e.g. snapshots 101"
 	ref, typ, rest, ok := targetArg(args, "of", "on", "for", "in")
 	if !ok || len(rest) > 0 || (typ != "" && !isGuestWord(typ)) {
 		return usage, false

@@ -112,9 +112,12 @@ func TestVMShutdownIgnoredThenStopByPhrase(t *testing.T) {
 // __snapshot_rollback_vm_stop), and HA's LRM starts the "started"
 // resource again on its next round (pve-ha-manager src/PVE/HA/LRM.pm
 // exec_resource_agent). Both plans are audited from request to success.
+// Between them an inventory reads the VM's snapshots (qm listsnapshot)
+// and its HA state, so "snapshots homeassistant" lists the new one and
+// the rollback's card says HA starts it again.
 func TestHAVMSnapshotRollbackInTheRoom(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withFleet(testenv.WithGate(hostgate.Rules{}), func(c *labsim.Config) {
+	b := setup(t, withDiscovery(), withFleet(testenv.WithGate(hostgate.Rules{}), func(c *labsim.Config) {
 		c.HADelay = time.Second
 		for i := range c.Hosts {
 			for j := range c.Hosts[i].VMs {
@@ -136,9 +139,13 @@ func TestHAVMSnapshotRollbackInTheRoom(t *testing.T) {
 	if got := b.fleet.Admin(t, "hubris", "qm listsnapshot 200"); !strings.Contains(got, "before-update") {
 		t.Fatalf("qm listsnapshot 200 lacks the snapshot:\n%s", got)
 	}
+	b.discover(t)
+	b.say(t, b.operator, "snapshots homeassistant", "")
+	b.waitFor(t, b.botSays("Snapshots of homeassistant (vm:hubris/200): 1, newest first", "before-update, not made by Nomos"))
 
 	b.say(t, b.operator, "rollback homeassistant before-update", "")
-	rb := b.waitFor(t, b.botSays("vm:hubris/200", "destructive", "qm rollback 200 before-update"))
+	rb := b.waitFor(t, b.botSays("vm:hubris/200", "destructive", "qm rollback 200 before-update",
+		"Proxmox HA manages VM 200: the rollback stops it, and HA starts it again on its next round."))
 	p, err := b.execs.Describe(b.ctx, b.execFor(t, rb.ID))
 	if err != nil || p.Phrase == "" {
 		t.Fatalf("no phrase for the rollback: %v", err)
