@@ -64,9 +64,9 @@
 // host: a container or VM under HA (Container.HA, VM.HA, or ha-manager
 // add ct:N / vm:N) is started and stopped by the HA stack Config.HADelay
 // after pct or qm asks, and a VM a rollback stopped is started again
-// (ha.go); a container's
-// root disk's storage type decides what a snapshot can do, and a bind
-// mount or a raw disk on dir storage leaves it none (storage.go); and a
+// (ha.go); a container's root disk's storage type decides what a
+// snapshot can do, and a bind mount or a raw disk on dir storage leaves
+// it none (storage.go); and a
 // lock in its config refuses what Proxmox's check_lock refuses (lock.go).
 // A lock is set and cleared as a vzdump would, by a control command or
 // [Sim.SetLock]:
