@@ -157,8 +157,9 @@ func TestVMRunStateAndAgentProbe(t *testing.T) {
 }
 
 // TestInventoryListsTheVMs: the inventory lists the node's VMs from
-// /nodes/<node>/qemu and reads each one's name and guest agent from qm
-// config --current 1; a stopped VM is listed stopped. Through the gate.
+// /nodes/<node>/qemu and reads each one's name, memory, disks and guest
+// agent from qm config --current 1, and its snapshots from qm
+// listsnapshot; a stopped VM is listed stopped. Through the gate.
 func TestInventoryListsTheVMs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withVMs(), withGate(hostgate.Rules{}))
@@ -168,12 +169,17 @@ func TestInventoryListsTheVMs(t *testing.T) {
 	if got.Error != "" {
 		t.Fatalf("inventory failed: %s", got.Error)
 	}
+	free, err := pveout.ParseStorageFree(b.ssh(t, "pvesm status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lvmFree := free["local-lvm"] >> 10
 	diff(t, "VMs", []tasks.InventoryVM{
-		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true},
-		{VMID: 201, Status: "stopped", Name: "opnsense"},
+		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, MemoryMB: 4096, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
+		{VMID: 201, Status: "stopped", Name: "opnsense", MemoryMB: 2048, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
 	}, got.VMs)
 	cmds := commandLines(b.commands(t))
-	for _, want := range []string{"pvesh get /nodes/pve1/qemu --output-format json", "qm config 200 --current 1", "qm config 201 --current 1"} {
+	for _, want := range []string{"pvesh get /nodes/pve1/qemu --output-format json", "qm config 200 --current 1", "qm config 201 --current 1", "qm listsnapshot 200"} {
 		if !slicesContainsSuffix(cmds, want) {
 			t.Errorf("the inventory did not run %q: %q", want, cmds)
 		}
