@@ -581,7 +581,11 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := a.tx.Exec(ctx, `UPDATE entities SET attrs = attrs || $2 WHERE id = $1`, e.id, live); err != nil {
+		unknown := []string{}
+		if v.VMStateFreeMB == nil {
+			unknown = append(unknown, "vmstate_free_mb") // no stale figure stands in
+		}
+		if _, err := a.tx.Exec(ctx, `UPDATE entities SET attrs = (attrs || $2) - $3::text[] WHERE id = $1`, e.id, live, unknown); err != nil {
 			return nil, fmt.Errorf("record the live facts of %s: %w", slug, err)
 		}
 		if err := a.runState(ctx, e.id, e, InventoryContainer{VMID: v.VMID, Status: v.Status, Hostname: name}); err != nil {
@@ -609,13 +613,16 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 }
 
 // vmLiveAttrs are a VM's live facts as the inventory gives them:
-// snapshots oldest first, vmstate_free_mb null when unknown, memory_mb
-// only when the configuration gave it.
+// snapshots oldest first; vmstate_free_mb only when known (applyVMs
+// removes an old one), memory_mb only when the configuration gave it.
 func vmLiveAttrs(v InventoryVM) map[string]any {
 	a := map[string]any{
 		"agent": v.Agent, "lock": v.Lock, "template": v.Template, "hastate": v.HAState,
 		"snapshots": append([]string{}, v.Snapshots...), "storage_type": v.StorageType,
-		"vmstate_storage": v.VMStateStorage, "vmstate_free_mb": v.VMStateFreeMB,
+		"vmstate_storage": v.VMStateStorage,
+	}
+	if v.VMStateFreeMB != nil {
+		a["vmstate_free_mb"] = *v.VMStateFreeMB
 	}
 	if v.MemoryMB > 0 {
 		a["memory_mb"] = v.MemoryMB // else the seeds' word stands

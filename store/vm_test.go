@@ -147,10 +147,20 @@ func TestInventoryMarksAVanishedVMGoneAndBack(t *testing.T) {
 		}
 		return ch
 	}
-	ha := store.InventoryVM{VMID: 200, Status: "running", Name: "homeassistant", Agent: true}
+	free := int64(81000)
+	ha := store.InventoryVM{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, VMStateStorage: "local-lvm", VMStateFreeMB: &free}
 	opn := store.InventoryVM{VMID: 201, Status: "running", Name: "opnsense"}
 
 	apply(store.InventoryObservation{VMs: []store.InventoryVM{ha}})
+	if got := entityID(t, e.s, "vm:hubris/200"); got.AttrInt("vmstate_free_mb") != 81000 {
+		t.Errorf("vmstate_free_mb = %v, want 81000", got.Attrs["vmstate_free_mb"])
+	}
+	unknown := ha
+	unknown.VMStateFreeMB = nil
+	apply(store.InventoryObservation{VMs: []store.InventoryVM{unknown}})
+	if got := entityID(t, e.s, "vm:hubris/200"); got.Attrs["vmstate_free_mb"] != nil {
+		t.Errorf("an unknown free space left %v standing", got.Attrs["vmstate_free_mb"])
+	}
 	if got := entityID(t, e.s, "vm:hubris/201"); got.Lifecycle != "active" {
 		t.Errorf("opnsense is %s after an inventory that did not say the VMs were listed", got.Lifecycle)
 	}
