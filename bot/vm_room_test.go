@@ -192,3 +192,44 @@ func refusedByGate(t *testing.T, b *bundle) {
 		}
 	}
 }
+
+// TestListGuestsAndShowAVMInTheRoom is issue 21's first Done-when through
+// the room: after an inventory (which gives the run states) and one round
+// of the fleet's checks (the demo's pct_status checks on both VMs, which
+// run qm status and, where agent: 1 is set, ping the guest agent with qm
+// guest cmd VMID ping), "list guests" shows the two VMs with their run
+// state, and "show homeassistant" says its guest agent answers while
+// "show opnsense" says it has none.
+func TestListGuestsAndShowAVMInTheRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withDiscovery(), withFleet(testenv.WithGate(hostgate.Rules{})))
+	b.fleet.Admin(t, "hubris", "qm stop 201")
+	b.discover(t)
+	if _, err := b.execs.ProbeDue(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for b.count(t, "qm guest cmd 200 ping") == 0 || !b.agentChecked(t) {
+		if time.Now().After(deadline) {
+			t.Fatal("the homeassistant-vm check never came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.say(t, b.operator, "list guests", "")
+	b.waitFor(t, b.botSays("200 homeassistant on hubris, 10.40.0.121, running, VM with guest agent", "201 opnsense on hubris, 10.40.0.254, stopped, VM"))
+	b.say(t, b.operator, "show homeassistant", "")
+	b.waitFor(t, b.botSays("homeassistant (vm:hubris/200)", "Guest agent: answers", "VM 200 is running and its guest agent answers"))
+	b.say(t, b.operator, "show opnsense", "")
+	b.waitFor(t, b.botSays("opnsense (vm:hubris/201)", "Guest agent: not enabled"))
+	refusedByGate(t, b)
+}
+
+// agentChecked reports whether the homeassistant-vm check has a result.
+func (b *bundle) agentChecked(t *testing.T) bool {
+	t.Helper()
+	var n int
+	if err := b.storeQuery(t, `SELECT count(*) FROM check_defs WHERE slug = 'homeassistant-vm' AND last_result_at IS NOT NULL`, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
