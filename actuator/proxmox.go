@@ -95,18 +95,18 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 			return false
 		case err != nil:
 			x.fail(tasks.StatusFailed, "lock", -1, start, "",
-				fmt.Sprintf("Could not read CT %d's lock on %s, so nothing ran: %v", vmid, x.order.Target.Host, err))
+				fmt.Sprintf("Could not read %s %d's lock on %s, so nothing ran: %v", x.guestKind(), vmid, x.order.Target.Host, err))
 			return false
 		case code != 0:
 			x.fail(tasks.StatusFailed, "lock", code, start, "",
-				fmt.Sprintf("Could not read CT %d's lock (%s config exited %d: %s), so nothing ran.", vmid, x.guestTool(), code, lastLine(stderr)))
+				fmt.Sprintf("Could not read %s %d's lock (%s config exited %d: %s), so nothing ran.", x.guestKind(), vmid, x.guestTool(), code, lastLine(stderr)))
 			return false
 		}
 		m := lockLineRE.FindStringSubmatch(stdout)
 		if m == nil {
 			if waited != "" {
 				x.addPhase("lock", tasks.StatusSucceeded, 0, start, "waited for the "+waited+" lock to clear")
-				x.note("CT %d was locked (%s); the actuator waited %s for it to clear before it went on.", vmid, waited, x.a.now().Sub(start).Round(time.Second))
+				x.note("%s %d was locked (%s); the actuator waited %s for it to clear before it went on.", x.guestKind(), vmid, waited, x.a.now().Sub(start).Round(time.Second))
 			}
 			return true
 		}
@@ -115,11 +115,11 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 			waited = lock
 			x.current = "lock"
 			x.prog.setPhase("lock")
-			x.out.WriteString(fmt.Sprintf("== lock\nCT %d is locked (%s): %s. Waiting up to %s for it to clear.\n", vmid, lock, policy.LockMeaning(lock), wait))
+			x.out.WriteString(fmt.Sprintf("== lock\n%s %d is locked (%s): %s. Waiting up to %s for it to clear.\n", x.guestKind(), vmid, lock, policy.LockMeaning(lock), wait))
 		}
 		if time.Now().Add(x.a.cfg.PollInterval).After(deadline) || !sleep(ctx, x.a.cfg.PollInterval) {
 			x.fail(tasks.StatusFailed, "lock", 0, start, "",
-				fmt.Sprintf("CT %d is locked (%s): %s. The actuator waited %s and ran nothing; try again once it has finished.", vmid, lock, policy.LockMeaning(lock), wait))
+				fmt.Sprintf("%s %d is locked (%s): %s. The actuator waited %s and ran nothing; try again once it has finished.", x.guestKind(), vmid, lock, policy.LockMeaning(lock), wait))
 			return false
 		}
 	}
@@ -269,7 +269,7 @@ func (x *execution) pruneSnapshots(ctx context.Context, vmid int) {
 			why = err.Error()
 		}
 		x.addPhase("prune", tasks.StatusFailed, code, start, "could not list snapshots: "+why)
-		x.note("Could not list CT %d's snapshots to delete Nomos's oldest (%s); they stay until the next change.", vmid, why)
+		x.note("Could not list %s %d's snapshots to delete Nomos's oldest (%s); they stay until the next change.", x.guestKind(), vmid, why)
 		return
 	}
 	names := snapshotNames(stdout)
@@ -311,10 +311,10 @@ func (x *execution) pruneSnapshots(ctx context.Context, vmid int) {
 	if len(failed) > 0 {
 		status = tasks.StatusFailed
 		note = "could not delete " + strings.Join(failed, ", ")
-		x.note("Nomos could not delete its old snapshots %s of CT %d; they stay until the next change.", strings.Join(failed, ", "), vmid)
+		x.note("Nomos could not delete its old snapshots %s of %s %d; they stay until the next change.", strings.Join(failed, ", "), x.guestKind(), vmid)
 	}
 	if len(deleted) > 0 {
-		x.note("Deleted Nomos's older snapshots %s of CT %d: it keeps the newest %d it made (snapshots.keep), and never deletes one it did not.", strings.Join(deleted, ", "), vmid, keep)
+		x.note("Deleted Nomos's older snapshots %s of %s %d: it keeps the newest %d it made (snapshots.keep), and never deletes one it did not.", strings.Join(deleted, ", "), x.guestKind(), vmid, keep)
 	}
 	x.addPhase("prune", status, 0, start, note)
 }
