@@ -98,19 +98,23 @@ func (x *execution) runSteps(ctx context.Context, class policy.Class) {
 		if len(p.Discard) > 0 {
 			x.note("Deleted the newer snapshots %s of container %d first, as the plan said: ZFS rolls back only to the newest.", strings.Join(p.Discard, ", "), vmid)
 		}
-		x.note("Container %d is at snapshot %s and stopped, as a rollback leaves it; request pct_start to bring it back.", vmid, p.Name)
+		if x.plan.Target.Type == policy.TargetVM {
+			x.note("VM %d is at snapshot %s. Unless the snapshot holds its RAM, the rollback left it stopped: Proxmox HA starts it again if it manages it; otherwise request pct_start.", vmid, p.Name)
+		} else {
+			x.note("Container %d is at snapshot %s and stopped, as a rollback leaves it; request pct_start to bring it back.", vmid, p.Name)
+		}
 	}
 	if snapshotFirst {
 		x.pruneSnapshots(ctx, vmid)
 	}
 }
 
-// step runs one of the plan's commands as a named phase. A pct start,
-// shutdown, stop or reboot that Proxmox hands to HA succeeds only once
-// the container is in the state it asked for.
+// step runs one of the plan's commands as a named phase. A pct or qm
+// start, shutdown, stop or reboot that Proxmox hands to HA succeeds only
+// once the guest is in the state it asked for.
 func (x *execution) step(ctx context.Context, name, cmd string) bool {
 	f := strings.Fields(cmd)
-	if len(f) < 3 || f[0] != "pct" || !slices.Contains([]string{"start", "shutdown", "stop", "reboot"}, f[1]) {
+	if len(f) < 3 || (f[0] != "pct" && f[0] != "qm") || !slices.Contains([]string{"start", "shutdown", "stop", "reboot"}, f[1]) {
 		return x.phase(ctx, name, cmd)
 	}
 	start := x.a.now()
@@ -279,6 +283,14 @@ func (x *execution) fail(status tasks.Status, name string, code int, start time.
 
 // guestTool is the Proxmox tool for the target's guest: qm for a VM, pct
 // for a container.
+// guestKind is how Proxmox names the target in its messages: CT or VM.
+func (x *execution) guestKind() string {
+	if x.guestTool() == "qm" {
+		return "VM"
+	}
+	return "CT"
+}
+
 func (x *execution) guestTool() string {
 	if x.order.Target.Type == string(policy.TargetVM) {
 		return "qm"

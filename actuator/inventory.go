@@ -2,6 +2,7 @@ package actuator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,9 +33,10 @@ const (
 	// pending changes show as if they were live.
 	pctConfigCmd = "pct config %d --current 1"
 	pctSnapshots = "pct listsnapshot %d"
-	// qmConfigCmd reads a VM's configuration in force: its name and
-	// whether its guest agent is enabled.
-	qmConfigCmd = "qm config %d --current 1"
+	// qmConfigCmd reads a VM's configuration in force: its name, memory,
+	// disks and whether its guest agent is enabled.
+	qmConfigCmd    = "qm config %d --current 1"
+	qmSnapshotsCmd = "qm listsnapshot %d"
 )
 
 // nodeVMsCmd lists a node's VMs as the node has them now.
@@ -82,15 +84,21 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))
 	defer cancel()
 	res := tasks.InventoryResult{RunID: r.RunID, HostID: r.HostID, Actuator: a.cfg.Name, Node: r.Node}
-	res.Containers, res.Elsewhere, res.Nodes, err = a.inventory(ctx, r)
+	var node nodeFacts
+	res.Containers, res.Elsewhere, res.Nodes, node, err = a.inventory(ctx, r)
 	if err == nil {
-		res.VMs = a.inventoryVMs(ctx, r)
+		res.VMs, res.VMsListed = a.inventoryVMs(ctx, r, node)
+		// The cluster's resources lag the node: a VM that has just moved
+		// here is here, not elsewhere.
+		res.Elsewhere = slices.DeleteFunc(res.Elsewhere, func(id int) bool {
+			return slices.ContainsFunc(res.VMs, func(v tasks.InventoryVM) bool { return v.VMID == id })
+		})
 	}
 	if err != nil {
 		// Reported, not dropped: the bot learns the host did not answer,
 		// and marks nothing gone for it.
 		log.Warn("inventory failed", "err", err)
-		res.Containers, res.Elsewhere, res.Nodes = nil, nil, nil
+		res.Containers, res.Elsewhere, res.Nodes, res.VMs, res.VMsListed = nil, nil, nil, nil, false
 		res.Error = clipString(redact.String(err.Error()), tasks.MaxInventoryError)
 	}
 	res.At = a.now()
@@ -106,25 +114,38 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	return nil
 }
 
+// nodeFacts are what the container inventory read of the node that the
+// VM inventory uses too.
+type nodeFacts struct {
+	resources []pveout.Guest
+	// storage is each storage's type, free what each active one has
+	// available in KiB; nil when the node could not say.
+	storage map[string]string
+	free    map[string]int64
+}
+
 // inventory lists the containers of r.Node and the vmids the cluster has
 // elsewhere, then reads each local container's configuration and
-// snapshots. It also returns the cluster's nodes.
-func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks.InventoryContainer, []int, []string, error) {
+// snapshots. It also returns the cluster's nodes, and what it read of the
+// node.
+func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks.InventoryContainer, []int, []string, nodeFacts, error) {
 	log := logctx.From(ctx)
+	var node nodeFacts
 	out, errOut, code, err := a.capture(ctx, r.HostAddr, listResources, maxListingBytes)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("list the cluster's resources: %w", err)
+		return nil, nil, nil, node, fmt.Errorf("list the cluster's resources: %w", err)
 	}
 	if code != 0 {
-		return nil, nil, nil, fmt.Errorf("%s exited %d: %s", listResources, code, lastLine(errOut))
+		return nil, nil, nil, node, fmt.Errorf("%s exited %d: %s", listResources, code, lastLine(errOut))
 	}
 	resources, err := pveout.ParseResources([]byte(out))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %v", listResources, err)
+		return nil, nil, nil, node, fmt.Errorf("%s: %v", listResources, err)
 	}
 	if err := checkNode(resources, r.Node); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, node, err
 	}
+	node.resources = resources
 	var live []pveout.Guest
 	cmd := nodeGuestsCmd(r.Node)
 	out, errOut, code, err = a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
@@ -135,7 +156,7 @@ func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, nil, fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
+			return nil, nil, nil, node, fmt.Errorf("%s: %w", cmd, context.Cause(ctx))
 		}
 		// Older labs and hosts that cannot answer: the cluster's view,
 		// a cycle behind, is still an inventory.
@@ -144,46 +165,52 @@ func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks
 	}
 	plan, err := PlanInventory(resources, live, r.Node, true)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, node, err
 	}
 	for _, w := range plan.Skipped {
 		log.Warn("inventory skipped a guest", "vmid", w.VMID, "why", w.Why)
 	}
-	storage := a.storageTypes(ctx, r.HostAddr)
+	node.storage, node.free = a.storageStatus(ctx, r.HostAddr)
 	local := make([]tasks.InventoryContainer, 0, len(plan.Local))
 	for _, g := range plan.Local {
 		conf, snaps, err := a.readContainer(ctx, r.HostAddr, g.VMID)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, node, err
 		}
-		c, dropped := BuildContainer(g, conf, snaps, storage)
+		c, dropped := BuildContainer(g, conf, snaps, node.storage)
 		if len(dropped) > 0 {
 			log.Warn("inventory left out values the host gave that are not what Proxmox allows", "vmid", g.VMID, "fields", dropped)
 		}
 		local = append(local, c)
 	}
-	return local, plan.Elsewhere, plan.Nodes, nil
+	return local, plan.Elsewhere, plan.Nodes, node, nil
 }
 
-// inventoryVMs lists the node's VMs and reads each one's configuration.
-// A node that cannot list them (or an older one) gives none, which the
-// bot takes as nothing known, never as every VM gone.
-func (a *Actuator) inventoryVMs(ctx context.Context, r tasks.InventoryRun) []tasks.InventoryVM {
+// inventoryVMs lists the node's VMs and reads each one's configuration
+// and snapshots. A node that cannot list them (or an older one) gives
+// none and listed false, which the bot takes as nothing known, never as
+// every VM gone.
+func (a *Actuator) inventoryVMs(ctx context.Context, r tasks.InventoryRun, node nodeFacts) (vms []tasks.InventoryVM, listed bool) {
 	log := logctx.From(ctx)
 	cmd := nodeVMsCmd(r.Node)
 	out, errOut, code, err := a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
-	var listed []pveout.Guest
+	var list []pveout.Guest
 	if err == nil && code == 0 {
-		listed, err = pveout.ParseNodeVMs([]byte(out))
+		list, err = pveout.ParseNodeVMs([]byte(out))
 	} else if err == nil {
 		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
 	}
 	if err != nil {
 		log.Warn("inventory could not list the node's VMs", "err", err)
-		return nil
+		return nil, false
 	}
-	var vms []tasks.InventoryVM
-	for _, g := range listed {
+	haStates := map[int]string{}
+	for _, g := range node.resources {
+		if g.Type == "qemu" && g.HAState != "" {
+			haStates[g.VMID] = g.HAState
+		}
+	}
+	for _, g := range list {
 		v := tasks.InventoryVM{VMID: g.VMID, Status: g.Status, Name: g.Name, Lock: g.Lock, Template: g.Template != nil && *g.Template}
 		if !statusWordRE.MatchString(v.Status) {
 			v.Status = "unknown"
@@ -192,6 +219,7 @@ func (a *Actuator) inventoryVMs(ctx context.Context, r tasks.InventoryRun) []tas
 			log.Warn("inventory skipped a VM", "vmid", g.VMID)
 			continue
 		}
+		keepVM(&v, func(v *tasks.InventoryVM) { v.HAState = haStates[g.VMID] })
 		cmd := fmt.Sprintf(qmConfigCmd, g.VMID)
 		out, _, code, err := a.capture(ctx, r.HostAddr, cmd, maxConfigBytes)
 		if err == nil && code == 0 {
@@ -200,36 +228,98 @@ func (a *Actuator) inventoryVMs(ctx context.Context, r tasks.InventoryRun) []tas
 				log.Warn("inventory read what it could of a VM's configuration", "vmid", g.VMID, "err", perr)
 			}
 			v.Agent = conf.Agent
-			if n := conf.Name; n != "" && (tasks.InventoryVM{VMID: v.VMID, Status: v.Status, Name: n}).Validate() == nil {
-				v.Name = n
-			}
+			keepVM(&v, func(v *tasks.InventoryVM) { v.Name = cmp.Or(conf.Name, v.Name) })
+			keepVM(&v, func(v *tasks.InventoryVM) { v.MemoryMB = conf.MemoryMB })
+			stType, stateStorage := vmStorage(conf, node.storage)
+			keepVM(&v, func(v *tasks.InventoryVM) { v.StorageType = stType })
+			keepVM(&v, func(v *tasks.InventoryVM) {
+				v.VMStateStorage = stateStorage
+				if kib, ok := node.free[stateStorage]; ok {
+					mib := kib >> 10
+					v.VMStateFreeMB = &mib
+				}
+			})
 		} else {
 			log.Warn("inventory could not read a VM's configuration", "vmid", g.VMID, "exit", code, "err", err)
+		}
+		cmd = fmt.Sprintf(qmSnapshotsCmd, g.VMID)
+		out, _, code, err = a.capture(ctx, r.HostAddr, cmd, maxConfigBytes)
+		if err == nil && code == 0 {
+			var snaps []string
+			if snaps, err = pveout.ParseSnapshotList(out); err == nil {
+				keepVM(&v, func(v *tasks.InventoryVM) { v.Snapshots = snaps[:min(len(snaps), tasks.MaxInventoryListed)] })
+			}
+		} else if err == nil {
+			err = fmt.Errorf("exited %d", code)
+		}
+		if err != nil {
+			log.Warn("inventory could not list a VM's snapshots", "vmid", g.VMID, "err", err)
 		}
 		vms = append(vms, v)
 		if len(vms) == tasks.MaxInventoryContainers {
 			break
 		}
 	}
-	return vms
+	return vms, true
 }
 
-// storageTypes reads each storage's type; nil when the node cannot say,
-// and then no volume's storage is judged.
-func (a *Actuator) storageTypes(ctx context.Context, addr string) map[string]string {
+// keepVM applies set to v when what it sets is what Proxmox allows, and
+// otherwise leaves v as it was: an odd value from a host costs that value,
+// not the VM.
+func keepVM(v *tasks.InventoryVM, set func(*tasks.InventoryVM)) {
+	next := *v
+	set(&next)
+	if next.Validate() == nil {
+		*v = next
+	}
+}
+
+// vmStorage is the type of the storage a VM's disks are on (zfspool when
+// any is, since a rollback there goes to the newest snapshot only) and the
+// storage `qm snapshot --vmstate 1` writes its RAM to, as qemu-server's
+// find_vmstate_storage picks it (src/PVE/QemuConfig.pm): vmstatestorage
+// when set; else a storage its disks are on, a file-based one first; else
+// local. Shared storages, which it prefers over local ones, are not told
+// apart here.
+func vmStorage(conf pveout.Config, types map[string]string) (storageType, vmstate string) {
+	fileBased := map[string]bool{"dir": true, "nfs": true, "cifs": true, "glusterfs": true, "cephfs": true, "btrfs": true}
+	for _, d := range conf.Disks {
+		if d.Storage == "" {
+			continue
+		}
+		t := types[d.Storage]
+		if storageType == "" || t == "zfspool" {
+			storageType = t
+		}
+		if vmstate == "" || (fileBased[t] && !fileBased[types[vmstate]]) {
+			vmstate = d.Storage
+		}
+	}
+	vmstate = cmp.Or(conf.VMStateStorage, vmstate, "local")
+	return storageType, vmstate
+}
+
+// storageStatus reads each storage's type and what each active one has
+// available (KiB), once a run; nil when the node cannot say, and then no
+// volume's storage is judged.
+func (a *Actuator) storageStatus(ctx context.Context, addr string) (map[string]string, map[string]int64) {
 	out, errOut, code, err := a.capture(ctx, addr, listStorage, maxConfigBytes)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
 	}
 	var types map[string]string
+	var free map[string]int64
 	if err == nil {
 		types, err = pveout.ParseStorageStatus(out)
 	}
+	if err == nil {
+		free, err = pveout.ParseStorageFree(out)
+	}
 	if err != nil {
 		logctx.From(ctx).Warn("inventory could not read the node's storage types; snapshot support is not judged", "err", err)
-		return nil
+		return nil, nil
 	}
-	return types
+	return types, free
 }
 
 // readContainer reads one container's configuration and snapshot names.

@@ -103,8 +103,8 @@ func TestInventoryListsTheNode(t *testing.T) {
 			{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.0.0.50/24", Gateway: "10.0.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12,
 				Addresses: []string{"10.0.0.50/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
 		},
-		Nodes: []string{"pve1"},
-		At:    got.At,
+		Nodes: []string{"pve1"}, VMsListed: true,
+		At: got.At,
 	}, got)
 	// The node's own listing for the live state, pvesm status for the
 	// storages' types (local-lvm is lvmthin, which snapshots).

@@ -17,7 +17,7 @@ import (
 type InventoryPlan struct {
 	// Local are the node's containers, by vmid, templates included.
 	Local []pveout.Guest
-	// Elsewhere are the vmids of the containers on other nodes.
+	// Elsewhere are the vmids of the containers and VMs on other nodes.
 	Elsewhere []int
 	// Nodes are the cluster's nodes, sorted; from the resources' node
 	// entries, else (a --type vm listing) the nodes its guests name.
@@ -119,7 +119,7 @@ func PlanInventory(resources, live []pveout.Guest, node string, requireNode bool
 		p.Local = append(p.Local, g)
 	}
 	for _, g := range resources {
-		if g.Type != "lxc" || g.Node == node || seen[g.VMID] {
+		if (g.Type != "lxc" && g.Type != "qemu") || g.Node == node || seen[g.VMID] {
 			continue
 		}
 		if (tasks.InventoryContainer{VMID: g.VMID, Status: "x"}).Validate() != nil {

@@ -95,18 +95,18 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 			return false
 		case err != nil:
 			x.fail(tasks.StatusFailed, "lock", -1, start, "",
-				fmt.Sprintf("Could not read CT %d's lock on %s, so nothing ran: %v", vmid, x.order.Target.Host, err))
+				fmt.Sprintf("Could not read %s %d's lock on %s, so nothing ran: %v", x.guestKind(), vmid, x.order.Target.Host, err))
 			return false
 		case code != 0:
 			x.fail(tasks.StatusFailed, "lock", code, start, "",
-				fmt.Sprintf("Could not read CT %d's lock (%s config exited %d: %s), so nothing ran.", vmid, x.guestTool(), code, lastLine(stderr)))
+				fmt.Sprintf("Could not read %s %d's lock (%s config exited %d: %s), so nothing ran.", x.guestKind(), vmid, x.guestTool(), code, lastLine(stderr)))
 			return false
 		}
 		m := lockLineRE.FindStringSubmatch(stdout)
 		if m == nil {
 			if waited != "" {
 				x.addPhase("lock", tasks.StatusSucceeded, 0, start, "waited for the "+waited+" lock to clear")
-				x.note("CT %d was locked (%s); the actuator waited %s for it to clear before it went on.", vmid, waited, x.a.now().Sub(start).Round(time.Second))
+				x.note("%s %d was locked (%s); the actuator waited %s for it to clear before it went on.", x.guestKind(), vmid, waited, x.a.now().Sub(start).Round(time.Second))
 			}
 			return true
 		}
@@ -115,18 +115,20 @@ func (x *execution) waitForLock(ctx context.Context, vmid int) bool {
 			waited = lock
 			x.current = "lock"
 			x.prog.setPhase("lock")
-			x.out.WriteString(fmt.Sprintf("== lock\nCT %d is locked (%s): %s. Waiting up to %s for it to clear.\n", vmid, lock, policy.LockMeaning(lock), wait))
+			x.out.WriteString(fmt.Sprintf("== lock\n%s %d is locked (%s): %s. Waiting up to %s for it to clear.\n", x.guestKind(), vmid, lock, policy.LockMeaning(lock), wait))
 		}
 		if time.Now().Add(x.a.cfg.PollInterval).After(deadline) || !sleep(ctx, x.a.cfg.PollInterval) {
 			x.fail(tasks.StatusFailed, "lock", 0, start, "",
-				fmt.Sprintf("CT %d is locked (%s): %s. The actuator waited %s and ran nothing; try again once it has finished.", vmid, lock, policy.LockMeaning(lock), wait))
+				fmt.Sprintf("%s %d is locked (%s): %s. The actuator waited %s and ran nothing; try again once it has finished.", x.guestKind(), vmid, lock, policy.LockMeaning(lock), wait))
 			return false
 		}
 	}
 }
 
-// haRequestRE is what pct prints when it hands a container's power to HA.
-var haRequestRE = regexp.MustCompile(`(?m)^Requesting HA (start|stop) for CT (\d+)$`)
+// haRequestRE is what pct or qm prints when it hands a guest's power to
+// HA (pve-container src/PVE/API2/LXC/Status.pm, qemu-server
+// src/PVE/API2/Qemu.pm vm_start, vm_shutdown, vm_stop).
+var haRequestRE = regexp.MustCompile(`(?m)^Requesting HA (start|stop) for (?:CT|VM) (\d+)$`)
 
 // haWanted is the state a step's HA request asks for ("running" or
 // "stopped"), or "" when the step's output holds no HA request.
@@ -164,11 +166,11 @@ func (g guestState) String() string {
 	return s
 }
 
-// readGuest reads the container's state: pct status on its node, and the
+// readGuest reads the guest's state: pct or qm status on its node, and the
 // cluster's listing when the node no longer has it (HA may start it on
 // another) or when with asks for the HA state too.
 func (x *execution) readGuest(ctx context.Context, vmid int, withHA bool) (guestState, error) {
-	stdout, _, code, err := x.look(ctx, "pct status "+strconv.Itoa(vmid))
+	stdout, _, code, err := x.look(ctx, x.guestTool()+" status "+strconv.Itoa(vmid))
 	if err != nil {
 		return guestState{}, err
 	}
@@ -186,8 +188,12 @@ func (x *execution) readGuest(ctx context.Context, vmid int, withHA bool) (guest
 	if err != nil {
 		return guestState{}, fmt.Errorf("read /cluster/resources: %w", err)
 	}
+	typ := "lxc"
+	if x.guestTool() == "qm" {
+		typ = "qemu"
+	}
 	for _, g := range list {
-		if g.Type == "lxc" && g.VMID == vmid {
+		if g.Type == typ && g.VMID == vmid {
 			return guestState{status: g.Status, node: g.Node, hastate: g.HAState}, nil
 		}
 	}
@@ -199,7 +205,7 @@ func (x *execution) readGuest(ctx context.Context, vmid int, withHA bool) (guest
 // the step succeeded; a step that did not is recorded failed with the
 // state seen last, never as succeeded.
 func (x *execution) waitForHA(ctx context.Context, name string, start time.Time, code int, vmid int, want string) bool {
-	x.out.WriteString(fmt.Sprintf("Proxmox HA manages CT %d: waiting up to %s for it to be %s.\n", vmid, x.a.cfg.HAWait, want))
+	x.out.WriteString(fmt.Sprintf("Proxmox HA manages %s %d: waiting up to %s for it to be %s.\n", x.guestKind(), vmid, x.a.cfg.HAWait, want))
 	ctx, cancel := context.WithTimeout(ctx, x.a.cfg.HAWait)
 	defer cancel()
 	var seen guestState
@@ -209,10 +215,10 @@ func (x *execution) waitForHA(ctx context.Context, name string, start time.Time,
 		if err == nil {
 			seen, lastErr = g, nil
 			if g.status == want {
-				note := fmt.Sprintf("HA had CT %d %s after %s", vmid, want, x.a.now().Sub(start).Round(time.Second))
+				note := fmt.Sprintf("HA had %s %d %s after %s", x.guestKind(), vmid, want, x.a.now().Sub(start).Round(time.Second))
 				if g.node != "" && g.node != x.order.Target.Host {
 					note += ", on node " + g.node
-					x.note("Proxmox HA started CT %d on node %s, not on %s.", vmid, g.node, x.order.Target.Host)
+					x.note("Proxmox HA started %s %d on node %s, not on %s.", x.guestKind(), vmid, g.node, x.order.Target.Host)
 				}
 				x.out.WriteString(note + ".\n")
 				x.addPhase(name, tasks.StatusSucceeded, code, start, note)
@@ -227,7 +233,7 @@ func (x *execution) waitForHA(ctx context.Context, name string, start time.Time,
 	}
 	if x.a.workCtx.Err() != nil {
 		x.fail(tasks.StatusOutcomeUnknown, name, code, start, "",
-			fmt.Sprintf("%s: Proxmox HA took the request for CT %d, and the actuator stopped before it saw the container %s. Check the target, then mark the execution reconciled.", name, vmid, want))
+			fmt.Sprintf("%s: Proxmox HA took the request for %s %d, and the actuator stopped before it saw it %s. Check the target, then mark the execution reconciled.", name, x.guestKind(), vmid, want))
 		return false
 	}
 	// One last look, with the HA state, for the report.
@@ -236,11 +242,11 @@ func (x *execution) waitForHA(ctx context.Context, name string, start time.Time,
 	if g, err := x.readGuest(lookCtx, vmid, true); err == nil {
 		seen = g
 	}
-	msg := fmt.Sprintf("%s: Proxmox HA took the request, but after %s CT %d is %s, not %s. It may still get there; `status` will show it.",
-		name, x.a.cfg.HAWait, vmid, seen, want)
+	msg := fmt.Sprintf("%s: Proxmox HA took the request, but after %s %s %d is %s, not %s. It may still get there; `status` will show it.",
+		name, x.a.cfg.HAWait, x.guestKind(), vmid, seen, want)
 	if seen.status == "" && lastErr != nil {
-		msg = fmt.Sprintf("%s: Proxmox HA took the request, but in %s the actuator could not read CT %d's state (%v), so it does not know whether it is %s.",
-			name, x.a.cfg.HAWait, vmid, lastErr, want)
+		msg = fmt.Sprintf("%s: Proxmox HA took the request, but in %s the actuator could not read %s %d's state (%v), so it does not know whether it is %s.",
+			name, x.a.cfg.HAWait, x.guestKind(), vmid, lastErr, want)
 	}
 	x.fail(tasks.StatusFailed, name, code, start, "", msg)
 	return false
@@ -263,7 +269,7 @@ func (x *execution) pruneSnapshots(ctx context.Context, vmid int) {
 			why = err.Error()
 		}
 		x.addPhase("prune", tasks.StatusFailed, code, start, "could not list snapshots: "+why)
-		x.note("Could not list CT %d's snapshots to delete Nomos's oldest (%s); they stay until the next change.", vmid, why)
+		x.note("Could not list %s %d's snapshots to delete Nomos's oldest (%s); they stay until the next change.", x.guestKind(), vmid, why)
 		return
 	}
 	names := snapshotNames(stdout)
@@ -305,10 +311,10 @@ func (x *execution) pruneSnapshots(ctx context.Context, vmid int) {
 	if len(failed) > 0 {
 		status = tasks.StatusFailed
 		note = "could not delete " + strings.Join(failed, ", ")
-		x.note("Nomos could not delete its old snapshots %s of CT %d; they stay until the next change.", strings.Join(failed, ", "), vmid)
+		x.note("Nomos could not delete its old snapshots %s of %s %d; they stay until the next change.", strings.Join(failed, ", "), x.guestKind(), vmid)
 	}
 	if len(deleted) > 0 {
-		x.note("Deleted Nomos's older snapshots %s of CT %d: it keeps the newest %d it made (snapshots.keep), and never deletes one it did not.", strings.Join(deleted, ", "), vmid, keep)
+		x.note("Deleted Nomos's older snapshots %s of %s %d: it keeps the newest %d it made (snapshots.keep), and never deletes one it did not.", strings.Join(deleted, ", "), x.guestKind(), vmid, keep)
 	}
 	x.addPhase("prune", status, 0, start, note)
 }

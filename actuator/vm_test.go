@@ -1,11 +1,14 @@
 package actuator
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/internal/pveout"
 	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
@@ -13,8 +16,9 @@ import (
 
 // withVMs gives pve1 the demo's two VMs: Home Assistant OS with a guest
 // agent and OPNsense without one, both running. It restarts labsim, so it
-// goes before withGate or after it with the gate kept.
-func withVMs() option {
+// goes before withGate or after it with the gate kept. tune, when given,
+// adjusts labsim's config once the VMs are in it.
+func withVMs(tune ...func(*labsim.Config)) option {
 	return func(t *testing.T, b *bundle) {
 		if err := b.sim.Close(); err != nil {
 			t.Fatal(err)
@@ -22,6 +26,9 @@ func withVMs() option {
 		b.simCfg.Hosts[0].VMs = []labsim.VM{
 			{VMID: 200, Name: "homeassistant", Cores: 2, MemoryMB: 4096, Agent: true},
 			{VMID: 201, Name: "opnsense", MemoryMB: 2048, OSType: "other"},
+		}
+		for _, f := range tune {
+			f(&b.simCfg)
 		}
 		b.startSim(t)
 	}
@@ -150,8 +157,9 @@ func TestVMRunStateAndAgentProbe(t *testing.T) {
 }
 
 // TestInventoryListsTheVMs: the inventory lists the node's VMs from
-// /nodes/<node>/qemu and reads each one's name and guest agent from qm
-// config --current 1; a stopped VM is listed stopped. Through the gate.
+// /nodes/<node>/qemu and reads each one's name, memory, disks and guest
+// agent from qm config --current 1, and its snapshots from qm
+// listsnapshot; a stopped VM is listed stopped. Through the gate.
 func TestInventoryListsTheVMs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withVMs(), withGate(hostgate.Rules{}))
@@ -161,12 +169,17 @@ func TestInventoryListsTheVMs(t *testing.T) {
 	if got.Error != "" {
 		t.Fatalf("inventory failed: %s", got.Error)
 	}
+	free, err := pveout.ParseStorageFree(b.ssh(t, "pvesm status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lvmFree := free["local-lvm"] >> 10
 	diff(t, "VMs", []tasks.InventoryVM{
-		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true},
-		{VMID: 201, Status: "stopped", Name: "opnsense"},
+		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, MemoryMB: 4096, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
+		{VMID: 201, Status: "stopped", Name: "opnsense", MemoryMB: 2048, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
 	}, got.VMs)
 	cmds := commandLines(b.commands(t))
-	for _, want := range []string{"pvesh get /nodes/pve1/qemu --output-format json", "qm config 200 --current 1", "qm config 201 --current 1"} {
+	for _, want := range []string{"pvesh get /nodes/pve1/qemu --output-format json", "qm config 200 --current 1", "qm config 201 --current 1", "qm listsnapshot 200"} {
 		if !slicesContainsSuffix(cmds, want) {
 			t.Errorf("the inventory did not run %q: %q", want, cmds)
 		}
@@ -205,6 +218,69 @@ func TestVMPreviewsReadTheVM(t *testing.T) {
 		}
 		if strings.HasPrefix(e.Command, "pct listsnapshot") || strings.HasPrefix(e.Command, "pct config") {
 			t.Errorf("a VM's preview read it as a container: %q", e.Command)
+		}
+	}
+}
+
+// TestHAManagedVMStopWaitsForHA: qm stop of a VM under Proxmox HA prints
+// "Requesting HA stop for VM 200" and exits 0 at once (qemu-server
+// src/PVE/API2/Qemu.pm vm_stop); the step succeeds only once qm status
+// says stopped, as for an HA container. A rollback of it is noted as one
+// HA starts again. Through the gate.
+func TestHAManagedVMStopWaitsForHA(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(func(c *labsim.Config) {
+		c.HADelay = 700 * time.Millisecond
+		c.Hosts[0].VMs[0].HA = "started"
+	}), withConfig(fastPolls), withGate(hostgate.Rules{}))
+	ha := b.vm(200, "homeassistant")
+	res := b.run(t, b.order(t, "x-ha-vm-stop", policy.PctStopParams{}, ha))
+	if res.Status != tasks.StatusSucceeded {
+		t.Fatalf("status %s: %s\n%s", res.Status, res.Error, res.Output)
+	}
+	diff(t, "state once the step succeeded", "status: stopped\n", b.ssh(t, "qm status 200"))
+	contains(t, "output", res.Output, "Requesting HA stop for VM 200", "waiting up to 3m0s for it to be stopped")
+	contains(t, "phase note", res.Phases[len(res.Phases)-1].Note, "HA had VM 200 stopped after")
+	if n := strings.Count(strings.Join(commandLines(b.commands(t)), "\n"), "qm status 200"); n < 2 {
+		t.Errorf("want the state polled until it changed (qm status more than once), got %q", commandLines(b.commands(t)))
+	}
+}
+
+// TestInventoryReadsVMs: the inventory reads each VM's HA state from the
+// cluster's resources, its memory and disks from qm config, its snapshots
+// from qm listsnapshot (pve-guest-common's snapshot tree, as for pct),
+// the type of the storage its disks are on, and where a snapshot with
+// its RAM would go and what that storage has free (`pvesm status`,
+// Available in KiB; qemu-server src/PVE/QemuConfig.pm
+// find_vmstate_storage: a storage the VM's disks are on). It says the
+// VMs were listed, so the bot may mark a missing one gone.
+func TestInventoryReadsVMs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withVMs(func(c *labsim.Config) {
+		c.Hosts[0].VMs[0].HA = "started"
+		c.Hosts[0].VMs[1].Storage = "local-zfs"
+	}))
+	b.ssh(t, "qm snapshot 200 first")
+	b.ssh(t, "qm snapshot 200 second")
+	free, err := pveout.ParseStorageFree(b.ssh(t, "pvesm status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lvmFree, zfsFree := free["local-lvm"]>>10, free["local-zfs"]>>10
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-vms"})
+	got := b.results.inventory(t, "run-vms")
+	if !got.VMsListed {
+		t.Error("the inventory does not say the VMs were listed")
+	}
+	diff(t, "VMs", []tasks.InventoryVM{
+		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, HAState: "started", MemoryMB: 4096,
+			Snapshots: []string{"first", "second"}, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
+		{VMID: 201, Status: "running", Name: "opnsense", MemoryMB: 2048,
+			StorageType: "zfspool", VMStateStorage: "local-zfs", VMStateFreeMB: &zfsFree},
+	}, got.VMs)
+	for _, want := range []string{"qm listsnapshot 200", "qm listsnapshot 201"} {
+		if !slices.Contains(commandLines(b.commands(t)), want) {
+			t.Errorf("the inventory did not run %q", want)
 		}
 	}
 }

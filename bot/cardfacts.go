@@ -16,7 +16,7 @@ import (
 // none, a lock and what the actuator does about it, HA, and the snapshots
 // a rollback deletes first. snapshot says the step needs a snapshot first.
 func factSentences(action string, snapshot bool, f executions.GuestFacts, vmid int) []string {
-	ct := "CT " + strconv.Itoa(cmpVMID(f.VMID, vmid))
+	ct := guestWord(f) + " " + strconv.Itoa(cmpVMID(f.VMID, vmid))
 	var out []string
 	switch {
 	case snapshot && f.SnapshotBlocker != "":
@@ -33,8 +33,26 @@ func factSentences(action string, snapshot bool, f executions.GuestFacts, vmid i
 		switch policy.Action(action) {
 		case policy.ActionPctDestroy:
 			out = append(out, "🛟 Proxmox HA manages "+ct+": the destroy removes it from HA first (--purge), and from its replication and backup jobs.")
-		case policy.ActionPctStart, policy.ActionPctStop:
+		case policy.ActionPctStart, policy.ActionPctStop, policy.ActionGuestShutdown:
 			out = append(out, "🛟 Proxmox HA manages "+ct+": HA starts or stops it on its own rounds, maybe on another node, and the step succeeds only once it has.")
+		case policy.ActionPctRollback:
+			if f.VM {
+				out = append(out, "🛟 Proxmox HA manages "+ct+": the rollback stops it, and HA starts it again on its next round.")
+			}
+		}
+	}
+	if v := f.VMState; v != nil {
+		where := "its state storage"
+		if v.Storage != "" {
+			where = v.Storage
+		}
+		need := "about " + strconv.FormatInt(v.NeedMB, 10) + " MiB on " + where + " (twice the VM's " + strconv.Itoa(v.MemoryMB) + " MB of memory, plus 500 MiB of device state)"
+		switch {
+		case v.Short():
+			out = append(out, "⚠️ Storage is short: saving "+ct+"'s RAM takes "+need+", and "+where+" had "+strconv.FormatInt(*v.FreeMB, 10)+
+				" MiB free at the last inventory, so Proxmox will likely fail the snapshot. Free space there, set vmstatestorage, or snapshot without the RAM.")
+		default:
+			out = append(out, "💾 Saving "+ct+"'s RAM takes "+need+", besides the disks' snapshots.")
 		}
 	}
 	if len(f.Discard) > 0 {
@@ -42,6 +60,14 @@ func factSentences(action string, snapshot bool, f executions.GuestFacts, vmid i
 			", newest first, and they cannot be brought back.")
 	}
 	return out
+}
+
+// guestWord is how Proxmox names the guest: CT or VM.
+func guestWord(f executions.GuestFacts) string {
+	if f.VM {
+		return "VM"
+	}
+	return "CT"
 }
 
 func cmpVMID(a, b int) int {
@@ -62,7 +88,7 @@ func factLines(m *bodies, v CardView, vmid int) {
 func stepFacts(st executions.PlannedStep, vmid int) []string {
 	facts := factSentences(st.Execution.Action, st.Snapshot, st.Facts, vmid)
 	if st.Snapshot && st.Facts.SnapshotBlocker == "" && len(facts) > 0 {
-		facts[0] = "📸 first, the actuator snapshots CT " + strconv.Itoa(cmpVMID(st.Facts.VMID, vmid)) + snapshotState(st.Execution)
+		facts[0] = "📸 first, the actuator snapshots " + guestWord(st.Facts) + " " + strconv.Itoa(cmpVMID(st.Facts.VMID, vmid)) + snapshotState(st.Execution)
 	}
 	return facts
 }

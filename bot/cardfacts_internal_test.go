@@ -22,6 +22,12 @@ func TestCardSaysWhatProxmoxWillDo(t *testing.T) {
 		v.Planned.Execution.Steps = steps
 		v.Planned.Target = store.Entity{Slug: "lxc:106", Type: "lxc", Name: "files", Attrs: map[string]any{"host": "strong", "vmid": float64(106)}}
 	}
+	vm := func(v *CardView, action string, steps ...string) {
+		v.Planned.Execution.Action = action
+		v.Planned.Execution.TargetSlug = "vm:hubris/200"
+		v.Planned.Execution.Steps = steps
+		v.Planned.Target = store.Entity{Slug: "vm:hubris/200", Type: "vm", Name: "homeassistant", Attrs: map[string]any{"host": "hubris", "vmid": float64(200)}}
+	}
 	tests := []struct {
 		name   string
 		change func(v *CardView)
@@ -66,6 +72,37 @@ func TestCardSaysWhatProxmoxWillDo(t *testing.T) {
 			v.Planned.Facts = executions.GuestFacts{VMID: 106, Discard: []string{"c3", "b2"}}
 		},
 		want: []string{"🔴 destructive", "🗑 ZFS rolls back only to the newest snapshot: this first deletes c3, b2, newest first"},
+	}, {
+		// qemu-server sizes the state volume as twice the memory plus
+		// 500 MiB (src/PVE/QemuConfig.pm __snapshot_save_vmstate).
+		name: "a VM's RAM snapshot on short storage",
+		change: func(v *CardView) {
+			vm(v, "pct_snapshot", "qm snapshot 200 with-ram --vmstate 1")
+			free := int64(6000)
+			v.Planned.Facts = executions.GuestFacts{VMID: 200, VM: true,
+				VMState: &executions.VMStateSpace{Storage: "local-lvm", MemoryMB: 4096, NeedMB: 8692, FreeMB: &free}}
+		},
+		want: []string{"⚠️ Storage is short: saving VM 200's RAM takes about 8692 MiB on local-lvm (twice the VM's 4096 MB of memory, plus 500 MiB of device state), and local-lvm had 6000 MiB free"},
+		not:  []string{"CT 200"},
+	}, {
+		name: "a VM's RAM snapshot with room",
+		change: func(v *CardView) {
+			vm(v, "pct_snapshot", "qm snapshot 200 with-ram --vmstate 1")
+			free := int64(90000)
+			v.Planned.Facts = executions.GuestFacts{VMID: 200, VM: true,
+				VMState: &executions.VMStateSpace{Storage: "local-lvm", MemoryMB: 4096, NeedMB: 8692, FreeMB: &free}}
+		},
+		want: []string{"💾 Saving VM 200's RAM takes about 8692 MiB on local-lvm"},
+		not:  []string{"Storage is short"},
+	}, {
+		name: "a VM's hard stop snapshots the VM first",
+		change: func(v *CardView) {
+			vm(v, "pct_stop", "qm stop 200")
+			v.Planned.Snapshot = true
+			v.Planned.Facts = executions.GuestFacts{VMID: 200, VM: true}
+		},
+		want: []string{"📸 First, the actuator takes a snapshot of VM 200"},
+		not:  []string{"CT 200"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -162,6 +162,12 @@ var commandTests = []struct {
 	{text: "shut down 101 now", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionGuestShutdown, Params: kv{}}},
 	{text: "shutdown opnsense", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionGuestShutdown, Params: kv{}}},
 	{text: "stop opnsense", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionPctStop, Params: kv{}}},
+	// A shutdown's bound, its --timeout.
+	{text: "shutdown opnsense within 120s", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionGuestShutdown, Params: kv{"timeout": 120}}},
+	{text: "shut down vm opnsense within 90 seconds", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionGuestShutdown, Params: kv{"timeout": 90}}},
+	{text: "shutdown 101 timeout 30", want: Command{Kind: CmdAction, Target: "101", Action: policy.ActionGuestShutdown, Params: kv{"timeout": 30}}},
+	{text: "shutdown opnsense within soon", want: Command{}, hint: true},
+	{text: "shutdown opnsense within 5 minutes", want: Command{}, hint: true},
 	{text: "stop vm opnsense", want: Command{Kind: CmdAction, Target: "opnsense", Action: policy.ActionPctStop, Params: kv{}}},
 	{text: "reboot vm:hubris/200", want: Command{Kind: CmdAction, Target: "vm:hubris/200", Action: policy.ActionPctReboot, Params: kv{}}},
 	{text: "restart vm homeassistant", want: Command{Kind: CmdAction, Target: "homeassistant", Action: policy.ActionPctReboot, Params: kv{}}},
@@ -267,6 +273,7 @@ var commandTests = []struct {
 
 	// Snapshots of a container.
 	{text: "snapshots 101", want: Command{Kind: CmdSnapshots, Target: "101"}},
+	{text: "snapshots vm homeassistant", want: Command{Kind: CmdSnapshots, Target: "homeassistant"}},
 	{text: "list snapshots of lxc:strong/101", want: Command{Kind: CmdSnapshots, Target: "lxc:strong/101"}},
 	{text: "show snapshots of jellyfin", want: Command{Kind: CmdSnapshots, Target: "jellyfin"}},
 	{text: "snapshots", want: Command{}, hint: true},

@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,49 @@ import (
 	"github.com/nomoshq/nomos/store"
 )
 
+// withDiscovery makes the bot take inventories, sending due runs every
+// 100 ms.
+func withDiscovery() func(*bundle) {
+	return func(b *bundle) {
+		tune := b.tune
+		b.tune = func(c *bot.Config) {
+			c.RunDiscovery = true
+			if tune != nil {
+				tune(c)
+			}
+		}
+		b.execTune = func(c *executions.Config) { c.InventoryTick = 100 * time.Millisecond }
+	}
+}
+
+// discover does what `nomos discover` does: it asks for a run of every
+// host now, and waits for each to be applied.
+func (b *bundle) discover(t *testing.T) []store.InventoryRun {
+	t.Helper()
+	runs, err := b.store.RequestInventory(b.ctx, b.operator.UserID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]uuid.UUID, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err := b.store.InventoryRuns(b.ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(got, func(r store.InventoryRun) bool { return r.AppliedAt == nil }) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the inventory runs were never applied: %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestDiscoveryIsAnnouncedOnce: with discovery on, a container an admin
 // makes straight on a host is announced in the ops room in one notice and
 // listed by "list containers" with its run state; an inventory that finds
@@ -19,34 +63,8 @@ import (
 // notice, and the list shows it gone.
 func TestDiscoveryIsAnnouncedOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withAlerts(), withConfig(func(c *bot.Config) { c.RunDiscovery = true }))
-	b.stopBot()
-	b.execTune = func(c *executions.Config) { c.InventoryTick = 100 * time.Millisecond }
-	b.startBot(t)
-	// What `nomos discover` does: ask for a run of every host now, and
-	// wait for each to be applied.
-	discover := func() []store.InventoryRun {
-		t.Helper()
-		runs, err := b.store.RequestInventory(b.ctx, b.operator.UserID.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := []uuid.UUID{runs[0].ID, runs[1].ID}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			got, err := b.store.InventoryRuns(b.ctx, ids)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got[0].AppliedAt != nil && got[1].AppliedAt != nil {
-				return got
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the inventory runs were never applied: %+v", got)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	b := setup(t, withAlerts(), withDiscovery())
+	discover := func() []store.InventoryRun { return b.discover(t) }
 
 	b.fleet.Admin(t, "strong", "pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname newbox"+
 		" --net0 name=eth0,bridge=vmbr0,ip=10.40.0.150/24,gw=10.40.0.1 --start 1")

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -400,7 +401,7 @@ func sizeMB(s string) (int, error) {
 // parseSnapshots reads "snapshots [of|on|for] <lxc>", and "list
 // snapshots …" and "show snapshots …".
 func parseSnapshots(c *Command, args []token) (string, bool) {
-	const usage = "usage: snapshots <lxc>, e.g. snapshots 101"
+	const usage = "usage: snapshots <lxc|vm>, e.g. snapshots 101"
 	ref, typ, rest, ok := targetArg(args, "of", "on", "for", "in")
 	if !ok || len(rest) > 0 || (typ != "" && !isGuestWord(typ)) {
 		return usage, false
@@ -441,6 +442,14 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 		verb, args = "shutdown", args[1:]
 	}
 	usage := "usage: " + verb + " <lxc|vm>, e.g. " + verb + " 101"
+	timeout := 0
+	if verb == "shutdown" {
+		usage = "usage: shutdown <lxc|vm> [within <seconds>], e.g. shutdown opnsense within 120s"
+		var ok bool
+		if args, timeout, ok = shutdownTimeout(args); !ok {
+			return usage, false
+		}
+	}
 	return targetAction(c, args, usage, func(typ string) (policy.Action, map[string]any, bool) {
 		switch typ {
 		case "service":
@@ -458,10 +467,41 @@ func parsePower(c *Command, verb string, args []token) (string, bool) {
 		case "shutdown":
 			// A request the guest may refuse; stop is the one that
 			// makes it stop.
-			return policy.ActionGuestShutdown, map[string]any{}, true
+			params := map[string]any{}
+			if timeout > 0 {
+				params["timeout"] = timeout
+			}
+			return policy.ActionGuestShutdown, params, true
 		}
 		return policy.ActionPctStop, map[string]any{}, true
 	})
+}
+
+// shutdownSecondsRE is a shutdown's bound: 90, 90s, 90sec.
+var shutdownSecondsRE = regexp.MustCompile(`^([0-9]{1,4})(s|sec|secs|seconds?)?$`)
+
+// shutdownTimeout takes a trailing "within N [s]" or "timeout N [s]" off
+// a shutdown's words: how long the guest has to power off (its
+// --timeout). It returns 0 when there is none, and false when the words
+// name a bound that is not a number of seconds.
+func shutdownTimeout(args []token) ([]token, int, bool) {
+	i := slices.IndexFunc(args, func(t token) bool { return t.norm == "within" || t.norm == "timeout" })
+	if i < 0 {
+		return args, 0, true
+	}
+	rest := args[i+1:]
+	if len(rest) == 2 && slices.Contains([]string{"s", "sec", "secs", "second", "seconds"}, rest[1].norm) {
+		rest = rest[:1] // "within 90 s"
+	}
+	if len(rest) != 1 {
+		return args, 0, false
+	}
+	m := shutdownSecondsRE.FindStringSubmatch(rest[0].norm)
+	if m == nil {
+		return args, 0, false
+	}
+	n, _ := strconv.Atoi(m[1])
+	return args[:i], n, true
 }
 
 // restartAction restarts a service, reboots a container named as one,

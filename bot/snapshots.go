@@ -14,18 +14,18 @@ import (
 	"github.com/nomoshq/nomos/policy"
 )
 
-// replySnapshots answers "snapshots <lxc>": the container's snapshots as
+// replySnapshots answers "snapshots <lxc|vm>": the guest's snapshots as
 // its node last listed them, newest first, each with its age where its
 // name tells it and who made it: Nomos, before which change and for whom,
 // or someone else (Nomos never deletes those).
 func (b *Bot) replySnapshots(ctx context.Context, evt *event.Event, ref string) {
-	matches, err := b.store.ResolveTargets(ctx, ref, "lxc")
+	matches, err := b.store.ResolveTargets(ctx, ref, "lxc", "vm")
 	switch {
 	case err != nil:
 		b.sendNotice(ctx, evt.RoomID, "I could not read the fleet state just now.", "", evt)
 		return
 	case len(matches) == 0:
-		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("I don't know a container %q. Try `list containers`.", ref), "", evt)
+		b.sendNotice(ctx, evt.RoomID, fmt.Sprintf("I don't know a container or VM %q. Try `list guests`.", ref), "", evt)
 		return
 	case len(matches) > 1:
 		b.askWhich(ctx, evt, ref, matches)

@@ -173,8 +173,11 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 			SnapshotBlocker: c.SnapshotBlocker,
 		})
 	}
+	obs.VMsListed = r.VMsListed
 	for _, v := range r.VMs {
-		obs.VMs = append(obs.VMs, inventory.VM{VMID: v.VMID, Status: v.Status, Name: v.Name, Agent: v.Agent, Lock: v.Lock, Template: v.Template})
+		obs.VMs = append(obs.VMs, inventory.VM{VMID: v.VMID, Status: v.Status, Name: v.Name, Agent: v.Agent, Lock: v.Lock, Template: v.Template,
+			HAState: v.HAState, MemoryMB: v.MemoryMB, Snapshots: v.Snapshots, StorageType: v.StorageType,
+			VMStateStorage: v.VMStateStorage, VMStateFreeMB: v.VMStateFreeMB})
 	}
 	ch, err := s.store.ApplyInventory(ctx, obs)
 	switch {

@@ -216,7 +216,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 		if c == "pvesh get /cluster/resources --output-format json" || strings.HasPrefix(c, "pct config ") || strings.HasPrefix(c, "pct listsnapshot ") ||
 			c == "pvesm status" || (strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/lxc --output-format json")) ||
 			(strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/qemu --output-format json")) || strings.HasPrefix(c, "qm config ") ||
-			strings.HasPrefix(c, "pct create 150 ") || c == "pct set 101 --hostname jf2 --memory 8192" || c == "pct stop 150" || c == "pct destroy 150" {
+			strings.HasPrefix(c, "qm listsnapshot ") || strings.HasPrefix(c, "pct create 150 ") || c == "pct set 101 --hostname jf2 --memory 8192" || c == "pct stop 150" || c == "pct destroy 150" {
 			continue
 		}
 		t.Errorf("discovery ran %q", c)
@@ -358,5 +358,76 @@ func TestForgedInventoriesChangeNothing(t *testing.T) {
 	}
 	if n := len(query[string](t, b, `SELECT id::text FROM audit_log WHERE action = 'report.refused' AND detail->>'type' = $1`, tasks.TypeInventoryResult)); n != 10 {
 		t.Errorf("%d inventory refusals audited, want one per forgery sent as an inventory (10)", n)
+	}
+}
+
+// TestDiscoveryFollowsVMs runs discovery through a real actuator against
+// labsim while an admin works on hubris's VMs outside Nomos: the VMs'
+// snapshots (qm listsnapshot) and the type of their disks' storage are
+// read into the fleet; a VM the admin destroys is marked gone, with a
+// notice, as a vanished container is; and a rollback of a VM on ZFS past
+// newer snapshots names and deletes them first, since ZFS rolls back to
+// the newest only (pve-storage src/PVE/Storage/ZFSPoolPlugin.pm
+// volume_rollback_is_possible: "can't rollback, 'X' is not most recent
+// snapshot on '<volid>'"). A host that does not answer marks no VM gone.
+func TestDiscoveryFollowsVMs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fleet := testenv.NewFleet(t, func(c *labsim.Config) {
+		for i := range c.Hosts {
+			for j := range c.Hosts[i].VMs {
+				if c.Hosts[i].VMs[j].VMID == 200 {
+					c.Hosts[i].VMs[j].Storage = "local-zfs"
+				}
+			}
+		}
+	})
+	if _, err := b.store.ApplySeed(b.ctx, fleet.Seed); err != nil {
+		t.Fatal(err)
+	}
+	b.startWorkers(t, fleet)
+	fleet.Admin(t, "hubris", "qm snapshot 200 first")
+	fleet.Admin(t, "hubris", "qm snapshot 200 second")
+	b.discover(t, 2)
+	ha, err := b.store.EntityBySlug(b.ctx, "vm:hubris/200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := gocmp.Diff([]any{"first", "second"}, ha.Attrs["snapshots"]); d != "" || ha.AttrString("storage_type") != "zfspool" {
+		t.Errorf("vm:hubris/200 snapshots (-want +got):\n%s; storage type %q, want zfspool", d, ha.AttrString("storage_type"))
+	}
+	p := b.request(t, "pct_rollback", "vm:hubris/200", `{"name":"first"}`)
+	pdiff(t, "steps of a VM rollback on ZFS", []string{"qm delsnapshot 200 second", "qm rollback 200 first"}, p.Execution.Steps)
+	pdiff(t, "facts", []string{"second"}, p.Facts.Discard)
+	b.notices(t)
+
+	fleet.Admin(t, "hubris", "qm stop 201")
+	fleet.Admin(t, "hubris", "qm destroy 201")
+	b.clock.Add(5 * time.Minute)
+	b.discover(t, 2)
+	if got, _ := b.store.EntityBySlug(b.ctx, "vm:hubris/201"); got.Lifecycle != "destroyed" {
+		t.Errorf("the destroyed opnsense is %s, want destroyed (gone)", got.Lifecycle)
+	}
+	if got, _ := b.store.EntityBySlug(b.ctx, "vm:hubris/200"); got.Lifecycle != "active" {
+		t.Errorf("homeassistant, still there, is %s", got.Lifecycle)
+	}
+	notices := b.notices(t)
+	if len(notices) != 1 || !slices.Equal(notices[0].Gone, []store.ContainerRef{{VMID: 201, Name: "opnsense"}}) {
+		t.Errorf("notices after the destroy = %+v, want one: 201 opnsense gone", notices)
+	}
+	if got := b.discoveryAudit(t); !slices.Contains(got, "discovery.gone 201") {
+		t.Errorf("audit = %v, want opnsense's going recorded", got)
+	}
+
+	// hubris stops answering: its VMs are not gone for that.
+	fleet.Admin(t, "hubris", "qm stop 200")
+	fleet.Admin(t, "hubris", "qm destroy 200 --purge 1")
+	if err := fleet.Sim.Inject(labsim.Fault{Kind: labsim.FaultDrop, Target: "hubris"}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Add(5 * time.Minute)
+	b.discover(t, 2)
+	if got, _ := b.store.EntityBySlug(b.ctx, "vm:hubris/200"); got.Lifecycle != "active" {
+		t.Errorf("homeassistant is %s after an inventory its host did not answer", got.Lifecycle)
 	}
 }

@@ -172,6 +172,48 @@ type GuestFacts struct {
 	// SnapshotBlocker is why the container cannot be snapshotted, when
 	// the step needs a snapshot first: it runs without one.
 	SnapshotBlocker string
+	// VM says the guest is a QEMU VM, not a container.
+	VM bool
+	// VMState is the space a snapshot with the VM's RAM takes, when the
+	// step is one and the inventory knows the VM's memory.
+	VMState *VMStateSpace
+}
+
+// VMStateSpace is what `qm snapshot --vmstate 1` writes besides the
+// disks' snapshots: a volume for the VM's RAM and device state, sized by
+// qemu-server as twice the memory plus 500 MiB (src/PVE/QemuConfig.pm
+// __snapshot_save_vmstate), on the storage find_vmstate_storage picks.
+type VMStateSpace struct {
+	Storage  string
+	MemoryMB int
+	NeedMB   int64
+	// FreeMB is what Storage had available at the last inventory; nil
+	// when unknown.
+	FreeMB *int64
+}
+
+// Short reports whether the storage is known to have less free than the
+// snapshot needs.
+func (v VMStateSpace) Short() bool { return v.FreeMB != nil && *v.FreeMB < v.NeedMB }
+
+// vmStateDriverMB is what qemu-server adds to twice the memory for the
+// devices' state (__snapshot_save_vmstate's $driver_state_size).
+const vmStateDriverMB = 500
+
+// vmStateSpace is the space p needs for the VM's RAM, or nil when p is no
+// snapshot with it or the VM's memory is unknown.
+func vmStateSpace(guest store.Entity, p policy.Params) *VMStateSpace {
+	snap, ok := p.(policy.PctSnapshotParams)
+	mem := guest.AttrInt("memory_mb")
+	if !ok || !snap.VMState || guest.Type != "vm" || mem <= 0 {
+		return nil
+	}
+	v := &VMStateSpace{Storage: guest.AttrString("vmstate_storage"), MemoryMB: mem, NeedMB: 2*int64(mem) + vmStateDriverMB}
+	if f, ok := guest.Attrs["vmstate_free_mb"].(float64); ok && f >= 0 {
+		free := int64(f)
+		v.FreeMB = &free
+	}
+	return v
 }
 
 // guestFacts gathers the facts of a step's container for its card.
@@ -185,6 +227,8 @@ func (s *Service) guestFacts(g *graph, e store.Entity, p policy.Params, t policy
 		f.Lock = l
 	}
 	f.HA = guest.AttrString(attrHAState) != ""
+	f.VM = guest.Type == "vm"
+	f.VMState = vmStateSpace(guest, p)
 	if r, ok := p.(policy.PctRollbackParams); ok {
 		f.Discard = r.Discard
 	}

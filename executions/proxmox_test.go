@@ -181,3 +181,38 @@ func pcontains(t *testing.T, what, got string, wants ...string) {
 		}
 	}
 }
+
+// TestVMStateSnapshotCountsTheRAM: a snapshot with the VM's RAM
+// (--vmstate 1) writes a state volume that qemu-server sizes as twice
+// the memory plus 500 MiB (src/PVE/QemuConfig.pm __snapshot_save_vmstate:
+// $size = $mem_size * 2 + $driver_state_size, 500), on the storage
+// find_vmstate_storage picks. The plan counts it against what that
+// storage had free at the last inventory and says when it is short; a
+// snapshot without the RAM counts nothing.
+func TestVMStateSnapshotCountsTheRAM(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.setAttrs(t, "vm:hubris/200", map[string]any{"memory_mb": 4096, "vmstate_storage": "local-lvm", "vmstate_free_mb": 6000})
+	p := b.request(t, "pct_snapshot", "vm:hubris/200", `{"name":"with-ram","vmstate":true}`)
+	pdiff(t, "steps", []string{"qm snapshot 200 with-ram --vmstate 1"}, p.Execution.Steps)
+	v := p.Facts.VMState
+	if v == nil {
+		t.Fatal("a vmstate snapshot's plan does not count the RAM")
+	}
+	pdiff(t, "space", executions.VMStateSpace{Storage: "local-lvm", MemoryMB: 4096, NeedMB: 2*4096 + 500, FreeMB: v.FreeMB}, *v)
+	if v.FreeMB == nil || *v.FreeMB != 6000 || !v.Short() {
+		t.Errorf("6000 MiB free for %d MiB needed: short = %v", v.NeedMB, v.Short())
+	}
+	described, err := b.svc.Describe(b.ctx, p.Execution)
+	if err != nil || described.Facts.VMState == nil || !described.Facts.VMState.Short() {
+		t.Errorf("the card's later edits lose the shortfall: %+v, %v", described.Facts.VMState, err)
+	}
+
+	b.setAttrs(t, "vm:hubris/200", map[string]any{"vmstate_free_mb": 9000})
+	if p := b.request(t, "pct_snapshot", "vm:hubris/200", `{"name":"with-ram2","vmstate":true}`); p.Facts.VMState == nil || p.Facts.VMState.Short() {
+		t.Errorf("9000 MiB free for 8692 needed is enough: %+v", p.Facts.VMState)
+	}
+	if p := b.request(t, "pct_snapshot", "vm:hubris/200", `{"name":"disks-only"}`); p.Facts.VMState != nil {
+		t.Errorf("a snapshot without the RAM counts %+v", p.Facts.VMState)
+	}
+}

@@ -25,6 +25,9 @@
 //     is audited, not announced.
 //   - A template the fleet does not have is no workload, and is not added.
 //   - Every container's run state is recorded, and its health rolls up.
+//   - VMs follow the same rules as vm:<cluster>/<vmid>: added when new,
+//     their live facts kept (VMLiveAttrs), and, when the actuator says it
+//     listed them all, marked gone when missing.
 //
 // Containers an in-flight pct_create or pct_destroy is making or removing
 // are left to that execution's result.

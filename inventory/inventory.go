@@ -45,6 +45,31 @@ type VM struct {
 	Agent    bool
 	Lock     string
 	Template bool
+	// The node's live facts, kept as attrs (VMLiveAttrs).
+	HAState        string
+	MemoryMB       int
+	Snapshots      []string
+	StorageType    string
+	VMStateStorage string
+	VMStateFreeMB  *int64
+}
+
+// VMLiveAttrs are a VM's live facts as the inventory gives them:
+// snapshots oldest first; vmstate_free_mb only when known (the store
+// removes an old one), memory_mb only when the configuration gave it.
+func VMLiveAttrs(v VM) map[string]any {
+	a := map[string]any{
+		"agent": v.Agent, "lock": v.Lock, "template": v.Template, "hastate": v.HAState,
+		"snapshots": append([]string{}, v.Snapshots...), "storage_type": v.StorageType,
+		"vmstate_storage": v.VMStateStorage,
+	}
+	if v.VMStateFreeMB != nil {
+		a["vmstate_free_mb"] = *v.VMStateFreeMB
+	}
+	if v.MemoryMB > 0 {
+		a["memory_mb"] = v.MemoryMB // else the seeds' word stands
+	}
+	return a
 }
 
 // ContainerName is what a discovered container is called: its host name,

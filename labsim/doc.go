@@ -65,10 +65,12 @@
 //	{"faults": [{"kind": "hang", "target": "101", "match": "apt-get install"}]}
 //
 // labsim behaves as Proxmox does where Proxmox is less kind than a plain
-// host: a container under HA (Container.HA, or ha-manager add) is started
-// and stopped by the HA stack Config.HADelay after pct asks (ha.go); its
-// root disk's storage type decides what a snapshot can do, and a bind
-// mount or a raw disk on dir storage leaves it none (storage.go); and a
+// host: a container or VM under HA (Container.HA, VM.HA, or ha-manager
+// add ct:N / vm:N) is started and stopped by the HA stack Config.HADelay
+// after pct or qm asks, and a VM a rollback stopped is started again
+// (ha.go); a container's root disk's storage type decides what a
+// snapshot can do, and a bind mount or a raw disk on dir storage leaves
+// it none (storage.go); and a
 // lock in its config refuses what Proxmox's check_lock refuses (lock.go).
 // A lock is set and cleared as a vzdump would, by a control command or
 // [Sim.SetLock]:

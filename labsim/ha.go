@@ -24,6 +24,14 @@ import (
 //     too.
 //   - /cluster/resources gives the CRM's state of the resource as hastate
 //     (pve-manager PVE/API2/Cluster.pm).
+//   - VMs take part the same way (vm:<vmid> resources): qm start, shutdown
+//     and stop print "Requesting HA start for VM N" (or stop) and exit 0
+//     (qemu-server src/PVE/API2/Qemu.pm vm_start, vm_shutdown, vm_stop).
+//     A rollback stops a running VM itself (QemuConfig.pm
+//     __snapshot_rollback_vm_stop), and HA's LRM starts a "started"
+//     resource it finds not running on its next round (pve-ha-manager
+//     src/PVE/HA/LRM.pm exec_resource_agent), so an HA VM rolled back
+//     runs again Config.HADelay later.
 
 const (
 	haStarted  = "started"
@@ -105,7 +113,62 @@ func (st *simState) settle(now time.Time) bool {
 		h.Due = time.Time{}
 		changed = true
 	}
+	for _, vm := range st.allVMs() {
+		h := vm.HA
+		if h == nil || h.Due.IsZero() || now.Before(h.Due) {
+			continue
+		}
+		if vm.Lock != "" {
+			h.Due = now.Add(defaultHADelay)
+			continue
+		}
+		switch h.Request {
+		case haStarted:
+			if !vm.running() {
+				vm.boot(h.Due)
+			}
+			h.State = haStarted
+		case haStopped, haDisabled:
+			if vm.running() {
+				vm.halt()
+			}
+			h.State = haStopped
+		}
+		h.Due = time.Time{}
+		changed = true
+	}
 	return changed
+}
+
+// allVMs are every host's VMs, by vmid.
+func (st *simState) allVMs() []*vmState {
+	var out []*vmState
+	for _, name := range slices.Sorted(maps.Keys(st.Hosts)) {
+		for _, v := range st.Hosts[name].VMs {
+			out = append(out, v)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *vmState) int { return a.VMID - b.VMID })
+	return out
+}
+
+// haManaged reports whether qm hands the VM's power to HA.
+func (v *vmState) haManaged() bool {
+	return v.HA != nil && v.HA.Request != haIgnored
+}
+
+// haRequestVM is qm start, shutdown or stop of an HA-managed VM: queued,
+// and qm exits 0 at once.
+func haRequestVM(c *call, vm *vmState, verb string) int {
+	want, word := haStarted, "start"
+	if verb != "start" {
+		want, word = haStopped, "stop"
+	}
+	c.outf("Requesting HA %s for VM %d\n", word, vm.VMID)
+	vm.HA.Request = want
+	vm.HA.Due = c.now.Add(c.env.sim.haDelay)
+	c.dirty = true
+	return 0
 }
 
 // relocate moves a stopped container to node, as HA does when it starts
@@ -169,8 +232,8 @@ func haManagerCmd(c *call) int {
 		c.errf("400 not enough arguments\nha-manager %s <sid> [OPTIONS]\n", verb)
 		return 255
 	}
-	ct, sid, code := haResource(c, args[0])
-	if ct == nil {
+	res, sid, code := haResource(c, args[0])
+	if res.slot == nil {
 		return code
 	}
 	state := ""
@@ -197,35 +260,36 @@ func haManagerCmd(c *call) int {
 		c.errf("400 Parameter verification failed.\nstate: value '%s' does not have a value in the enumeration 'started, stopped, enabled, disabled, ignored'\n", state)
 		return 255
 	}
+	ha := res.slot
 	switch verb {
 	case "add":
-		if ct.HA != nil {
+		if *ha != nil {
 			c.errf("resource ID '%s' already defined\n", sid)
 			return 255
 		}
 		cur := haStopped
-		if ct.running() {
+		if res.running {
 			cur = haStarted
 		}
-		ct.HA = &haState{Request: cmpOr(state, haStarted), State: cur}
-		if ct.HA.Request != cur && ct.HA.Request != haIgnored {
-			ct.HA.Due = c.now.Add(c.env.sim.haDelay)
+		*ha = &haState{Request: cmpOr(state, haStarted), State: cur}
+		if (*ha).Request != cur && (*ha).Request != haIgnored {
+			(*ha).Due = c.now.Add(c.env.sim.haDelay)
 		}
 	case "set":
-		if ct.HA == nil {
+		if *ha == nil {
 			c.errf("no such resource '%s'\n", sid)
 			return 255
 		}
 		if state != "" {
-			ct.HA.Request = state
-			ct.HA.Due = c.now.Add(c.env.sim.haDelay)
+			(*ha).Request = state
+			(*ha).Due = c.now.Add(c.env.sim.haDelay)
 		}
 	case "remove", "delete":
-		if ct.HA == nil {
+		if *ha == nil {
 			c.errf("cannot delete service '%s', not HA managed!\n", sid)
 			return 255
 		}
-		ct.HA = nil
+		*ha = nil
 	}
 	c.dirty = true
 	return 0
@@ -238,32 +302,48 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// haResource finds the container a service id (ct:105, or a bare 105)
-// names, anywhere in the cluster.
-func haResource(c *call, sid string) (*ctState, string, int) {
+// haGuest is the container or VM an HA service id names: where its HA
+// resource is kept, and whether it runs now.
+type haGuest struct {
+	slot    **haState
+	running bool
+}
+
+// haResource finds the guest a service id (ct:105, vm:200, or a bare
+// vmid) names, anywhere in the cluster.
+func haResource(c *call, sid string) (haGuest, string, int) {
 	typ, id, typed := strings.Cut(sid, ":")
 	if !typed {
-		id, typ = sid, "ct"
+		id = sid
 	}
 	vmid, err := strconv.Atoi(id)
-	if err != nil || (typ != "ct" && typ != "vm") || vmid < minVMID {
+	if err != nil || (typed && typ != "ct" && typ != "vm") || vmid < minVMID {
 		c.errf("unable to parse service id '%s'\n", sid)
-		return nil, "", 255
+		return haGuest{}, "", 255
 	}
-	_, ct := c.st.findInCluster(c.env.host, vmid)
-	if ct == nil {
-		if !typed {
-			c.errf("unable to detect SID from VMID - VM/CT %d does not exist\n", vmid)
-		} else {
-			c.errf("CT %d does not exist\n", vmid)
-		}
-		return nil, "", 255
+	var g haGuest
+	kind := ""
+	if _, ct := c.st.findInCluster(c.env.host, vmid); ct != nil {
+		g, kind = haGuest{slot: &ct.HA, running: ct.running()}, "ct"
+	} else if node := c.st.vmidOwner(c.env.host, vmid); node != "" && c.st.Hosts[node].VMs[vmid] != nil {
+		vm := c.st.Hosts[node].VMs[vmid]
+		g, kind = haGuest{slot: &vm.HA, running: vm.running()}, "vm"
 	}
-	if typ == "vm" {
+	switch {
+	case kind == "" && !typed:
+		c.errf("unable to detect SID from VMID - VM/CT %d does not exist\n", vmid)
+		return haGuest{}, "", 255
+	case kind == "" && typ == "vm":
+		c.errf("VM %d does not exist\n", vmid)
+		return haGuest{}, "", 255
+	case kind == "":
+		c.errf("CT %d does not exist\n", vmid)
+		return haGuest{}, "", 255
+	case typed && typ != kind:
 		c.errf("types does not match\n")
-		return nil, "", 255
+		return haGuest{}, "", 255
 	}
-	return ct, "ct:" + id, 0
+	return g, kind + ":" + strconv.Itoa(vmid), 0
 }
 
 // haStatus prints ha-manager status: one line per entry of the HA status
@@ -278,7 +358,13 @@ func haStatus(c *call) {
 			managed = append(managed, ct)
 		}
 	}
-	if len(managed) == 0 {
+	var vms []*vmState
+	for _, vm := range c.st.allVMs() {
+		if vm.HA != nil {
+			vms = append(vms, vm)
+		}
+	}
+	if len(managed)+len(vms) == 0 {
 		c.outf("fencing standby (CRM watchdog standby)\n")
 		return
 	}
@@ -293,6 +379,11 @@ func haStatus(c *call) {
 				active = true
 			}
 		}
+		for _, vm := range vms {
+			if c.st.Hosts[n].VMs[vm.VMID] == vm && vm.HA.Request != haIgnored {
+				active = true
+			}
+		}
 		if active {
 			c.outf("lrm %s (active, watchdog active, %s)\n", n, stamp)
 		} else {
@@ -302,4 +393,17 @@ func haStatus(c *call) {
 	for _, ct := range managed {
 		c.outf("service ct:%d (%s, %s)\n", ct.VMID, c.st.hostOf(ct), ct.HA.verbose())
 	}
+	for _, vm := range vms {
+		c.outf("service vm:%d (%s, %s)\n", vm.VMID, c.st.vmHostOf(vm), vm.HA.verbose())
+	}
+}
+
+// vmHostOf is the node that has the VM, or "".
+func (st *simState) vmHostOf(vm *vmState) string {
+	for name, hs := range st.Hosts {
+		if hs.VMs[vm.VMID] == vm {
+			return name
+		}
+	}
+	return ""
 }

@@ -294,3 +294,39 @@ func TestSamplesOfHASnapshotsAndLocks(t *testing.T) {
 		check("pct-any.locked.stderr", cmd, result{Stderr: sample("pct-any.locked.stderr"), Exit: 255})
 	}
 }
+
+// TestHAManagedVM: a VM under HA (vm:200) is handed to HA as a container
+// is: qm shutdown, stop and start print "Requesting HA … for VM 200" and
+// exit 0, and the state changes a CRM round later (qemu-server
+// src/PVE/API2/Qemu.pm vm_start, vm_shutdown, vm_stop). A rollback stops
+// the running VM itself (src/PVE/QemuConfig.pm __snapshot_rollback_vm_stop),
+// and the LRM starts a "started" resource it finds off on its next round
+// (pve-ha-manager src/PVE/HA/LRM.pm exec_resource_agent).
+func TestHAManagedVM(t *testing.T) {
+	t.Parallel()
+	b := setupFleet(t, vmFleet(), func(c *Config) { c.HADelay = testHADelay })
+	b.must(t, "pve1", "ha-manager add vm:200")
+	contains(t, "ha-manager status", b.must(t, "pve1", "ha-manager status"), "service vm:200 (pve1, started)")
+	status, ha := b.hastate(t, 200)
+	diff(t, "listing", [2]string{"running", "started"}, [2]string{status, ha})
+	diff(t, "ct sid for a VM", result{Stderr: "types does not match\n", Exit: 255}, b.run(t, "pve1", "ha-manager add ct:200"))
+
+	diff(t, "shutdown", result{Stdout: "Requesting HA stop for VM 200\n"}, b.run(t, "pve1", "qm shutdown 200 --timeout 60"))
+	diff(t, "still running right after", "status: running\n", b.must(t, "pve1", "qm status 200"))
+	b.clock.Advance(testHADelay)
+	diff(t, "stopped by HA", "status: stopped\n", b.must(t, "pve1", "qm status 200"))
+	diff(t, "start", result{Stdout: "Requesting HA start for VM 200\n"}, b.run(t, "pve1", "qm start 200"))
+	b.clock.Advance(testHADelay)
+	diff(t, "started by HA", "status: running\n", b.must(t, "pve1", "qm status 200"))
+
+	b.must(t, "pve1", "qm snapshot 200 before-update")
+	b.must(t, "pve1", "qm rollback 200 before-update")
+	diff(t, "stopped by the rollback", "status: stopped\n", b.must(t, "pve1", "qm status 200"))
+	b.clock.Advance(testHADelay)
+	diff(t, "started again by HA", "status: running\n", b.must(t, "pve1", "qm status 200"))
+
+	// opnsense is not under HA: qm stop is immediate.
+	b.must(t, "pve1", "qm start 201")
+	diff(t, "plain stop", result{}, b.run(t, "pve1", "qm stop 201"))
+	diff(t, "plain stop is immediate", "status: stopped\n", b.must(t, "pve1", "qm status 201"))
+}

@@ -55,6 +55,9 @@ type VM struct {
 	Tags   string
 	// Template makes it a template: never running, never started.
 	Template bool
+	// HA, when set, puts the VM under Proxmox HA (vm:<vmid>) with this
+	// requested state: started or stopped.
+	HA string
 	// IP is the VM's address on the LAN, without prefix; "" for none.
 	IP string
 	// Services answer on IP while the VM runs, each on its port (and
@@ -84,6 +87,9 @@ func (v *VM) validate() error {
 	if v.Cores < 0 || v.MemoryMB < 0 || v.DiskGB < 0 {
 		return fmt.Errorf("cores, memory and disk must not be negative")
 	}
+	if v.HA != "" && v.HA != haStarted && v.HA != haStopped {
+		return fmt.Errorf("ha %q: want started, stopped or nothing", v.HA)
+	}
 	if v.IP != "" {
 		if _, err := netip.ParseAddr(v.IP); err != nil {
 			return fmt.Errorf("ip %q is not an address", v.IP)
@@ -102,6 +108,8 @@ type vmState struct {
 	Parent    string       `json:"parent,omitempty"`
 	Snapshots []vmSnapshot `json:"snapshots,omitempty"`
 	Lock      string       `json:"lock,omitempty"`
+	// HA is its HA resource (vm:<vmid>), nil when HA does not manage it.
+	HA *haState `json:"ha,omitempty"`
 }
 
 // vmConf is what qm config shows.
@@ -156,6 +164,13 @@ func newVM(host string, cfg VM, storage string, now time.Time) *vmState {
 	}
 	if cfg.Status == statusRunning {
 		v.boot(now)
+	}
+	if cfg.HA != "" {
+		state := haStopped
+		if v.running() {
+			state = haStarted
+		}
+		v.HA = &haState{Request: cfg.HA, State: state}
 	}
 	return v
 }
@@ -234,6 +249,11 @@ func qmCmd(c *call) int {
 	case "listsnapshot":
 		c.outf("%s", listVMSnapshots(vm))
 		return 0
+	}
+	if vm.haManaged() && (verb == "start" || verb == "shutdown" || verb == "stop") {
+		// Before the lock check and qm's own "already running": vm_start,
+		// vm_shutdown and vm_stop hand an HA resource over first.
+		return haRequestVM(c, vm, verb)
 	}
 	if e := vmLockError(vm); e != "" {
 		c.errf("%s", e)
@@ -415,6 +435,10 @@ func qmRollback(c *call, vm *vmState, name string, start bool) int {
 	c.outf("  Logical volume \"vm-%d-disk-0\" created.\n", vm.VMID)
 	if snap.VMState || start {
 		vm.boot(c.now)
+	}
+	if !vm.running() && vm.haManaged() && vm.HA.Request == haStarted {
+		// The LRM finds a "started" resource off and starts it.
+		vm.HA.Due = c.now.Add(c.env.sim.haDelay)
 	}
 	c.dirty = true
 	return 0
@@ -698,6 +722,9 @@ func (vm *vmState) resource(node string, now time.Time) map[string]any {
 	}
 	if vm.Conf.Tags != "" {
 		r["tags"] = vm.Conf.Tags
+	}
+	if vm.HA != nil {
+		r["hastate"] = vm.HA.State
 	}
 	return r
 }

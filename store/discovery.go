@@ -110,9 +110,10 @@ type InventoryObservation struct {
 	// At is when the actuator took it.
 	At         time.Time
 	Containers []inventory.Container
-	// VMs are the host's QEMU VMs; nil when the actuator did not list
-	// them, which marks none gone.
-	VMs []inventory.VM
+	// VMs are the host's QEMU VMs. Unless VMsListed, a VM missing from
+	// them is not gone: the actuator did not list them.
+	VMs       []inventory.VM
+	VMsListed bool
 	// Elsewhere are vmids the cluster places on other nodes.
 	Elsewhere []int
 	// Horizon is how long the run states stay current; past it the
@@ -443,12 +444,15 @@ func (a *inventoryApplier) apply(ctx context.Context) error {
 	return err
 }
 
-// applyVMs records the run state and live facts (agent, lock, template)
-// of the host's VMs, and adds a VM the fleet does not know yet, as
-// discovered. A template is kept as a template, never added as a
-// workload. A VM no longer listed is not marked gone yet.
+// applyVMs records the run state and live facts (inventory.VMLiveAttrs) of the
+// host's VMs, and adds a VM the fleet does not know yet, as discovered. A
+// template is kept as a template, never added as a workload. When the
+// VMs were listed, a live VM of the host's that is missing, that the
+// cluster does not place elsewhere and that no in-flight destroy is
+// removing, is marked gone, as a container is; one that comes back is
+// active again.
 func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
-	if len(a.o.VMs) == 0 {
+	if len(a.o.VMs) == 0 && !a.o.VMsListed {
 		return nil, nil
 	}
 	slugs := make([]string, len(a.o.VMs))
@@ -460,6 +464,7 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 		return nil, err
 	}
 	var touched []uuid.UUID
+	seen := map[string]bool{}
 	for i, v := range a.o.VMs {
 		slug := slugs[i]
 		e, ok := fleet[slug]
@@ -489,18 +494,47 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 		case e.host() != a.host:
 			a.ch.Skipped = append(a.ch.Skipped, e.ref())
 			continue
+		case e.lifecycle == "destroyed":
+			if _, err := a.tx.Exec(ctx, `UPDATE entities SET lifecycle = 'active', updated_at = $2 WHERE id = $1`, e.id, a.now); err != nil {
+				return nil, fmt.Errorf("bring back %s: %w", e.slug, err)
+			}
+			a.ch.Back = append(a.ch.Back, e.ref())
+			if err := a.audit(ctx, "discovery.back", e.id, e.ref(), nil); err != nil {
+				return nil, err
+			}
 		}
-		live, err := json.Marshal(map[string]any{"agent": v.Agent, "lock": v.Lock, "template": v.Template})
+		seen[slug] = true
+		live, err := json.Marshal(inventory.VMLiveAttrs(v))
 		if err != nil {
 			return nil, err
 		}
-		if _, err := a.tx.Exec(ctx, `UPDATE entities SET attrs = attrs || $2 WHERE id = $1`, e.id, live); err != nil {
+		unknown := []string{}
+		if v.VMStateFreeMB == nil {
+			unknown = append(unknown, "vmstate_free_mb") // no stale figure stands in
+		}
+		if _, err := a.tx.Exec(ctx, `UPDATE entities SET attrs = (attrs || $2) - $3::text[] WHERE id = $1`, e.id, live, unknown); err != nil {
 			return nil, fmt.Errorf("record the live facts of %s: %w", slug, err)
 		}
 		if err := a.runState(ctx, e.id, e, inventory.Container{VMID: v.VMID, Status: v.Status, Hostname: name}); err != nil {
 			return nil, err
 		}
 		touched = append(touched, e.id)
+	}
+	if !a.o.VMsListed {
+		return touched, nil
+	}
+	elsewhere := map[int]bool{}
+	for _, id := range a.o.Elsewhere {
+		elsewhere[id] = true
+	}
+	for _, slug := range slices.Sorted(maps.Keys(fleet)) {
+		e := fleet[slug]
+		if seen[slug] || e.host() != a.host || !slices.Contains(liveLifecycles, e.lifecycle) || elsewhere[e.vmid] || a.removing[slug] {
+			continue
+		}
+		if err := a.gone(ctx, e); err != nil {
+			return nil, err
+		}
 	}
 	return touched, nil
 }

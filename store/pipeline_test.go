@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
@@ -68,7 +69,7 @@ func TestCreateBatchedFailureLosesNothing(t *testing.T) {
 func TestTransitionRefusedLeavesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,3 +130,61 @@ func TestInventoryRecordsVMs(t *testing.T) {
 		t.Errorf("vm:hubris/200 is %s after an inventory without VMs", got.Lifecycle)
 	}
 }
+
+// TestInventoryMarksAVanishedVMGoneAndBack: when the node's VMs were
+// listed, a VM of the host's that is missing, and that the cluster does
+// not place on another node, is marked gone (never deleted) and
+// announced; one the cluster has elsewhere is not; one that is listed
+// again is back. Without the listing no VM is gone.
+func TestInventoryMarksAVanishedVMGoneAndBack(t *testing.T) {
+	t.Parallel()
+	e := discoverySetup(t)
+	apply := func(obs store.InventoryObservation) store.InventoryChanges {
+		t.Helper()
+		r := e.run(t, "hubris")
+		obs.RunID, obs.HostID, obs.At, obs.Horizon = r.ID, r.HostID, e.now, 3*time.Minute
+		ch, err := e.s.ApplyInventory(e.ctx, obs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	free := int64(81000)
+	ha := inventory.VM{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, VMStateStorage: "local-lvm", VMStateFreeMB: &free}
+	opn := inventory.VM{VMID: 201, Status: "running", Name: "opnsense"}
+
+	apply(store.InventoryObservation{VMs: []inventory.VM{ha}})
+	if got := entityID(t, e.s, "vm:hubris/200"); got.AttrInt("vmstate_free_mb") != 81000 {
+		t.Errorf("vmstate_free_mb = %v, want 81000", got.Attrs["vmstate_free_mb"])
+	}
+	unknown := ha
+	unknown.VMStateFreeMB = nil
+	apply(store.InventoryObservation{VMs: []inventory.VM{unknown}})
+	if got := entityID(t, e.s, "vm:hubris/200"); got.Attrs["vmstate_free_mb"] != nil {
+		t.Errorf("an unknown free space left %v standing", got.Attrs["vmstate_free_mb"])
+	}
+	if got := entityID(t, e.s, "vm:hubris/201"); got.Lifecycle != "active" {
+		t.Errorf("opnsense is %s after an inventory that did not say the VMs were listed", got.Lifecycle)
+	}
+	apply(store.InventoryObservation{VMs: []inventory.VM{ha}, VMsListed: true, Elsewhere: []int{201}})
+	if got := entityID(t, e.s, "vm:hubris/201"); got.Lifecycle != "active" {
+		t.Errorf("opnsense, which the cluster has on another node, is %s", got.Lifecycle)
+	}
+	ch := apply(store.InventoryObservation{VMs: []inventory.VM{ha}, VMsListed: true})
+	if got := entityID(t, e.s, "vm:hubris/201"); got.Lifecycle != "destroyed" {
+		t.Errorf("the vanished opnsense is %s, want destroyed (gone)", got.Lifecycle)
+	}
+	if !slices.Contains(ch.Gone, store.ContainerRef{VMID: 201, Name: "opnsense"}) || slices.Contains(ch.Gone, store.ContainerRef{VMID: 200, Name: "homeassistant"}) {
+		t.Errorf("changes = %+v, want opnsense gone and announced", ch)
+	}
+	ch = apply(store.InventoryObservation{VMs: []inventory.VM{ha, opn}, VMsListed: true})
+	if got := entityID(t, e.s, "vm:hubris/201"); got.Lifecycle != "active" {
+		t.Errorf("opnsense, listed again, is %s", got.Lifecycle)
+	}
+	if !slices.Contains(ch.Back, store.ContainerRef{VMID: 201, Name: "opnsense"}) {
+		t.Errorf("changes = %+v, want opnsense back", ch)
+	}
+	if got := e.audit(t); !slices.Contains(got, "discovery.gone 201") || !slices.Contains(got, "discovery.back 201") {
+		t.Errorf("audit = %v, want opnsense gone and back", got)
+	}
+}

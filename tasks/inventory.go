@@ -71,6 +71,10 @@ type InventoryResult struct {
 	// VMs are the QEMU VMs on Node; empty from an actuator older than
 	// the field.
 	VMs []InventoryVM `json:"vms,omitempty"`
+	// VMsListed says the node's VMs were listed, so VMs is all of them:
+	// one missing is gone. Without it (an older actuator, or a node that
+	// could not list them) no VM is gone.
+	VMsListed bool `json:"vms_listed,omitempty"`
 	// Elsewhere lists the vmids the cluster places on other nodes, so a
 	// container that moved is not taken for gone.
 	Elsewhere []int `json:"elsewhere,omitempty"`
@@ -90,10 +94,45 @@ type InventoryVM struct {
 	Agent    bool   `json:"agent,omitempty"`
 	Lock     string `json:"lock,omitempty"`
 	Template bool   `json:"template,omitempty"`
+	// HAState is the HA manager's state when HA manages the VM.
+	HAState string `json:"hastate,omitempty"`
+	// MemoryMB is the config's memory; 0 when unknown.
+	MemoryMB int `json:"memory_mb,omitempty"`
+	// Snapshots are the VM's snapshot names from `qm listsnapshot`,
+	// oldest first; nil when they could not be listed.
+	Snapshots []string `json:"snapshots,omitempty"`
+	// StorageType is the type of the storage its disks are on, zfspool
+	// when any of them is (a rollback there goes to the newest snapshot
+	// only); empty when unknown.
+	StorageType string `json:"storage_type,omitempty"`
+	// VMStateStorage is where `qm snapshot --vmstate 1` writes the VM's
+	// RAM (qemu-server find_vmstate_storage), and VMStateFreeMB what
+	// that storage has free, in MiB; nil when unknown.
+	VMStateStorage string `json:"vmstate_storage,omitempty"`
+	VMStateFreeMB  *int64 `json:"vmstate_free_mb,omitempty"`
 }
 
 // Validate checks one VM entry as it arrives from an actuator.
 func (v InventoryVM) Validate() error {
+	switch {
+	case v.HAState != "" && !haStateRE.MatchString(v.HAState):
+		return fmt.Errorf("VM %d: HA state %q is not a word", v.VMID, v.HAState)
+	case v.MemoryMB < 0 || v.MemoryMB > maxMemory:
+		return fmt.Errorf("VM %d: %d MB of memory", v.VMID, v.MemoryMB)
+	case len(v.Snapshots) > MaxInventoryListed:
+		return fmt.Errorf("VM %d: more than %d snapshots", v.VMID, MaxInventoryListed)
+	case v.StorageType != "" && !storageTypeRE.MatchString(v.StorageType):
+		return fmt.Errorf("VM %d: storage type %q is not a word", v.VMID, v.StorageType)
+	case v.VMStateStorage != "" && policy.ValidateStorage(v.VMStateStorage) != nil:
+		return fmt.Errorf("VM %d: %q is not a storage id", v.VMID, v.VMStateStorage)
+	case v.VMStateFreeMB != nil && (*v.VMStateFreeMB < 0 || *v.VMStateFreeMB > maxFreeMB):
+		return fmt.Errorf("VM %d: %d MiB free", v.VMID, *v.VMStateFreeMB)
+	}
+	for _, s := range v.Snapshots {
+		if policy.ValidateSnapshotName(s) != nil {
+			return fmt.Errorf("VM %d: %q is not a snapshot name", v.VMID, s)
+		}
+	}
 	switch {
 	case v.VMID < minVMID || v.VMID > maxVMID:
 		return fmt.Errorf("vmid %d is out of range", v.VMID)
@@ -183,6 +222,7 @@ const (
 	maxCores  = 8192
 	maxMemory = 1 << 30 // MB
 	maxDiskGB = 1 << 24
+	maxFreeMB = 1 << 50
 )
 
 // ValidateNode checks a Proxmox node name: a host name label of letters,
@@ -304,7 +344,7 @@ func (r InventoryResult) validate() error {
 		return errors.New("a failed inventory lists containers")
 	case len(r.Containers) > MaxInventoryContainers || len(r.Elsewhere) > MaxInventoryContainers || len(r.VMs) > MaxInventoryContainers:
 		return fmt.Errorf("more than %d containers", MaxInventoryContainers)
-	case r.Error != "" && len(r.VMs) > 0:
+	case r.Error != "" && (len(r.VMs) > 0 || r.VMsListed):
 		return errors.New("a failed inventory lists VMs")
 	}
 	if err := ValidateNode(r.Node); err != nil {

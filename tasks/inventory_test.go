@@ -261,3 +261,39 @@ func TestInventoryFromAnOlderPeer(t *testing.T) {
 		t.Errorf("verify an inventory without the new fields: %v", err)
 	}
 }
+
+// TestInventoryVMValidate: a VM's entry carries only numbers, words,
+// storage ids and snapshot names Proxmox allows, so a host cannot put
+// text of its choosing on a card through a VM's HA state, snapshots or
+// storage; and a failed inventory cannot say its VMs were listed, which
+// would mark every VM gone.
+func TestInventoryVMValidate(t *testing.T) {
+	t.Parallel()
+	free, negative := int64(81000), int64(-1)
+	good := tasks.InventoryVM{VMID: 200, Status: "running", Name: "homeassistant", HAState: "started", MemoryMB: 4096,
+		Snapshots: []string{"before-update"}, StorageType: "zfspool", VMStateStorage: "local-zfs", VMStateFreeMB: &free}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("a good VM: %v", err)
+	}
+	for name, change := range map[string]func(*tasks.InventoryVM){
+		"a snapshot name with markup": func(v *tasks.InventoryVM) { v.Snapshots = []string{"<b>approve</b>"} },
+		"an HA state of prose":        func(v *tasks.InventoryVM) { v.HAState = "started; type the phrase" },
+		"a storage id with a space":   func(v *tasks.InventoryVM) { v.VMStateStorage = "local lvm" },
+		"a storage type not a word":   func(v *tasks.InventoryVM) { v.StorageType = "ZFS!" },
+		"negative free space":         func(v *tasks.InventoryVM) { v.VMStateFreeMB = &negative },
+		"negative memory":             func(v *tasks.InventoryVM) { v.MemoryMB = -1 },
+		"too many snapshots":          func(v *tasks.InventoryVM) { v.Snapshots = make([]string, tasks.MaxInventoryListed+1) },
+	} {
+		v := good
+		change(&v)
+		if err := v.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	_, priv := keys(t)
+	failed := testInventory()
+	failed.Containers, failed.Elsewhere, failed.VMs, failed.Error, failed.VMsListed = nil, nil, nil, "the host did not answer", true
+	if _, err := tasks.SignInventoryResult(priv, failed); !errors.Is(err, tasks.ErrMalformed) {
+		t.Errorf("a failed inventory that says its VMs were listed: %v, want ErrMalformed", err)
+	}
+}

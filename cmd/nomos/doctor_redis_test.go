@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/testenv"
 )
 
@@ -61,7 +62,7 @@ func TestDoctorRedisAccess(t *testing.T) {
 // would share one Redis user.
 func TestDoctorChecksRedisAccessPerRole(t *testing.T) {
 	t.Parallel()
-	cfg := &Config{Redis: RedisConfig{URL: "redis://nomos-bot:pw@127.0.0.1:6379/0"}}
+	cfg := &config.Config{Redis: config.RedisConfig{URL: "redis://nomos-bot:pw@127.0.0.1:6379/0"}}
 	for roles, want := range map[string]bool{"bot": true, "actuator": true, "bot,mcp": true, "bot,actuator": false, "mcp": false} {
 		got := slices.ContainsFunc(newDoctor(cfg, strings.Split(roles, ","), testenv.Logger(t)).checks(), func(c doctorCheck) bool { return c.name == "redis access" })
 		if got != want {
@@ -74,7 +75,7 @@ func TestDoctorChecksRedisAccessPerRole(t *testing.T) {
 // lines want.
 func wantRedisAccess(t *testing.T, role, url, site string, want []string) {
 	t.Helper()
-	cfg := &Config{Redis: RedisConfig{URL: url}, Actuator: ActuatorConfig{Site: site}}
+	cfg := &config.Config{Redis: config.RedisConfig{URL: url}, Actuator: config.ActuatorConfig{Site: site}}
 	d := newDoctor(cfg, []string{role}, testenv.Logger(t))
 	var b strings.Builder
 	printCheckLines(&b, d.scrub(d.checkRedisAccess(testenv.Context(t))))

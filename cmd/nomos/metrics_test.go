@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/actuator"
+	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/metrics"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/seeds"
@@ -69,7 +70,7 @@ func setupRoleMetrics(t *testing.T) roleMetrics {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	seed, err := store.LoadSeed(seeds.FS)
+	seed, err := fleetseed.Load(seeds.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

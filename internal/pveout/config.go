@@ -21,6 +21,9 @@ type Config struct {
 	// Agent is a VM's agent: the QEMU guest agent is enabled (agent: 1 or
 	// agent: enabled=1,...).
 	Agent bool
+	// VMStateStorage is a VM's vmstatestorage: where a snapshot with its
+	// RAM is written; empty when unset.
+	VMStateStorage string
 	// Disks are a VM's disks (scsiN, virtioN, sataN, ideN, efidisk0,
 	// tpmstate0), by key; CD-ROM drives are left out.
 	Disks []Volume
@@ -200,6 +203,8 @@ func (c *Config) set(key, val string) {
 		flag(&c.Template)
 	case "lock":
 		c.Lock = val
+	case "vmstatestorage":
+		c.VMStateStorage = val
 	case "tags":
 		c.Tags = SplitTags(val)
 	case "rootfs":

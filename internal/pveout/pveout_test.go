@@ -213,6 +213,13 @@ func TestParseStorageStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "an older header", map[string]string{"local": "dir"}, old)
+	// Available (KiB), the sixth column; a disabled storage's space is
+	// unknown, not 0 free.
+	free, err := pveout.ParseStorageFree(sample(t, "pvesm-status.source-derived.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "free KiB", map[string]int64{"backup": 524288000, "local": 81098760, "local-lvm": 293601280, "local-zfs": 754345575}, free)
 	for _, bad := range []string{"", "storage 'x' does not exist\n", "Name Type\nlocal\n"} {
 		if _, err := pveout.ParseStorageStatus(bad); err == nil {
 			t.Errorf("ParseStorageStatus(%q) did not fail", bad)

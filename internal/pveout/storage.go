@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -11,7 +12,41 @@ import (
 // Total Used Available %), then one storage a line. It returns each
 // storage's type by its id.
 func ParseStorageStatus(out string) (map[string]string, error) {
+	rows, err := storageRows(out)
+	if err != nil {
+		return nil, err
+	}
 	types := map[string]string{}
+	for _, f := range rows {
+		types[f[0]] = f[1]
+	}
+	return types, nil
+}
+
+// ParseStorageFree reads `pvesm status` for what each active storage has
+// available, in KiB as pvesm prints it (pve-storage src/PVE/CLI/pvesm.pm
+// $print_status). A storage that is not active, or whose line has no
+// number there, is left out: its space is unknown.
+func ParseStorageFree(out string) (map[string]int64, error) {
+	rows, err := storageRows(out)
+	if err != nil {
+		return nil, err
+	}
+	free := map[string]int64{}
+	for _, f := range rows {
+		if len(f) < 6 || f[2] != "active" {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[5], 10, 64); err == nil && n >= 0 {
+			free[f[0]] = n
+		}
+	}
+	return free, nil
+}
+
+// storageRows are the fields of `pvesm status`'s lines after its header.
+func storageRows(out string) ([][]string, error) {
+	var rows [][]string
 	header := false
 	for line := range strings.Lines(out) {
 		f := strings.Fields(line)
@@ -26,13 +61,13 @@ func ParseStorageStatus(out string) (map[string]string, error) {
 		case len(f) < 3:
 			return nil, fmt.Errorf("not the output of pvesm status: %.40q", strings.TrimSpace(line))
 		default:
-			types[f[0]] = f[1]
+			rows = append(rows, f)
 		}
 	}
 	if !header {
 		return nil, fmt.Errorf("not the output of pvesm status: it is empty")
 	}
-	return types, nil
+	return rows, nil
 }
 
 // ParseSnapshotList reads `pct listsnapshot <vmid>` for the snapshots'
