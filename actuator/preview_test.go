@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/hostgate"
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )

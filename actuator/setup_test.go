@@ -21,8 +21,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )

@@ -19,8 +19,8 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/nomoshq/nomos/bot/agent"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/labsim"
 )
 
 // TestApprovalsPassTheHostGate runs the room's flows against hosts that

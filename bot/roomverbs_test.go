@@ -12,8 +12,8 @@ import (
 
 	"github.com/nomoshq/nomos/bot"
 	"github.com/nomoshq/nomos/hostgate"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )

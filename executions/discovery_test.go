@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/inventory"
-	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
 )

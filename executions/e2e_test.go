@@ -15,8 +15,8 @@ import (
 
 	"github.com/nomoshq/nomos/actuator"
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"

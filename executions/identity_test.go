@@ -9,8 +9,8 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/nomoshq/nomos/executions"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/testenv"
-	"github.com/nomoshq/nomos/labsim"
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"

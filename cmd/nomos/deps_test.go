@@ -86,7 +86,7 @@ var importRules = []importRule{
 	{pkg: "policy", allowedDirect: []string{"mvdan.cc/sh/v3/syntax"}, noIO: true},
 	{pkg: "tasks", allowedDirect: []string{"github.com/hibiken/asynq", module + "/policy"}},
 	// labsim's shell is mvdan's interpreter (interp, expand, syntax).
-	{pkg: "labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh", module + "/hostgate", "mvdan.cc/sh/v3"}},
+	{pkg: "internal/labsim", allowedDirect: []string{"github.com/gliderlabs/ssh", "golang.org/x/crypto/ssh", module + "/hostgate", "mvdan.cc/sh/v3"}},
 	// nomos gate runs as root on every Proxmox host: the standard library,
 	// policy's validators and a shell parser, and no network.
 	{pkg: "hostgate", allowedDirect: []string{module + "/policy", "mvdan.cc/sh/v3/syntax"}, noNetwork: true,
@@ -209,7 +209,7 @@ func TestEveryPackageHasDocComment(t *testing.T) {
 // build links them all, so the check would see them if the tag stopped
 // working.
 func TestProductionBuildLeavesOutDevCode(t *testing.T) {
-	devOnly := []string{module + "/labsim", module + "/internal/devstack", module + "/internal/chatclient"}
+	devOnly := []string{module + "/internal/labsim", module + "/internal/devstack", module + "/internal/chatclient"}
 	for _, build := range []struct {
 		tags string
 		dev  bool

@@ -18,7 +18,7 @@ import (
 	"github.com/nomoshq/nomos/internal/config"
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/internal/fleetseed"
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/store"
 )
 

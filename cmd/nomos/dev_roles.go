@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 )
 
 // The dev stack's roles as child processes, and what it prints once up.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 )
 
 // LabsimConfig describes the seeded fleet to labsim: every host on its

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 )
 
 // actuatorKilled SIGKILLs the actuator at a random point of a

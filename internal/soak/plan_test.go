@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 )
 
 // services the cases restart, on both demo hosts, with the command each

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 )
 
 // sshDropped has the host drop the actuator's SSH session while a restart

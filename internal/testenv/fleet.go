@@ -22,7 +22,7 @@ import (
 	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/internal/fleetseed"
-	"github.com/nomoshq/nomos/labsim"
+	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/seeds"
 )
 
