@@ -194,23 +194,23 @@ type SessionLink struct {
 	ChainDepth int
 }
 
-// ErrStateConflict is returned when a compare-and-set finds the execution
+// StateConflictError is returned when a compare-and-set finds the execution
 // in another state than expected. The error carries the current row.
-type ErrStateConflict struct {
+type StateConflictError struct {
 	Current Execution
 }
 
-func (e *ErrStateConflict) Error() string {
+func (e *StateConflictError) Error() string {
 	return fmt.Sprintf("execution %s is %s", e.Current.ID, e.Current.State)
 }
 
-// ErrAlreadyDecided is returned when a decision arrives for an execution
+// AlreadyDecidedError is returned when a decision arrives for an execution
 // that already has one. The first decision wins.
-type ErrAlreadyDecided struct {
+type AlreadyDecidedError struct {
 	Existing Approval
 }
 
-func (e *ErrAlreadyDecided) Error() string {
+func (e *AlreadyDecidedError) Error() string {
 	return fmt.Sprintf("already %s by %s at %s", e.Existing.Decision, e.Existing.DecidedBy, e.Existing.DecidedAt.UTC().Format(time.RFC3339))
 }
 
@@ -532,12 +532,12 @@ type Transition struct {
 	ProgressSeq int64
 	// Decision, when set, is recorded as the execution's one approval; a
 	// decision already on record makes the transition fail with
-	// *ErrAlreadyDecided.
+	// *AlreadyDecidedError.
 	Decision *Approval
 }
 
 // Transition applies t if the execution is in one of t.From. Otherwise it
-// changes nothing and returns *ErrStateConflict with the current row.
+// changes nothing and returns *StateConflictError with the current row.
 func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error) {
 	from := make([]string, len(t.From))
 	for i, st := range t.From {
@@ -580,7 +580,7 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 			if err != nil {
 				return err
 			}
-			return &ErrStateConflict{Current: cur}
+			return &StateConflictError{Current: cur}
 		}
 		a := t.Audit
 		a.ExecutionID = &t.ID
@@ -607,8 +607,8 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 		return p.flush(ctx)
 	})
 	if err != nil {
-		var conflict *ErrStateConflict
-		var decided *ErrAlreadyDecided
+		var conflict *StateConflictError
+		var decided *AlreadyDecidedError
 		if errors.As(err, &conflict) || errors.As(err, &decided) || errors.Is(err, ErrNotFound) {
 			return Execution{}, err
 		}
@@ -635,13 +635,13 @@ func (s *Store) UpdateProgress(ctx context.Context, id uuid.UUID, seq int64, tai
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return &ErrStateConflict{Current: cur}
+			return &StateConflictError{Current: cur}
 		}
 		x = cur
 		return notify(ctx, tx, id, cur.State)
 	})
 	if err != nil {
-		var conflict *ErrStateConflict
+		var conflict *StateConflictError
 		if errors.As(err, &conflict) || errors.Is(err, ErrNotFound) {
 			return Execution{}, err
 		}
@@ -687,7 +687,7 @@ func insertApproval(ctx context.Context, tx pgx.Tx, id uuid.UUID, a Approval) er
 		if eventID != nil {
 			existing.EventID = *eventID
 		}
-		return &ErrAlreadyDecided{Existing: existing}
+		return &AlreadyDecidedError{Existing: existing}
 	}
 	return nil
 }
