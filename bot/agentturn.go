@@ -48,10 +48,14 @@ func (b *Bot) markRead(ctx context.Context, evt *event.Event) {
 	}
 }
 
-// continueAgent re-invokes the session that requested a finished execution.
-func (b *Bot) continueAgent(x store.Execution) {
+// continueAgent re-invokes the session that requested a finished
+// execution, beside the sync loop and tracked like the turns
+// askAgentAsync starts: it ends with ctx, at shutdown.
+func (b *Bot) continueAgent(ctx context.Context, x store.Execution) {
+	b.agentTurns.Add(1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer b.agentTurns.Done()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 		room := id.RoomID(x.RoomID)
 		stopTyping := b.keepTyping(ctx, room)
@@ -121,15 +125,20 @@ func (b *Bot) typingAfter(ctx context.Context, room id.RoomID, delay time.Durati
 }
 
 // keepTyping shows the bot typing until the returned func is called.
-func (b *Bot) keepTyping(ctx context.Context, room id.RoomID) func() {
-	ctx, cancel := context.WithCancel(ctx)
+func (b *Bot) keepTyping(parent context.Context, room id.RoomID) func() {
+	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		loop.Every(ctx, 15*time.Second, func(ctx context.Context) {
 			_, _ = b.cli.UserTyping(ctx, room, true, 20*time.Second)
 		})
-		_, _ = b.cli.UserTyping(context.Background(), room, false, 0)
+		// Clearing the indicator comes after ctx is cancelled, so it
+		// keeps parent's values but not its end; and a homeserver that
+		// does not answer cannot hold up the turn's stop.
+		clearCtx, cancelClear := context.WithTimeout(context.WithoutCancel(parent), 10*time.Second)
+		defer cancelClear()
+		_, _ = b.cli.UserTyping(clearCtx, room, false, 0)
 	}()
 	return func() { cancel(); <-done }
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"maunium.net/go/mautrix/event"
@@ -216,7 +217,7 @@ func (b *Bot) revoke(ctx context.Context, evt *event.Event, x store.Execution) {
 		Detail: map[string]any{"approval_event_id": x.Approval.EventID, "redaction_event_id": evt.ID.String()}}); err != nil {
 		b.logger.Error("audit revoked approval", "execution_id", x.ID, "err", err)
 	}
-	b.withdrawOrder(x)
+	b.withdrawOrder(ctx, x)
 	b.logger.Info("approval withdrawn; plan cancelled", "execution_id", x.ID, "by", evt.Sender)
 	b.cards.update(cancelled.ID)
 	plain := fmt.Sprintf("Approval withdrawn: plan %s is cancelled and will not run. Ask again for a fresh plan.", x.PlanCode)
@@ -228,35 +229,42 @@ func (b *Bot) revoke(ctx context.Context, evt *event.Event, x store.Execution) {
 	b.sendInThread(ctx, evt.RoomID, card, plain, escape(plain), evt)
 }
 
+// withdrawTimeout bounds withdrawOrder's reads of the plan and the sites.
+const withdrawTimeout = 30 * time.Second
+
 // withdrawOrder deletes a cancelled plan's order from the queue in case a
 // dispatch raced the cancel: the order is enqueued a moment before its
 // dispatch is recorded. An order the actuator already took cannot be
 // withdrawn; its late result is kept in the audit log only.
-func (b *Bot) withdrawOrder(x store.Execution) {
+func (b *Bot) withdrawOrder(ctx context.Context, x store.Execution) {
 	if b.inspector == nil {
 		return
 	}
+	// A database that does not answer must not hold up the handler that
+	// withdrew the approval: the plan is cancelled already.
+	ctx, cancel := context.WithTimeout(ctx, withdrawTimeout)
+	defer cancel()
 	if x.PlanID != nil {
 		// Of a plan, every step that was cancelled.
-		steps, err := b.store.PlanSteps(context.Background(), *x.PlanID)
+		steps, err := b.store.PlanSteps(ctx, *x.PlanID)
 		if err != nil {
 			b.logger.Error("load the steps of a cancelled plan", "execution_id", x.ID, "err", err)
 			return
 		}
 		for _, st := range steps {
 			if st.State == store.StateCancelled {
-				b.deleteOrder(st.ID.String())
+				b.deleteOrder(ctx, st.ID.String())
 			}
 		}
 		return
 	}
-	b.deleteOrder(x.ID.String())
+	b.deleteOrder(ctx, x.ID.String())
 }
 
 // deleteOrder deletes one order from its site's queue, if it is still
 // there. The order may be on any site's queue, and there are few.
-func (b *Bot) deleteOrder(executionID string) {
-	sites, err := b.store.Sites(context.Background())
+func (b *Bot) deleteOrder(ctx context.Context, executionID string) {
+	sites, err := b.store.Sites(ctx)
 	if err != nil {
 		b.logger.Error("withdraw the order of a cancelled plan", "execution_id", executionID, "err", err)
 		return

@@ -362,7 +362,7 @@ func (b *Bot) listenExecutions(ctx context.Context) error {
 	defer handlers.Wait()
 	onEvent := func(ev store.ExecutionEvent) {
 		handlers.Add(1)
-		go func() { defer handlers.Done(); b.onExecutionEvent(ev) }()
+		go func() { defer handlers.Done(); b.onExecutionEvent(ctx, ev) }()
 	}
 	err := b.store.ListenExecutions(ctx, onEvent, func() { b.catchUpCards(ctx) })
 	if err != nil && ctx.Err() == nil {

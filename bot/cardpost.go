@@ -206,8 +206,9 @@ func (b *Bot) cardView(ctx context.Context, p executions.Planned) CardView {
 // onExecutionEvent follows every committed change: it posts the card of a
 // plan requested elsewhere (the agent, MCP), edits existing cards and
 // escalates failures.
-func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func (b *Bot) onExecutionEvent(listenCtx context.Context, ev store.ExecutionEvent) {
+	// A change seen before shutdown still reaches its card.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(listenCtx), 30*time.Second)
 	defer cancel()
 	x, err := b.store.GetExecution(ctx, ev.ID)
 	if err != nil || x.RoomID == "" {
@@ -216,7 +217,7 @@ func (b *Bot) onExecutionEvent(ev store.ExecutionEvent) {
 	b.logger.Debug("execution changed", "execution_id", x.ID, "state", x.State, "card", x.CardEventID)
 	// A finished step re-invokes the agent whether or not its card is up.
 	if x.State.Terminal() && b.cfg.Agent != nil {
-		b.continueAgent(x)
+		b.continueAgent(listenCtx, x)
 	}
 	if x.IsFollower() {
 		// A later step of a plan shows on its plan's card.

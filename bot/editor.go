@@ -49,6 +49,8 @@ func (e *editor) update(id uuid.UUID) {
 
 // schedule runs the card's edit no sooner than after, nor within interval
 // of its last one.
+//
+//nolint:contextcheck // the edit runs later on its own timer, after the caller has returned, with its own deadline.
 func (e *editor) schedule(id uuid.UUID, after time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

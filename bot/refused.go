@@ -27,7 +27,7 @@ type refusedWarner struct {
 // refused: signed wrongly, for another actuator, replayed or never sent.
 // The audit log already has it; the room hears one short warning that
 // quotes nothing from the message.
-func (b *Bot) onRefusedReport(ctx context.Context, r executions.RefusedReport) {
+func (b *Bot) onRefusedReport(ctx context.Context, r executions.RefusedReportError) {
 	room := id.RoomID(r.RoomID)
 	if room == "" {
 		room = id.RoomID(b.cfg.OpsRoom)

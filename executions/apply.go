@@ -30,7 +30,7 @@ var neverDispatched = []store.ExecutionState{store.StateAwaitingApproval, store.
 
 // reportedExecution loads the execution a verified report names, or
 // refuses the report when the bot never dispatched it.
-func (s *Service) reportedExecution(ctx context.Context, ref RefusedReport) (store.Execution, error) {
+func (s *Service) reportedExecution(ctx context.Context, ref RefusedReportError) (store.Execution, error) {
 	id, err := uuid.Parse(ref.ExecutionID)
 	if err != nil {
 		ref.Reason, ref.Detail = RefusedMalformed, "the execution id is not a uuid"
@@ -62,13 +62,13 @@ func (s *Service) reportedExecution(ctx context.Context, ref RefusedReport) (sto
 // between. Only a signed order the bot sent can be running, so that
 // counts as dispatched.
 func (s *Service) applyProgress(ctx context.Context, p tasks.Progress) (Applied, error) {
-	ref := RefusedReport{Type: tasks.TypeExecutionProgress, ExecutionID: p.ExecutionID, Actuator: p.Actuator}
+	ref := RefusedReportError{Type: tasks.TypeExecutionProgress, ExecutionID: p.ExecutionID, Actuator: p.Actuator}
 	x, err := s.reportedExecution(ctx, ref)
 	if err != nil {
 		return Applied{}, err
 	}
 	seq, tail := int64(p.Seq), p.Tail
-	var conflict *store.ErrStateConflict
+	var conflict *store.StateConflictError
 	if x.State == store.StateApproved || x.State == store.StateDispatched {
 		moved, err := s.store.Transition(ctx, store.Transition{
 			ID: x.ID, From: []store.ExecutionState{store.StateApproved, store.StateDispatched}, To: store.StateRunning,
@@ -112,7 +112,7 @@ var inFlight = []store.ExecutionState{store.StateApproved, store.StateDispatched
 // order the bot never signed changes nothing either, and is refused here
 // as a sign of a forged order.
 func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, error) {
-	ref := RefusedReport{Type: tasks.TypeExecutionResult, ExecutionID: r.ExecutionID, Actuator: r.Actuator}
+	ref := RefusedReportError{Type: tasks.TypeExecutionResult, ExecutionID: r.ExecutionID, Actuator: r.Actuator}
 	if id, err := uuid.Parse(r.ExecutionID); err == nil && r.Status == tasks.StatusRefused && r.Refusal == tasks.RefusedNotApproved {
 		// A copy of an order the bot said was no longer approved: the
 		// execution stays as it is, and the audit log keeps the attempt.
@@ -179,7 +179,7 @@ func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, err
 		Audit: store.AuditEntry{Actor: "actuator", Action: "execution." + string(to),
 			Detail: map[string]any{"exit_code": r.ExitCode, "error": errText, "failed_phase": r.FailedPhase, "snapshot": r.Snapshot}},
 	})
-	var conflict *store.ErrStateConflict
+	var conflict *store.StateConflictError
 	if errors.As(err, &conflict) {
 		// Another delivery of a result won the race; this one is late.
 		return s.noteLate(ctx, x.ID, "execution.late_result", r)
@@ -295,7 +295,7 @@ func (s *Service) applyCheckResult(ctx context.Context, c tasks.CheckResult) err
 	checkID, err1 := uuid.Parse(c.CheckID)
 	_, err2 := uuid.Parse(c.TargetID)
 	if err1 != nil || err2 != nil {
-		return s.refuse(ctx, RefusedReport{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator,
+		return s.refuse(ctx, RefusedReportError{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator,
 			Reason: RefusedMalformed, Detail: "the check id or target id is not a uuid"})
 	}
 	records, err := s.store.ChecksByID(ctx, []uuid.UUID{checkID})

@@ -28,7 +28,7 @@ type ApprovalReply struct {
 // AnswerApprovalCheck verifies an actuator's question about an approval
 // (tasks.ApprovalChecks) and answers it. A question that does not verify,
 // or comes from another actuator, is refused like any report: the error
-// is a *RefusedReport and nothing is answered.
+// is a *RefusedReportError and nothing is answered.
 func (s *Service) AnswerApprovalCheck(ctx context.Context, payload []byte) (ApprovalReply, error) {
 	q, err := tasks.VerifyApprovalCheck(s.reportKeys, payload)
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *Service) stillApproved(ctx context.Context, q tasks.ApprovalCheck) (sto
 			ID: id, From: []store.ExecutionState{store.StateApproved}, To: store.StateDispatched,
 			Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.dispatched"},
 		})
-		var conflict *store.ErrStateConflict
+		var conflict *store.StateConflictError
 		if errors.As(err, &conflict) {
 			// Dispatch recorded it meanwhile, or a withdrawal cancelled it.
 			return conflict.Current, conflict.Current.State == store.StateDispatched, nil

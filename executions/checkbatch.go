@@ -20,7 +20,7 @@ import (
 func (s *Service) applyCheckResults(ctx context.Context, payload []byte) error {
 	payloads, err := tasks.SplitCheckResults(payload)
 	if err != nil {
-		return s.refuse(ctx, RefusedReport{Type: tasks.TypeCheckResults, Reason: RefusedMalformed, Detail: err.Error()})
+		return s.refuse(ctx, RefusedReportError{Type: tasks.TypeCheckResults, Reason: RefusedMalformed, Detail: err.Error()})
 	}
 	var refusals []error
 	refuse := func(err error) {
@@ -41,7 +41,7 @@ func (s *Service) applyCheckResults(ctx context.Context, payload []byte) error {
 		checkID, err1 := uuid.Parse(c.CheckID)
 		_, err2 := uuid.Parse(c.TargetID)
 		if err1 != nil || err2 != nil {
-			refuse(s.refuse(ctx, RefusedReport{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator,
+			refuse(s.refuse(ctx, RefusedReportError{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator,
 				Reason: RefusedMalformed, Detail: "the check id or target id is not a uuid"}))
 			continue
 		}
@@ -68,7 +68,7 @@ func (s *Service) applyCheckResults(ctx context.Context, payload []byte) error {
 	// A failure to audit a refusal is returned first: asynq tries the
 	// batch again, and RecordChecks keeps what it stored.
 	for _, err := range refusals {
-		var refused *RefusedReport
+		var refused *RefusedReportError
 		if !errors.As(err, &refused) {
 			return err
 		}
@@ -80,7 +80,7 @@ func (s *Service) applyCheckResults(ctx context.Context, payload []byte) error {
 // not have, for another target than the check's, or no newer than the one
 // on record.
 func (s *Service) admitCheckResult(ctx context.Context, c tasks.CheckResult, records map[uuid.UUID]store.CheckRecord) error {
-	ref := RefusedReport{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator}
+	ref := RefusedReportError{Type: tasks.TypeCheckResult, CheckID: c.CheckID, TargetID: c.TargetID, Actuator: c.Actuator}
 	rec, ok := records[uuid.MustParse(c.CheckID)]
 	if !ok {
 		ref.Reason, ref.Detail = RefusedNotDispatched, "there is no such check"

@@ -21,7 +21,7 @@ type batchCounter struct {
 	mu      sync.Mutex
 	batches []int // the size of each check:results batch
 	lone    int   // check:result tasks that came alone
-	refused chan executions.RefusedReport
+	refused chan executions.RefusedReportError
 	next    asynq.Handler
 }
 
@@ -44,8 +44,8 @@ func (c *batchCounter) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func TestCheckResultBatchesStoreEveryResult(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	c := &batchCounter{refused: make(chan executions.RefusedReport, 16)}
-	c.next = &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReport) { c.refused <- r }}
+	c := &batchCounter{refused: make(chan executions.RefusedReportError, 16)}
+	c.next = &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReportError) { c.refused <- r }}
 	srv := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{Concurrency: 2, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
 	if err := srv.Start(c); err != nil {
 		t.Fatal(err)

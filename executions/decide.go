@@ -62,7 +62,7 @@ func (s *Service) Approve(ctx context.Context, d Decision) (store.Execution, err
 func (s *Service) vote(ctx context.Context, x store.Execution, d Decision) (store.Execution, error) {
 	quorum := s.cfg.DestructiveQuorum
 	got, decided, err := s.store.RecordVote(ctx, x.ID, store.Vote{Voter: d.By, Method: string(d.Method), EventID: d.EventID, PlanHash: x.DecisionHash()}, quorum)
-	var voted *store.ErrAlreadyVoted
+	var voted *store.AlreadyVotedError
 	if errors.As(err, &voted) {
 		err = fmt.Errorf("%w: %s already approved this plan, and it needs the phrase from %d different operators", ErrSameApprover, d.By, quorum)
 		s.auditRefusal(ctx, x.ID, d.By, policy.Approve.String(), err)
@@ -171,7 +171,7 @@ func (s *Service) checkDecision(ctx context.Context, d Decision, kind policy.Dec
 		return refuse(err)
 	}
 	if x.Approval != nil {
-		return refuse(&store.ErrAlreadyDecided{Existing: *x.Approval})
+		return refuse(&store.AlreadyDecidedError{Existing: *x.Approval})
 	}
 	if x.State != store.StateAwaitingApproval {
 		return refuse(fmt.Errorf("%w: it is %s", ErrNotPending, x.State))
@@ -222,15 +222,15 @@ func (s *Service) phrase(ctx context.Context, x store.Execution) (string, error)
 // shows: who decided first, or what state the plan is in now. The refusal
 // is audited.
 func (s *Service) decisionConflict(ctx context.Context, d Decision, err error) error {
-	var conflict *store.ErrStateConflict
-	var decided *store.ErrAlreadyDecided
+	var conflict *store.StateConflictError
+	var decided *store.AlreadyDecidedError
 	switch {
 	case errors.As(err, &decided):
 	case errors.As(err, &conflict):
 		cur := conflict.Current
 		switch {
 		case cur.Approval != nil:
-			err = &store.ErrAlreadyDecided{Existing: *cur.Approval}
+			err = &store.AlreadyDecidedError{Existing: *cur.Approval}
 		case cur.State == store.StateExpired:
 			err = fmt.Errorf("%w: it expired at %s", ErrExpired, cur.ExpiresAt.UTC().Format("15:04 MST"))
 		default:
@@ -275,7 +275,7 @@ func (s *Service) Reconciled(ctx context.Context, id uuid.UUID, by, note string)
 		ID: id, From: []store.ExecutionState{store.StateOutcomeUnknown}, To: store.StateReconciled,
 		Audit: store.AuditEntry{Actor: by, Action: "execution.reconciled", Detail: map[string]any{"note": note}},
 	})
-	var conflict *store.ErrStateConflict
+	var conflict *store.StateConflictError
 	if errors.As(err, &conflict) {
 		return conflict.Current, fmt.Errorf("%w: it is %s", ErrNotOutcomeUnknown, conflict.Current.State)
 	}

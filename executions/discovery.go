@@ -113,7 +113,7 @@ func (s *Service) RunDiscovery(ctx context.Context) {
 // bot sent for that host and node, once. An inventory that could not be
 // taken is recorded and changes nothing else.
 func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) error {
-	ref := RefusedReport{Type: tasks.TypeInventoryResult, RunID: r.RunID, TargetID: r.HostID, Actuator: r.Actuator}
+	ref := RefusedReportError{Type: tasks.TypeInventoryResult, RunID: r.RunID, TargetID: r.HostID, Actuator: r.Actuator}
 	runID, err1 := uuid.Parse(r.RunID)
 	hostID, err2 := uuid.Parse(r.HostID)
 	if err1 != nil || err2 != nil {

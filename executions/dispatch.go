@@ -54,7 +54,7 @@ func (s *Service) dispatch(ctx context.Context, x store.Execution) (store.Execut
 		ID: id, From: []store.ExecutionState{store.StateApproved}, To: store.StateDispatched,
 		Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.dispatched"},
 	})
-	var conflict *store.ErrStateConflict
+	var conflict *store.StateConflictError
 	if errors.As(err, &conflict) {
 		// Someone else dispatched it meanwhile; the order is queued once.
 		return conflict.Current, nil

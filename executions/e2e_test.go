@@ -86,11 +86,11 @@ func (b *bundle) waitDone(t *testing.T, id uuid.UUID) store.Execution {
 // startWorkers runs the results consumer and a real actuator against the
 // fleet until the test ends. What the consumer refuses comes out of the
 // returned channel.
-func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) <-chan executions.RefusedReport {
+func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) <-chan executions.RefusedReportError {
 	t.Helper()
-	refused := make(chan executions.RefusedReport, 64)
+	refused := make(chan executions.RefusedReportError, 64)
 	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
-	h := &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReport) { refused <- r }}
+	h := &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReportError) { refused <- r }}
 	if err := results.Start(h); err != nil {
 		t.Fatal(err)
 	}

@@ -82,4 +82,4 @@ func (e *AlreadyWaitingError) Error() string {
 func (e *AlreadyWaitingError) Unwrap() error { return ErrAlreadyWaiting }
 
 // AlreadyDecidedError reports the decision that won.
-type AlreadyDecidedError = store.ErrAlreadyDecided
+type AlreadyDecidedError = store.AlreadyDecidedError

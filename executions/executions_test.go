@@ -152,7 +152,7 @@ func (b *bundle) result(t *testing.T, r tasks.Result) (executions.Applied, error
 // refusal fails the test unless err is a refused report, refused for want.
 func refusal(t *testing.T, err error, want executions.ReportRefusal) {
 	t.Helper()
-	var r *executions.RefusedReport
+	var r *executions.RefusedReportError
 	if !errors.As(err, &r) || !errors.Is(err, executions.ErrReportRefused) {
 		t.Fatalf("err = %v, want a refused report (%s)", err, want)
 	}

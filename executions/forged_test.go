@@ -28,17 +28,17 @@ import (
 // refused, so a test knows a message was handled without waiting on time.
 type redisWriter struct {
 	client  *asynq.Client
-	refused chan executions.RefusedReport
+	refused chan executions.RefusedReportError
 }
 
 func (b *bundle) startResults(t *testing.T) *redisWriter {
 	t.Helper()
-	w := &redisWriter{client: asynq.NewClient(b.redis), refused: make(chan executions.RefusedReport, 64)}
+	w := &redisWriter{client: asynq.NewClient(b.redis), refused: make(chan executions.RefusedReportError, 64)}
 	t.Cleanup(func() { w.client.Close() })
 	srv := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency: 1, TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.ErrorLevel,
 	}))
-	h := &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReport) { w.refused <- r }}
+	h := &executions.ResultsHandler{Service: b.svc, OnRefused: func(_ context.Context, r executions.RefusedReportError) { w.refused <- r }}
 	if err := srv.Start(h); err != nil {
 		t.Fatal(err)
 	}
@@ -55,14 +55,14 @@ func (w *redisWriter) enqueue(t *testing.T, typ string, payload []byte) {
 	}
 }
 
-func (w *redisWriter) next(t *testing.T) executions.RefusedReport {
+func (w *redisWriter) next(t *testing.T) executions.RefusedReportError {
 	t.Helper()
 	select {
 	case r := <-w.refused:
 		return r
 	case <-time.After(60 * time.Second):
 		t.Fatal("the results consumer refused nothing")
-		return executions.RefusedReport{}
+		return executions.RefusedReportError{}
 	}
 }
 

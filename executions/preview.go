@@ -59,7 +59,7 @@ func (s *Service) requestPreview(ctx context.Context, g *graph, x store.Executio
 // applyPreview records a verified preview for the execution that asked
 // for it, once. A preview nobody asked for, or a second one, is refused.
 func (s *Service) applyPreview(ctx context.Context, r tasks.PreviewResult) error {
-	ref := RefusedReport{Type: tasks.TypePreviewResult, ExecutionID: r.ExecutionID, Actuator: r.Actuator}
+	ref := RefusedReportError{Type: tasks.TypePreviewResult, ExecutionID: r.ExecutionID, Actuator: r.Actuator}
 	id, err := uuid.Parse(r.ExecutionID)
 	if err != nil {
 		ref.Reason, ref.Detail = RefusedMalformed, "the execution id is not a uuid"

@@ -111,7 +111,7 @@ func (s *Service) markUnknown(ctx context.Context, x store.Execution, why string
 }
 
 func isConflict(err error) bool {
-	var c *store.ErrStateConflict
+	var c *store.StateConflictError
 	return errors.As(err, &c)
 }
 

@@ -40,7 +40,7 @@ func (h *ResultsHandler) putBack(ctx context.Context, t *asynq.Task) bool {
 // report and died before it could tell asynq. The refusals are in the
 // audit log; the operators are not warned of a replay from Redis, which
 // this is not.
-func (h *ResultsHandler) appliedBeforeDeath(ctx context.Context, t *asynq.Task, refused []*RefusedReport) bool {
+func (h *ResultsHandler) appliedBeforeDeath(ctx context.Context, t *asynq.Task, refused []*RefusedReportError) bool {
 	for _, r := range refused {
 		if r.Reason != RefusedReplayed {
 			return false

@@ -355,10 +355,10 @@ func TestReportAppliedByAKilledBotIsNotAnnouncedAsAReplay(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: b.redis.Addr, DB: b.redis.DB})
 	defer rdb.Close()
-	var announced []executions.RefusedReport
+	var announced []executions.RefusedReportError
 	var mu sync.Mutex
 	h := &executions.ResultsHandler{Service: b.svc, Lease: lease.Config{Redis: rdb, TTL: reportLeaseTTL},
-		OnRefused: func(_ context.Context, r executions.RefusedReport) {
+		OnRefused: func(_ context.Context, r executions.RefusedReportError) {
 			mu.Lock()
 			announced = append(announced, r)
 			mu.Unlock()
@@ -432,7 +432,7 @@ func TestAReplayDressedAsAPutBackCopyChangesNothing(t *testing.T) {
 	var announced int
 	var mu sync.Mutex
 	h := &executions.ResultsHandler{Service: b.svc, Lease: lease.Config{Redis: rdb, TTL: reportLeaseTTL},
-		OnRefused: func(context.Context, executions.RefusedReport) { mu.Lock(); announced++; mu.Unlock() }}
+		OnRefused: func(context.Context, executions.RefusedReportError) { mu.Lock(); announced++; mu.Unlock() }}
 	srv := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
 	if err := srv.Start(h); err != nil {
 		t.Fatal(err)

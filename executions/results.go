@@ -24,7 +24,7 @@ import (
 type ResultsHandler struct {
 	Service   *Service
 	OnChange  func(context.Context, Applied)
-	OnRefused func(context.Context, RefusedReport)
+	OnRefused func(context.Context, RefusedReportError)
 	// Lease, when its Redis is set, is held on each report while it is
 	// applied, so that SweepReports puts back within seconds a report
 	// whose consumer was killed holding it, rather than after asynq's
@@ -66,22 +66,22 @@ func (h *ResultsHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // refusedReports returns the refusals err carries: one for a message, as
 // many as a batch had refused.
-func refusedReports(err error) []*RefusedReport {
+func refusedReports(err error) []*RefusedReportError {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []*RefusedReport
+		var out []*RefusedReportError
 		for _, e := range joined.Unwrap() {
 			out = append(out, refusedReports(e)...)
 		}
 		return out
 	}
-	var refused *RefusedReport
+	var refused *RefusedReportError
 	if errors.As(err, &refused) {
-		return []*RefusedReport{refused}
+		return []*RefusedReportError{refused}
 	}
 	return nil
 }
 
-// ErrReportRefused is what every *RefusedReport wraps.
+// ErrReportRefused is what every *RefusedReportError wraps.
 var ErrReportRefused = errors.New("report refused")
 
 // ReportRefusal is why a message on the results queue was refused.
@@ -119,11 +119,11 @@ const (
 	RefusedForgedOrder ReportRefusal = "forged_order"
 )
 
-// RefusedReport is a message on the results queue that changed nothing
+// RefusedReportError is a message on the results queue that changed nothing
 // because it could not be trusted. It is the error ApplyReport returns
 // for it, and what ResultsHandler.OnRefused hears. Every refusal is in the
 // audit log as report.refused.
-type RefusedReport struct {
+type RefusedReportError struct {
 	// Type is the task type the message came as.
 	Type   string
 	Reason ReportRefusal
@@ -145,15 +145,15 @@ type RefusedReport struct {
 	Detail string
 }
 
-func (r RefusedReport) Error() string {
+func (r RefusedReportError) Error() string {
 	return fmt.Sprintf("refused %s for %s: %s: %s", r.Type, cmp.Or(r.ExecutionID, r.CheckID, r.RunID, "nothing named"), r.Reason, r.Detail)
 }
 
-func (r RefusedReport) Unwrap() error { return ErrReportRefused }
+func (r RefusedReportError) Unwrap() error { return ErrReportRefused }
 
 // Warning is a fixed sentence for the operators about the refusal. It
 // quotes nothing from the message.
-func (r RefusedReport) Warning() string {
+func (r RefusedReportError) Warning() string {
 	const tail = " Nothing changed; the audit log has the details (report.refused)."
 	switch r.Reason {
 	case RefusedUnsigned, RefusedBadSignature, RefusedMalformed:
@@ -179,7 +179,7 @@ func (r RefusedReport) Warning() string {
 // applies it. A message that is unsigned, badly signed, from another
 // actuator, about something the bot never sent, a replay, or otherwise not
 // to be trusted changes nothing: the refusal is logged and audited, and
-// the error is a *RefusedReport.
+// the error is a *RefusedReportError.
 func (s *Service) ApplyReport(ctx context.Context, typ string, payload []byte) (Applied, error) {
 	key := s.reportKeys
 	switch typ {
@@ -251,15 +251,15 @@ func (s *Service) checkActuator(ctx context.Context, typ string, c tasks.Claims)
 	if c.Actuator == s.cfg.Actuator {
 		return nil
 	}
-	r := RefusedReport{Type: typ, Reason: RefusedWrongActuator, ExecutionID: c.ExecutionID, CheckID: c.CheckID, RunID: c.RunID,
+	r := RefusedReportError{Type: typ, Reason: RefusedWrongActuator, ExecutionID: c.ExecutionID, CheckID: c.CheckID, RunID: c.RunID,
 		TargetID: cmp.Or(c.TargetID, c.HostID), Actuator: c.Actuator,
 		Detail: fmt.Sprintf("signed by actuator %q; this bot takes reports from %q", c.Actuator, s.cfg.Actuator)}
 	return s.refuse(ctx, r)
 }
 
-func claimed(typ string, payload []byte, why ReportRefusal, detail string) RefusedReport {
+func claimed(typ string, payload []byte, why ReportRefusal, detail string) RefusedReportError {
 	c := tasks.Claimed(payload)
-	return RefusedReport{Type: typ, Reason: why, ExecutionID: c.ExecutionID, CheckID: c.CheckID, RunID: c.RunID,
+	return RefusedReportError{Type: typ, Reason: why, ExecutionID: c.ExecutionID, CheckID: c.CheckID, RunID: c.RunID,
 		TargetID: cmp.Or(c.TargetID, c.HostID), Actuator: c.Actuator, Detail: detail}
 }
 
@@ -273,7 +273,7 @@ const (
 // refuse logs and audits a refused message and returns it as the error.
 // Only a failure to audit is returned instead, so that asynq tries again
 // and the refusal is on record once the database is back.
-func (s *Service) refuse(ctx context.Context, r RefusedReport) error {
+func (s *Service) refuse(ctx context.Context, r RefusedReportError) error {
 	r.Type, r.Actuator = clip(r.Type, maxClaimBytes), clip(r.Actuator, maxClaimBytes)
 	r.ExecutionID, r.CheckID, r.TargetID = clip(r.ExecutionID, maxClaimBytes), clip(r.CheckID, maxClaimBytes), clip(r.TargetID, maxClaimBytes)
 	r.RunID = clip(r.RunID, maxClaimBytes)

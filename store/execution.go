@@ -195,23 +195,23 @@ type SessionLink struct {
 	ChainDepth int
 }
 
-// ErrStateConflict is returned when a compare-and-set finds the execution
+// StateConflictError is returned when a compare-and-set finds the execution
 // in another state than expected. The error carries the current row.
-type ErrStateConflict struct {
+type StateConflictError struct {
 	Current Execution
 }
 
-func (e *ErrStateConflict) Error() string {
+func (e *StateConflictError) Error() string {
 	return fmt.Sprintf("execution %s is %s", e.Current.ID, e.Current.State)
 }
 
-// ErrAlreadyDecided is returned when a decision arrives for an execution
+// AlreadyDecidedError is returned when a decision arrives for an execution
 // that already has one. The first decision wins.
-type ErrAlreadyDecided struct {
+type AlreadyDecidedError struct {
 	Existing Approval
 }
 
-func (e *ErrAlreadyDecided) Error() string {
+func (e *AlreadyDecidedError) Error() string {
 	return fmt.Sprintf("already %s by %s at %s", e.Existing.Decision, e.Existing.DecidedBy, e.Existing.DecidedAt.UTC().Format(time.RFC3339))
 }
 
@@ -533,12 +533,12 @@ type Transition struct {
 	ProgressSeq int64
 	// Decision, when set, is recorded as the execution's one approval; a
 	// decision already on record makes the transition fail with
-	// *ErrAlreadyDecided.
+	// *AlreadyDecidedError.
 	Decision *Approval
 }
 
 // Transition applies t if the execution is in one of t.From. Otherwise it
-// changes nothing and returns *ErrStateConflict with the current row.
+// changes nothing and returns *StateConflictError with the current row.
 //
 // Every order goes through four transitions (approved, dispatched,
 // running, its end), so a transition is sent as two batches, not a round
@@ -561,8 +561,8 @@ func (s *Store) Transition(ctx context.Context, t Transition) (Execution, error)
 	}()
 	x, err := s.transition(ctx, conn, t)
 	if err != nil {
-		var conflict *ErrStateConflict
-		var decided *ErrAlreadyDecided
+		var conflict *StateConflictError
+		var decided *AlreadyDecidedError
 		if errors.As(err, &conflict) || errors.As(err, &decided) || errors.Is(err, ErrNotFound) {
 			return Execution{}, err
 		}
@@ -611,7 +611,7 @@ func (s *Store) transition(ctx context.Context, conn *pgxpool.Conn, t Transition
 		if err != nil {
 			return Execution{}, err
 		}
-		return Execution{}, &ErrStateConflict{Current: cur}
+		return Execution{}, &StateConflictError{Current: cur}
 	}
 	a := t.Audit
 	a.ExecutionID = &t.ID
@@ -714,13 +714,13 @@ func (s *Store) UpdateProgress(ctx context.Context, id uuid.UUID, seq int64, tai
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return &ErrStateConflict{Current: cur}
+			return &StateConflictError{Current: cur}
 		}
 		x = cur
 		return notify(ctx, tx, id, cur.State)
 	})
 	if err != nil {
-		var conflict *ErrStateConflict
+		var conflict *StateConflictError
 		if errors.As(err, &conflict) || errors.Is(err, ErrNotFound) {
 			return Execution{}, err
 		}
@@ -771,7 +771,7 @@ func approvalArgs(id uuid.UUID, a Approval) []any {
 	return []any{id, a.Decision, a.DecidedBy, a.Method, a.EventID, a.PlanHash, a.DecidedAt, a.StandingID}
 }
 
-// alreadyDecided is the *ErrAlreadyDecided for the decision on record.
+// alreadyDecided is the *AlreadyDecidedError for the decision on record.
 func alreadyDecided(ctx context.Context, q rowQuerier, id uuid.UUID) error {
 	var existing Approval
 	var eventID *string
@@ -784,7 +784,7 @@ func alreadyDecided(ctx context.Context, q rowQuerier, id uuid.UUID) error {
 	if eventID != nil {
 		existing.EventID = *eventID
 	}
-	return &ErrAlreadyDecided{Existing: existing}
+	return &AlreadyDecidedError{Existing: existing}
 }
 
 type execer interface {

@@ -74,6 +74,8 @@ func (l *LeaderLock) Held(ctx context.Context) error {
 }
 
 // Release gives the lock up and closes its connection.
+//
+//nolint:contextcheck // it runs when the holder's context has ended, bounded by its own timeout.
 func (l *LeaderLock) Release() {
 	if l.conn == nil {
 		return

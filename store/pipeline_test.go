@@ -109,7 +109,7 @@ func TestTransitionRefusedLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = approve(cancelled, "@mallory:x")
-	var conflict *store.ErrStateConflict
+	var conflict *store.StateConflictError
 	if !errors.As(err, &conflict) || conflict.Current.State != store.StateCancelled {
 		t.Fatalf("approving a cancelled execution: got %v, want a state conflict naming cancelled", err)
 	}
@@ -129,7 +129,7 @@ func TestTransitionRefusedLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = approve(decided, "@mallory:x")
-	var already *store.ErrAlreadyDecided
+	var already *store.AlreadyDecidedError
 	if !errors.As(err, &already) || already.Existing.DecidedBy != "@alice:x" {
 		t.Fatalf("a second approval: got %v, want already decided by @alice:x", err)
 	}

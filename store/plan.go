@@ -170,13 +170,13 @@ func nextStepState(prev ExecutionState, pos int) (ExecutionState, string) {
 	return "", ""
 }
 
-// ErrAlreadyVoted is returned when an operator's approval toward a quorum
+// AlreadyVotedError is returned when an operator's approval toward a quorum
 // is already on record.
-type ErrAlreadyVoted struct {
+type AlreadyVotedError struct {
 	Existing Vote
 }
 
-func (e *ErrAlreadyVoted) Error() string {
+func (e *AlreadyVotedError) Error() string {
 	return fmt.Sprintf("%s already approved at %s; another operator must approve too", e.Existing.Voter, e.Existing.VotedAt.UTC().Format(time.RFC3339))
 }
 
@@ -211,9 +211,9 @@ func approveByQuorum(ctx context.Context, tx pgx.Tx, cur Execution, planID *uuid
 // of them. The vote that reaches the quorum records the plan's approval
 // (decided by that voter) and moves it to approved, in the same
 // transaction; earlier votes only add themselves. A decision already on
-// record returns *ErrAlreadyDecided, a plan no longer awaiting approval
-// *ErrStateConflict, and a second vote of the same operator
-// *ErrAlreadyVoted. decided reports whether this vote approved the plan.
+// record returns *AlreadyDecidedError, a plan no longer awaiting approval
+// *StateConflictError, and a second vote of the same operator
+// *AlreadyVotedError. decided reports whether this vote approved the plan.
 func (s *Store) RecordVote(ctx context.Context, id uuid.UUID, v Vote, quorum int) (x Execution, decided bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		planID, err := lockPlanOf(ctx, tx, id)
@@ -229,10 +229,10 @@ func (s *Store) RecordVote(ctx context.Context, id uuid.UUID, v Vote, quorum int
 			return err
 		}
 		if cur.Approval != nil {
-			return &ErrAlreadyDecided{Existing: *cur.Approval}
+			return &AlreadyDecidedError{Existing: *cur.Approval}
 		}
 		if state != StateAwaitingApproval {
-			return &ErrStateConflict{Current: cur}
+			return &StateConflictError{Current: cur}
 		}
 		now := s.now()
 		tag, err := tx.Exec(ctx, `INSERT INTO approval_votes (execution_id, voter, method, event_id, plan_hash, voted_at)
@@ -244,10 +244,10 @@ func (s *Store) RecordVote(ctx context.Context, id uuid.UUID, v Vote, quorum int
 		if tag.RowsAffected() == 0 {
 			for _, old := range cur.Votes {
 				if old.Voter == v.Voter {
-					return &ErrAlreadyVoted{Existing: old}
+					return &AlreadyVotedError{Existing: old}
 				}
 			}
-			return &ErrAlreadyVoted{Existing: v}
+			return &AlreadyVotedError{Existing: v}
 		}
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM approval_votes WHERE execution_id = $1`, id).Scan(&n); err != nil {
@@ -271,9 +271,9 @@ func (s *Store) RecordVote(ctx context.Context, id uuid.UUID, v Vote, quorum int
 		return err
 	})
 	if err != nil {
-		var conflict *ErrStateConflict
-		var already *ErrAlreadyDecided
-		var voted *ErrAlreadyVoted
+		var conflict *StateConflictError
+		var already *AlreadyDecidedError
+		var voted *AlreadyVotedError
 		if errors.As(err, &conflict) || errors.As(err, &already) || errors.As(err, &voted) || errors.Is(err, ErrNotFound) {
 			return Execution{}, false, err
 		}

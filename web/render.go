@@ -206,6 +206,7 @@ func sparkline(values []float64, width, height int) template.HTML {
 		}
 		fmt.Fprintf(&pts, "%.1f,%.1f ", x, y)
 	}
+	//nolint:gosec // G203: only numbers are formatted into it
 	return template.HTML(fmt.Sprintf(`<svg class="spark" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-hidden="true"><polyline fill="none" stroke="currentColor" stroke-width="1.5" points="%s"/></svg>`,
 		width, height, width, height, strings.TrimSpace(pts.String())))
 }

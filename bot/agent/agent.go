@@ -357,7 +357,7 @@ func (a *Agent) runToolCall(ctx context.Context, sessID uuid.UUID, tc openai.Cha
 		a.logger.Info("http_get refused after text from a host or an alert", "session_id", sessID)
 		result = httpGetRefused
 	} else {
-		result, res = a.callTool(st.toolCtx, name, tc.Function.Arguments)
+		result, res = a.callTool(st.toolCtx, name, tc.Function.Arguments) //nolint:contextcheck // toolCtx is the turn's ctx with the MCP caller (runTurn)
 	}
 	st.sawOthersText = st.sawOthersText || closesHTTPGet[name]
 	msg := store.AgentMessage{Role: store.AgentRoleTool, Content: result, ToolCallID: tc.ID}

@@ -143,6 +143,8 @@ func metricsAddr(listen string) string {
 
 // serveMetrics serves c, with the Go runtime's figures and the build's, at GET /metrics
 // on addr until stop is called.
+//
+//nolint:contextcheck // stop shuts the server down after the role's context has ended, bounded by its own timeout.
 func serveMetrics(addr string, c prometheus.Collector, healthy func(context.Context) error, logger *slog.Logger) (stop func(), err error) {
 	reg, err := metricsRegistry(c)
 	if err != nil {

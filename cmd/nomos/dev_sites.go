@@ -83,7 +83,7 @@ func ensureDevSiteKeys(dir string, keys devKeys, names []string) ([]devSite, str
 		sites = append(sites, s)
 	}
 	path := keys.authorizedKeys + ".sites"
-	if err := os.WriteFile(path, authorized, 0o600); err != nil {
+	if err := os.WriteFile(path, authorized, 0o600); err != nil { //nolint:gosec // G703: the dev stack's own state directory, not input
 		return nil, "", fmt.Errorf("dev sites: %w", err)
 	}
 	return sites, path, nil

@@ -264,6 +264,9 @@ func (d *doctor) run(ctx context.Context, wait time.Duration) []checkLine {
 	return out
 }
 
+// close releases what the checks opened, once they have run.
+//
+//nolint:contextcheck // cleanup after run's context, bounded by its own timeout.
 func (d *doctor) close() {
 	if d.session != nil && d.cfg.Matrix.AccessToken == "" {
 		// The doctor's own device goes, so a check leaves no session behind.

@@ -12,11 +12,11 @@ import (
 	"github.com/nomoshq/nomos/hostgate"
 )
 
-// exitCode ends nomos with this status and no further message: the role
+// exitCodeError ends nomos with this status and no further message: the role
 // has already said what it had to.
-type exitCode int
+type exitCodeError int
 
-func (c exitCode) Error() string { return "exit status " + strconv.Itoa(int(c)) }
+func (c exitCodeError) Error() string { return "exit status " + strconv.Itoa(int(c)) }
 
 // runGate is the forced command in a Proxmox host's authorized_keys:
 //
@@ -76,7 +76,7 @@ func runGate(_ context.Context, env *roleEnv, args []string) error {
 		argv, err := hostgate.Check(*check, rules)
 		if err != nil {
 			fmt.Fprintln(env.stderr, "nomos gate: "+err.Error())
-			return exitCode(hostgate.ExitRefused)
+			return exitCodeError(hostgate.ExitRefused)
 		}
 		fmt.Fprintln(env.stdout, "allowed: "+hostgate.Quote(argv))
 		return nil
@@ -100,5 +100,5 @@ func runGate(_ context.Context, env *roleEnv, args []string) error {
 	if code == 0 {
 		return nil
 	}
-	return exitCode(code)
+	return exitCodeError(code)
 }

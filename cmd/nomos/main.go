@@ -116,13 +116,13 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		stderr:     stderr,
 		logger:     newLogger(stderr, config.LogConfig{Level: "info", Format: "text"}),
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	if err := r.run(ctx, env, fs.Args()[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		var code exitCode
+		var code exitCodeError
 		if errors.As(err, &code) {
 			return int(code)
 		}
@@ -130,6 +130,26 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// signalContext ends at the first SIGINT or SIGTERM, which asks the role
+// to stop gracefully. Nomos stops catching the signals then, so a second
+// Ctrl-C ends the process at once rather than waiting out the shutdown.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-caught:
+		case <-ctx.Done():
+		}
+		// Stop catching before the role hears of it, so no second signal
+		// can fall between the two.
+		signal.Stop(caught)
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 func usage(w io.Writer, fs *flag.FlagSet) {

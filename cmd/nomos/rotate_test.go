@@ -179,7 +179,7 @@ func TestRotationThroughTheConfig(t *testing.T) {
 			}
 			defer l.Close()
 			_, err = l.execs.ApplyReport(ctx, tasks.TypeExecutionProgress, progress)
-			var refused *executions.RefusedReport
+			var refused *executions.RefusedReportError
 			if !errors.As(err, &refused) {
 				t.Fatalf("ApplyReport = %v, want a refusal", err)
 			}

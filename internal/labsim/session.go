@@ -62,6 +62,9 @@ func closerFor(sess ssh.Session) interface{ Close() error } {
 	return sess
 }
 
+// serveSession runs one SSH session's command on h.
+//
+//nolint:contextcheck // gliderlabs/ssh gives the handler its session, whose Context it derives from.
 func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 	ctx, cancel := context.WithCancelCause(sess.Context())
 	defer cancel(errFinished)

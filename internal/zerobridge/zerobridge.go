@@ -20,6 +20,8 @@ import (
 // key every Nomos log line uses for an error, and mautrix's "component"
 // is "mautrix" (client when it names none); request bodies are dropped.
 // Events below l's level are not even built.
+//
+//nolint:contextcheck // zerolog's writer has no context to pass on; the bridge asks slog with none.
 func Logger(l *slog.Logger) zerolog.Logger {
 	level := zerolog.InfoLevel
 	if l.Enabled(context.Background(), slog.LevelDebug) {
