@@ -168,6 +168,7 @@ var actuatorCommands = []string{
 	"pvesh get /cluster/backup --output-format json",
 	"pvesm list local --content backup --vmid 101",
 	"pvesm list nas-backup --content backup --vmid 101",
+	"pvesm list nas-backup --content backup",
 }
 
 func TestActuatorCommandsPass(t *testing.T) {
@@ -455,7 +456,9 @@ var refusals = []struct{ cmd, why string }{
 	{"pvesh get /nodes/../lxc --output-format json", "not a path nomos reads"},
 	{"pvesh get '/nodes/strong x/lxc' --output-format json", "not a path nomos reads"},
 	{"pvesm status --content images", "want vztmpl"},
-	{"pvesm list local", "want pvesm list STORAGE --content backup --vmid VMID"},
+	{"pvesm list local", "want pvesm list STORAGE --content backup [--vmid VMID]"},
+	{"pvesm list local --content images", "want backup"},
+	{"pvesm list local --vmid 101", "not an argument or option"},
 	{"pvesm list local --vmid 101 --vmid 102", "given twice"},
 	{"pvesm list local --content images --vmid 101", "want backup"},
 	{"pvesm list local --content backup --vmid 99", "want a container id"},

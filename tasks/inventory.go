@@ -90,6 +90,9 @@ type InventoryVM struct {
 	Agent    bool   `json:"agent,omitempty"`
 	Lock     string `json:"lock,omitempty"`
 	Template bool   `json:"template,omitempty"`
+	// Backup is what backs the VM up; nil when the node's backup jobs
+	// could not be read (or from an actuator older than the field).
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // Validate checks one VM entry as it arrives from an actuator.
@@ -103,6 +106,11 @@ func (v InventoryVM) Validate() error {
 		return fmt.Errorf("VM %d: %q is not a name", v.VMID, v.Name)
 	case v.Lock != "" && !statusRE.MatchString(v.Lock):
 		return fmt.Errorf("VM %d: lock %q is not a word", v.VMID, v.Lock)
+	}
+	if v.Backup != nil {
+		if err := v.Backup.Validate(); err != nil {
+			return fmt.Errorf("VM %d: backup: %w", v.VMID, err)
+		}
 	}
 	return nil
 }
@@ -154,6 +162,10 @@ type InventoryContainer struct {
 	// volume on dir storage local"); empty when nothing Nomos can see
 	// stands in the way.
 	SnapshotBlocker string `json:"snapshot_blocker,omitempty"`
+	// Backup is what backs the container up: the cluster's backup jobs
+	// that select it and its newest backup on their storages; nil when
+	// the jobs could not be read.
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 func (r InventoryRun) version() int    { return r.Version }
@@ -252,6 +264,11 @@ func (c InventoryContainer) validateLive() error {
 	for _, a := range c.Addresses {
 		if err := ValidateAddress(a); err != nil {
 			return fmt.Errorf("container %d: %w", c.VMID, err)
+		}
+	}
+	if c.Backup != nil {
+		if err := c.Backup.Validate(); err != nil {
+			return fmt.Errorf("container %d: backup: %w", c.VMID, err)
 		}
 	}
 	for _, s := range c.Snapshots {
