@@ -490,7 +490,7 @@ func (a *inventoryApplier) applyVMs(ctx context.Context) ([]uuid.UUID, error) {
 			a.ch.Skipped = append(a.ch.Skipped, e.ref())
 			continue
 		}
-		live, err := json.Marshal(map[string]any{"agent": v.Agent, "lock": v.Lock, "template": v.Template})
+		live, err := json.Marshal(map[string]any{"agent": v.Agent, "lock": v.Lock, "template": v.Template, "backup": v.Backup})
 		if err != nil {
 			return nil, err
 		}
