@@ -306,6 +306,7 @@ func TestPlanInventoryTrustsTheNode(t *testing.T) {
 // TestInventoryReadsBackups: the inventory, through the gate, reads the
 // cluster's backup jobs once and each storage they write to once, and
 // says of every guest which enabled jobs select it and its newest backup.
+// A job whose id or storage Proxmox would not accept is left out.
 // The formats are pve-manager's PVE::API2::Backup index
 // (labsim/testdata/pve-samples/pvesh-cluster-backup.source-derived.json)
 // and pve-storage's print_content
@@ -320,6 +321,10 @@ func TestInventoryReadsBackups(t *testing.T) {
 			{ID: "backup-nightly", Schedule: "02:00", Storage: "local", VMIDs: []int{102}},
 			// A disabled job backs nothing up.
 			{ID: "backup-paused", Schedule: "03:00", Storage: "local", VMIDs: []int{103}, Disabled: true},
+			// A jobs.cfg written by someone hostile: neither its storage
+			// nor its id reaches a command or the bot.
+			{ID: "backup-evil", Schedule: "04:00", Storage: "local;reboot", VMIDs: []int{103}},
+			{ID: "backup`rm", Schedule: "04:00", Storage: "local", VMIDs: []int{103}},
 		}
 		h.Containers[0].Backups = []labsim.Backup{
 			{Taken: time.Date(2026, 11, 22, 1, 0, 3, 0, time.UTC)},

@@ -341,6 +341,7 @@ func (w *writer) backups(ctx context.Context, st *store.Store) error {
 		case len(b.Jobs) == 0 && len(b.ByPool) == 0:
 			unjobbed = append(unjobbed, g)
 		case !stale:
+			// Backed up recently enough.
 		case len(b.Unread) > 0:
 			unread = append(unread, g)
 		case len(b.Jobs) == 0:

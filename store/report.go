@@ -265,8 +265,9 @@ type GuestBackup struct {
 }
 
 // GuestBackups lists every guest, container or VM, not destroyed and not
-// a template, whose backups an inventory read, by slug. A guest whose
-// host's backup jobs could not be read last time is not listed.
+// a template, whose backups an inventory read, by slug: the brief counts
+// them all, and the fleet bounds them. A guest whose host's backup jobs
+// could not be read last time is not listed.
 func (s *Store) GuestBackups(ctx context.Context) ([]GuestBackup, error) {
 	rows, err := s.pool.Query(ctx, `SELECT slug, name, attrs->'backup' FROM entities
 		WHERE lifecycle <> 'destroyed' AND type IN ('lxc', 'vm') AND jsonb_typeof(attrs->'backup') = 'object'
