@@ -37,6 +37,10 @@ const (
 	// disks and whether its guest agent is enabled.
 	qmConfigCmd    = "qm config %d --current 1"
 	qmSnapshotsCmd = "qm listsnapshot %d"
+	// listBackupJobs gives the cluster's vzdump jobs; each storage they
+	// write to is then listed once, with listBackups.
+	listBackupJobs = "pvesh get /cluster/backup --output-format json"
+	listBackups    = "pvesm list %s --content backup"
 )
 
 // nodeVMsCmd lists a node's VMs as the node has them now.
@@ -93,6 +97,7 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 		res.Elsewhere = slices.DeleteFunc(res.Elsewhere, func(id int) bool {
 			return slices.ContainsFunc(res.VMs, func(v tasks.InventoryVM) bool { return v.VMID == id })
 		})
+		a.inventoryBackups(ctx, r, res.Containers, res.VMs)
 	}
 	if err != nil {
 		// Reported, not dropped: the bot learns the host did not answer,
@@ -297,6 +302,59 @@ func vmStorage(conf pveout.Config, types map[string]string) (storageType, vmstat
 	}
 	vmstate = cmp.Or(conf.VMStateStorage, vmstate, "local")
 	return storageType, vmstate
+}
+
+// inventoryBackups sets what backs each guest up: the cluster's backup
+// jobs that select it and its newest backup on their storages, each
+// storage listed once for all guests. When the jobs cannot be read, no
+// guest's Backup is set, and the bot judges none.
+func (a *Actuator) inventoryBackups(ctx context.Context, r tasks.InventoryRun, cts []tasks.InventoryContainer, vms []tasks.InventoryVM) {
+	log := logctx.From(ctx)
+	out, errOut, code, err := a.capture(ctx, r.HostAddr, listBackupJobs, maxListingBytes)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
+	}
+	var jobs []pveout.BackupJob
+	if err == nil {
+		jobs, err = pveout.ParseBackupJobs([]byte(out))
+	}
+	if err != nil {
+		log.Warn("inventory could not read the cluster's backup jobs; backups are not judged", "err", err)
+		return
+	}
+	type listing struct {
+		backups []pveout.Backup
+		err     error
+	}
+	listed := map[string]listing{}
+	list := func(storage string) ([]pveout.Backup, error) {
+		if l, ok := listed[storage]; ok {
+			return l.backups, l.err
+		}
+		out, errOut, code, err := a.capture(ctx, r.HostAddr, fmt.Sprintf(listBackups, storage), maxListingBytes)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
+		}
+		var l listing
+		if l.err = err; err == nil {
+			l.backups, l.err = pveout.ParseBackupList(out)
+		}
+		listed[storage] = l
+		return l.backups, l.err
+	}
+	of := func(vmid int) *tasks.BackupStatus {
+		st, err := guestBackup(ctx, jobs, vmid, r.Node, list)
+		if err != nil || st.Validate() != nil {
+			return nil
+		}
+		return st
+	}
+	for i := range cts {
+		cts[i].Backup = of(cts[i].VMID)
+	}
+	for i := range vms {
+		vms[i].Backup = of(vms[i].VMID)
+	}
 }
 
 // storageStatus reads each storage's type and what each active one has

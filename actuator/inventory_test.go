@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/nomoshq/nomos/hostgate"
 	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/internal/pveout"
 	"github.com/nomoshq/nomos/policy"
@@ -53,7 +54,7 @@ func inventoryCommands(node string, vmids ...int) []string {
 	for _, v := range vmids {
 		out = append(out, fmt.Sprintf("pct config %d --current 1", v), fmt.Sprintf("pct listsnapshot %d", v))
 	}
-	return append(out, "pvesh get /nodes/"+node+"/qemu --output-format json")
+	return append(out, "pvesh get /nodes/"+node+"/qemu --output-format json", "pvesh get /cluster/backup --output-format json")
 }
 
 func cmpOr(a, b string) string {
@@ -85,6 +86,8 @@ func (c *collector) inventory(t *testing.T, runID string) tasks.InventoryResult 
 func TestInventoryListsTheNode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	// The lab has no backup job: each container is known to be in none.
+	noJob := &tasks.BackupStatus{}
 	b.ssh(t, "pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname newbox --cores 2 --memory 1024"+
 		" --net0 name=eth0,bridge=vmbr0,ip=10.0.0.50/24,gw=10.0.0.1 --rootfs local-lvm:12 --start 1")
 	before := len(b.commands(t))
@@ -95,13 +98,13 @@ func TestInventoryListsTheNode(t *testing.T) {
 		Version: tasks.Version, RunID: "run-1", HostID: "host-pve1", Actuator: tasks.DefaultActuator, Node: "pve1",
 		Containers: []tasks.InventoryContainer{
 			{VMID: 101, Status: "running", Hostname: "jellyfin", IP: "10.0.0.21/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
-				Addresses: []string{"10.0.0.21/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
+				Addresses: []string{"10.0.0.21/24"}, RootStorage: "local-lvm", StorageType: "lvmthin", Backup: noJob},
 			{VMID: 102, Status: "running", Hostname: "web", IP: "10.0.0.22/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
-				Addresses: []string{"10.0.0.22/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
+				Addresses: []string{"10.0.0.22/24"}, RootStorage: "local-lvm", StorageType: "lvmthin", Backup: noJob},
 			{VMID: 103, Status: "stopped", Hostname: "spare", IP: "10.0.0.23/24", Gateway: "10.0.0.1", Cores: 1, MemoryMB: 512, DiskGB: 8,
-				Addresses: []string{"10.0.0.23/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
+				Addresses: []string{"10.0.0.23/24"}, RootStorage: "local-lvm", StorageType: "lvmthin", Backup: noJob},
 			{VMID: 150, Status: "running", Hostname: "newbox", IP: "10.0.0.50/24", Gateway: "10.0.0.1", Cores: 2, MemoryMB: 1024, DiskGB: 12,
-				Addresses: []string{"10.0.0.50/24"}, RootStorage: "local-lvm", StorageType: "lvmthin"},
+				Addresses: []string{"10.0.0.50/24"}, RootStorage: "local-lvm", StorageType: "lvmthin", Backup: noJob},
 		},
 		Nodes: []string{"pve1"}, VMsListed: true,
 		At: got.At,
@@ -298,4 +301,60 @@ func TestPlanInventoryTrustsTheNode(t *testing.T) {
 	if _, err := PlanInventory(resources, live, "pve3", true); err == nil || !strings.Contains(err.Error(), `no node named "pve3" (it lists pve1, pve2)`) {
 		t.Errorf("a node the cluster lacks: %v", err)
 	}
+}
+
+// TestInventoryReadsBackups: the inventory, through the gate, reads the
+// cluster's backup jobs once and each storage they write to once, and
+// says of every guest which enabled jobs select it and its newest backup.
+// A job whose id or storage Proxmox would not accept is left out.
+// The formats are pve-manager's PVE::API2::Backup index
+// (labsim/testdata/pve-samples/pvesh-cluster-backup.source-derived.json)
+// and pve-storage's print_content
+// (pvesm-list.content-backup.source-derived.txt), whose vzdump names
+// carry the time a backup was taken.
+func TestInventoryReadsBackups(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(t *testing.T, b *bundle) {
+		h := &b.simCfg.Hosts[0]
+		h.BackupJobs = []labsim.BackupJob{
+			{ID: "backup-weekly", Schedule: "sun 01:00", Storage: "local", VMIDs: []int{101}},
+			{ID: "backup-nightly", Schedule: "02:00", Storage: "local", VMIDs: []int{102}},
+			// A disabled job backs nothing up.
+			{ID: "backup-paused", Schedule: "03:00", Storage: "local", VMIDs: []int{103}, Disabled: true},
+			// A jobs.cfg written by someone hostile: neither its storage
+			// nor its id reaches a command or the bot.
+			{ID: "backup-evil", Schedule: "04:00", Storage: "local;reboot", VMIDs: []int{103}},
+			{ID: "backup`rm", Schedule: "04:00", Storage: "local", VMIDs: []int{103}},
+		}
+		h.Containers[0].Backups = []labsim.Backup{
+			{Taken: time.Date(2026, 11, 22, 1, 0, 3, 0, time.UTC)},
+			{Taken: time.Date(2026, 11, 29, 1, 0, 4, 0, time.UTC)},
+		}
+		if err := b.sim.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(b.simCfg.StateDir, "state.json")); err != nil {
+			t.Fatal(err)
+		}
+		b.startSim(t)
+	}, withGate(hostgate.Rules{}))
+	before := len(b.commands(t))
+
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-backups"})
+	got := b.results.inventory(t, "run-backups")
+	if got.Error != "" {
+		t.Fatalf("inventory failed: %s", got.Error)
+	}
+	backups := map[int]*tasks.BackupStatus{}
+	for _, c := range got.Containers {
+		backups[c.VMID] = c.Backup
+	}
+	diff(t, "backups", map[int]*tasks.BackupStatus{
+		101: {Jobs: []tasks.BackupJob{{ID: "backup-weekly", Schedule: "sun 01:00", Storage: "local", Enabled: true}},
+			Last: time.Date(2026, 11, 29, 1, 0, 4, 0, time.UTC), LastVolume: "local:backup/vzdump-lxc-101-2026_11_29-01_00_04.tar.zst"},
+		102: {Jobs: []tasks.BackupJob{{ID: "backup-nightly", Schedule: "02:00", Storage: "local", Enabled: true}}},
+		103: {Jobs: []tasks.BackupJob{{ID: "backup-paused", Schedule: "03:00", Storage: "local", Enabled: false}}},
+	}, backups)
+	want := append(inventoryCommands("pve1", 101, 102, 103), "pvesm list local --content backup")
+	diff(t, "commands the inventory ran", want, commandLines(b.commands(t)[before:]))
 }

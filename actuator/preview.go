@@ -282,7 +282,7 @@ func deref(v *pveout.Volume) pveout.Volume {
 // backupStatus reads the cluster's backup jobs, keeps those that include
 // vmid on its node, and finds its newest backup on their storages.
 func (a *Actuator) backupStatus(ctx context.Context, r tasks.PreviewRun, vmid int) (*tasks.BackupStatus, error) {
-	out, err := a.readOnly(ctx, r, "pvesh get /cluster/backup --output-format json")
+	out, err := a.readOnly(ctx, r, listBackupJobs)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,21 @@ func (a *Actuator) backupStatus(ctx context.Context, r tasks.PreviewRun, vmid in
 	if err != nil {
 		return nil, err
 	}
-	node := cmp.Or(r.Target.Node, r.Target.Host)
+	return guestBackup(ctx, jobs, vmid, cmp.Or(r.Target.Node, r.Target.Host), func(storage string) ([]pveout.Backup, error) {
+		out, err := a.readOnly(ctx, r, "pvesm list "+storage+" --content backup --vmid "+strconv.Itoa(vmid))
+		if err != nil {
+			return nil, err
+		}
+		return pveout.ParseBackupList(out)
+	})
+}
+
+// guestBackup is what backs guest vmid on node up: the jobs that select
+// it and its newest backup that list finds on their storages. A storage
+// that cannot be listed is named in Unread; only the end of ctx fails.
+// Only a job id and a storage id Proxmox would accept are kept, so
+// nothing else reaches a command or the room.
+func guestBackup(ctx context.Context, jobs []pveout.BackupJob, vmid int, node string, list func(storage string) ([]pveout.Backup, error)) (*tasks.BackupStatus, error) {
 	st := &tasks.BackupStatus{}
 	var storages []string
 	for _, j := range jobs {
@@ -314,21 +328,16 @@ func (a *Actuator) backupStatus(ctx context.Context, r tasks.PreviewRun, vmid in
 		}
 	}
 	for _, s := range storages {
-		out, err := a.readOnly(ctx, r, "pvesm list "+s+" --content backup --vmid "+strconv.Itoa(vmid))
+		backups, err := list(s)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			logctx.From(ctx).Warn("preview could not list a storage's backups", "storage", s, "err", err)
+			logctx.From(ctx).Warn("could not list a storage's backups", "storage", s, "err", err)
 			st.Unread = append(st.Unread, s)
 			continue
 		}
-		list, err := pveout.ParseBackupList(out)
-		if err != nil {
-			st.Unread = append(st.Unread, s)
-			continue
-		}
-		for _, b := range list {
+		for _, b := range backups {
 			if b.VMID == vmid && b.Taken.After(st.Last) && tasks.ValidateVolume(b.Volid) == nil {
 				st.Last, st.LastVolume = b.Taken, b.Volid
 			}

@@ -174,9 +174,10 @@ func TestInventoryListsTheVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	lvmFree := free["local-lvm"] >> 10
+	// The lab has no backup job: each VM is known to be in none.
 	diff(t, "VMs", []tasks.InventoryVM{
-		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, MemoryMB: 4096, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
-		{VMID: 201, Status: "stopped", Name: "opnsense", MemoryMB: 2048, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
+		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, MemoryMB: 4096, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree, Backup: &tasks.BackupStatus{}},
+		{VMID: 201, Status: "stopped", Name: "opnsense", MemoryMB: 2048, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree, Backup: &tasks.BackupStatus{}},
 	}, got.VMs)
 	cmds := commandLines(b.commands(t))
 	for _, want := range []string{"pvesh get /nodes/pve1/qemu --output-format json", "qm config 200 --current 1", "qm config 201 --current 1", "qm listsnapshot 200"} {

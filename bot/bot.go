@@ -128,6 +128,10 @@ type Config struct {
 	// Briefs says when the daily brief and the weekly report are posted
 	// in OpsRoom; nil posts none on a schedule ("brief" still answers).
 	Briefs *report.Schedule
+	// BackupMaxAge is how old a guest's newest backup may be before the
+	// daily brief names it (report.backup_max_age); zero leaves backups
+	// out of the brief.
+	BackupMaxAge time.Duration
 	// Schedules run catalogue actions and runbooks at cron times, on the
 	// leading bot (docs/operations.md, "Schedules").
 	Schedules []ScheduledRun

@@ -66,7 +66,7 @@ func (b *Bot) postBrief(ctx context.Context, room id.RoomID, kind report.Kind, n
 	if b.cfg.Briefs != nil && b.cfg.Briefs.Location != nil {
 		loc = b.cfg.Briefs.Location
 	}
-	r, err := report.Build(ctx, b.store, kind, report.Options{Now: now, Location: loc, StatusURL: b.cfg.StatusURL})
+	r, err := report.Build(ctx, b.store, kind, report.Options{Now: now, Location: loc, StatusURL: b.cfg.StatusURL, BackupMaxAge: b.cfg.BackupMaxAge})
 	if err != nil {
 		return "", err
 	}

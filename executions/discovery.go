@@ -170,14 +170,15 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 			Cores: c.Cores, MemoryMB: c.MemoryMB, DiskGB: c.DiskGB, Partial: c.Partial,
 			Onboot: c.Onboot, Lock: c.Lock, Tags: c.Tags, HAState: c.HAState, Template: c.Template, Protection: c.Protection,
 			Addresses: c.Addresses, Snapshots: c.Snapshots, RootStorage: c.RootStorage, StorageType: c.StorageType,
-			SnapshotBlocker: c.SnapshotBlocker,
+			SnapshotBlocker: c.SnapshotBlocker, Backup: guestBackup(c.Backup),
 		})
 	}
 	obs.VMsListed = r.VMsListed
 	for _, v := range r.VMs {
 		obs.VMs = append(obs.VMs, inventory.VM{VMID: v.VMID, Status: v.Status, Name: v.Name, Agent: v.Agent, Lock: v.Lock, Template: v.Template,
 			HAState: v.HAState, MemoryMB: v.MemoryMB, Snapshots: v.Snapshots, StorageType: v.StorageType,
-			VMStateStorage: v.VMStateStorage, VMStateFreeMB: v.VMStateFreeMB})
+			VMStateStorage: v.VMStateStorage, VMStateFreeMB: v.VMStateFreeMB,
+			Backup: guestBackup(v.Backup)})
 	}
 	ch, err := s.store.ApplyInventory(ctx, obs)
 	switch {
@@ -195,4 +196,20 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 			"gone", len(ch.Gone), "run_states", len(ch.RunStates), "skipped", len(ch.Skipped))
 	}
 	return nil
+}
+
+// guestBackup is what the fleet keeps of a guest's backups: the enabled
+// jobs that select it, the jobs it may be in by pool, the storages not
+// read and its newest backup's time.
+func guestBackup(b *tasks.BackupStatus) *inventory.Backup {
+	if b == nil {
+		return nil
+	}
+	out := &inventory.Backup{Jobs: []string{}, ByPool: b.ByPool, Unread: b.Unread, Last: b.Last}
+	for _, j := range b.Jobs {
+		if j.Enabled {
+			out.Jobs = append(out.Jobs, j.ID)
+		}
+	}
+	return out
 }

@@ -140,7 +140,10 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	wantAttrs := map[string]any{"discovered": true, "vmid": 150.0, "host": "strong", "hostname": "newbox", "ip": "10.40.0.150/24",
 		"gateway": "10.40.0.1", "cores": 2.0, "memory_mb": 1024.0, "disk_gb": 12.0,
 		"onboot": false, "lock": "", "tags": []any{}, "hastate": "", "template": false, "protection": false, "addresses": []any{"10.40.0.150/24"},
-		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "lvmthin", "snapshot_blocker": ""}
+		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "lvmthin", "snapshot_blocker": "",
+		// The demo's weekly job selects every guest of strong; newbox is
+		// too new to have a backup.
+		"backup": map[string]any{"jobs": []any{"backup-weekly-strong"}}}
 	if d := gocmp.Diff(wantAttrs, box.Attrs); d != "" || box.Name != "newbox" || box.RunState != "running" || box.Health != "healthy" {
 		t.Errorf("lxc:strong/150 is %s, %s, %s; attrs (-want +got):\n%s", box.Name, box.RunState, box.Health, d)
 	}
@@ -215,6 +218,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	for _, c := range fleet.Commands(t) {
 		if c == "pvesh get /cluster/resources --output-format json" || strings.HasPrefix(c, "pct config ") || strings.HasPrefix(c, "pct listsnapshot ") ||
 			c == "pvesm status" || (strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/lxc --output-format json")) ||
+			c == "pvesh get /cluster/backup --output-format json" || c == "pvesm list local --content backup" ||
 			(strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/qemu --output-format json")) || strings.HasPrefix(c, "qm config ") ||
 			strings.HasPrefix(c, "qm listsnapshot ") || strings.HasPrefix(c, "pct create 150 ") || c == "pct set 101 --hostname jf2 --memory 8192" || c == "pct stop 150" || c == "pct destroy 150" {
 			continue

@@ -63,12 +63,15 @@ func Allowed(argv []string, r Rules) error {
 		return allowForm("pveam", args, form{args: []value{exact("list"), storage}})
 	case "pvesm":
 		if len(args) > 0 && args[0] == "list" {
-			// A preview's read of a storage's backups of one guest, and
-			// of nothing else on it.
-			if len(args) != 6 {
-				return refusef("pvesm list: want pvesm list STORAGE --content backup --vmid VMID")
+			// A storage's backups, and nothing else on it: of one guest
+			// (a preview's read) or of all (the inventory's).
+			switch len(args) {
+			case 4:
+				return allowForm("pvesm", args, form{args: []value{exact("list"), storage}, opts: map[string]value{"--content": exact("backup")}})
+			case 6:
+				return allowForm("pvesm", args, form{args: []value{exact("list"), storage}, opts: map[string]value{"--content": exact("backup"), "--vmid": vmid}})
 			}
-			return allowForm("pvesm", args, form{args: []value{exact("list"), storage}, opts: map[string]value{"--content": exact("backup"), "--vmid": vmid}})
+			return refusef("pvesm list: want pvesm list STORAGE --content backup [--vmid VMID]")
 		}
 		return allowForm("pvesm", args, form{args: []value{exact("status")}, opts: map[string]value{"--content": exact("vztmpl")}})
 	case "ping":

@@ -169,6 +169,7 @@ var actuatorCommands = []string{
 	"pvesm list local --content backup --vmid 101",
 	"pvesm list nas-backup --content backup --vmid 101",
 	"pvesh get /nodes/strong/replication --output-format json",
+	"pvesm list nas-backup --content backup",
 }
 
 func TestActuatorCommandsPass(t *testing.T) {
@@ -456,7 +457,9 @@ var refusals = []struct{ cmd, why string }{
 	{"pvesh get /nodes/../lxc --output-format json", "not a path nomos reads"},
 	{"pvesh get '/nodes/strong x/lxc' --output-format json", "not a path nomos reads"},
 	{"pvesm status --content images", "want vztmpl"},
-	{"pvesm list local", "want pvesm list STORAGE --content backup --vmid VMID"},
+	{"pvesm list local", "want pvesm list STORAGE --content backup [--vmid VMID]"},
+	{"pvesm list local --content images", "want backup"},
+	{"pvesm list local --vmid 101", "not an argument or option"},
 	{"pvesm list local --vmid 101 --vmid 102", "given twice"},
 	{"pvesm list local --content images --vmid 101", "want backup"},
 	{"pvesm list local --content backup --vmid 99", "want a container id"},

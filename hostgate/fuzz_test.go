@@ -150,8 +150,11 @@ func mayRun(argv []string, rules hostgate.Rules) string {
 			slices.Sort(opts)
 			backups = opts[0] == "--content backup" && strings.HasPrefix(opts[1], "--vmid ")
 		}
+		if len(argv) == 5 && argv[1] == "list" && policy.ValidateStorage(argv[2]) == nil {
+			backups = argv[3] == "--content" && argv[4] == "backup"
+		}
 		if !slices.Equal(argv, []string{"pvesm", "status"}) && !slices.Equal(argv, []string{"pvesm", "status", "--content", "vztmpl"}) && !backups {
-			why = "pvesm other than status of all storages or of the template storages, or one guest's backups on a storage"
+			why = "pvesm other than status of all storages or of the template storages, or the backups on a storage"
 		}
 	case "curl":
 		fixed := []string{"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"}

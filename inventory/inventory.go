@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // Container is one container as an inventory listed it.
@@ -35,6 +36,24 @@ type Container struct {
 	RootStorage     string
 	StorageType     string
 	SnapshotBlocker string
+	Backup          *Backup
+}
+
+// Backup is what backs a guest up, as an inventory read it from the
+// cluster's backup jobs and their storages' backup lists. It is kept as
+// the guest's "backup" attr; nil (null) when the jobs were not read.
+type Backup struct {
+	// Jobs are the enabled jobs that select the guest; none means no
+	// job backs it up.
+	Jobs []string `json:"jobs"`
+	// ByPool are jobs that select guests by pool, which may back it up:
+	// /cluster/backup does not list a pool's members.
+	ByPool []string `json:"by_pool,omitempty"`
+	// Unread are storages of its jobs whose backups could not be listed.
+	Unread []string `json:"unread,omitempty"`
+	// Last is when its newest backup was taken (the node's clock, from
+	// vzdump's archive name); zero when none was found.
+	Last time.Time `json:"last,omitzero"`
 }
 
 // VM is one VM as an inventory listed it.
@@ -52,6 +71,7 @@ type VM struct {
 	StorageType    string
 	VMStateStorage string
 	VMStateFreeMB  *int64
+	Backup         *Backup
 }
 
 // VMLiveAttrs are a VM's live facts as the inventory gives them:
@@ -61,7 +81,7 @@ func VMLiveAttrs(v VM) map[string]any {
 	a := map[string]any{
 		"agent": v.Agent, "lock": v.Lock, "template": v.Template, "hastate": v.HAState,
 		"snapshots": append([]string{}, v.Snapshots...), "storage_type": v.StorageType,
-		"vmstate_storage": v.VMStateStorage,
+		"vmstate_storage": v.VMStateStorage, "backup": v.Backup,
 	}
 	if v.VMStateFreeMB != nil {
 		a["vmstate_free_mb"] = *v.VMStateFreeMB
@@ -115,7 +135,7 @@ func normalize(attrs map[string]any) map[string]any {
 // LiveKeys are the attrs that always come from the node, on every
 // container, seeded or discovered: seeded facts do not cover them.
 var LiveKeys = []string{"onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots",
-	"root_storage", "storage_type", "snapshot_blocker"}
+	"root_storage", "storage_type", "snapshot_blocker", "backup"}
 
 // WithoutLive is attrs without the node's live facts (LiveKeys): what the
 // seeds or an earlier discovery said of the container.
@@ -144,7 +164,8 @@ var configKeys = []string{"onboot", "protection", "addresses", "root_storage", "
 // entry keeps old's values of what the configuration says.
 func LiveAttrs(c Container, old map[string]any) map[string]any {
 	list := func(l []string) []string { return append([]string{}, l...) }
-	a := map[string]any{"lock": c.Lock, "tags": list(c.Tags), "hastate": c.HAState, "template": c.Template, "snapshots": list(c.Snapshots)}
+	a := map[string]any{"lock": c.Lock, "tags": list(c.Tags), "hastate": c.HAState, "template": c.Template, "snapshots": list(c.Snapshots),
+		"backup": c.Backup}
 	if c.Partial {
 		for _, k := range configKeys {
 			if v, ok := old[k]; ok {

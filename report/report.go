@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,10 @@ type Options struct {
 	// StatusURL is the status page's address (web.public_url); empty
 	// leaves the links out.
 	StatusURL string
+	// BackupMaxAge is how old a guest's newest backup may be before the
+	// daily brief names it (report.backup_max_age); zero leaves the
+	// backups out.
+	BackupMaxAge time.Duration
 }
 
 // Report is one written brief.
@@ -98,6 +103,9 @@ func (w *writer) daily(ctx context.Context, st *store.Store) error {
 		return err
 	}
 	if err := w.health(ctx, st); err != nil {
+		return err
+	}
+	if err := w.backups(ctx, st); err != nil {
 		return err
 	}
 	if err := w.pending(ctx, st); err != nil {
@@ -305,6 +313,91 @@ func (w *writer) health(ctx context.Context, st *store.Store) error {
 		w.item("%s", line)
 	}
 	return nil
+}
+
+// backups names the guests whose backups fall short, in groups, worst
+// first: those a job selects that have none, those whose newest is older
+// than BackupMaxAge (oldest first, with its age), those no job selects,
+// and those whose storages could not be listed. A guest only a pool's job
+// may select is not judged: /cluster/backup does not list a pool's
+// members. Guests no inventory has judged are not counted.
+func (w *writer) backups(ctx context.Context, st *store.Store) error {
+	maxAge := w.o.BackupMaxAge
+	if maxAge <= 0 {
+		return nil
+	}
+	guests, err := st.GuestBackups(ctx)
+	if err != nil {
+		return err
+	}
+	if len(guests) == 0 {
+		return nil
+	}
+	var none, old, unjobbed, unread []store.GuestBackup
+	for _, g := range guests {
+		b := g.Backup
+		stale := b.Last.IsZero() || w.o.Now.Sub(b.Last) > maxAge
+		switch {
+		case len(b.Jobs) == 0 && len(b.ByPool) == 0:
+			unjobbed = append(unjobbed, g)
+		case !stale:
+			// Backed up recently enough.
+		case len(b.Unread) > 0:
+			unread = append(unread, g)
+		case len(b.Jobs) == 0:
+			// Only a pool's job may back it up: not judged.
+		case b.Last.IsZero():
+			none = append(none, g)
+		default:
+			old = append(old, g)
+		}
+	}
+	limit := hours(maxAge)
+	behind := len(none) + len(old) + len(unjobbed) + len(unread)
+	if behind == 0 {
+		w.para("**Backups**: every guest has one from the last %s.", limit)
+		return nil
+	}
+	w.para("**Backups**: %d of %s without one from the last %s.", behind, plural(len(guests), "guest", "guests"), limit)
+	slices.SortStableFunc(old, func(a, b store.GuestBackup) int { return a.Backup.Last.Compare(b.Backup.Last) })
+	w.guests("🔴 no backup, though a job selects it", none, nil)
+	w.guests("🟠 newest too old", old, func(g store.GuestBackup) string { return " " + humantime.Duration(w.o.Now.Sub(g.Backup.Last)) })
+	w.guests("⚪ in no backup job", unjobbed, nil)
+	w.guests("❔ backup storage not read", unread, nil)
+	return nil
+}
+
+// hours writes a limit as the configuration does: 36h, 1h30m.
+func hours(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
+}
+
+// guests writes one item naming up to maxProblems guests, each with what
+// suffix adds.
+func (w *writer) guests(title string, gs []store.GuestBackup, suffix func(store.GuestBackup) string) {
+	if len(gs) == 0 {
+		return
+	}
+	var names []string
+	for i, g := range gs {
+		if i == maxProblems {
+			names = append(names, fmt.Sprintf("%d more", len(gs)-maxProblems))
+			break
+		}
+		n := fmt.Sprintf("`%s` %s", tick(g.Slug), md(g.Name))
+		if suffix != nil {
+			n += suffix(g)
+		}
+		names = append(names, n)
+	}
+	w.item("%s: %s", title, strings.Join(names, ", "))
 }
 
 func (w *writer) pending(ctx context.Context, st *store.Store) error {

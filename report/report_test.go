@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomoshq/nomos/internal/fleetseed"
 	"github.com/nomoshq/nomos/internal/testenv"
+	"github.com/nomoshq/nomos/inventory"
 	"github.com/nomoshq/nomos/report"
 	"github.com/nomoshq/nomos/seeds"
 	"github.com/nomoshq/nomos/store"
@@ -128,5 +129,82 @@ func TestBriefShowsStaleChecks(t *testing.T) {
 		if !strings.Contains(daily.Markdown, want) {
 			t.Errorf("the daily brief lacks %q:\n%s", want, daily.Markdown)
 		}
+	}
+}
+
+// TestBriefJudgesBackups: the daily brief judges each guest's backups as
+// the last inventory read them, worst group first: a job selects it and
+// it has none; its newest is too old, with its age; no job selects it;
+// its job's storage could not be listed. A guest only a pool's job may
+// select (/cluster/backup lists no pool's members), a template and a
+// guest whose host could not read its backup jobs are not judged, nor
+// counted. Without backup_max_age, or without facts, there is no line.
+func TestBriefJudgesBackups(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	st := seeded(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	brief := func(maxAge time.Duration) string {
+		t.Helper()
+		r, err := report.Build(ctx, st, report.Daily, report.Options{Now: now, BackupMaxAge: maxAge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Markdown
+	}
+	if md := brief(36 * time.Hour); strings.Contains(md, "Backups") {
+		t.Errorf("no inventory has read a backup, yet the brief judges them:\n%s", md)
+	}
+
+	job := []string{"backup-nightly"}
+	runs, err := st.ClaimInventoryRuns(ctx, now, 5*time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := false
+	for _, r := range runs {
+		if r.Host != "hubris" {
+			continue
+		}
+		cs := []inventory.Container{
+			{VMID: 110, Status: "running", Backup: &inventory.Backup{Jobs: job, Last: now.Add(-time.Hour)}},
+			{VMID: 111, Status: "running", Backup: &inventory.Backup{Jobs: []string{}, ByPool: []string{"backup-pool"}}},
+			{VMID: 112, Status: "running", Backup: &inventory.Backup{Jobs: job, Unread: []string{"nas"}}},
+			{VMID: 113, Status: "stopped", Template: true, Backup: &inventory.Backup{Jobs: []string{}}},
+			{VMID: 114, Status: "running"},
+			{VMID: 131, Status: "stopped", Backup: &inventory.Backup{Jobs: []string{}, Last: now.Add(-time.Hour)}},
+		}
+		vms := []inventory.VM{
+			{VMID: 200, Status: "running", Backup: &inventory.Backup{Jobs: job, Last: now.Add(-50 * time.Hour)}},
+			{VMID: 201, Status: "running", Backup: &inventory.Backup{Jobs: job}},
+		}
+		if _, err := st.ApplyInventory(ctx, store.InventoryObservation{RunID: r.ID, HostID: r.HostID, At: now, Containers: cs, VMs: vms, Horizon: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		applied = true
+	}
+	if !applied {
+		t.Fatal("no inventory run of hubris to apply")
+	}
+	got := brief(36 * time.Hour)
+	want := strings.Join([]string{
+		"**Backups**: 4 of 6 guests without one from the last 36h.",
+		"- 🔴 no backup, though a job selects it: `vm:hubris/201` opnsense",
+		"- 🟠 newest too old: `vm:hubris/200` homeassistant 2d02h",
+		"- ⚪ in no backup job: `lxc:hubris/131` teddycloud",
+		"- ❔ backup storage not read: `lxc:hubris/112` adguard",
+	}, "\n")
+	if !strings.Contains(got, want) {
+		t.Errorf("the daily brief's backups:\n%s\nwant:\n%s", got, want)
+	}
+	if got := brief(0); strings.Contains(got, "Backups") {
+		t.Errorf("without backup_max_age the brief judges backups:\n%s", got)
+	}
+	weekly, err := report.Build(ctx, st, report.Weekly, report.Options{Now: now, BackupMaxAge: 36 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(weekly.Markdown, "Backups") {
+		t.Errorf("the weekly report judges backups; the daily brief does:\n%s", weekly.Markdown)
 	}
 }

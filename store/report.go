@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nomoshq/nomos/inventory"
 )
 
 // The daily brief and the weekly report read these: what happened in a
@@ -251,4 +253,42 @@ func (s *Store) SetBriefEvent(ctx context.Context, kind, period, roomID, eventID
 		return fmt.Errorf("record %s brief %s: %w", kind, period, err)
 	}
 	return nil
+}
+
+// GuestBackup is what the last inventory of a guest's host read of its
+// backups.
+type GuestBackup struct {
+	// Slug is the guest's: lxc:… or vm:….
+	Slug   string
+	Name   string
+	Backup inventory.Backup
+}
+
+// GuestBackups lists every guest, container or VM, not destroyed and not
+// a template, whose backups an inventory read, by slug: the brief counts
+// them all, and the fleet bounds them. A guest whose host's backup jobs
+// could not be read last time is not listed.
+func (s *Store) GuestBackups(ctx context.Context) ([]GuestBackup, error) {
+	rows, err := s.pool.Query(ctx, `SELECT slug, name, attrs->'backup' FROM entities
+		WHERE lifecycle <> 'destroyed' AND type IN ('lxc', 'vm') AND jsonb_typeof(attrs->'backup') = 'object'
+		  AND attrs->'template' IS DISTINCT FROM 'true'::jsonb
+		ORDER BY slug`)
+	if err != nil {
+		return nil, fmt.Errorf("guests' backups: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GuestBackup, error) {
+		var g GuestBackup
+		var raw []byte
+		if err := r.Scan(&g.Slug, &g.Name, &raw); err != nil {
+			return g, err
+		}
+		if err := json.Unmarshal(raw, &g.Backup); err != nil {
+			return g, fmt.Errorf("%s: backup: %w", g.Slug, err)
+		}
+		return g, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guests' backups: %w", err)
+	}
+	return out, nil
 }

@@ -110,6 +110,9 @@ type InventoryVM struct {
 	// that storage has free, in MiB; nil when unknown.
 	VMStateStorage string `json:"vmstate_storage,omitempty"`
 	VMStateFreeMB  *int64 `json:"vmstate_free_mb,omitempty"`
+	// Backup is what backs the VM up; nil when the node's backup jobs
+	// could not be read (or from an actuator older than the field).
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // Validate checks one VM entry as it arrives from an actuator.
@@ -142,6 +145,11 @@ func (v InventoryVM) Validate() error {
 		return fmt.Errorf("VM %d: %q is not a name", v.VMID, v.Name)
 	case v.Lock != "" && !statusRE.MatchString(v.Lock):
 		return fmt.Errorf("VM %d: lock %q is not a word", v.VMID, v.Lock)
+	}
+	if v.Backup != nil {
+		if err := v.Backup.Validate(); err != nil {
+			return fmt.Errorf("VM %d: backup: %w", v.VMID, err)
+		}
 	}
 	return nil
 }
@@ -193,6 +201,10 @@ type InventoryContainer struct {
 	// volume on dir storage local"); empty when nothing Nomos can see
 	// stands in the way.
 	SnapshotBlocker string `json:"snapshot_blocker,omitempty"`
+	// Backup is what backs the container up: the cluster's backup jobs
+	// that select it and its newest backup on their storages; nil when
+	// the jobs could not be read.
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 func (r InventoryRun) version() int    { return r.Version }
@@ -292,6 +304,11 @@ func (c InventoryContainer) validateLive() error {
 	for _, a := range c.Addresses {
 		if err := ValidateAddress(a); err != nil {
 			return fmt.Errorf("container %d: %w", c.VMID, err)
+		}
+	}
+	if c.Backup != nil {
+		if err := c.Backup.Validate(); err != nil {
+			return fmt.Errorf("container %d: backup: %w", c.VMID, err)
 		}
 	}
 	for _, s := range c.Snapshots {

@@ -70,7 +70,7 @@ func runBot(ctx context.Context, env *roleEnv, args []string) error {
 		Operators: cfg.Matrix.Operators, Readers: cfg.Matrix.Readers, Store: l.store, Executions: l.execs,
 		CryptoDB: cryptoDB, PickleKey: []byte(cfg.Matrix.PickleKey), RecoveryKeyFile: cfg.Matrix.RecoveryKeyFile,
 		Redis: l.redis, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)), Agent: ag, RunChecks: cfg.Checks.Enabled, RunDiscovery: cfg.Inventory.Interval > 0,
-		OpsRoom: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, OwnPath: cfg.Matrix.ServedBy, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs,
+		OpsRoom: cfg.Matrix.OpsRoom, Rooms: cfg.Matrix.Rooms, OwnPath: cfg.Matrix.ServedBy, MuteFor: cfg.Alerts.MuteFor, Metrics: l.metrics, Briefs: &briefs, BackupMaxAge: cfg.Report.BackupMaxAge,
 		Schedules: schedules, Windows: windows,
 		SessionRetention: cfg.Agent.SessionRetention,
 		Logger:           logger.With("component", "bot"),

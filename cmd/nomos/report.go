@@ -39,6 +39,7 @@ func runReport(ctx context.Context, env *roleEnv, args []string) error {
 	}
 	r, err := report.Build(ctx, st, kind, report.Options{
 		Now: time.Now(), Location: sched.Location, StatusURL: cmp.Or(cfg.Web.PublicURL, publicURL(cfg.Web.Listen)),
+		BackupMaxAge: cfg.Report.BackupMaxAge,
 	})
 	if err != nil {
 		return err

@@ -168,9 +168,9 @@ type ReportConfig struct {
 	Weekly string `koanf:"weekly"`
 	// Timezone is the IANA zone both are read in; empty means the host's.
 	Timezone string `koanf:"timezone"`
-	// BackupMaxAge is how old a backup may be before the brief names it,
-	// once Nomos knows backup jobs; today it knows none, and the brief
-	// has no backup line. Default 36h.
+	// BackupMaxAge is how old a guest's newest backup may be before the
+	// daily brief names it, among the guests behind on backups. Default
+	// 36h.
 	BackupMaxAge time.Duration `koanf:"backup_max_age"`
 }
 
