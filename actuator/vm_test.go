@@ -274,9 +274,9 @@ func TestInventoryReadsVMs(t *testing.T) {
 		t.Error("the inventory does not say the VMs were listed")
 	}
 	diff(t, "VMs", []tasks.InventoryVM{
-		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, HAState: "started", MemoryMB: 4096,
+		{VMID: 200, Status: "running", Name: "homeassistant", Agent: true, HAState: "started", MemoryMB: 4096, Backup: &tasks.BackupStatus{},
 			Snapshots: []string{"first", "second"}, StorageType: "lvmthin", VMStateStorage: "local-lvm", VMStateFreeMB: &lvmFree},
-		{VMID: 201, Status: "running", Name: "opnsense", MemoryMB: 2048,
+		{VMID: 201, Status: "running", Name: "opnsense", MemoryMB: 2048, Backup: &tasks.BackupStatus{},
 			StorageType: "zfspool", VMStateStorage: "local-zfs", VMStateFreeMB: &zfsFree},
 	}, got.VMs)
 	for _, want := range []string{"qm listsnapshot 200", "qm listsnapshot 201"} {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -52,7 +53,7 @@ func (s *Server) entity(w http.ResponseWriter, r *http.Request) {
 	d := entityData{base: s.base(e.Slug, ""), E: e}
 	d.E.Detail = redact.String(e.Detail)
 	for k, v := range e.Attrs {
-		d.Attrs = append(d.Attrs, attrView{Key: k, Value: redact.String(fmt.Sprint(v))})
+		d.Attrs = append(d.Attrs, attrView{Key: k, Value: redact.String(attrText(v))})
 	}
 	slices.SortFunc(d.Attrs, func(a, b attrView) int {
 		if a.Key < b.Key {
@@ -98,4 +99,22 @@ func (s *Server) entity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, "entity", d)
+}
+
+// attrText is how an attribute reads on the entity page: a string as it
+// is, a list or an object (snapshots, a backup's jobs) as compact JSON
+// rather than Go's own notation, and null for a fact not known.
+func attrText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any, []any, nil:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		return string(b)
+	default:
+		return fmt.Sprint(v)
+	}
 }
