@@ -128,26 +128,6 @@ func TestReportHeldByAKilledBotIsAppliedOnce(t *testing.T) {
 	b.startActuator(t, fleet)
 	redisURL := redisURL(b.redis)
 
-	// The bot that will be killed: this test binary, as a consumer alone.
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := exec.Command(self)
-	child.Env = append(os.Environ(), consumerEnv+"=1", consumerEnv+"_DB="+b.dbURL, consumerEnv+"_REDIS="+redisURL,
-		consumerEnv+"_ORDER_KEY="+hex.EncodeToString(b.keys.OrderSigning), consumerEnv+"_REPORT_KEY="+hex.EncodeToString(b.keys.ReportVerify))
-	var out bytes.Buffer
-	child.Stdout, child.Stderr = &out, &out
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		child.Process.Kill()
-		child.Wait()
-		if t.Failed() {
-			t.Logf("the killed consumer's output:\n%s", out.String())
-		}
-	})
 
 	steps := []executions.Step{{Action: "restart", Target: "jellyfin"}, {Action: "restart", Target: "gitea"}}
 	p, err := b.svc.Request(b.ctx, executions.Request{Steps: steps, RequestedBy: operator, Via: executions.ViaChat, RoomID: "!ops:localhost"})
@@ -172,6 +152,29 @@ func TestReportHeldByAKilledBotIsAppliedOnce(t *testing.T) {
 	if _, err := tx.Exec(b.ctx, `SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, p.Execution.ID); err != nil {
 		t.Fatal(err)
 	}
+	// The bot that will be killed: this test binary, as a consumer alone,
+	// started only once the row is locked, so that it cannot apply the
+	// result before the lock holds it (the actuator may well have run
+	// step 1 by now).
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(self)
+	child.Env = append(os.Environ(), consumerEnv+"=1", consumerEnv+"_DB="+b.dbURL, consumerEnv+"_REDIS="+redisURL,
+		consumerEnv+"_ORDER_KEY="+hex.EncodeToString(b.keys.OrderSigning), consumerEnv+"_REPORT_KEY="+hex.EncodeToString(b.keys.ReportVerify))
+	var out bytes.Buffer
+	child.Stdout, child.Stderr = &out, &out
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		child.Process.Kill()
+		child.Wait()
+		if t.Failed() {
+			t.Logf("the killed consumer's output:\n%s", out.String())
+		}
+	})
 	rdb := redis.NewClient(&redis.Options{Addr: b.redis.Addr, DB: b.redis.DB})
 	defer rdb.Close()
 	held := b.awaitHeldResult(t, rdb)
