@@ -128,7 +128,6 @@ func TestReportHeldByAKilledBotIsAppliedOnce(t *testing.T) {
 	b.startActuator(t, fleet)
 	redisURL := redisURL(b.redis)
 
-
 	steps := []executions.Step{{Action: "restart", Target: "jellyfin"}, {Action: "restart", Target: "gitea"}}
 	p, err := b.svc.Request(b.ctx, executions.Request{Steps: steps, RequestedBy: operator, Via: executions.ViaChat, RoomID: "!ops:localhost"})
 	if err != nil {
