@@ -1,0 +1,129 @@
+package actuator
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomoshq/nomos/internal/labsim"
+	"github.com/nomoshq/nomos/tasks"
+)
+
+// withHungPeer restarts labsim with a second node, pve2, whose one
+// container, 201, runs.
+func withHungPeer() option {
+	return func(t *testing.T, b *bundle) {
+		if err := b.sim.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b.simCfg.Hosts = append(fleet(), labsim.Host{Name: "pve2", Containers: []labsim.Container{
+			{VMID: 201, Hostname: "hung", IP: "10.0.0.31/24", Gateway: "10.0.0.1", Status: "running"},
+		}})
+		b.startSim(t)
+	}
+}
+
+// TestHungHostCannotStarveProbes: two nodes share the actuator's 8 probe
+// workers, and pve2 hangs the way a wedged Proxmox node does (labsim's
+// ssh_hang: the connection already open takes commands that never return,
+// a new one is accepted and never greeted). pve2 holds no more than its
+// share of the workers, so every probe of pve1 is answered, healthy, while
+// pve2's still hang; pve2's own probes end with a clear error, those past
+// its share without being sent; and no probe is sent or reported twice.
+func TestHungHostCannotStarveProbes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withHungPeer())
+	share := b.act.cfg.ProbeHostShare
+	diff(t, "the default share is half the probe workers", b.act.cfg.ProbeConcurrency/2, share)
+	healthyCT := b.lxc(101, "jellyfin")
+	hungCT := tasks.Target{ID: "ct-201", Slug: "lxc:201", Type: "lxc", Host: "pve2", HostAddr: b.sim.Addr("pve2"), VMID: 201, Hostname: "hung"}
+
+	// pve2 answers once, so the actuator holds a connection to it, and
+	// then hangs.
+	b.probe(t, tasks.CheckRun{CheckID: "check-pve2-before", TargetID: hungCT.ID, Kind: "pct_status", Target: hungCT})
+	diff(t, "pve2 before it hangs", healthy, b.results.check(t, "check-pve2-before").Health)
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultSSHHang, Target: "pve2"}); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 12 // per host, more than all the workers together
+	for i := range n {
+		b.probe(t, tasks.CheckRun{CheckID: fmt.Sprintf("check-hung-%d", i), TargetID: hungCT.ID, Kind: "pct_status", Target: hungCT})
+	}
+	hung := func() int {
+		k := 0
+		for _, c := range b.sim.Running() {
+			if c == "pct status 201" {
+				k++
+			}
+		}
+		return k
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for hung() < share {
+		if time.Now().After(deadline) {
+			t.Fatalf("pve2 never took its share of the workers: running %v", b.sim.Running())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range n {
+		b.probe(t, tasks.CheckRun{CheckID: fmt.Sprintf("check-ok-%d", i), TargetID: healthyCT.ID, Kind: "pct_status", Target: healthyCT})
+	}
+	for i := range n {
+		got := b.results.check(t, fmt.Sprintf("check-ok-%d", i))
+		diff(t, fmt.Sprintf("pve1 probe %d", i), healthy, got.Health)
+		contains(t, "pve1 detail", got.Detail, "container 101 is running")
+	}
+	// The outcome that matters: pve1 was answered in full while pve2
+	// still held its share, not after pve2's probes gave up.
+	diff(t, "pve2's probes still hanging when pve1's were all answered", share, hung())
+
+	var sent, shed int
+	for i := range n {
+		got := b.results.check(t, fmt.Sprintf("check-hung-%d", i))
+		diff(t, fmt.Sprintf("pve2 probe %d", i), unhealthy, got.Health)
+		switch {
+		case strings.Contains(got.Detail, "the host "+hungCT.HostAddr+" is not answering") && strings.Contains(got.Detail, "this probe was not sent"):
+			shed++
+		case strings.Contains(got.Detail, "timed out"):
+			sent++
+		default:
+			t.Errorf("pve2 probe %d: detail %q says neither that the host is not answering nor that the probe timed out", i, got.Detail)
+		}
+	}
+	diff(t, "pve2 probes sent: its share, no more", share, sent)
+	diff(t, "pve2 probes answered without being sent", n-share, shed)
+
+	// Each probe is reported once and sent at most once.
+	reported := map[string]int{}
+	for _, m := range b.results.wait(t, "every result", func([]message) bool { return true }) {
+		if m.Type == tasks.TypeCheckResult {
+			reported[m.Check.CheckID]++
+		}
+	}
+	for id, k := range reported {
+		if k != 1 {
+			t.Errorf("%s reported %d times", id, k)
+		}
+	}
+	// A killed command is logged once its session ends, which may be
+	// after its result arrived.
+	count := func() (toPve1, toPve2 int) {
+		for _, e := range b.commands(t) {
+			switch {
+			case e.Host == "pve1" && e.Command == "pct status 101":
+				toPve1++
+			case e.Host == "pve2" && e.Command == "pct status 201":
+				toPve2++
+			}
+		}
+		return toPve1, toPve2
+	}
+	toPve1, toPve2 := count()
+	for deadline := time.Now().Add(waitTimeout); toPve2 < 1+share && time.Now().Before(deadline); toPve1, toPve2 = count() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	diff(t, "commands pve1 ran", n, toPve1)
+	diff(t, "commands sent to pve2: the one before it hung and its share", 1+share, toPve2)
+}
