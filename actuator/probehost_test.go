@@ -1,6 +1,7 @@
 package actuator
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -126,4 +127,59 @@ func TestHungHostCannotStarveProbes(t *testing.T) {
 	}
 	diff(t, "commands pve1 ran", n, toPve1)
 	diff(t, "commands sent to pve2: the one before it hung and its share", 1+share, toPve2)
+}
+
+// TestProbeOfHostThatNeverGreets: a node that accepts the TCP connection
+// and never sends its SSH version (labsim's ssh_hang on a host with no
+// connection open yet) gives a probe result that says the handshake timed
+// out, within the probe's shorter connect bound rather than the probe
+// timeout, and nothing reaches the host.
+func TestProbeOfHostThatNeverGreets(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withHungPeer())
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultSSHHang, Target: "pve2"}); err != nil {
+		t.Fatal(err)
+	}
+	hungCT := tasks.Target{ID: "ct-201", Slug: "lxc:201", Type: "lxc", Host: "pve2", HostAddr: b.sim.Addr("pve2"), VMID: 201, Hostname: "hung"}
+	b.probe(t, tasks.CheckRun{CheckID: "check-silent", TargetID: hungCT.ID, Kind: "pct_status", Target: hungCT})
+	got := b.results.check(t, "check-silent")
+	diff(t, "health", unhealthy, got.Health)
+	contains(t, "detail", got.Detail, "command was not sent", "handshake: timed out: no answer within "+probeDialTimeout.String())
+	for _, e := range b.commands(t) {
+		if e.Host == "pve2" {
+			t.Errorf("pve2 ran %q", e.Command)
+		}
+	}
+}
+
+// TestProbeHostShare: a host holds at most its share of probe slots; past
+// it a probe waits (errHostBusy) while the host answers, and is refused
+// as not answering once the host's oldest probe has run probeStallAfter.
+// Other hosts are not affected, and a released slot is free again.
+func TestProbeHostShare(t *testing.T) {
+	t.Parallel()
+	p := newProbeHosts(2)
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	take := func(addr string, at time.Time) func() {
+		t.Helper()
+		release, err := p.acquire(addr, at)
+		if err != nil {
+			t.Fatalf("acquire %s: %v", addr, err)
+		}
+		return release
+	}
+	first := take("a:22", t0)
+	take("a:22", t0.Add(time.Second))
+	if _, err := p.acquire("a:22", t0.Add(probeStallAfter)); !errors.Is(err, errHostBusy) {
+		t.Fatalf("a host at its share, answering: got %v, want errHostBusy", err)
+	}
+	take("b:22", t0)
+	_, err := p.acquire("a:22", t0.Add(probeStallAfter+2*time.Second))
+	var stalled *hostStalledError
+	if !errors.As(err, &stalled) {
+		t.Fatalf("a host at its share whose oldest probe has run %s: got %v, want hostStalledError", probeStallAfter+2*time.Second, err)
+	}
+	diff(t, "message", "the host a:22 is not answering: 2 probes to it have been waiting, the oldest for 22s; this probe was not sent", err.Error())
+	first()
+	take("a:22", t0.Add(probeStallAfter+3*time.Second))
 }
