@@ -92,6 +92,7 @@ func (a *Actuator) handleCheck(ctx context.Context, t *asynq.Task) error {
 	}
 	release, err := a.probeHosts.acquire(c.Target.HostAddr, a.now())
 	if errors.Is(err, errHostBusy) {
+		a.metrics.heldBack.WithLabelValues(heldHostBusy).Inc()
 		return a.deferProbe(ctx, log, t)
 	}
 	a.metrics.verify(kindProbe)
@@ -100,6 +101,7 @@ func (a *Actuator) handleCheck(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		// The host has not answered the probes it holds: say so now,
 		// rather than let this one wait for a worker it would only hold.
+		a.metrics.heldBack.WithLabelValues(heldHostNotAnswering).Inc()
 		log.Warn("probe not sent: its host is not answering", "err", err)
 		rep = probeReport{health: unhealthy, detail: err.Error()}
 	} else {

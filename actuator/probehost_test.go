@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/nomoshq/nomos/internal/labsim"
 	"github.com/nomoshq/nomos/tasks"
 )
@@ -95,6 +97,10 @@ func TestHungHostCannotStarveProbes(t *testing.T) {
 	}
 	diff(t, "pve2 probes sent: its share, no more", share, sent)
 	diff(t, "pve2 probes answered without being sent", n-share, shed)
+	diff(t, "probes answered as not answering, by the metric", float64(shed), testutil.ToFloat64(b.act.metrics.heldBack.WithLabelValues(heldHostNotAnswering)))
+	if busy := testutil.ToFloat64(b.act.metrics.heldBack.WithLabelValues(heldHostBusy)); busy < float64(n-share) {
+		t.Errorf("probes put back while pve2 was busy: %v, want at least the %d past its share", busy, n-share)
+	}
 
 	// Each probe is reported once and sent at most once.
 	reported := map[string]int{}
