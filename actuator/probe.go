@@ -142,14 +142,16 @@ func (a *Actuator) runProbe(log *slog.Logger, c tasks.CheckRun) probeReport {
 	return rep
 }
 
-// deferProbe puts t back on the probe queue for probeDeferDelay, as a
-// task of its own, while its host holds its share of the workers: it then
+// deferProbe puts t back on the probe queue, as a task of its own, for
+// probeDeferDelay, twice that the next time and so on up to
+// maxProbeDeferDelay, while its host holds its share of the workers: it then
 // waits without holding one. Nothing has been sent, so it runs once,
 // later, or expires and its next slot replaces it.
 func (a *Actuator) deferProbe(ctx context.Context, log *slog.Logger, t *asynq.Task) error {
 	taskID, _ := asynq.GetTaskID(ctx)
+	id, wait := deferral(t.Payload(), taskID)
 	again := asynq.NewTask(t.Type(), t.Payload(), asynq.Queue(tasks.ProbeQueue(a.cfg.Site)), asynq.MaxRetry(0),
-		asynq.TaskID(deferredTaskID(t.Payload(), taskID)), asynq.ProcessIn(probeDeferDelay))
+		asynq.TaskID(id), asynq.ProcessIn(wait))
 	if err := a.enqueue(a.reportCtx, again); err != nil {
 		log.Warn("probe not run: its host is busy and it could not be put back on the queue; its next slot replaces it", "err", err)
 		return fmt.Errorf("defer probe: %w: %w", err, asynq.SkipRetry)

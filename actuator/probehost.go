@@ -26,7 +26,7 @@ const (
 	// that accepts TCP and says nothing is known for what it is quickly.
 	probeDialTimeout = 5 * time.Second
 	// probeDeferDelay is how long a probe that found its host holding its
-	// share waits, back on the queue, before it is tried again.
+	// share first waits, back on the queue, before it is tried again.
 	probeDeferDelay = 250 * time.Millisecond
 )
 
@@ -102,16 +102,23 @@ func (p *probeHosts) acquire(addr string, now time.Time) (func(), error) {
 
 const deferredPrefix = "probe-deferred-"
 
-// deferredTaskID names the copy of a probe put back once more than the
-// task id it runs under (taskID) says: the same request put back twice
-// (its handler died after putting it back, and asynq ran it again) is one
-// task, so it runs once.
-func deferredTaskID(payload []byte, taskID string) string {
+// maxProbeDeferDelay caps the wait of a probe put back again and again:
+// the waits double from probeDeferDelay, so the probes of a host that
+// hangs do not churn through the queue several times a second each while
+// it is judged.
+const maxProbeDeferDelay = 2 * time.Second
+
+// deferral names the copy of a probe put back once more than the task id
+// it runs under (taskID) says, and says how long it waits. The same
+// request put back twice (its handler died after putting it back, and
+// asynq ran it again) is one task, so it runs once.
+func deferral(payload []byte, taskID string) (id string, wait time.Duration) {
 	sum := sha256.Sum256(payload)
 	base := deferredPrefix + hex.EncodeToString(sum[:16]) + "-"
 	n := 0
 	if rest, ok := strings.CutPrefix(taskID, base); ok {
 		n, _ = strconv.Atoi(rest)
 	}
-	return base + strconv.Itoa(n+1)
+	wait = probeDeferDelay << min(n, 8)
+	return base + strconv.Itoa(n+1), min(wait, maxProbeDeferDelay)
 }

@@ -189,3 +189,30 @@ func TestProbeHostShare(t *testing.T) {
 	first()
 	take("a:22", t0.Add(probeStallAfter+3*time.Second))
 }
+
+// TestProbeDeferral: a probe put back gets the next copy's task id, the
+// same for the same request and position, so a copy put back twice is one
+// task; its wait doubles from probeDeferDelay up to maxProbeDeferDelay.
+func TestProbeDeferral(t *testing.T) {
+	t.Parallel()
+	payload := []byte("signed probe request")
+	id1, wait1 := deferral(payload, "bot-chosen-id")
+	again, _ := deferral(payload, "another-id-for-the-same-request")
+	diff(t, "first copy, whatever the original's id", id1, again)
+	diff(t, "first wait", probeDeferDelay, wait1)
+	id2, wait2 := deferral(payload, id1)
+	if id2 == id1 {
+		t.Fatalf("the second copy reuses the first's id %s", id1)
+	}
+	diff(t, "second wait", 2*probeDeferDelay, wait2)
+	other, _ := deferral([]byte("another request"), "bot-chosen-id")
+	if other == id1 {
+		t.Errorf("two requests share the copy id %s", other)
+	}
+	id := id2
+	var wait time.Duration
+	for range 40 {
+		id, wait = deferral(payload, id)
+	}
+	diff(t, "wait after many", maxProbeDeferDelay, wait)
+}
