@@ -67,6 +67,11 @@ type Config struct {
 	// probes stuck on a dead host, never hold up an approved order.
 	// Default 8.
 	ProbeConcurrency int
+	// ProbeHostShare is how many of those probes one host may hold at
+	// once; its further probes wait on the queue, not in a worker, so a
+	// host that hangs cannot hold up the others'. Default half of
+	// ProbeConcurrency, at least 1.
+	ProbeHostShare int
 	// CommandTimeout bounds each command; a command still running then is
 	// killed and its execution fails. Default 10m.
 	CommandTimeout time.Duration
@@ -131,9 +136,11 @@ type Actuator struct {
 	// connections of their own, so they never take an order's sessions.
 	probeSSH    *SSHRunner
 	probeRunner Runner
-	journal     *journal
-	running     atomic.Bool
-	metrics     *metrics
+	// probeHosts bounds the probe workers each host holds.
+	probeHosts *probeHosts
+	journal    *journal
+	running    atomic.Bool
+	metrics    *metrics
 	// answers routes the bot's answers about approvals to the orders
 	// waiting for them.
 	answers answerBox
@@ -163,6 +170,7 @@ func New(cfg Config) (*Actuator, error) {
 	cfg.Site = cmp.Or(cfg.Site, tasks.DefaultSite)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 32)
 	cfg.ProbeConcurrency = cmp.Or(cfg.ProbeConcurrency, 8)
+	cfg.ProbeHostShare = cmp.Or(cfg.ProbeHostShare, max(1, cfg.ProbeConcurrency/2))
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 10*time.Minute)
 	cfg.ProvisionTimeout = cmp.Or(cfg.ProvisionTimeout, 30*time.Minute)
 	cfg.PreviewTimeout = cmp.Or(cfg.PreviewTimeout, tasks.PreviewTimeout)
@@ -189,7 +197,9 @@ func New(cfg Config) (*Actuator, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	probeRunner, _ := NewSSHRunner(sshCfg)
+	probeSSHCfg := sshCfg
+	probeSSHCfg.DialTimeout = probeDialTimeout
+	probeRunner, _ := NewSSHRunner(probeSSHCfg)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("actuator config: %w", err)
 	}
@@ -200,7 +210,8 @@ func New(cfg Config) (*Actuator, error) {
 	m := newMetrics()
 	return &Actuator{cfg: cfg, log: log, orderKeys: tasks.RotatingKeys(cfg.VerifyKey, cfg.PreviousVerifyKey),
 		redis: redisOpt, ssh: runner, runner: timedRunner{runner, m.ssh}, probeSSH: probeRunner, probeRunner: timedRunner{probeRunner, m.ssh},
-		journal: j, metrics: m}, nil
+		probeHosts: newProbeHosts(cfg.ProbeHostShare),
+		journal:    j, metrics: m}, nil
 }
 
 // validate collects every mistake in cfg at once, and parses the Redis URL.
@@ -241,6 +252,9 @@ func (cfg *Config) validate() (asynq.RedisConnOpt, []error) {
 	}
 	if cfg.ProbeConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("probe concurrency must be at least 1, got %d", cfg.ProbeConcurrency))
+	}
+	if cfg.ProbeConcurrency >= 1 && (cfg.ProbeHostShare < 1 || cfg.ProbeHostShare > cfg.ProbeConcurrency) {
+		errs = append(errs, fmt.Errorf("probe host share must be from 1 to the probe concurrency (%d), got %d", cfg.ProbeConcurrency, cfg.ProbeHostShare))
 	}
 	for _, d := range []struct {
 		name string
@@ -337,13 +351,16 @@ type queues struct{ orders, probes *asynq.Server }
 
 func (q *queues) start(a *Actuator) func(context.Context) error {
 	return func(context.Context) error {
-		q.orders = a.newServer(tasks.OrderQueue(a.cfg.Site), a.cfg.Concurrency)
+		q.orders = a.newServer(tasks.OrderQueue(a.cfg.Site), a.cfg.Concurrency, 0)
 		orderMux := asynq.NewServeMux()
 		orderMux.HandleFunc(tasks.TypeExecutionRun, a.handleRun)
 		if err := q.orders.Start(orderMux); err != nil {
 			return fmt.Errorf("start actuator: %w", err)
 		}
-		q.probes = a.newServer(tasks.ProbeQueue(a.cfg.Site), a.cfg.ProbeConcurrency)
+		// A probe put back while its host is busy (deferProbe) is a
+		// scheduled task; look for due ones often enough that its wait
+		// stays near probeDeferDelay.
+		q.probes = a.newServer(tasks.ProbeQueue(a.cfg.Site), a.cfg.ProbeConcurrency, 2*probeDeferDelay)
 		probeMux := asynq.NewServeMux()
 		probeMux.HandleFunc(tasks.TypeCheckRun, a.handleCheck)
 		probeMux.HandleFunc(tasks.TypeInventoryRun, a.handleInventory)
@@ -372,11 +389,15 @@ func (q *queues) stop(a *Actuator) func() {
 	}
 }
 
-func (a *Actuator) newServer(queue string, concurrency int) *asynq.Server {
+// newServer serves queue with concurrency workers. delayedCheck is how
+// often scheduled tasks are moved to the queue once due; zero is asynq's
+// default, 5s.
+func (a *Actuator) newServer(queue string, concurrency int, delayedCheck time.Duration) *asynq.Server {
 	return asynq.NewServer(a.redis, asynq.Config{
-		Concurrency:       concurrency,
-		Queues:            map[string]int{queue: 1},
-		TaskCheckInterval: a.cfg.TaskCheckInterval,
+		Concurrency:              concurrency,
+		DelayedTaskCheckInterval: delayedCheck,
+		Queues:                   map[string]int{queue: 1},
+		TaskCheckInterval:        a.cfg.TaskCheckInterval,
 		// drain bounds the handlers; asynq must not give up on them
 		// first and put their orders back on the queue.
 		ShutdownTimeout: a.cfg.ShutdownGrace + 30*time.Second,

@@ -32,11 +32,13 @@ func TestNewValidatesConfig(t *testing.T) {
 		KnownHostsFile: filepath.Join(dir, "missing_known_hosts"),
 		CommandTimeout: -time.Second,
 		Name:           "two words",
+		ProbeHostShare: 9, // more than the 8 probe workers
 	})
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"redis url", "verify key", "report signing key", "journal path is required", "command timeout must not be negative", "SSH private key is required", "known_hosts", `actuator name "two words"`} {
+	for _, want := range []string{"redis url", "verify key", "report signing key", "journal path is required", "command timeout must not be negative", "SSH private key is required", "known_hosts", `actuator name "two words"`,
+		"probe host share must be from 1 to the probe concurrency (8), got 9"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -48,7 +48,16 @@ type metrics struct {
 	verified *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	ssh      *prometheus.HistogramVec
+	// heldBack counts probes not run when they came, because their host
+	// held its share of the probe workers (probeHosts).
+	heldBack *prometheus.CounterVec
 }
+
+// Reasons a probe is held back, as the reason label says them.
+const (
+	heldHostBusy         = "host_busy"
+	heldHostNotAnswering = "host_not_answering"
+)
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -66,7 +75,14 @@ func newMetrics() *metrics {
 				"(ok, exit_status for a non-zero exit, not_sent when nothing reached the host, error when the outcome was lost).",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600},
 		}, []string{"result"}),
+		heldBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nomos_actuator_probes_held_back_total",
+			Help: "Probes not run when they came because their host held its share of the probe workers, by reason: " +
+				"host_busy (put back on the queue to wait) or host_not_answering (answered at once as unhealthy, not sent).",
+		}, []string{"reason"}),
 	}
+	m.heldBack.WithLabelValues(heldHostBusy)
+	m.heldBack.WithLabelValues(heldHostNotAnswering)
 	for _, k := range []string{kindOrder, kindProbe, kindInventory, kindPreview} {
 		m.verified.WithLabelValues(k)
 	}
@@ -98,6 +114,7 @@ func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.a.metrics.verified.Describe(ch)
 	c.a.metrics.refused.Describe(ch)
 	c.a.metrics.ssh.Describe(ch)
+	c.a.metrics.heldBack.Describe(ch)
 	ch <- descJournalExecutions
 	ch <- descJournalUnfinished
 	ch <- descJournalBytes
@@ -107,6 +124,7 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	c.a.metrics.verified.Collect(ch)
 	c.a.metrics.refused.Collect(ch)
 	c.a.metrics.ssh.Collect(ch)
+	c.a.metrics.heldBack.Collect(ch)
 	started, unfinished := c.a.journal.counts()
 	ch <- prometheus.MustNewConstMetric(descJournalExecutions, prometheus.GaugeValue, float64(started))
 	ch <- prometheus.MustNewConstMetric(descJournalUnfinished, prometheus.GaugeValue, float64(unfinished))

@@ -65,7 +65,7 @@ func (a *Actuator) misaddressed(log *slog.Logger, kind, id, actuator, site strin
 // handleCheck runs one read-only probe and reports what it saw against the
 // target the request names. Probes run a fixed command per kind; nothing
 // from the request reaches a shell unvalidated and unquoted.
-func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
+func (a *Actuator) handleCheck(ctx context.Context, t *asynq.Task) error {
 	defer a.enter()()
 	c, err := tasks.VerifyCheckRun(a.orderKeys, t.Payload(), a.now())
 	if errors.Is(err, tasks.ErrExpired) {
@@ -90,16 +90,23 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 		log.Error("probe request lacks a host address")
 		return fmt.Errorf("run probe %s: %w: a host address is required: %w", c.CheckID, errProbeSpec, asynq.SkipRetry)
 	}
+	release, err := a.probeHosts.acquire(c.Target.HostAddr, a.now())
+	if errors.Is(err, errHostBusy) {
+		a.metrics.heldBack.WithLabelValues(heldHostBusy).Inc()
+		return a.deferProbe(ctx, log, t)
+	}
 	a.metrics.verify(kindProbe)
-	ctx, cancel := context.WithTimeoutCause(a.workCtx, probeTimeout, fmt.Errorf("%w after %s", ErrTimedOut, probeTimeout))
-	defer cancel()
 	start := a.now()
-	rep, err := a.probe(ctx, c)
+	var rep probeReport
 	if err != nil {
-		// A check that cannot run is reported, not dropped: otherwise its
-		// target would sit at "unknown" and nobody would learn why.
-		log.Error("probe request cannot run", "err", err)
-		rep = probeReport{health: unhealthy, detail: "the check cannot run: " + err.Error()}
+		// The host has not answered the probes it holds: say so now,
+		// rather than let this one wait for a worker it would only hold.
+		a.metrics.heldBack.WithLabelValues(heldHostNotAnswering).Inc()
+		log.Warn("probe not sent: its host is not answering", "err", err)
+		rep = probeReport{health: unhealthy, detail: err.Error()}
+	} else {
+		rep = a.runProbe(log, c)
+		release()
 	}
 	if rep.metrics == nil {
 		rep.metrics = map[string]float64{}
@@ -118,6 +125,38 @@ func (a *Actuator) handleCheck(_ context.Context, t *asynq.Task) error {
 		return fmt.Errorf("run probe %s: report: %w", c.CheckID, err)
 	}
 	log.Debug("probe done", "health", rep.health)
+	return nil
+}
+
+// runProbe runs c within probeTimeout. A check that cannot run is
+// reported, not dropped: otherwise its target would sit at "unknown" and
+// nobody would learn why.
+func (a *Actuator) runProbe(log *slog.Logger, c tasks.CheckRun) probeReport {
+	ctx, cancel := context.WithTimeoutCause(a.workCtx, probeTimeout, fmt.Errorf("%w after %s", ErrTimedOut, probeTimeout))
+	defer cancel()
+	rep, err := a.probe(ctx, c)
+	if err != nil {
+		log.Error("probe request cannot run", "err", err)
+		rep = probeReport{health: unhealthy, detail: "the check cannot run: " + err.Error()}
+	}
+	return rep
+}
+
+// deferProbe puts t back on the probe queue, as a task of its own, for
+// probeDeferDelay, twice that the next time and so on up to
+// maxProbeDeferDelay, while its host holds its share of the workers: it then
+// waits without holding one. Nothing has been sent, so it runs once,
+// later, or expires and its next slot replaces it.
+func (a *Actuator) deferProbe(ctx context.Context, log *slog.Logger, t *asynq.Task) error {
+	taskID, _ := asynq.GetTaskID(ctx)
+	id, wait := deferral(t.Payload(), taskID)
+	again := asynq.NewTask(t.Type(), t.Payload(), asynq.Queue(tasks.ProbeQueue(a.cfg.Site)), asynq.MaxRetry(0),
+		asynq.TaskID(id), asynq.ProcessIn(wait))
+	if err := a.enqueue(a.reportCtx, again); err != nil {
+		log.Warn("probe not run: its host is busy and it could not be put back on the queue; its next slot replaces it", "err", err)
+		return fmt.Errorf("defer probe: %w: %w", err, asynq.SkipRetry)
+	}
+	log.Debug("probe put back: its host holds its share of the probe workers")
 	return nil
 }
 

@@ -110,7 +110,7 @@ func TestExpiredProbeIsDropped(t *testing.T) {
 // own pool, and an approved order still runs at once beside them.
 func TestProbesNeverHoldUpAnOrder(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withConfig(func(c *Config) { c.Concurrency, c.ProbeConcurrency = 2, 2 }))
+	b := setup(t, withConfig(func(c *Config) { c.Concurrency, c.ProbeConcurrency, c.ProbeHostShare = 2, 2, 2 }))
 	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultHang, Target: "101", Match: "getent hosts"}); err != nil {
 		t.Fatal(err)
 	}

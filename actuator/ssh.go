@@ -322,7 +322,7 @@ func (r *SSHRunner) dial(ctx context.Context, addr string) (*ssh.Client, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w to %s: read known_hosts: %v", ErrNotSent, addr, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.DialTimeout, fmt.Errorf("%w: no answer within %s", ErrTimedOut, r.cfg.DialTimeout))
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)

@@ -52,8 +52,13 @@
 //	labsim fault dns_dead|apt_fail|net_down|stale_stats <vmid|*>
 //	labsim fault hang <vmid|*> <command substring>
 //	labsim fault drop <host|*>
+//	labsim fault ssh_hang <host|*>
 //	labsim fault clear [kind [target]]
 //	labsim fault list
+//
+// ssh_hang is a wedged node: a new connection is accepted and never
+// greeted, so the client waits in the SSH handshake, and a command on a
+// connection opened before never finishes. Lift it from another host.
 //
 // A vmid target hits that vmid on every node, so on standalone nodes that
 // share a vmid it hits each of them. stale_stats makes /cluster/resources

@@ -26,16 +26,21 @@ const (
 	FaultHang FaultKind = "hang"
 	// FaultDrop makes a host close sessions without an exit status.
 	FaultDrop FaultKind = "drop"
+	// FaultSSHHang makes a host hang as a wedged node does: it accepts a
+	// new TCP connection and never sends its SSH version, and a command
+	// on a connection already open never finishes. Its target is a host
+	// name or "*".
+	FaultSSHHang FaultKind = "ssh_hang"
 )
 
-var faultKinds = []FaultKind{FaultDNSDead, FaultAptFail, FaultNetDown, FaultHang, FaultDrop, FaultStaleStats, FaultAgentHung, FaultIgnoreACPI}
+var faultKinds = []FaultKind{FaultDNSDead, FaultAptFail, FaultNetDown, FaultHang, FaultDrop, FaultSSHHang, FaultStaleStats, FaultAgentHung, FaultIgnoreACPI}
 
 // Fault is one injected failure. It lives in StateDir/faults.json, which is
 // read at every command, so editing the file by hand works too.
 type Fault struct {
 	Kind FaultKind `json:"kind"`
-	// Target is a VMID or "*" for every kind but drop, whose target is a
-	// host name or "*".
+	// Target is a VMID or "*" for every kind but drop and ssh_hang,
+	// whose target is a host name or "*".
 	Target string `json:"target"`
 	// Match is, for hang only, a substring of the raw SSH command.
 	Match string `json:"match,omitempty"`
@@ -58,9 +63,9 @@ func (s *Sim) validateFault(f Fault) error {
 	if !slices.Contains(faultKinds, f.Kind) {
 		return fmt.Errorf("unknown fault kind %q (want one of %s)", f.Kind, kindList())
 	}
-	if f.Kind == FaultDrop {
+	if f.Kind == FaultDrop || f.Kind == FaultSSHHang {
 		if f.Target != "*" && s.host(f.Target) == nil {
-			return fmt.Errorf("drop: unknown host %q", f.Target)
+			return fmt.Errorf("%s: unknown host %q", f.Kind, f.Target)
 		}
 	} else if f.Target != "*" {
 		if n, err := strconv.Atoi(f.Target); err != nil || n < minVMID || n > maxVMID {
@@ -207,8 +212,13 @@ func (set faultSet) inContainer(kind FaultKind, vmid int) bool {
 }
 
 func (set faultSet) drops(host string) bool {
+	return set.onHost(FaultDrop, host)
+}
+
+// onHost reports whether a fault of kind, aimed at hosts, applies to host.
+func (set faultSet) onHost(kind FaultKind, host string) bool {
 	return slices.ContainsFunc(set, func(f Fault) bool {
-		return f.Kind == FaultDrop && (f.Target == "*" || f.Target == host)
+		return f.Kind == kind && (f.Target == "*" || f.Target == host)
 	})
 }
 
@@ -227,12 +237,14 @@ func (set faultSet) hangs(raw string, vmid int) bool {
 //	labsim fault <dns_dead|apt_fail|net_down|stale_stats> <vmid|*>
 //	labsim fault hang <vmid|*> <substring...>
 //	labsim fault drop <host|*>
+//	labsim fault ssh_hang <host|*>
 //	labsim fault clear [kind [target]]
 //	labsim fault list
 func labsimCommand(c *call) int {
 	const usage = "usage: labsim fault <dns_dead|apt_fail|net_down|stale_stats> <vmid|*>\n" +
 		"       labsim fault hang <vmid|*> <command substring>\n" +
 		"       labsim fault drop <host|*>\n" +
+		"       labsim fault ssh_hang <host|*>\n" +
 		"       labsim fault clear [kind [target]]\n" +
 		"       labsim fault list\n"
 	a := c.args

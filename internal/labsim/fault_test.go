@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,6 +249,70 @@ func TestDrop(t *testing.T) {
 	})
 }
 
+// TestSSHHang: a host under ssh_hang takes a new TCP connection and never
+// sends its SSH version, as a wedged Proxmox node's kernel still accepts
+// connections its sshd no longer serves; a command on a connection opened
+// before never finishes. The other host is untouched.
+func TestSSHHang(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	before := b.dial(t, "pve1")
+	defer before.Close()
+
+	diff(t, "inject", result{Stdout: "injected ssh_hang pve1\n"}, b.run(t, "pve2", "labsim fault ssh_hang pve1"))
+	diff(t, "unknown host", result{Stderr: "labsim: ssh_hang: unknown host \"pve9\"\n", Exit: 2}, b.run(t, "pve2", "labsim fault ssh_hang pve9"))
+	diff(t, "a vmid is not a host", result{Stderr: "labsim: ssh_hang: unknown host \"101\"\n", Exit: 2}, b.run(t, "pve2", "labsim fault ssh_hang 101"))
+
+	// What the server says first, within a bound that is not the point:
+	// pve2 sends its version, pve1 sends nothing at all.
+	banner := func(host string) (string, error) {
+		c, err := net.Dial("tcp", b.sim.Addr(host))
+		if err != nil {
+			t.Fatalf("the hung host must still accept TCP: %v", err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("SSH-2.0-probe\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	if got, err := banner("pve2"); err != nil || !strings.HasPrefix(got, "SSH-2.0-labsim") {
+		t.Fatalf("healthy host's greeting: %q, %v", got, err)
+	}
+	if got, err := banner("pve1"); !errors.Is(err, os.ErrDeadlineExceeded) || got != "" {
+		t.Fatalf("hung host's greeting: got %q, %v; want nothing", got, err)
+	}
+
+	sess, err := before.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Start("pct list"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	// The command sent while the host hangs never finishes: it ends only
+	// when its client goes, and is logged as killed.
+	before.Close()
+	var exitErr *gossh.ExitError
+	if err := <-done; err == nil || errors.As(err, &exitErr) {
+		t.Fatalf("command sent to the hung host: got %v, want no exit status", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	waitForLog(t, ctx, b.cfg.LogPath, func(entries []LogEntry) bool {
+		return slices.ContainsFunc(entries, func(e LogEntry) bool {
+			return e.Host == "pve1" && e.Command == "pct list" && e.Exit == exitKilled
+		})
+	})
+	diff(t, "lift", result{Stdout: "cleared 1 fault(s)\n"}, b.run(t, "pve2", "labsim fault clear ssh_hang pve1"))
+	diff(t, "a new connection after the fault is lifted", 0, b.run(t, "pve1", "pct list").Exit)
+}
+
 func TestControlFile(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -303,7 +369,7 @@ func TestFaultCommandErrors(t *testing.T) {
 		{"labsim fault dns_dead abc", result{Stderr: "labsim: dns_dead: target \"abc\" is not a vmid or *\n", Exit: 2}},
 		{"labsim fault drop pve9", result{Stderr: "labsim: drop: unknown host \"pve9\"\n", Exit: 2}},
 		{"labsim fault hang 101", result{Stderr: "labsim: hang: a command substring is required\n", Exit: 2}},
-		{"labsim fault meteor 101", result{Stderr: "labsim: unknown fault kind \"meteor\" (want one of dns_dead, apt_fail, net_down, hang, drop, stale_stats, agent_hung, acpi_ignored)\n", Exit: 2}},
+		{"labsim fault meteor 101", result{Stderr: "labsim: unknown fault kind \"meteor\" (want one of dns_dead, apt_fail, net_down, hang, drop, ssh_hang, stale_stats, agent_hung, acpi_ignored)\n", Exit: 2}},
 		{"labsim fault hang '*' apt-get install", result{Stdout: "injected hang * 'apt-get install'\n"}},
 	}
 	for _, tt := range tests {

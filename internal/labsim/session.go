@@ -139,7 +139,7 @@ func (s *Sim) runCommand(ctx context.Context, env *shellEnv, sess ssh.Session, e
 	case strings.TrimSpace(raw) == "":
 		fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
 		return 1
-	case env.faults.hangs(raw, entry.VMID) && !isControlCommand(raw):
+	case (env.faults.hangs(raw, entry.VMID) || env.faults.onHost(FaultSSHHang, env.host)) && !isControlCommand(raw):
 		log.Info("hang fault: command will not finish")
 		<-ctx.Done()
 		return exitKilled

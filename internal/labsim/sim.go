@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -193,6 +194,7 @@ func (s *Sim) Start(ctx context.Context) error {
 			HostSigners:      []ssh.Signer{h.signer},
 			Version:          "labsim",
 			PublicKeyHandler: s.allowKey,
+			ConnCallback:     func(_ ssh.Context, c net.Conn) net.Conn { return s.stallIfHung(h, c) },
 		}
 		s.wg.Add(1)
 		go func() {
@@ -379,6 +381,20 @@ func (s *Sim) allowKey(ctx ssh.Context, key ssh.PublicKey) bool {
 	}
 	s.log.Info("refused unknown key", "user", ctx.User(), "remote_addr", ctx.RemoteAddr().String(), "key_fp", gossh.FingerprintSHA256(key))
 	return false
+}
+
+// stallIfHung holds a new connection to a host under ssh_hang without a
+// word, as a wedged node's kernel accepts a connection its sshd never
+// serves, until the client gives up or Close cuts it (it is tracked); it
+// then returns nil, which closes it. Any other connection is returned as
+// is.
+func (s *Sim) stallIfHung(h *simHost, c net.Conn) net.Conn {
+	if !s.currentFaults().onHost(FaultSSHHang, h.name) {
+		return c
+	}
+	s.log.Info("ssh_hang fault: holding a new connection without a handshake", "host", h.name, "remote", c.RemoteAddr().String())
+	io.Copy(io.Discard, c)
+	return nil
 }
 
 // trackingListener registers every accepted connection so that Close can
