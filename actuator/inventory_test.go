@@ -54,7 +54,7 @@ func inventoryCommands(node string, vmids ...int) []string {
 	for _, v := range vmids {
 		out = append(out, fmt.Sprintf("pct config %d --current 1", v), fmt.Sprintf("pct listsnapshot %d", v))
 	}
-	return append(out, "pvesh get /nodes/"+node+"/qemu --output-format json", "pvesh get /cluster/backup --output-format json")
+	return append(out, "pvesh get /nodes/"+node+"/qemu --output-format json", "pvesh get /nodes/"+node+"/replication --output-format json", "pvesh get /cluster/backup --output-format json")
 }
 
 func cmpOr(a, b string) string {
