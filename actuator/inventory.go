@@ -48,6 +48,12 @@ func nodeVMsCmd(node string) string {
 	return "pvesh get /nodes/" + node + "/qemu --output-format json"
 }
 
+// nodeReplicationCmd lists the status of the storage replication jobs of
+// a node's guests, disabled ones too.
+func nodeReplicationCmd(node string) string {
+	return "pvesh get /nodes/" + node + "/replication --output-format json"
+}
+
 // nodeGuestsCmd lists a node's containers as the node itself has them
 // now, with their lock, tags and template flag; /cluster/resources lags a
 // status cycle, and says "unknown", without a name, for a guest with no
@@ -97,6 +103,7 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 		res.Elsewhere = slices.DeleteFunc(res.Elsewhere, func(id int) bool {
 			return slices.ContainsFunc(res.VMs, func(v tasks.InventoryVM) bool { return v.VMID == id })
 		})
+		a.inventoryReplication(ctx, r, res.Containers, res.VMs)
 		a.inventoryBackups(ctx, r, res.Containers, res.VMs)
 	}
 	if err != nil {
@@ -354,6 +361,44 @@ func (a *Actuator) inventoryBackups(ctx context.Context, r tasks.InventoryRun, c
 	}
 	for i := range vms {
 		vms[i].Backup = of(vms[i].VMID)
+	}
+}
+
+// inventoryReplication sets each guest's storage replication jobs, read
+// once for the node: Proxmox refuses to destroy a guest with one unless
+// --purge (pve-container API2/LXC.pm and qemu-server API2/Qemu.pm
+// destroy_vm, check_for_existing_jobs), so the planner must know them.
+// When the node cannot say, no guest's jobs are set.
+func (a *Actuator) inventoryReplication(ctx context.Context, r tasks.InventoryRun, cts []tasks.InventoryContainer, vms []tasks.InventoryVM) {
+	log := logctx.From(ctx)
+	cmd := nodeReplicationCmd(r.Node)
+	out, errOut, code, err := a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
+	}
+	var jobs []pveout.ReplicationJob
+	if err == nil {
+		jobs, err = pveout.ParseReplicationJobs([]byte(out))
+	}
+	if err != nil {
+		log.Warn("inventory could not read the node's replication jobs", "err", err)
+		return
+	}
+	of := map[int][]string{}
+	for _, j := range jobs {
+		of[j.Guest] = append(of[j.Guest], j.ID)
+	}
+	for i := range cts {
+		next := cts[i]
+		next.Replication = of[next.VMID]
+		if next.Validate() != nil {
+			log.Warn("inventory left out replication jobs that are not what Proxmox writes", "vmid", next.VMID)
+			continue
+		}
+		cts[i] = next
+	}
+	for i := range vms {
+		keepVM(&vms[i], func(v *tasks.InventoryVM) { v.Replication = of[v.VMID] })
 	}
 }
 

@@ -54,7 +54,7 @@ func inventoryCommands(node string, vmids ...int) []string {
 	for _, v := range vmids {
 		out = append(out, fmt.Sprintf("pct config %d --current 1", v), fmt.Sprintf("pct listsnapshot %d", v))
 	}
-	return append(out, "pvesh get /nodes/"+node+"/qemu --output-format json", "pvesh get /cluster/backup --output-format json")
+	return append(out, "pvesh get /nodes/"+node+"/qemu --output-format json", "pvesh get /nodes/"+node+"/replication --output-format json", "pvesh get /cluster/backup --output-format json")
 }
 
 func cmpOr(a, b string) string {
@@ -357,4 +357,43 @@ func TestInventoryReadsBackups(t *testing.T) {
 	}, backups)
 	want := append(inventoryCommands("pve1", 101, 102, 103), "pvesm list local --content backup")
 	diff(t, "commands the inventory ran", want, commandLines(b.commands(t)[before:]))
+}
+
+// TestInventoryReadsReplicationJobs: the inventory reads the node's
+// storage replication jobs once, through the gate, and gives each guest
+// the ids of its own (disabled ones too): Proxmox refuses to destroy a
+// guest with any unless --purge (pve-container src/PVE/API2/LXC.pm
+// destroy_vm, check_for_existing_jobs, which counts disabled jobs; labsim
+// sample pct-destroy.replication-no-purge.stderr is such a refusal).
+func TestInventoryReadsReplicationJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(t *testing.T, b *bundle) {
+		h := &b.simCfg.Hosts[0]
+		h.Containers[0].Replication = []labsim.Replication{{Target: "pve2"}, {Target: "pve3", Schedule: "*/30", Disabled: true}}
+		if err := b.sim.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(b.simCfg.StateDir, "state.json")); err != nil {
+			t.Fatal(err)
+		}
+		b.startSim(t)
+	}, withGate(hostgate.Rules{}))
+	before := len(b.commands(t))
+
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "run-replication"})
+	got := b.results.inventory(t, "run-replication")
+	if got.Error != "" {
+		t.Fatalf("inventory failed: %s", got.Error)
+	}
+	jobs := map[int][]string{}
+	for _, c := range got.Containers {
+		jobs[c.VMID] = c.Replication
+	}
+	diff(t, "replication", map[int][]string{101: {"101-0", "101-1"}, 102: nil, 103: nil}, jobs)
+	diff(t, "commands the inventory ran", inventoryCommands("pve1", 101, 102, 103), commandLines(b.commands(t)[before:]))
+	for _, e := range b.commands(t)[before:] {
+		if e.Refused != "" {
+			t.Errorf("the gate refused %q: %s", e.Command, e.Refused)
+		}
+	}
 }

@@ -250,7 +250,7 @@ func (a *Actuator) replicationStatus(ctx context.Context, r tasks.PreviewRun, vm
 	if tasks.ValidateNode(node) != nil {
 		return nil, fmt.Errorf("no node name to read replication jobs on")
 	}
-	out, err := a.readOnly(ctx, r, "pvesh get /nodes/"+node+"/replication --output-format json")
+	out, err := a.readOnly(ctx, r, nodeReplicationCmd(node))
 	if err != nil {
 		return nil, err
 	}

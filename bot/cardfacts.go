@@ -13,7 +13,8 @@ import (
 
 // factSentences says, before approval, what Proxmox will make of a step on
 // its container: the snapshot the actuator takes first or why there is
-// none, a lock and what the actuator does about it, HA, and the snapshots
+// none, a lock and what the actuator does about it, HA, the replication
+// jobs a destroy purges it from, and the snapshots
 // a rollback deletes first. snapshot says the step needs a snapshot first.
 func factSentences(action string, snapshot bool, f executions.GuestFacts, vmid int) []string {
 	ct := guestWord(f) + " " + strconv.Itoa(cmpVMID(f.VMID, vmid))
@@ -40,6 +41,16 @@ func factSentences(action string, snapshot bool, f executions.GuestFacts, vmid i
 				out = append(out, "🛟 Proxmox HA manages "+ct+": the rollback stops it, and HA starts it again on its next round.")
 			}
 		}
+	}
+	if len(f.Replication) > 0 && policy.Action(action) == policy.ActionPctDestroy {
+		// Proxmox refuses to destroy a guest with a replication job
+		// unless purged (pve-container API2/LXC.pm destroy_vm).
+		jobs, them := "Storage replication job "+f.Replication[0]+" replicates ", "that job"
+		if len(f.Replication) > 1 {
+			jobs, them = "Storage replication jobs "+strings.Join(f.Replication, ", ")+" replicate ", "those jobs"
+		}
+		out = append(out, "🔁 "+jobs+ct+": Proxmox refuses to destroy it unless purged, so the destroy removes it from "+them+
+			" (--purge), and from its backup jobs; the replica on the target goes too.")
 	}
 	if v := f.VMState; v != nil {
 		where := "its state storage"

@@ -65,6 +65,24 @@ func TestCardSaysWhatProxmoxWillDo(t *testing.T) {
 		},
 		want: []string{"🛟 Proxmox HA manages CT 106: the destroy removes it from HA first (--purge)", "pct destroy 106 --purge 1"},
 	}, {
+		// pve-container src/PVE/API2/LXC.pm destroy_vm refuses a guest
+		// with a replication job unless --purge
+		// (check_for_existing_jobs), which removes its jobs.
+		name: "destroy of a replicated container",
+		change: func(v *CardView) {
+			lxc(v, "pct_destroy", "pct destroy 106 --purge 1")
+			v.Planned.Facts = executions.GuestFacts{VMID: 106, Replication: []string{"106-0", "106-1"}}
+		},
+		want: []string{"🔁 Storage replication jobs 106-0, 106-1 replicate CT 106: Proxmox refuses to destroy it unless purged, so the destroy removes it from those jobs (--purge)", "pct destroy 106 --purge 1"},
+		not:  []string{"Proxmox HA manages"},
+	}, {
+		name: "a replicated container's stop says nothing of replication",
+		change: func(v *CardView) {
+			lxc(v, "pct_stop", "pct shutdown 106 --timeout 60 --forceStop 1")
+			v.Planned.Facts = executions.GuestFacts{VMID: 106, Replication: []string{"106-0"}}
+		},
+		not: []string{"replicat", "--purge"},
+	}, {
 		name: "a ZFS rollback past newer snapshots",
 		change: func(v *CardView) {
 			lxc(v, "pct_rollback", "pct delsnapshot 106 c3", "pct delsnapshot 106 b2", "pct rollback 106 a1")

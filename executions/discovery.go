@@ -170,7 +170,7 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 			Cores: c.Cores, MemoryMB: c.MemoryMB, DiskGB: c.DiskGB, Partial: c.Partial,
 			Onboot: c.Onboot, Lock: c.Lock, Tags: c.Tags, HAState: c.HAState, Template: c.Template, Protection: c.Protection,
 			Addresses: c.Addresses, Snapshots: c.Snapshots, RootStorage: c.RootStorage, StorageType: c.StorageType,
-			SnapshotBlocker: c.SnapshotBlocker, Backup: guestBackup(c.Backup),
+			SnapshotBlocker: c.SnapshotBlocker, Backup: guestBackup(c.Backup), Replication: c.Replication,
 		})
 	}
 	obs.VMsListed = r.VMsListed
@@ -178,7 +178,7 @@ func (s *Service) applyInventory(ctx context.Context, r tasks.InventoryResult) e
 		obs.VMs = append(obs.VMs, inventory.VM{VMID: v.VMID, Status: v.Status, Name: v.Name, Agent: v.Agent, Lock: v.Lock, Template: v.Template,
 			HAState: v.HAState, MemoryMB: v.MemoryMB, Snapshots: v.Snapshots, StorageType: v.StorageType,
 			VMStateStorage: v.VMStateStorage, VMStateFreeMB: v.VMStateFreeMB,
-			Backup: guestBackup(v.Backup)})
+			Backup: guestBackup(v.Backup), Replication: v.Replication})
 	}
 	ch, err := s.store.ApplyInventory(ctx, obs)
 	switch {

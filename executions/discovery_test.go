@@ -140,7 +140,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 	wantAttrs := map[string]any{"discovered": true, "vmid": 150.0, "host": "strong", "hostname": "newbox", "ip": "10.40.0.150/24",
 		"gateway": "10.40.0.1", "cores": 2.0, "memory_mb": 1024.0, "disk_gb": 12.0,
 		"onboot": false, "lock": "", "tags": []any{}, "hastate": "", "template": false, "protection": false, "addresses": []any{"10.40.0.150/24"},
-		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "lvmthin", "snapshot_blocker": "",
+		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "lvmthin", "snapshot_blocker": "", "replication": []any{},
 		// The demo's weekly job selects every guest of strong; newbox is
 		// too new to have a backup.
 		"backup": map[string]any{"jobs": []any{"backup-weekly-strong"}}}
@@ -220,6 +220,7 @@ func TestDiscoveryFollowsWhatAnAdminDoes(t *testing.T) {
 			c == "pvesm status" || (strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/lxc --output-format json")) ||
 			c == "pvesh get /cluster/backup --output-format json" || c == "pvesm list local --content backup" ||
 			(strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/qemu --output-format json")) || strings.HasPrefix(c, "qm config ") ||
+			(strings.HasPrefix(c, "pvesh get /nodes/") && strings.HasSuffix(c, "/replication --output-format json")) ||
 			strings.HasPrefix(c, "qm listsnapshot ") || strings.HasPrefix(c, "pct create 150 ") || c == "pct set 101 --hostname jf2 --memory 8192" || c == "pct stop 150" || c == "pct destroy 150" {
 			continue
 		}

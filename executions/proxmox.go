@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/store"
+	"github.com/nomoshq/nomos/tasks"
 )
 
 // What Proxmox says of a container, as the inventory keeps it on the
@@ -20,6 +21,7 @@ const (
 	attrSnapshots       = "snapshots"        // []string, newest last
 	attrStorageType     = "storage_type"     // zfspool, lvmthin, dir, …
 	attrSnapshotBlocker = "snapshot_blocker" // why it cannot be snapshotted, or ""
+	attrReplication     = "replication"      // []string: its pvesr job ids
 )
 
 // RefusedError is a plan refused before approval for a reason known from
@@ -74,6 +76,12 @@ func attrStrings(e store.Entity, key string) []string {
 	return out
 }
 
+// replicationJobs are the ids of the guest's storage replication jobs as
+// the inventory last read them; an id not of Proxmox's form is left out.
+func replicationJobs(guest store.Entity) []string {
+	return slices.DeleteFunc(attrStrings(guest, attrReplication), func(id string) bool { return tasks.ValidateReplicationID(id) != nil })
+}
+
 // snapshotBlocker is why the container cannot be snapshotted, as a card
 // may show it, or "".
 func snapshotBlocker(guest store.Entity) string {
@@ -91,9 +99,11 @@ func snapshotBlocker(guest store.Entity) string {
 //   - a protected container is not destroyed: Proxmox refuses it
 //     (pve-guest-common check_protection, called by destroy_vm), so the
 //     plan is refused now rather than failing once approved;
-//   - a container under HA is destroyed with --purge, which removes it
-//     from HA (and from replication and backup jobs) first; without it
-//     Proxmox refuses;
+//   - a container under HA, or with storage replication jobs, is
+//     destroyed with --purge, which removes it from HA and from its
+//     replication (and backup) jobs; without it Proxmox refuses
+//     (pve-container API2/LXC.pm destroy_vm: service_is_configured,
+//     check_for_existing_jobs);
 //   - on ZFS a rollback goes only to the newest snapshot, so a rollback
 //     past newer ones deletes them first, newest first, and says so.
 func adapt(p policy.Params, target store.Entity, guest store.Entity) (policy.Params, error) {
@@ -103,7 +113,7 @@ func adapt(p policy.Params, target store.Entity, guest store.Entity) (policy.Par
 			return nil, &RefusedError{Reason: fmt.Sprintf("%s is protected (protection: 1), and Proxmox refuses to destroy a protected container. "+
 				"Turn protection off on the node first (pct set %d --protection 0), then ask again.", target.Slug, guest.AttrInt("vmid"))}
 		}
-		if guest.AttrString(attrHAState) != "" {
+		if guest.AttrString(attrHAState) != "" || len(replicationJobs(guest)) > 0 {
 			q.Purge = true
 		}
 		return q, nil
@@ -167,6 +177,9 @@ type GuestFacts struct {
 	// HA says Proxmox HA manages it: a destroy removes it from HA first,
 	// and a start or stop succeeds once HA has done it.
 	HA bool
+	// Replication are its storage replication jobs (pvesr): a destroy
+	// purges it from them.
+	Replication []string
 	// Discard are the snapshots a rollback deletes first, newest first.
 	Discard []string
 	// SnapshotBlocker is why the container cannot be snapshotted, when
@@ -227,6 +240,7 @@ func (s *Service) guestFacts(g *graph, e store.Entity, p policy.Params, t policy
 		f.Lock = l
 	}
 	f.HA = guest.AttrString(attrHAState) != ""
+	f.Replication = replicationJobs(guest)
 	f.VM = guest.Type == "vm"
 	f.VMState = vmStateSpace(guest, p)
 	if r, ok := p.(policy.PctRollbackParams); ok {

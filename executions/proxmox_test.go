@@ -52,6 +52,48 @@ func TestDestroyOfAnHAContainerRemovesItFromHA(t *testing.T) {
 	}
 }
 
+// TestDestroyOfAReplicatedContainerPurges: Proxmox refuses to destroy a
+// guest with a storage replication job unless --purge (pve-container
+// src/PVE/API2/LXC.pm destroy_vm: check_for_existing_jobs; qemu-server
+// src/PVE/API2/Qemu.pm likewise), so a container the inventory found
+// replicated is destroyed with --purge, the plan names the jobs, and the
+// purge is part of what is approved. A job id that is not Proxmox's form
+// is no reason to purge.
+func TestDestroyOfAReplicatedContainerPurges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	plain := b.request(t, "pct_destroy", "lxc:hubris/131", "")
+	pdiff(t, "steps without HA or replication", []string{"pct destroy 131"}, plain.Execution.Steps)
+	if len(plain.Facts.Replication) != 0 {
+		t.Errorf("replication facts without jobs: %q", plain.Facts.Replication)
+	}
+
+	b.setAttrs(t, "lxc:hubris/114", map[string]any{"replication": []any{"114-0", "114-1"}, "hastate": ""})
+	p := b.request(t, "pct_destroy", "lxc:hubris/114", "")
+	pdiff(t, "steps with replication", []string{"pct destroy 114 --purge 1"}, p.Execution.Steps)
+	pdiff(t, "replication facts", []string{"114-0", "114-1"}, p.Facts.Replication)
+	var params policy.PctDestroyParams
+	if err := json.Unmarshal(p.Execution.Params, &params); err != nil {
+		t.Fatal(err)
+	}
+	if !params.Purge {
+		t.Errorf("the approved params %s do not purge", p.Execution.Params)
+	}
+	described, err := b.svc.Describe(b.ctx, p.Execution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdiff(t, "the card's later edits", []string{"114-0", "114-1"}, described.Facts.Replication)
+
+	// Text of a hostile writer's choosing in the attr is no job.
+	b.setAttrs(t, "lxc:hubris/100", map[string]any{"replication": []any{"100-0; reboot", ""}, "hastate": ""})
+	odd := b.request(t, "pct_destroy", "lxc:hubris/100", "")
+	pdiff(t, "steps with no real job", []string{"pct destroy 100"}, odd.Execution.Steps)
+	if len(odd.Facts.Replication) != 0 {
+		t.Errorf("jobs named from a hostile attr: %q", odd.Facts.Replication)
+	}
+}
+
 // TestProtectedContainerIsRefusedBeforeApproval: Proxmox refuses to
 // destroy a protected container (check_protection), so Nomos refuses the
 // plan, with the reason, and records nothing.

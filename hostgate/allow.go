@@ -385,8 +385,8 @@ func allowPvesh(args []string) error {
 	}
 	p := args[1]
 	if node, ok := strings.CutPrefix(p, "/nodes/"); ok && strings.HasSuffix(node, "/replication") {
-		// A destroy's preview reads the node's replication jobs, in
-		// this one form only.
+		// A destroy's preview and the inventory read the node's
+		// replication jobs, in this one form only.
 		if policy.ValidateHostname(strings.TrimSuffix(node, "/replication")) != nil || !slices.Equal(args[2:], []string{"--output-format", "json"}) {
 			return refusef("pvesh get: want pvesh get /nodes/NODE/replication --output-format json, got %s", q(strings.Join(args, " ")))
 		}

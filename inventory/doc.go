@@ -20,8 +20,8 @@
 //     deleted; one that comes back is active again.
 //   - Every listed container, seeded or discovered, gets the node's live
 //     facts as attrs (LiveAttrs): onboot, lock, tags, hastate, template,
-//     protection, addresses, snapshots, root_storage, storage_type and
-//     snapshot_blocker. A change of lock, hastate, protection or onboot
+//     protection, addresses, snapshots, root_storage, storage_type,
+//     snapshot_blocker, backup and replication (its pvesr job ids). A change of lock, hastate, protection or onboot
 //     is audited, not announced.
 //   - A template the fleet does not have is no workload, and is not added.
 //   - Every container's run state is recorded, and its health rolls up.

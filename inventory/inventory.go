@@ -37,6 +37,9 @@ type Container struct {
 	StorageType     string
 	SnapshotBlocker string
 	Backup          *Backup
+	// Replication are the ids of its storage replication jobs; a destroy
+	// of a guest with any goes with --purge.
+	Replication []string
 }
 
 // Backup is what backs a guest up, as an inventory read it from the
@@ -72,6 +75,7 @@ type VM struct {
 	VMStateStorage string
 	VMStateFreeMB  *int64
 	Backup         *Backup
+	Replication    []string
 }
 
 // VMLiveAttrs are a VM's live facts as the inventory gives them:
@@ -81,7 +85,7 @@ func VMLiveAttrs(v VM) map[string]any {
 	a := map[string]any{
 		"agent": v.Agent, "lock": v.Lock, "template": v.Template, "hastate": v.HAState,
 		"snapshots": append([]string{}, v.Snapshots...), "storage_type": v.StorageType,
-		"vmstate_storage": v.VMStateStorage, "backup": v.Backup,
+		"vmstate_storage": v.VMStateStorage, "backup": v.Backup, "replication": append([]string{}, v.Replication...),
 	}
 	if v.VMStateFreeMB != nil {
 		a["vmstate_free_mb"] = *v.VMStateFreeMB
@@ -135,7 +139,7 @@ func normalize(attrs map[string]any) map[string]any {
 // LiveKeys are the attrs that always come from the node, on every
 // container, seeded or discovered: seeded facts do not cover them.
 var LiveKeys = []string{"onboot", "lock", "tags", "hastate", "template", "protection", "addresses", "snapshots",
-	"root_storage", "storage_type", "snapshot_blocker", "backup"}
+	"root_storage", "storage_type", "snapshot_blocker", "backup", "replication"}
 
 // WithoutLive is attrs without the node's live facts (LiveKeys): what the
 // seeds or an earlier discovery said of the container.
@@ -165,7 +169,7 @@ var configKeys = []string{"onboot", "protection", "addresses", "root_storage", "
 func LiveAttrs(c Container, old map[string]any) map[string]any {
 	list := func(l []string) []string { return append([]string{}, l...) }
 	a := map[string]any{"lock": c.Lock, "tags": list(c.Tags), "hastate": c.HAState, "template": c.Template, "snapshots": list(c.Snapshots),
-		"backup": c.Backup}
+		"backup": c.Backup, "replication": list(c.Replication)}
 	if c.Partial {
 		for _, k := range configKeys {
 			if v, ok := old[k]; ok {

@@ -144,7 +144,7 @@ func TestInventoryDiscoversUpdatesAndMarksGone(t *testing.T) {
 	wantAttrs := map[string]any{"discovered": true, "vmid": 150.0, "host": "strong", "hostname": "newbox", "ip": "10.40.0.150/24",
 		"gateway": "10.40.0.1", "cores": 2.0, "memory_mb": 1024.0, "disk_gb": 12.0,
 		"onboot": true, "lock": "", "tags": []any{}, "hastate": "", "template": false, "protection": false, "addresses": []any{"10.40.0.150/24"},
-		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "lvmthin", "snapshot_blocker": "",
+		"snapshots": []any{}, "root_storage": "local-lvm", "storage_type": "lvmthin", "snapshot_blocker": "", "replication": []any{},
 		// Not read in this inventory: no backup facts, so the brief judges none.
 		"backup": nil}
 	if d := gocmp.Diff(wantAttrs, box.Attrs); d != "" || box.Name != "newbox" || box.Lifecycle != "active" {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,6 +114,9 @@ type InventoryVM struct {
 	// Backup is what backs the VM up; nil when the node's backup jobs
 	// could not be read (or from an actuator older than the field).
 	Backup *BackupStatus `json:"backup,omitempty"`
+	// Replication are the ids of the storage replication jobs of the VM
+	// (pvesr); empty when it has none or they could not be read.
+	Replication []string `json:"replication,omitempty"`
 }
 
 // Validate checks one VM entry as it arrives from an actuator.
@@ -150,6 +154,9 @@ func (v InventoryVM) Validate() error {
 		if err := v.Backup.Validate(); err != nil {
 			return fmt.Errorf("VM %d: backup: %w", v.VMID, err)
 		}
+	}
+	if err := validateReplication(v.VMID, v.Replication); err != nil {
+		return fmt.Errorf("VM %d: %w", v.VMID, err)
 	}
 	return nil
 }
@@ -205,6 +212,10 @@ type InventoryContainer struct {
 	// that select it and its newest backup on their storages; nil when
 	// the jobs could not be read.
 	Backup *BackupStatus `json:"backup,omitempty"`
+	// Replication are the ids of the container's storage replication
+	// jobs (pvesr), which Proxmox will not destroy it with unless
+	// --purge; empty when it has none or they could not be read.
+	Replication []string `json:"replication,omitempty"`
 }
 
 func (r InventoryRun) version() int    { return r.Version }
@@ -311,6 +322,9 @@ func (c InventoryContainer) validateLive() error {
 			return fmt.Errorf("container %d: backup: %w", c.VMID, err)
 		}
 	}
+	if err := validateReplication(c.VMID, c.Replication); err != nil {
+		return fmt.Errorf("container %d: %w", c.VMID, err)
+	}
 	for _, s := range c.Snapshots {
 		if policy.ValidateSnapshotName(s) != nil {
 			return fmt.Errorf("container %d: %q is not a snapshot name", c.VMID, s)
@@ -321,6 +335,21 @@ func (c InventoryContainer) validateLive() error {
 			if !blockerMountRE.MatchString(part) && !blockerVolumeRE.MatchString(part) {
 				return fmt.Errorf("container %d: %q is not why a snapshot cannot be taken", c.VMID, part)
 			}
+		}
+	}
+	return nil
+}
+
+// validateReplication checks a guest's replication job ids: each one is
+// GUEST-JOBNUM (pve-guest-common ReplicationConfig), of this guest.
+func validateReplication(vmid int, ids []string) error {
+	if len(ids) > MaxInventoryListed {
+		return fmt.Errorf("more than %d replication jobs", MaxInventoryListed)
+	}
+	prefix := strconv.Itoa(vmid) + "-"
+	for _, id := range ids {
+		if !replicationIDRE.MatchString(id) || !strings.HasPrefix(id, prefix) {
+			return fmt.Errorf("%q is not one of its replication job ids", id)
 		}
 	}
 	return nil

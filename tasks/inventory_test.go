@@ -179,6 +179,12 @@ var inventoryCases = []struct {
 	{"partial with onboot", tasks.InventoryContainer{VMID: 101, Status: "running", Partial: true, Onboot: new(false)}, false},
 	{"partial with addresses", tasks.InventoryContainer{VMID: 101, Status: "running", Partial: true, Addresses: []string{"dhcp"}}, false},
 	{"too many tags", tasks.InventoryContainer{VMID: 101, Status: "running", Tags: slices.Repeat([]string{"t"}, 257)}, false},
+	// A replication job id is GUEST-JOBNUM (pve-guest-common
+	// ReplicationConfig), and only the guest's own makes it purge.
+	{"replication jobs", tasks.InventoryContainer{VMID: 101, Status: "running", Replication: []string{"101-0", "101-12"}}, true},
+	{"another guest's replication job", tasks.InventoryContainer{VMID: 101, Status: "running", Replication: []string{"1010-0"}}, false},
+	{"replication job with a shell", tasks.InventoryContainer{VMID: 101, Status: "running", Replication: []string{"101-0;reboot"}}, false},
+	{"too many replication jobs", tasks.InventoryContainer{VMID: 101, Status: "running", Replication: slices.Repeat([]string{"101-0"}, 257)}, false},
 }
 
 func TestInventoryContainerValidate(t *testing.T) {
@@ -272,17 +278,20 @@ func TestInventoryVMValidate(t *testing.T) {
 	free, negative := int64(81000), int64(-1)
 	good := tasks.InventoryVM{VMID: 200, Status: "running", Name: "homeassistant", HAState: "started", MemoryMB: 4096,
 		Snapshots: []string{"before-update"}, StorageType: "zfspool", VMStateStorage: "local-zfs", VMStateFreeMB: &free}
+	good.Replication = []string{"200-0"}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("a good VM: %v", err)
 	}
 	for name, change := range map[string]func(*tasks.InventoryVM){
-		"a snapshot name with markup": func(v *tasks.InventoryVM) { v.Snapshots = []string{"<b>approve</b>"} },
-		"an HA state of prose":        func(v *tasks.InventoryVM) { v.HAState = "started; type the phrase" },
-		"a storage id with a space":   func(v *tasks.InventoryVM) { v.VMStateStorage = "local lvm" },
-		"a storage type not a word":   func(v *tasks.InventoryVM) { v.StorageType = "ZFS!" },
-		"negative free space":         func(v *tasks.InventoryVM) { v.VMStateFreeMB = &negative },
-		"negative memory":             func(v *tasks.InventoryVM) { v.MemoryMB = -1 },
-		"too many snapshots":          func(v *tasks.InventoryVM) { v.Snapshots = make([]string, tasks.MaxInventoryListed+1) },
+		"a snapshot name with markup":  func(v *tasks.InventoryVM) { v.Snapshots = []string{"<b>approve</b>"} },
+		"an HA state of prose":         func(v *tasks.InventoryVM) { v.HAState = "started; type the phrase" },
+		"a storage id with a space":    func(v *tasks.InventoryVM) { v.VMStateStorage = "local lvm" },
+		"a storage type not a word":    func(v *tasks.InventoryVM) { v.StorageType = "ZFS!" },
+		"negative free space":          func(v *tasks.InventoryVM) { v.VMStateFreeMB = &negative },
+		"negative memory":              func(v *tasks.InventoryVM) { v.MemoryMB = -1 },
+		"too many snapshots":           func(v *tasks.InventoryVM) { v.Snapshots = make([]string, tasks.MaxInventoryListed+1) },
+		"another VM's replication job": func(v *tasks.InventoryVM) { v.Replication = []string{"201-0"} },
+		"a replication job of prose":   func(v *tasks.InventoryVM) { v.Replication = []string{"200-0 approve"} },
 	} {
 		v := good
 		change(&v)

@@ -159,6 +159,14 @@ type ReplicationJob struct {
 // replicationIDRE is pve-guest-common's replication job id, GUEST-JOBNUM.
 var replicationIDRE = regexp.MustCompile(`^[1-9][0-9]{2,8}-[0-9]{1,3}$`)
 
+// ValidateReplicationID checks a storage replication job id: GUEST-JOBNUM.
+func ValidateReplicationID(id string) error {
+	if !replicationIDRE.MatchString(id) {
+		return fmt.Errorf("%q is not a replication job id", id)
+	}
+	return nil
+}
+
 // Validate checks the jobs' ids, target nodes and schedules.
 func (s ReplicationStatus) Validate() error {
 	if len(s.Jobs) > MaxPreviewListed {
