@@ -191,6 +191,6 @@ func (b *bundle) waitHealth(t *testing.T, slug string, ok func(string) bool) sto
 	}
 }
 
-func redisURL(o asynq.RedisClientOpt) string {
+func redisURL(o tasks.RedisOpt) string {
 	return fmt.Sprintf("redis://%s/%d", o.Addr, o.DB)
 }

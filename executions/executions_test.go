@@ -70,7 +70,7 @@ type bundle struct {
 	clock     *testenv.Clock
 	queue     *flakyQueue
 	inspector *asynq.Inspector
-	redis     asynq.RedisClientOpt
+	redis     tasks.RedisOpt
 	// actuatorRedisURL is where startWorkers' actuator connects, when
 	// not as the bot does.
 	actuatorRedisURL string

@@ -102,3 +102,55 @@ func pending(t *testing.T, b *bundle, queue string) int {
 	}
 	return q.Pending
 }
+
+// TestProberSkipsDestroyedTargets: a check whose target is destroyed is
+// counted skipped and never sent, while the checks of the rest of the
+// fleet go out in the same pass. The prober resolves its copy of the
+// fleet to probe targets once per read and leaves the destroyed out.
+func TestProberSkipsDestroyedTargets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	conn, err := pgx.Connect(b.ctx, b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(b.ctx)
+	var slug string
+	var onIt int
+	if err := conn.QueryRow(b.ctx, `SELECT e.slug, count(*) FROM check_defs c JOIN entities e ON e.id = c.target_id
+		WHERE c.enabled AND e.type = 'lxc' GROUP BY e.slug ORDER BY count(*) DESC, e.slug LIMIT 1`).Scan(&slug, &onIt); err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	if err := conn.QueryRow(b.ctx, `SELECT count(*) FROM check_defs WHERE enabled`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := b.store.EntityBySlug(b.ctx, slug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.SetLifecycle(b.ctx, gone.ID, "destroyed"); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := b.svc.ProbeDue(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Skipped != onIt || rep.Sent != total-onIt {
+		t.Errorf("pass = %+v; want the %d checks on %s skipped and the other %d sent", rep, onIt, slug, total-onIt)
+	}
+	queued, err := b.inspector.ListPendingTasks(tasks.ProbeQueue(tasks.DefaultSite), asynq.PageSize(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range queued {
+		c, err := tasks.VerifyCheckRun(tasks.VerifyKeys{b.pub}, ti.Payload, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.TargetID == gone.ID.String() {
+			t.Errorf("check %s sent to the destroyed %s", c.CheckID, slug)
+		}
+	}
+}

@@ -44,11 +44,10 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 // probePass is the checks one pass of the prober claimed, to be sent each
 // at its slot, with the fleet they are sent against.
 type probePass struct {
-	s    *Service
-	due  []store.DueCheck
-	g    *graph
-	byID map[string]store.Entity
-	rep  ProbeReport
+	s       *Service
+	due     []store.DueCheck
+	targets map[string]probeTarget
+	rep     ProbeReport
 }
 
 // claimProbes marks stale targets and claims the checks due by ahead of
@@ -65,7 +64,7 @@ func (s *Service) claimProbes(ctx context.Context, ahead time.Duration) (probePa
 	if err != nil || len(p.due) == 0 {
 		return p, err
 	}
-	p.g, p.byID, err = s.probeGraph(ctx, now)
+	p.targets, err = s.probeTargets(ctx, now)
 	return p, err
 }
 
@@ -73,27 +72,26 @@ func (s *Service) claimProbes(ctx context.Context, ahead time.Duration) (probePa
 // loses the slots it had not sent, not the checks: each one's next slot
 // is claimed as usual.
 func (p probePass) send(ctx context.Context) (ProbeReport, error) {
-	s, g, byID, rep := p.s, p.g, p.byID, p.rep
+	s, rep := p.s, p.rep
 	var errs []error
 	for _, c := range p.due {
 		if !s.waitFor(ctx, c.Slot) {
 			break
 		}
 		now := s.now()
-		e, ok := byID[c.TargetID.String()]
-		if !ok || e.Lifecycle == "destroyed" {
+		t, ok := p.targets[c.TargetID.String()]
+		if !ok {
 			rep.Skipped++
 			continue
 		}
-		target := g.orderTarget(e)
-		if target.HostAddr == "" {
-			s.logger.Warn("check skipped: its host has no ssh address in the fleet data", "check", c.Slug, "target", e.Slug)
+		if t.target.HostAddr == "" {
+			s.logger.Warn("check skipped: its host has no ssh address in the fleet data", "check", c.Slug, "target", t.target.Slug)
 			rep.Skipped++
 			continue
 		}
 		task, err := tasks.NewCheckRunTask(s.cfg.SigningKey, tasks.CheckRun{
-			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Actuator: s.cfg.Actuator, Site: g.site(e),
-			Kind: c.Kind, Target: target, Spec: c.Spec,
+			CheckID: c.ID.String(), TargetID: c.TargetID.String(), Actuator: s.cfg.Actuator, Site: t.site,
+			Kind: c.Kind, Target: t.target, Spec: c.Spec,
 			IssuedAt: now, ExpiresAt: now.Add(min(c.Interval, tasks.MaxOrderTTL)),
 		})
 		if err != nil {
@@ -117,24 +115,38 @@ func (p probePass) send(ctx context.Context) (ProbeReport, error) {
 // seconds after it changed costs a result that says so, nothing more.
 const probeGraphFor = 5 * time.Second
 
-// probeGraph is the fleet as the prober last read it, by entity id, read
-// again once it is older than probeGraphFor.
-func (s *Service) probeGraph(ctx context.Context, now time.Time) (*graph, map[string]store.Entity, error) {
+// probeTarget is what the prober sends a check against: the target as
+// the actuator needs it, and its site.
+type probeTarget struct {
+	target tasks.Target
+	site   string
+}
+
+// probeTargets is the fleet as the prober last read it: each entity that
+// is not destroyed, by id, resolved to what a probe carries. It is read
+// again once it is older than probeGraphFor. The prober keeps these, not
+// the entities: at 1,000 containers their attributes and the graph around
+// them are megabytes, held between reads and again while the next read
+// decodes.
+func (s *Service) probeTargets(ctx context.Context, now time.Time) (map[string]probeTarget, error) {
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
-	if s.probeG != nil && now.Sub(s.probeAt) < probeGraphFor && now.After(s.probeAt) {
-		return s.probeG, s.probeByID, nil
+	if s.probeByID != nil && now.Sub(s.probeAt) < probeGraphFor && now.After(s.probeAt) {
+		return s.probeByID, nil
 	}
 	g, err := s.loadGraph(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	byID := make(map[string]store.Entity, len(g.entities))
+	byID := make(map[string]probeTarget, len(g.entities))
 	for _, e := range g.entities {
-		byID[e.ID.String()] = e
+		if e.Lifecycle == "destroyed" {
+			continue
+		}
+		byID[e.ID.String()] = probeTarget{target: g.orderTarget(e), site: g.site(e)}
 	}
-	s.probeG, s.probeByID, s.probeAt = g, byID, now
-	return g, byID, nil
+	s.probeByID, s.probeAt = byID, now
+	return byID, nil
 }
 
 // waitFor waits until at, by the service's clock, and reports false if

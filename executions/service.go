@@ -148,10 +148,9 @@ type Service struct {
 	// rotation, its previous one.
 	reportKeys tasks.VerifyKeys
 
-	// The prober's copy of the fleet (probeGraph).
+	// The prober's copy of the fleet (probeTargets).
 	probeMu   sync.Mutex
-	probeG    *graph
-	probeByID map[string]store.Entity
+	probeByID map[string]probeTarget
 	probeAt   time.Time
 }
 

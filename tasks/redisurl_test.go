@@ -1,11 +1,15 @@
 package tasks_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/nomoshq/nomos/internal/testenv"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -25,7 +29,7 @@ func TestParseRedisURL(t *testing.T) {
 			t.Errorf("ParseRedisURL(%q): %v", in, err)
 			continue
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got.RedisClientOpt); diff != "" {
 			t.Errorf("ParseRedisURL(%q) (-want +got):\n%s", in, diff)
 		}
 	}
@@ -33,5 +37,39 @@ func TestParseRedisURL(t *testing.T) {
 		if _, err := tasks.ParseRedisURL(bad); err == nil {
 			t.Errorf("ParseRedisURL(%q) took it", bad)
 		}
+	}
+}
+
+// TestRedisClientBuffers: every client a role makes from redis.url reads
+// and writes through 4 KiB buffers, not go-redis's 32 KiB ones, which
+// cost each role megabytes over its dozens of connections; and a reply
+// longer than the buffer still arrives whole.
+func TestRedisClientBuffers(t *testing.T) {
+	t.Parallel()
+	opt, err := tasks.ParseRedisURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn asynq.RedisConnOpt = opt
+	c := conn.MakeRedisClient().(*redis.Client)
+	t.Cleanup(func() { c.Close() })
+	if got := c.Options(); got.ReadBufferSize != 4<<10 || got.WriteBufferSize != 4<<10 {
+		t.Errorf("buffers: read %d, write %d bytes; want 4096 each", got.ReadBufferSize, got.WriteBufferSize)
+	}
+	if got := c.Options().Username; got != opt.Username {
+		t.Errorf("username %q, want %q", got, opt.Username)
+	}
+	ctx := t.Context()
+	long := strings.Repeat("nomos ", 20000)
+	key := "redisbuffers:" + t.Name()
+	if err := c.Set(ctx, key, long, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != long {
+		t.Errorf("a %d-byte value came back as %d bytes", len(long), len(got))
 	}
 }

@@ -64,8 +64,13 @@ type Config struct {
 
 // Agent runs turns for sessions.
 type Agent struct {
-	cfg    Config
-	llm    openai.Client
+	cfg Config
+	// llm is the one service of the OpenAI client the agent calls. Holding
+	// the whole client would link every service of the API into the
+	// binary: the bot's types reach the agent's through interfaces, and
+	// text/template's reflection keeps each exported method of such types,
+	// which cost both roles megabytes of resident code.
+	llm    openai.ChatCompletionService
 	store  *store.Store
 	logger *slog.Logger
 	now    func() time.Time
@@ -99,7 +104,7 @@ func New(cfg Config) (*Agent, error) {
 	for k, v := range cfg.Headers {
 		opts = append(opts, option.WithHeader(k, v))
 	}
-	return &Agent{cfg: cfg, llm: openai.NewClient(opts...), store: cfg.Store, logger: cfg.Logger, now: cfg.Clock}, nil
+	return &Agent{cfg: cfg, llm: openai.NewClient(opts...).Chat.Completions, store: cfg.Store, logger: cfg.Logger, now: cfg.Clock}, nil
 }
 
 // Reply is what a turn says back to the room.
@@ -333,7 +338,7 @@ func (a *Agent) complete(ctx context.Context, sess *store.AgentSession, tools []
 		Tools:     tools,
 	}
 	callCtx, cancel := context.WithTimeout(ctx, a.cfg.CallTimeout)
-	resp, err := a.llm.Chat.Completions.New(callCtx, params)
+	resp, err := a.llm.New(callCtx, params)
 	cancel()
 	if err != nil {
 		a.logger.Warn("llm call failed", "session_id", sess.ID, "err", err)

@@ -137,7 +137,7 @@ func (a *Agent) summarise(ctx context.Context, previous string, msgs []store.Age
 		syntheticCall("call_read_transcript", "read_transcript", `{}`, fence(what, transcript.String()))...)
 	callCtx, cancel := context.WithTimeout(ctx, a.cfg.CallTimeout)
 	defer cancel()
-	resp, err := a.llm.Chat.Completions.New(callCtx, openai.ChatCompletionNewParams{
+	resp, err := a.llm.New(callCtx, openai.ChatCompletionNewParams{
 		Model:     a.cfg.Model,
 		Messages:  messages,
 		MaxTokens: openai.Int(400),

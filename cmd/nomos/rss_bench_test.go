@@ -44,6 +44,8 @@ func BenchmarkScaleIdleRSS(b *testing.B) {
 				bot, act := idleMemory(b, f.seed(b))
 				b.ReportMetric(bot.rss, "bot-rss-MB")
 				b.ReportMetric(act.rss, "actuator-rss-MB")
+				b.ReportMetric(bot.pss, "bot-pss-MB")
+				b.ReportMetric(act.pss, "actuator-pss-MB")
 				b.ReportMetric(bot.rss+act.rss, "total-rss-MB")
 				b.ReportMetric(bot.pss+act.pss, "total-pss-MB")
 				b.ReportMetric(bot.anon+act.anon, "total-anon-MB")
