@@ -2,7 +2,11 @@ package bot
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"time"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 )
@@ -53,11 +57,58 @@ func (b *Bot) trySend(ctx context.Context, room id.RoomID, content *event.Messag
 	if len(extra) > 0 {
 		payload = &event.Content{Parsed: content, Raw: extra}
 	}
-	resp, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, payload)
+	resp, err := b.sendEvent(ctx, room, payload)
 	if err != nil {
 		return "", err
 	}
 	return resp.EventID, nil
+}
+
+// sendAttempts bounds how often one message is offered to the homeserver,
+// and sendRetryDelay is the wait before the second offer, doubled after each.
+const (
+	sendAttempts   = 4
+	sendRetryDelay = 250 * time.Millisecond
+)
+
+// sendEvent sends a room message, and sends it again, under the same
+// transaction id, when the homeserver failed (HTTP 5xx or 429) or its answer
+// was lost. The transaction id makes a repeat idempotent: a homeserver that
+// stored the event before it failed answers the repeat with the same event
+// (client-server API, "Transaction identifiers"), so a card is never posted
+// twice, and one the homeserver did not take is not lost to a passing fault.
+// An answer such as 403 is final. mautrix retries only 502, 503, 504 and 429,
+// and only when told to, with a new transaction id for every call.
+func (b *Bot) sendEvent(ctx context.Context, room id.RoomID, payload any) (*mautrix.RespSendEvent, error) {
+	txn := b.cli.TxnID()
+	delay := sendRetryDelay
+	for attempt := 1; ; attempt++ {
+		resp, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, payload, mautrix.ReqSendEvent{TransactionID: txn})
+		if err == nil || attempt == sendAttempts || !sendRetryable(ctx, err) {
+			return resp, err
+		}
+		b.logger.WarnContext(ctx, "homeserver did not take a message; sending it again", "room_id", room, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+}
+
+// sendRetryable reports whether a failed send may succeed if repeated.
+func sendRetryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var httpErr mautrix.HTTPError
+	if errors.As(err, &httpErr) && httpErr.Response != nil {
+		code := httpErr.Response.StatusCode
+		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests
+	}
+	// No answer at all: the request may not have arrived, or its answer was lost.
+	return true
 }
 
 // editMessage replaces an earlier message's content. Edits carry empty
@@ -69,6 +120,6 @@ func (b *Bot) editMessage(ctx context.Context, room id.RoomID, original id.Event
 		content.FormattedBody = html
 	}
 	content.SetEdit(original)
-	_, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, content)
+	_, err := b.sendEvent(ctx, room, content)
 	return err
 }

@@ -29,10 +29,17 @@ import (
 // DendriteConfig describes a Dendrite homeserver for StartDendrite.
 type DendriteConfig struct {
 	// Dir holds the server's state: config, signing key, shared secret, SQLite
-	// databases, JetStream streams, media and dendrite.log. It is created if
-	// missing and reused if present, so a second run keeps the same server key,
-	// accounts and rooms. Required.
+	// databases (unless DatabaseURL is set), JetStream streams, media and
+	// dendrite.log. It is created if missing and reused if present, so a second
+	// run keeps the same server key, accounts and rooms. Required.
 	Dir string
+	// DatabaseURL, when set, is a Postgres connection URL for one existing
+	// database that holds all of Dendrite's tables instead of SQLite files in
+	// Dir. SQLite serialises writers across the whole server: under the
+	// concurrent sends, reactions and syncs of a test suite or a busy room,
+	// Dendrite v0.13.8 on SQLite answers some requests with HTTP 500 ("database
+	// is locked"). Postgres does not. Default: SQLite.
+	DatabaseURL string
 	// ServerName is the Matrix server name, the part after the colon in user
 	// ids. It cannot change once Dir holds state. Default "localhost".
 	ServerName string
@@ -73,6 +80,9 @@ func (c *DendriteConfig) resolve(ctx context.Context) error {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("dendrite config: Listen %q: bad port", c.Listen)
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return errors.New("dendrite config: DatabaseURL must be a postgres:// URL")
 	}
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	c.StartTimeout = cmp.Or(c.StartTimeout, defaultDendriteStartTimeout)
@@ -225,6 +235,7 @@ func (d *Dendrite) prepareDir(ctx context.Context) error {
 		"Version":      DendriteVersion,
 		"ServerName":   d.cfg.ServerName,
 		"SharedSecret": d.sharedSecret,
+		"DatabaseURL":  d.cfg.DatabaseURL,
 	}); err != nil {
 		return fmt.Errorf("render dendrite config: %w", err)
 	}
@@ -536,12 +547,21 @@ func dendriteYAMLQuote(s string) string {
 // the process's working directory.
 var dendriteConfigTemplate = template.Must(template.New("dendrite.yaml").
 	Funcs(template.FuncMap{"q": dendriteYAMLQuote}).Parse(`# Written by nomos (internal/devstack) on every start: edits are overwritten.
-# Dendrite {{.Version}} monolith for development and tests: SQLite, no federation,
+# Dendrite {{.Version}} monolith for development and tests: {{if .DatabaseURL}}Postgres{{else}}SQLite{{end}}, no federation,
 # shared-secret registration only, plain HTTP on loopback.
 version: 2
 
 global:
   server_name: {{q .ServerName}}
+{{- if .DatabaseURL}}
+  # One pool for every component (setup/config's global database): a
+  # component without a database section of its own uses it.
+  database:
+    connection_string: {{q .DatabaseURL}}
+    max_open_conns: 10
+    max_idle_conns: 2
+    conn_max_lifetime: -1
+{{- end}}
   private_key: matrix_key.pem
   trusted_third_party_id_servers: []
   disable_federation: true
@@ -576,43 +596,59 @@ client_api:
     enabled: false
 
 federation_api:
+{{- if not .DatabaseURL}}
   database:
     connection_string: file:dendrite_federationapi.db
+{{- end}}
   key_perspectives: []
 
+{{- if not .DatabaseURL}}
 key_server:
   database:
     connection_string: file:dendrite_keyserver.db
+{{- end}}
 
 media_api:
   base_path: ./media
+{{- if not .DatabaseURL}}
   database:
     connection_string: file:dendrite_mediaapi.db
+{{- end}}
   max_file_size_bytes: 10485760
   dynamic_thumbnails: false
 
 mscs:
   mscs: []
+{{- if not .DatabaseURL}}
   database:
     connection_string: file:dendrite_mscs.db
+{{- end}}
 
+{{- if not .DatabaseURL}}
 relay_api:
   database:
     connection_string: file:dendrite_relayapi.db
+{{- end}}
 
+{{- if not .DatabaseURL}}
 room_server:
   database:
     connection_string: file:dendrite_roomserver.db
+{{- end}}
 
 sync_api:
+{{- if not .DatabaseURL}}
   database:
     connection_string: file:dendrite_syncapi.db
+{{- end}}
   search:
     enabled: false
 
 user_api:
+{{- if not .DatabaseURL}}
   account_database:
     connection_string: file:dendrite_userapi.db
+{{- end}}
   # Cheap hashing: this server holds only development and test accounts.
   bcrypt_cost: 4
   # Lets tests point pushers at a local HTTPS gateway with a self-signed cert.

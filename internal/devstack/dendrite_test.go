@@ -2,6 +2,8 @@ package devstack
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,22 +19,82 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/synapseadmin"
 )
 
 // TestDendrite runs a real Dendrite: accounts, a room two users share, and a
-// restart on the same state dir that keeps the accounts and the server key.
+// restart on the same state dir that keeps the accounts and the server key;
+// once with SQLite files in the dir and once with a Postgres database, which
+// the test suites use.
 func TestDendrite(t *testing.T) {
 	skipIfShort(t)
-	t.Parallel()
-	ctx := t.Context()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		cfg := testDendriteConfig(t)
+		testDendrite(t, cfg)
+		if _, err := os.Stat(filepath.Join(cfg.Dir, "dendrite_roomserver.db")); err != nil {
+			t.Errorf("the roomserver's SQLite file: %v", err)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		pg, err := EnsurePostgres(ctx, PostgresConfig{})
+		if err != nil {
+			t.Fatalf("EnsurePostgres: %v", err)
+		}
+		name := "nomos_devstack_dendrite_" + strings.ToLower(rand.Text()[:8])
+		if err := pg.EnsureDatabase(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := pg.DropDatabase(context.Background(), name); err != nil {
+				t.Errorf("drop %s: %v", name, err)
+			}
+		})
+		cfg := testDendriteConfig(t)
+		cfg.DatabaseURL = pg.URL(name)
+		testDendrite(t, cfg)
+
+		// The data went to Postgres, not to files in the dir.
+		if dbs, _ := filepath.Glob(filepath.Join(cfg.Dir, "*.db")); len(dbs) > 0 {
+			t.Errorf("SQLite files in the dir of a Postgres-backed Dendrite: %v", dbs)
+		}
+		conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var rooms int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM roomserver_rooms").Scan(&rooms); err != nil {
+			t.Fatalf("count the roomserver's rooms in Postgres: %v", err)
+		}
+		if rooms == 0 {
+			t.Error("no room in the Postgres database after a room was made")
+		}
+	})
+
+	t.Run("a DatabaseURL that is not Postgres", func(t *testing.T) {
+		cfg := DendriteConfig{Dir: t.TempDir(), BinDir: t.TempDir(), DatabaseURL: "file:dendrite.db"}
+		if _, err := StartDendrite(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "postgres://") {
+			t.Errorf("StartDendrite: err = %v, want one naming postgres://", err)
+		}
+	})
+}
+
+func testDendriteConfig(t *testing.T) DendriteConfig {
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	binDir, err := EnsureDendrite(ctx, logger)
+	binDir, err := EnsureDendrite(t.Context(), logger)
 	if err != nil {
 		t.Fatalf("EnsureDendrite: %v", err) // no skip: without Dendrite nothing Matrix-facing is tested
 	}
-	cfg := DendriteConfig{Dir: t.TempDir(), BinDir: binDir, Logger: logger}
+	return DendriteConfig{Dir: t.TempDir(), BinDir: binDir, Logger: logger}
+}
+
+func testDendrite(t *testing.T, cfg DendriteConfig) {
+	ctx := t.Context()
 	const alicePassword, bobPassword = "alice-password-1", "bob-password-1"
 
 	d := startTestDendrite(t, cfg)

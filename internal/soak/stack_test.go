@@ -148,8 +148,15 @@ func (s *stack) startHomeserver() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The homeserver keeps its data in the shared test Postgres, not in the
+	// cluster of the stack's own that the Postgres case stops.
+	hsDB, err := testenv.HomeserverDatabaseURL(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.hsConfig = devstack.DendriteConfig{
 		Dir: filepath.Join(s.dir, "dendrite"), Listen: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), BinDir: hsBin,
+		DatabaseURL: hsDB,
 	}
 	if s.hs, err = devstack.StartDendrite(s.ctx, s.hsConfig); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,13 +41,17 @@ func Homeserver(t testing.TB) *devstack.Dendrite {
 		if hsErr != nil {
 			return
 		}
+		var dbURL string
+		if dbURL, hsErr = HomeserverDatabaseURL(ctx); hsErr != nil {
+			return
+		}
 		var dir string
 		dir, hsErr = os.MkdirTemp("", "nomos-dendrite-*")
 		if hsErr != nil {
 			return
 		}
 		hs, hsErr = devstack.StartDendrite(ctx, devstack.DendriteConfig{
-			Dir: filepath.Join(dir, "hs"), Listen: "127.0.0.1:0", BinDir: bin,
+			Dir: filepath.Join(dir, "hs"), Listen: "127.0.0.1:0", BinDir: bin, DatabaseURL: dbURL,
 		})
 		if hsErr != nil {
 			return
@@ -55,6 +60,7 @@ func Homeserver(t testing.TB) *devstack.Dendrite {
 			hs.Stop()
 			os.RemoveAll(dir)
 		})
+		atFailure(func() { reportHomeserverLog(hs.LogPath()) })
 	})
 	if hsErr != nil {
 		t.Fatalf("testenv: dendrite: %v", hsErr)
@@ -95,4 +101,51 @@ func NewMatrixUser(t testing.TB, prefix string) *MatrixUser {
 		t.Fatalf("testenv: log in as %s: %v", userID, err)
 	}
 	return &MatrixUser{UserID: id.UserID(userID), Password: password, Client: cli}
+}
+
+// HomeserverDatabaseURL makes an empty Postgres database for a Dendrite of
+// the tests and returns its URL; it is dropped when the package's tests
+// end. On SQLite, Dendrite answers some of the concurrent requests a test
+// suite makes with HTTP 500 ("database is locked").
+func HomeserverDatabaseURL(ctx context.Context) (string, error) {
+	p, err := postgres(ctx)
+	if err != nil {
+		return "", err
+	}
+	name := "nomos_dendrite_" + randomHex(6)
+	if err := p.EnsureDatabase(ctx, name); err != nil {
+		return "", err
+	}
+	atShutdown(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := p.DropDatabase(ctx, name); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: leaving %s behind: %v\n", name, err)
+		}
+	})
+	return p.URL(name), nil
+}
+
+// reportHomeserverLog prints what the homeserver logged above info level,
+// the last of it, so that a failure the homeserver caused (an HTTP 500 a
+// test met) says why; the log itself goes with the temporary directory.
+func reportHomeserverLog(path string) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: dendrite log: %v\n", err)
+		return
+	}
+	var lines []string
+	for line := range strings.Lines(string(raw)) {
+		if strings.Contains(line, "level=warn") || strings.Contains(line, "level=error") ||
+			strings.Contains(line, "level=fatal") || strings.Contains(line, "panic") {
+			lines = append(lines, line)
+		}
+	}
+	const keep = 60
+	total := len(lines)
+	if len(lines) > keep {
+		lines = lines[len(lines)-keep:]
+	}
+	fmt.Fprintf(os.Stderr, "testenv: a test failed; dendrite's warnings and errors (last %d of %d):\n%s", len(lines), total, strings.Join(lines, ""))
 }

@@ -31,6 +31,7 @@ import (
 var (
 	shutdownMu sync.Mutex
 	shutdowns  []func()
+	failures   []func() // run before shutdowns when a test failed
 )
 
 // Main runs the package's tests, waits for their databases to be dropped,
@@ -38,6 +39,13 @@ var (
 // Use it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
+	if code != 0 {
+		shutdownMu.Lock()
+		for _, fn := range failures {
+			fn()
+		}
+		shutdownMu.Unlock()
+	}
 	drops.Wait()
 	shutdownMu.Lock()
 	for i := len(shutdowns) - 1; i >= 0; i-- {
@@ -62,6 +70,14 @@ func atShutdown(fn func()) {
 	shutdownMu.Lock()
 	defer shutdownMu.Unlock()
 	shutdowns = append(shutdowns, fn)
+}
+
+// atFailure runs fn when the package's tests end with a failure, before
+// what they started is stopped.
+func atFailure(fn func()) {
+	shutdownMu.Lock()
+	defer shutdownMu.Unlock()
+	failures = append(failures, fn)
 }
 
 // Logger returns a logger that writes through t.Log.
@@ -92,19 +108,25 @@ var (
 	tmplDB string
 )
 
-// DatabaseURL returns the URL of a new database cloned from a template on
-// which every migration has run. The database is dropped when t ends.
-func DatabaseURL(t testing.TB) string {
-	t.Helper()
-	ctx := Context(t)
+// postgres returns the test server, starting it and making the migrated
+// template on first use.
+func postgres(ctx context.Context) (*devstack.Postgres, error) {
 	pgOnce.Do(func() {
 		pg, pgErr = devstack.EnsurePostgres(ctx, devstack.PostgresConfig{})
 		if pgErr == nil {
 			tmplDB, pgErr = ensureTemplate(ctx, pg)
 		}
 	})
-	if pgErr != nil {
-		t.Fatalf("testenv: postgres: %v", pgErr)
+	return pg, pgErr
+}
+
+// DatabaseURL returns the URL of a new database cloned from a template on
+// which every migration has run. The database is dropped when t ends.
+func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	ctx := Context(t)
+	if _, err := postgres(ctx); err != nil {
+		t.Fatalf("testenv: postgres: %v", err)
 	}
 	name := "nomos_test_" + randomHex(6)
 	conn, err := pgx.Connect(ctx, pg.AdminURL)
