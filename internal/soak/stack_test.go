@@ -161,7 +161,12 @@ func (s *stack) startHomeserver() {
 	if s.hs, err = devstack.StartDendrite(s.ctx, s.hsConfig); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.hs.Stop() })
+	t.Cleanup(func() {
+		s.hs.Stop()
+		if t.Failed() {
+			testenv.PrintHomeserverLog(s.hs.LogPath())
+		}
+	})
 }
 
 // restartHomeserver starts Dendrite again on its directory and address.

@@ -60,7 +60,7 @@ func Homeserver(t testing.TB) *devstack.Dendrite {
 			hs.Stop()
 			os.RemoveAll(dir)
 		})
-		atFailure(func() { reportHomeserverLog(hs.LogPath()) })
+		atFailure(func() { PrintHomeserverLog(hs.LogPath()) })
 	})
 	if hsErr != nil {
 		t.Fatalf("testenv: dendrite: %v", hsErr)
@@ -126,10 +126,10 @@ func HomeserverDatabaseURL(ctx context.Context) (string, error) {
 	return p.URL(name), nil
 }
 
-// reportHomeserverLog prints what the homeserver logged above info level,
-// the last of it, so that a failure the homeserver caused (an HTTP 500 a
-// test met) says why; the log itself goes with the temporary directory.
-func reportHomeserverLog(path string) {
+// PrintHomeserverLog prints the last of what a Dendrite logged above info
+// level, so that a failure the homeserver caused (an HTTP 500 a test met)
+// says why; the log itself goes with the test's temporary directory.
+func PrintHomeserverLog(path string) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: dendrite log: %v\n", err)
@@ -147,5 +147,5 @@ func reportHomeserverLog(path string) {
 	if len(lines) > keep {
 		lines = lines[len(lines)-keep:]
 	}
-	fmt.Fprintf(os.Stderr, "testenv: a test failed; dendrite's warnings and errors (last %d of %d):\n%s", len(lines), total, strings.Join(lines, ""))
+	fmt.Fprintf(os.Stderr, "testenv: dendrite's warnings and errors (last %d of %d):\n%s", len(lines), total, strings.Join(lines, ""))
 }
