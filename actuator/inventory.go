@@ -72,7 +72,7 @@ const (
 // handleInventory lists one node's containers and reports them, signed,
 // on the results queue. A request that does not verify, is for another
 // actuator or has expired runs nothing and is not answered.
-func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
+func (a *Actuator) handleInventory(taskCtx context.Context, t *asynq.Task) error {
 	defer a.enter()()
 	r, err := tasks.VerifyInventoryRun(a.orderKeys, t.Payload(), a.now())
 	if errors.Is(err, tasks.ErrExpired) {
@@ -90,12 +90,21 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 	if err := a.misaddressed(log, kindInventory, r.RunID, r.Actuator, r.Site); err != nil {
 		return err
 	}
+	release, err := a.probeHosts.acquire(r.HostAddr, kindInventory, a.now())
+	if errors.Is(err, errHostBusy) {
+		return a.deferProbe(taskCtx, log, t)
+	}
 	a.metrics.verify(kindInventory)
 	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), inventoryTimeout, fmt.Errorf("%w after %s", ErrTimedOut, inventoryTimeout))
 	defer cancel()
 	res := tasks.InventoryResult{RunID: r.RunID, HostID: r.HostID, Actuator: a.cfg.Name, Node: r.Node}
 	var node nodeFacts
-	res.Containers, res.Elsewhere, res.Nodes, node, err = a.inventory(ctx, r)
+	if err != nil {
+		// The host has not answered the reads it holds: say so now.
+		a.metrics.heldBack.WithLabelValues(heldHostNotAnswering).Inc()
+	} else {
+		res.Containers, res.Elsewhere, res.Nodes, node, err = a.inventory(ctx, r)
+	}
 	if err == nil {
 		res.VMs, res.VMsListed = a.inventoryVMs(ctx, r, node)
 		// The cluster's resources lag the node: a VM that has just moved
@@ -105,6 +114,9 @@ func (a *Actuator) handleInventory(_ context.Context, t *asynq.Task) error {
 		})
 		a.inventoryReplication(ctx, r, res.Containers, res.VMs)
 		a.inventoryBackups(ctx, r, res.Containers, res.VMs)
+	}
+	if release != nil {
+		release()
 	}
 	if err != nil {
 		// Reported, not dropped: the bot learns the host did not answer,

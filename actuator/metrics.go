@@ -48,8 +48,9 @@ type metrics struct {
 	verified *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	ssh      *prometheus.HistogramVec
-	// heldBack counts probes not run when they came, because their host
-	// held its share of the probe workers (probeHosts).
+	// heldBack counts reads on the probe queue (probes, inventories,
+	// previews) not run when they came, because their host held its share
+	// of the probe workers (probeHosts).
 	heldBack *prometheus.CounterVec
 }
 
@@ -77,8 +78,8 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		heldBack: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nomos_actuator_probes_held_back_total",
-			Help: "Probes not run when they came because their host held its share of the probe workers, by reason: " +
-				"host_busy (put back on the queue to wait) or host_not_answering (answered at once as unhealthy, not sent).",
+			Help: "Reads on the probe queue (probes, inventories, previews) not run when they came because their host held its share of the probe workers, by reason: " +
+				"host_busy (put back on the queue to wait) or host_not_answering (answered at once, not sent: a probe as unhealthy, an inventory or a preview with the error).",
 		}, []string{"reason"}),
 	}
 	m.heldBack.WithLabelValues(heldHostBusy)

@@ -42,7 +42,7 @@ const maxPreviewBytes = 1 << 20
 // not, signed, on the results queue. A request that does
 // not verify, is for another actuator or has expired runs nothing and is
 // not answered.
-func (a *Actuator) handlePreview(_ context.Context, t *asynq.Task) error {
+func (a *Actuator) handlePreview(taskCtx context.Context, t *asynq.Task) error {
 	defer a.enter()()
 	r, err := tasks.VerifyPreviewRun(a.orderKeys, t.Payload(), a.now())
 	if errors.Is(err, tasks.ErrExpired) {
@@ -60,12 +60,23 @@ func (a *Actuator) handlePreview(_ context.Context, t *asynq.Task) error {
 	if err := a.misaddressed(log, kindPreview, r.ExecutionID, r.Actuator, r.Site); err != nil {
 		return err
 	}
+	release, err := a.probeHosts.acquire(r.Target.HostAddr, kindPreview, a.now())
+	if errors.Is(err, errHostBusy) {
+		return a.deferProbe(taskCtx, log, t)
+	}
 	a.metrics.verify(kindPreview)
 	ctx, cancel := context.WithTimeoutCause(logctx.With(a.workCtx, log), a.cfg.PreviewTimeout,
 		fmt.Errorf("%w after %s", ErrTimedOut, a.cfg.PreviewTimeout))
 	defer cancel()
 	res := tasks.PreviewResult{ExecutionID: r.ExecutionID, Actuator: a.cfg.Name, Action: r.Action}
-	if err := a.preview(ctx, r, &res); err != nil {
+	if err != nil {
+		// The host has not answered the reads it holds: say so now.
+		a.metrics.heldBack.WithLabelValues(heldHostNotAnswering).Inc()
+	} else {
+		err = a.preview(ctx, r, &res)
+		release()
+	}
+	if err != nil {
 		log.Warn("preview unavailable", "err", err)
 		res = tasks.PreviewResult{ExecutionID: r.ExecutionID, Actuator: a.cfg.Name, Action: r.Action,
 			Error: clipString(redact.String(err.Error()), tasks.MaxPreviewError)}

@@ -90,9 +90,8 @@ func (a *Actuator) handleCheck(ctx context.Context, t *asynq.Task) error {
 		log.Error("probe request lacks a host address")
 		return fmt.Errorf("run probe %s: %w: a host address is required: %w", c.CheckID, errProbeSpec, asynq.SkipRetry)
 	}
-	release, err := a.probeHosts.acquire(c.Target.HostAddr, a.now())
+	release, err := a.probeHosts.acquire(c.Target.HostAddr, kindProbe, a.now())
 	if errors.Is(err, errHostBusy) {
-		a.metrics.heldBack.WithLabelValues(heldHostBusy).Inc()
 		return a.deferProbe(ctx, log, t)
 	}
 	a.metrics.verify(kindProbe)
@@ -142,21 +141,23 @@ func (a *Actuator) runProbe(log *slog.Logger, c tasks.CheckRun) probeReport {
 	return rep
 }
 
-// deferProbe puts t back on the probe queue, as a task of its own, for
-// probeDeferDelay, twice that the next time and so on up to
-// maxProbeDeferDelay, while its host holds its share of the workers: it then
-// waits without holding one. Nothing has been sent, so it runs once,
-// later, or expires and its next slot replaces it.
+// deferProbe puts t, a read on the probe queue, back on that queue as a
+// task of its own, for probeDeferDelay, twice that the next time and so on
+// up to maxProbeDeferDelay, while its host holds its share of the workers:
+// it then waits without holding one. Nothing has been sent, so it runs
+// once, later, or expires (a probe's next slot, an inventory's next run
+// replaces it).
 func (a *Actuator) deferProbe(ctx context.Context, log *slog.Logger, t *asynq.Task) error {
+	a.metrics.heldBack.WithLabelValues(heldHostBusy).Inc()
 	taskID, _ := asynq.GetTaskID(ctx)
 	id, wait := deferral(t.Payload(), taskID)
 	again := asynq.NewTask(t.Type(), t.Payload(), asynq.Queue(tasks.ProbeQueue(a.cfg.Site)), asynq.MaxRetry(0),
 		asynq.TaskID(id), asynq.ProcessIn(wait))
 	if err := a.enqueue(a.reportCtx, again); err != nil {
-		log.Warn("probe not run: its host is busy and it could not be put back on the queue; its next slot replaces it", "err", err)
-		return fmt.Errorf("defer probe: %w: %w", err, asynq.SkipRetry)
+		log.Warn("read not run: its host is busy and it could not be put back on the queue", "type", t.Type(), "err", err)
+		return fmt.Errorf("defer %s: %w: %w", t.Type(), err, asynq.SkipRetry)
 	}
-	log.Debug("probe put back: its host holds its share of the probe workers")
+	log.Debug("read put back: its host holds its share of the probe workers", "type", t.Type())
 	return nil
 }
 

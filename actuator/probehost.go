@@ -13,8 +13,10 @@ import (
 
 // A host that hangs (it accepts TCP but never answers SSH, or a session
 // that never returns) would otherwise hold one of the actuator's shared
-// probe workers per probe for up to probeTimeout, and take them all in
-// seconds. probeHosts bounds what one host may hold.
+// probe workers per read for up to its timeout (a probe's probeTimeout,
+// an inventory's inventoryTimeout), and take them all in seconds.
+// probeHosts bounds what one host may hold. Every read on the probe queue
+// takes a slot of its host's share: probes, inventories and previews.
 const (
 	// probeStallAfter is how long a host's oldest probe may run before
 	// the host counts as not answering. It is above the slowest probe a
@@ -40,13 +42,14 @@ var errHostBusy = errors.New("the host holds its share of the probe workers")
 // the probe is answered at once without being sent.
 type hostStalledError struct {
 	addr    string
+	what    string // the read refused: probe, inventory or preview
 	running int
 	oldest  time.Duration
 }
 
 func (e *hostStalledError) Error() string {
-	return fmt.Sprintf("the host %s is not answering: %d probes to it have been waiting, the oldest for %s; this probe was not sent",
-		e.addr, e.running, e.oldest.Round(time.Second))
+	return fmt.Sprintf("the host %s is not answering: %d reads from it have been waiting, the oldest for %s; this %s was not sent",
+		e.addr, e.running, e.oldest.Round(time.Second), e.what)
 }
 
 // probeHosts counts the probes running on each host.
@@ -65,10 +68,10 @@ func newProbeHosts(share int) *probeHosts {
 	return &probeHosts{share: share, hosts: map[string]*probeHost{}}
 }
 
-// acquire takes one of addr's probe slots and returns its release. A host
-// at its share gives errHostBusy, or a *hostStalledError once its oldest
-// probe has run for probeStallAfter.
-func (p *probeHosts) acquire(addr string, now time.Time) (func(), error) {
+// acquire takes one of addr's probe slots for a read of kind what and
+// returns its release. A host at its share gives errHostBusy, or a
+// *hostStalledError once its oldest read has run for probeStallAfter.
+func (p *probeHosts) acquire(addr, what string, now time.Time) (func(), error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.hosts[addr]
@@ -84,7 +87,7 @@ func (p *probeHosts) acquire(addr string, now time.Time) (func(), error) {
 			}
 		}
 		if age := now.Sub(oldest); age > probeStallAfter {
-			return nil, &hostStalledError{addr: addr, running: n, oldest: age}
+			return nil, &hostStalledError{addr: addr, what: what, running: n, oldest: age}
 		}
 		return nil, errHostBusy
 	}

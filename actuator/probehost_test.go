@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nomoshq/nomos/internal/labsim"
+	"github.com/nomoshq/nomos/policy"
 	"github.com/nomoshq/nomos/tasks"
 )
 
@@ -135,6 +136,72 @@ func TestHungHostCannotStarveProbes(t *testing.T) {
 	diff(t, "commands sent to pve2: the one before it hung and its share", 1+share, toPve2)
 }
 
+// TestHungHostHoldsOnlyItsShareForInventoriesAndPreviews: inventories and
+// previews run on the probe workers too, and a node that hangs (labsim's
+// ssh_hang, as in TestHungHostCannotStarveProbes) would hold one worker per
+// inventory for up to inventoryTimeout (two minutes). They take a slot of
+// the host's share as probes do: pve2 holds no more reads than its share,
+// the rest wait on the queue, and pve1's probes and inventory are answered
+// in full meanwhile.
+func TestHungHostHoldsOnlyItsShareForInventoriesAndPreviews(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withHungPeer())
+	share := b.act.cfg.ProbeHostShare
+	hungCT := tasks.Target{ID: "ct-201", Slug: "lxc:201", Type: "lxc", Host: "pve2", HostAddr: b.sim.Addr("pve2"), VMID: 201, Hostname: "hung"}
+	b.probe(t, tasks.CheckRun{CheckID: "check-pve2-before", TargetID: hungCT.ID, Kind: "pct_status", Target: hungCT})
+	diff(t, "pve2 before it hangs", healthy, b.results.check(t, "check-pve2-before").Health)
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultSSHHang, Target: "pve2"}); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 6 // inventories, and as many previews: more than all the workers together
+	for i := range n {
+		b.inventoryRun(t, tasks.InventoryRun{RunID: fmt.Sprintf("inv-pve2-%d", i), HostID: "host-pve2", Host: "pve2", Node: "pve2", HostAddr: b.sim.Addr("pve2")})
+		now := time.Now()
+		task, err := tasks.NewPreviewRunTask(b.signKey, tasks.PreviewRun{ExecutionID: fmt.Sprintf("preview-pve2-%d", i), Actuator: tasks.DefaultActuator,
+			Action: string(policy.ActionPctRollback), Target: hungCT, IssuedAt: now, ExpiresAt: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.queue.Enqueue(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onPve2 := func() int {
+		k := 0
+		for _, c := range b.sim.Running() {
+			if strings.HasPrefix(c, "pvesh get /cluster/resources") || strings.HasPrefix(c, "pct listsnapshot 201") {
+				k++
+			}
+		}
+		return k
+	}
+	for deadline := time.Now().Add(waitTimeout); onPve2() < share; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pve2 never took its share of the workers: running %v", b.sim.Running())
+		}
+	}
+
+	healthyCT := b.lxc(101, "jellyfin")
+	for i := range n {
+		b.probe(t, tasks.CheckRun{CheckID: fmt.Sprintf("check-ok-%d", i), TargetID: healthyCT.ID, Kind: "pct_status", Target: healthyCT})
+	}
+	b.inventoryRun(t, tasks.InventoryRun{RunID: "inv-pve1"})
+	for i := range n {
+		diff(t, fmt.Sprintf("pve1 probe %d", i), healthy, b.results.check(t, fmt.Sprintf("check-ok-%d", i)).Health)
+	}
+	inv := b.results.inventory(t, "inv-pve1")
+	diff(t, "pve1's inventory error", "", inv.Error)
+	if len(inv.Containers) == 0 {
+		t.Error("pve1's inventory lists no containers")
+	}
+	// Answered while pve2 still held its share and no more.
+	diff(t, "reads hanging on pve2 when pve1 was answered", share, onPve2())
+	if busy := testutil.ToFloat64(b.act.metrics.heldBack.WithLabelValues(heldHostBusy)); busy < 1 {
+		t.Error("no read of pve2 was put back on the queue while it held its share")
+	}
+}
+
 // TestProbeOfHostThatNeverGreets: a node that accepts the TCP connection
 // and never sends its SSH version (labsim's ssh_hang on a host with no
 // connection open yet) gives a probe result that says the handshake timed
@@ -168,7 +235,7 @@ func TestProbeHostShare(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	take := func(addr string, at time.Time) func() {
 		t.Helper()
-		release, err := p.acquire(addr, at)
+		release, err := p.acquire(addr, kindProbe, at)
 		if err != nil {
 			t.Fatalf("acquire %s: %v", addr, err)
 		}
@@ -176,16 +243,16 @@ func TestProbeHostShare(t *testing.T) {
 	}
 	first := take("a:22", t0)
 	take("a:22", t0.Add(time.Second))
-	if _, err := p.acquire("a:22", t0.Add(probeStallAfter)); !errors.Is(err, errHostBusy) {
+	if _, err := p.acquire("a:22", kindProbe, t0.Add(probeStallAfter)); !errors.Is(err, errHostBusy) {
 		t.Fatalf("a host at its share, answering: got %v, want errHostBusy", err)
 	}
 	take("b:22", t0)
-	_, err := p.acquire("a:22", t0.Add(probeStallAfter+2*time.Second))
+	_, err := p.acquire("a:22", kindInventory, t0.Add(probeStallAfter+2*time.Second))
 	var stalled *hostStalledError
 	if !errors.As(err, &stalled) {
 		t.Fatalf("a host at its share whose oldest probe has run %s: got %v, want hostStalledError", probeStallAfter+2*time.Second, err)
 	}
-	diff(t, "message", "the host a:22 is not answering: 2 probes to it have been waiting, the oldest for 22s; this probe was not sent", err.Error())
+	diff(t, "message", "the host a:22 is not answering: 2 reads from it have been waiting, the oldest for 22s; this inventory was not sent", err.Error())
 	first()
 	take("a:22", t0.Add(probeStallAfter+3*time.Second))
 }
