@@ -91,8 +91,9 @@ type Config struct {
 	// ExpiryWarning: a plan this close to expiring gets a mention.
 	// Default 5m.
 	ExpiryWarning time.Duration
-	// ExpiryCheckInterval is how often plans are checked for ExpiryWarning.
-	// Default 30s.
+	// ExpiryCheckInterval is how often plans are checked for ExpiryWarning,
+	// and for a card that never went out (the homeserver failed it). Default
+	// 30s.
 	ExpiryCheckInterval time.Duration
 	// Agent answers free-form messages from operators; nil means the bot
 	// works from its command grammar and runbooks alone.
@@ -283,7 +284,10 @@ func (b *Bot) Services() []supervisor.Service {
 	svcs = append(svcs, supervisor.Service{Name: "scheduler", Run: b.sched.Run})
 	return append(svcs,
 		supervisor.Service{Name: "expiry", Run: func(ctx context.Context) error {
-			loop.Every(ctx, b.cfg.ExpiryCheckInterval, b.warnExpiring)
+			loop.Every(ctx, b.cfg.ExpiryCheckInterval, func(ctx context.Context) {
+				b.postUncarded(ctx)
+				b.warnExpiring(ctx)
+			})
 			return nil
 		}},
 		supervisor.Service{Name: "executions_listener", Run: b.listenExecutions},

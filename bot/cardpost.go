@@ -45,8 +45,14 @@ func (b *Bot) postCard(ctx context.Context, room id.RoomID, p executions.Planned
 		content.MsgType = event.MsgText
 		content.Mentions.UserIDs = b.operatorMentions()
 	}
-	eventID := b.sendWithExtra(ctx, room, content, htm, replyTo, map[string]any{cardKey: x.ID.String()})
-	if eventID == "" {
+	eventID, err := b.trySend(ctx, room, content, htm, replyTo, map[string]any{cardKey: x.ID.String()})
+	if err != nil {
+		// Given back, so that postUncarded tries again: a plan nobody can
+		// see cannot be decided.
+		b.logger.Error("post card; it is tried again shortly", "execution_id", x.ID, "room_id", room, "err", err)
+		if rerr := b.store.ReleaseNotice(context.WithoutCancel(ctx), x.ID, "card"); rerr != nil {
+			b.logger.Error("release the card's claim; the plan stays uncarded", "execution_id", x.ID, "err", rerr)
+		}
 		return
 	}
 	if err := b.store.SetCardEvent(ctx, x.ID, room.String(), eventID.String()); err != nil {
@@ -292,6 +298,32 @@ func (b *Bot) catchUpCards(ctx context.Context) {
 	for _, x := range xs {
 		if x.CardEventID != "" && (!x.State.Terminal() || b.now().Sub(x.UpdatedAt) < time.Hour) {
 			b.cards.update(x.ID)
+		}
+	}
+}
+
+// uncardedAfter is how old a plan with no card must be before
+// postUncarded posts it: younger ones are still being carded by whoever
+// made them.
+const uncardedAfter = 10 * time.Second
+
+// postUncarded posts the card of every live plan that has none: one whose
+// send the homeserver failed, every retry included, or that was made while
+// the bot was away from Matrix.
+func (b *Bot) postUncarded(ctx context.Context) {
+	xs, err := b.store.ListExecutions(ctx, store.ExecutionFilter{States: []store.ExecutionState{
+		store.StateAwaitingApproval, store.StateApproved, store.StateDispatched, store.StateRunning,
+	}, Limit: 200})
+	if err != nil {
+		return
+	}
+	for _, x := range xs {
+		if x.CardEventID != "" || x.RoomID == "" || x.IsFollower() || b.now().Sub(x.CreatedAt) < uncardedAfter ||
+			b.cardRoom(ctx, id.RoomID(x.RoomID)) == "" { // nowhere to card it; postCard said so once
+			continue
+		}
+		if p, err := b.exec.Describe(ctx, x); err == nil {
+			b.postCard(ctx, id.RoomID(x.RoomID), p, nil)
 		}
 	}
 }

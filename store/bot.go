@@ -85,3 +85,12 @@ func (s *Store) ClaimNotice(ctx context.Context, executionID uuid.UUID, kind str
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// ReleaseNotice gives back a claim whose notice could not be sent, so that
+// a later try may claim it again.
+func (s *Store) ReleaseNotice(ctx context.Context, executionID uuid.UUID, kind string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM bot_notices WHERE execution_id = $1 AND kind = $2`, executionID, kind); err != nil {
+		return fmt.Errorf("release %s notice for %s: %w", kind, executionID, err)
+	}
+	return nil
+}
