@@ -139,6 +139,10 @@ func (b *Bot) editCard(ctx context.Context, execID uuid.UUID) error {
 		b.logger.Warn("edit card; trying again", "execution_id", execID, "err", err)
 		return err
 	}
+	if err := b.editOpsCopy(ctx, x, plain, htm); err != nil {
+		b.logger.Warn("edit the ops room's copy of a card; trying again", "execution_id", execID, "err", err)
+		return err
+	}
 	b.awaitPreview(ctx, view)
 	return nil
 }

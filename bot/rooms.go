@@ -127,17 +127,44 @@ func (b *Bot) cardRoom(ctx context.Context, room id.RoomID) id.RoomID {
 }
 
 // copyToOpsRoom shows the ops room a plan carded in another room for
-// plans, once: every plan is seen there, wherever it is decided.
+// plans, once: every plan is seen there, wherever it is decided. The copy
+// is edited as the card is (editOpsCopy) and decides nothing itself.
 func (b *Bot) copyToOpsRoom(ctx context.Context, room id.RoomID, plain, htm string, x store.Execution) {
 	ops := id.RoomID(b.cfg.OpsRoom)
 	if ops == "" || room == ops {
 		return
 	}
-	if ok, err := b.store.ClaimNotice(ctx, x.ID, "ops_copy"); err != nil || !ok {
+	if ok, err := b.store.ClaimNotice(ctx, x.ID, opsCopy); err != nil || !ok {
 		return
 	}
+	plain, htm = opsCopyText(room, plain, htm, x)
+	copied := b.sendNotice(ctx, ops, plain, htm, nil)
+	if copied == "" {
+		return
+	}
+	if err := b.store.SetNoticeEvent(ctx, x.ID, opsCopy, copied.String()); err != nil {
+		b.logger.Warn("record the ops room's copy of a card; it will not follow the plan", "execution_id", x.ID, "err", err)
+	}
+}
+
+// opsCopy is the notice kind of a card's copy in the ops room.
+const opsCopy = "ops_copy"
+
+// opsCopyText is the ops room's copy of a card carded in room.
+func opsCopyText(room id.RoomID, plain, htm string, x store.Execution) (string, string) {
 	lead := fmt.Sprintf("Plan %s was asked for in %s and is decided there:", x.PlanCode, room)
-	b.sendNotice(ctx, ops, lead+"\n"+plain, "<p>"+escape(lead)+"</p>"+htm, nil)
+	return lead + "\n" + plain, "<p>" + escape(lead) + "</p>" + htm
+}
+
+// editOpsCopy brings the ops room's copy of x's card, if it has one, to
+// the card's new text.
+func (b *Bot) editOpsCopy(ctx context.Context, x store.Execution, plain, htm string) error {
+	copied, err := b.store.NoticeEvent(ctx, x.ID, opsCopy)
+	if err != nil || copied == "" {
+		return err
+	}
+	plain, htm = opsCopyText(id.RoomID(x.RoomID), plain, htm, x)
+	return b.editMessage(ctx, id.RoomID(b.cfg.OpsRoom), id.EventID(copied), event.MsgNotice, plain, htm)
 }
 
 // reads reports whether a command only reads: it is answered in any room.

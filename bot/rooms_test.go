@@ -189,7 +189,8 @@ func TestARoomForPlansInTheClearTakesNone(t *testing.T) {
 
 // TestAPlanInAnotherRoomForPlansIsCopiedToTheOpsRoom: a room listed in
 // Config.Rooms takes plans and decides them, and the ops room gets a copy
-// of each card there, which decides nothing itself.
+// of each card there, which decides nothing itself and is edited as the
+// card is.
 func TestAPlanInAnotherRoomForPlansIsCopiedToTheOpsRoom(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withOpsRoom())
@@ -219,4 +220,7 @@ func TestAPlanInAnotherRoomForPlansIsCopiedToTheOpsRoom(t *testing.T) {
 		}
 		b.waitFor(t, b.cardEdited(card.ID, "succeeded"))
 	})
+	// The copy follows the plan, so the ops room does not show it awaiting
+	// approval for ever.
+	b.waitFor(t, b.cardEdited(copied.ID, "Plan "+x.PlanCode+" was asked for in", "succeeded"))
 }

@@ -86,6 +86,29 @@ func (s *Store) ClaimNotice(ctx context.Context, executionID uuid.UUID, kind str
 	return tag.RowsAffected() == 1, nil
 }
 
+// SetNoticeEvent records the event a claimed notice was sent as, for a
+// notice that is edited later (the ops room's copy of a card).
+func (s *Store) SetNoticeEvent(ctx context.Context, executionID uuid.UUID, kind, eventID string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE bot_notices SET event_id = $3 WHERE execution_id = $1 AND kind = $2`, executionID, kind, eventID); err != nil {
+		return fmt.Errorf("record %s notice for %s: %w", kind, executionID, err)
+	}
+	return nil
+}
+
+// NoticeEvent returns the event a notice was sent as, or "" when it was
+// not sent or its event was not recorded.
+func (s *Store) NoticeEvent(ctx context.Context, executionID uuid.UUID, kind string) (string, error) {
+	var eventID *string
+	err := s.pool.QueryRow(ctx, `SELECT event_id FROM bot_notices WHERE execution_id = $1 AND kind = $2`, executionID, kind).Scan(&eventID)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && eventID == nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s notice for %s: %w", kind, executionID, err)
+	}
+	return *eventID, nil
+}
+
 // ReleaseNotice gives back a claim whose notice could not be sent, so that
 // a later try may claim it again.
 func (s *Store) ReleaseNotice(ctx context.Context, executionID uuid.UUID, kind string) error {
