@@ -154,7 +154,11 @@ func (s *stack) startHomeserver() {
 	if s.hs, err = devstack.StartDendrite(s.ctx, s.hsConfig); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.hs.Stop() })
+	t.Cleanup(func() {
+		if err := s.hs.Stop(); err != nil {
+			t.Errorf("stop dendrite: %v", err)
+		}
+	})
 }
 
 // restartHomeserver starts Dendrite again on its directory and address.
@@ -317,17 +321,17 @@ func (r *role) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	fmt.Fprintf(logFile, "=== soak: start %s at %s\n", r.name, time.Now().Format(time.RFC3339Nano))
+	_, _ = fmt.Fprintf(logFile, "=== soak: start %s at %s\n", r.name, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(r.bin, "-config", r.config, r.name)
 	cmd.Env = cleanEnviron()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		r.t.Fatal(err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
 	r.cmd, r.exited = cmd, exited
 }
 
