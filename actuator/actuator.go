@@ -312,9 +312,12 @@ func (a *Actuator) disconnect() {
 	a.client.Close()
 	a.rdb.Close()
 	a.inspector.Close()
-	a.ssh.Close()
-	a.probeSSH.Close()
-	a.journal.Close()
+	if err := errors.Join(a.ssh.Close(), a.probeSSH.Close()); err != nil {
+		a.log.Warn("close SSH connections", "err", err)
+	}
+	if err := a.journal.Close(); err != nil {
+		a.log.Error("close journal", "err", err)
+	}
 }
 
 // recoverOnStart reports what an earlier run left unfinished; a stop asked

@@ -112,7 +112,7 @@ func openJournal(path string, now time.Time) (*journal, error) {
 	j.f = f
 	if created {
 		if err := syncDir(dir); err != nil {
-			f.Close()
+			_ = f.Close()
 			return nil, fmt.Errorf("open journal: %w", err)
 		}
 	}
@@ -122,7 +122,7 @@ func openJournal(path string, now time.Time) (*journal, error) {
 			err = j.sync(n)
 		}
 		if err != nil {
-			f.Close()
+			_ = f.Close()
 			return nil, err
 		}
 	}
@@ -330,7 +330,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // read-only; Sync is what matters
 	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
 		return err
 	}

@@ -24,7 +24,11 @@ func openTestJournal(t *testing.T, path string, now time.Time) *journal {
 	if err != nil {
 		t.Fatalf("openJournal: %v", err)
 	}
-	t.Cleanup(func() { j.Close() })
+	t.Cleanup(func() {
+		if err := j.Close(); err != nil {
+			t.Errorf("close journal: %v", err)
+		}
+	})
 	return j
 }
 
@@ -50,7 +54,9 @@ func TestJournalStartsOnceAndSurvivesRestart(t *testing.T) {
 	if err := j.Begin("bad id\nfinished b succeeded", t1); err == nil {
 		t.Error("Begin with an id that would forge a line: want an error")
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -172,7 +178,9 @@ func TestJournalConcurrentOrdersStartOnce(t *testing.T) {
 			t.Errorf("order-%d delivered twice at once: started %d times and refused as a replay %d times, want once each", i, started, replays)
 		}
 	}
-	j.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -209,7 +217,7 @@ func TestJournalFailedSyncFailsEveryLaterCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	j.mu.Lock()
 	file := j.f
 	j.f = w
@@ -220,7 +228,9 @@ func TestJournalFailedSyncFailsEveryLaterCall(t *testing.T) {
 	j.mu.Lock()
 	j.f = file
 	j.mu.Unlock()
-	w.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := j.Begin("b", t1); err == nil {
 		t.Error("Begin succeeded after a failed sync, on a file that syncs again")
 	}

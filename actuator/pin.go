@@ -163,7 +163,8 @@ func (k HostKey) Pin(file string) (added bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("pin host key: %w", err)
 	}
-	defer f.Close()
+	// For the error paths: the written file's Close is checked below.
+	defer func() { _ = f.Close() }()
 	line := []byte(k.Line() + "\n")
 	if st, err := f.Stat(); err != nil {
 		return false, fmt.Errorf("pin host key: %w", err)

@@ -49,7 +49,8 @@ func (b *outputBuffer) Write(p []byte) (int, error) {
 }
 
 // WriteString writes s; it is for the actuator's own lines between phases.
-func (b *outputBuffer) WriteString(s string) { b.Write([]byte(s)) }
+// Write never fails.
+func (b *outputBuffer) WriteString(s string) { _, _ = b.Write([]byte(s)) }
 
 // Tail returns at most the last maxLines lines and maxBytes bytes of the
 // output, redacted, as valid UTF-8.

@@ -178,15 +178,16 @@ func (r *SSHRunner) Run(ctx context.Context, addr, command string, stdout, stder
 	case <-ctx.Done():
 	}
 	// Out of time or cancelled: kill the command, give it a moment to say
-	// it died, then close the session regardless.
-	sess.Signal(ssh.SIGKILL)
+	// it died, then close the session regardless. The stop is the outcome,
+	// whatever the signal or the session's end returns.
+	_ = sess.Signal(ssh.SIGKILL)
 	t := time.NewTimer(r.cfg.KillGrace)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-done: //nolint:errcheck // the stop is the outcome
 	case <-t.C:
 		sess.Close()
-		<-done
+		<-done //nolint:errcheck // the stop is the outcome
 	}
 	return -1, fmt.Errorf("command on %s stopped: %w", addr, context.Cause(ctx))
 }

@@ -209,7 +209,12 @@ func setup(t testing.TB, opts ...func(*bundle)) *bundle {
 	}
 	actCtx, stopAct := context.WithCancel(context.Background())
 	actDone := make(chan struct{})
-	go func() { defer close(actDone); act.Run(actCtx) }()
+	go func() {
+		defer close(actDone)
+		if err := act.Run(actCtx); err != nil && actCtx.Err() == nil {
+			t.Errorf("actuator: %v", err)
+		}
+	}()
 	t.Cleanup(func() { stopAct(); <-actDone })
 
 	b.startBot(t)
@@ -613,7 +618,7 @@ func (g *pushGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.events = append(g.events, n.Notification.EventID)
 	g.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"rejected":[]}`)
+	_, _ = io.WriteString(w, `{"rejected":[]}`)
 }
 
 func (g *pushGateway) got(eventID id.EventID) bool {

@@ -207,7 +207,11 @@ func newBenchStack(b *testing.B, fleet *testenv.Fleet, operators []string) bench
 	if err != nil {
 		b.Fatal(err)
 	}
-	testenv.Go(b, func(ctx context.Context) { act.Run(ctx) })
+	testenv.Go(b, func(ctx context.Context) {
+		if err := act.Run(ctx); err != nil && ctx.Err() == nil {
+			b.Errorf("actuator: %v", err)
+		}
+	})
 	return benchStack{store: st, svc: svc, redis: opt, statements: statements, stats: stats}
 }
 

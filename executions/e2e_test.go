@@ -106,7 +106,12 @@ func (b *bundle) startWorkers(t *testing.T, fleet *testenv.Fleet) <-chan executi
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); act.Run(ctx) }()
+	go func() {
+		defer close(done)
+		if err := act.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("actuator: %v", err)
+		}
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return refused
 }

@@ -42,7 +42,7 @@ func runConsumer() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	fail := func(what string, err error) int {
-		os.Stderr.WriteString("results consumer: " + what + ": " + err.Error() + "\n")
+		_, _ = os.Stderr.WriteString("results consumer: " + what + ": " + err.Error() + "\n")
 		return 2
 	}
 	st, err := store.Open(ctx, store.Config{URL: os.Getenv(consumerEnv + "_DB"), MaxConns: 4})
@@ -147,7 +147,7 @@ func TestReportHeldByAKilledBotIsAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(b.ctx)
+	defer func() { _ = tx.Rollback(b.ctx) }() // the error paths; rolled back and checked below
 	if _, err := tx.Exec(b.ctx, `SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, p.Execution.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +168,8 @@ func TestReportHeldByAKilledBotIsAppliedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		child.Process.Kill()
-		child.Wait()
+		_ = child.Process.Kill() // killed already, unless the test failed before
+		_ = child.Wait()
 		if t.Failed() {
 			t.Logf("the killed consumer's output:\n%s", out.String())
 		}
@@ -180,7 +180,7 @@ func TestReportHeldByAKilledBotIsAppliedOnce(t *testing.T) {
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	child.Wait()
+	_ = child.Wait() // signal: killed
 	if err := tx.Rollback(b.ctx); err != nil {
 		t.Fatal(err)
 	}

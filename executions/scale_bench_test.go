@@ -81,7 +81,12 @@ func BenchmarkScaleProberLag(b *testing.B) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	actDone := make(chan struct{})
-	go func() { defer close(actDone); act.Run(runCtx) }()
+	go func() {
+		defer close(actDone)
+		if err := act.Run(runCtx); err != nil && runCtx.Err() == nil {
+			b.Errorf("actuator: %v", err)
+		}
+	}()
 	defer func() { stop(); <-actDone }()
 
 	start := time.Now()

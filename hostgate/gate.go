@@ -72,7 +72,9 @@ func Run(cfg Config) int {
 	}
 	fmt.Fprintln(cfg.Stderr, "nomos gate: "+oneLine(err.Error()))
 	if cfg.Journal != nil {
-		cfg.Journal.Warning(journalLine(cfg, err))
+		// A second copy of what stderr has just said; stderr is the one
+		// the caller reads.
+		_ = cfg.Journal.Warning(journalLine(cfg, err))
 	}
 	return ExitRefused
 }

@@ -350,13 +350,13 @@ func writeAtomic(p string, data []byte, mode fs.FileMode, owner *syscall.Stat_t)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
@@ -377,9 +377,11 @@ func writeAtomic(p string, data []byte, mode fs.FileMode, owner *syscall.Stat_t)
 	if err := os.Rename(tmp.Name(), p); err != nil {
 		return err
 	}
+	// Best effort: not every file system (pmxcfs among them) syncs a
+	// directory, and the file itself is synced.
 	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+		_ = d.Sync()
+		_ = d.Close()
 	}
 	return nil
 }

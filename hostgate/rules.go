@@ -31,7 +31,7 @@ func LoadRules(path string) (Rules, error) {
 	if err != nil {
 		return Rules{}, fmt.Errorf("read rules %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	info, err := f.Stat()
 	if err != nil {
 		return Rules{}, fmt.Errorf("read rules %s: %w", path, err)

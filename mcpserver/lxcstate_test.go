@@ -122,7 +122,12 @@ func startActuator(t *testing.T, b *bundle, fleet *testenv.Fleet) {
 	}
 	actCtx, stopAct := context.WithCancel(context.Background())
 	actDone := make(chan struct{})
-	go func() { defer close(actDone); act.Run(actCtx) }()
+	go func() {
+		defer close(actDone)
+		if err := act.Run(actCtx); err != nil && actCtx.Err() == nil {
+			t.Errorf("actuator: %v", err)
+		}
+	}()
 	t.Cleanup(func() { stopAct(); <-actDone })
 	results := asynq.NewServer(b.redis, tasks.ResultsServerConfig(asynq.Config{
 		Concurrency: 2, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.WarnLevel,

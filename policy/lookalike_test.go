@@ -99,7 +99,7 @@ func TestInvisibleCoversDefaultIgnorable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	listed := map[rune]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -149,7 +149,7 @@ func TestLookalikesCoverConfusables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	proto := map[rune]string{}
 	version := ""
 	sc := bufio.NewScanner(f)

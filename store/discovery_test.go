@@ -324,7 +324,9 @@ func TestInventoryNoticesAreClaimedOnce(t *testing.T) {
 	if n, _ := e.s.InventoryNotices(e.ctx); len(n) != 1 {
 		t.Errorf("an unclaimed notice is not listed again: %+v", n)
 	}
-	e.s.ClaimInventoryNotice(e.ctx, id)
+	if ok, err := e.s.ClaimInventoryNotice(e.ctx, id); err != nil || !ok {
+		t.Fatalf("claim the unclaimed notice: %v, %v; want true", ok, err)
+	}
 	if n, _ := e.s.PruneInventoryRuns(e.ctx, e.now.Add(time.Hour)); n != 4 {
 		t.Errorf("pruned %d runs, want all four (two applied, two sent and never answered)", n)
 	}

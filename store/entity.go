@@ -137,7 +137,7 @@ func (s *Store) Neighbourhood(ctx context.Context, id uuid.UUID, alsoSlug string
 		WHERE r.from_id = $1 OR r.to_id = $1
 		ORDER BY f.slug, r.type, t.slug`, id)
 	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
+	defer func() { _ = br.Close() }() // the error paths; the last step checks it
 	rows, err := br.Query()
 	if err != nil {
 		return nil, nil, fmt.Errorf("entity neighbourhood: %w", err)

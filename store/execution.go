@@ -641,7 +641,7 @@ func (s *Store) transition(ctx context.Context, conn *pgxpool.Conn, t Transition
 	b.Queue(`SELECT `+executionColumns+` FROM `+executionFrom+` WHERE x.id = $1`, t.ID)
 	b.Queue(`commit`)
 	br := conn.SendBatch(ctx, b)
-	defer br.Close()
+	defer func() { _ = br.Close() }() // the error paths; the last step checks it
 	for range queued {
 		if _, err := br.Exec(); err != nil {
 			return Execution{}, err

@@ -42,7 +42,17 @@ func (s *Store) listenOnce(ctx context.Context, fn func(ExecutionEvent), listeni
 	if _, err := conn.Exec(ctx, "LISTEN "+ExecutionsChannel); err != nil {
 		return err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+ExecutionsChannel)
+	defer func() {
+		if conn.Conn().IsClosed() {
+			return // the pool drops it
+		}
+		ctx := context.WithoutCancel(ctx)
+		if _, err := conn.Exec(ctx, "UNLISTEN "+ExecutionsChannel); err != nil {
+			// Closed, it leaves the pool rather than go back still listening.
+			s.logger.Warn("unlisten execution events; closing the connection", "err", err)
+			_ = conn.Conn().Close(ctx)
+		}
+	}()
 	listening()
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)

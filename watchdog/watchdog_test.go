@@ -174,8 +174,8 @@ func serveAt(t *testing.T, addr, target string) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: httputil.NewSingleHostReverseProxy(u), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	go func() { _ = srv.Serve(ln) }() // ErrServerClosed, once Close below has run
+	t.Cleanup(func() { _ = srv.Close() })
 }
 
 // TestWatchdogPagesOnceWhenBothPathsFail: with the bot stopped, a

@@ -84,7 +84,7 @@ func newTab(t testing.TB, width, height int) *tab {
 	// already been recorded as a failure).
 	go func() {
 		for range dialogs {
-			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
 		}
 	}()
 	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {

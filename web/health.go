@@ -82,6 +82,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		json.NewEncoder(w).Encode(rep)
+		_ = json.NewEncoder(w).Encode(rep) // a report always encodes; a failed write is a client gone
 	}
 }

@@ -86,8 +86,7 @@ func waitListening(t testing.TB, b *bundle, lines <-chan string) {
 			select {
 			case l := <-lines:
 				var ev map[string]string
-				json.Unmarshal([]byte(l), &ev)
-				seen = warm[ev["id"]]
+				seen = json.Unmarshal([]byte(l), &ev) == nil && warm[ev["id"]]
 			case <-ctx.Done():
 				waiting = false
 			}

@@ -80,7 +80,9 @@ func setup(t testing.TB, opts ...option) *bundle {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.Run(runCtx)
+		if err := srv.Run(runCtx); err != nil && runCtx.Err() == nil {
+			t.Errorf("web: Run: %v", err)
+		}
 	}()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestKey{}, true)))

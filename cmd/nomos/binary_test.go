@@ -21,7 +21,7 @@ func TestBinaryLinksOnlyTheChatService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	syms, err := f.Symbols()
 	if err != nil {
 		t.Fatal(err)

@@ -180,7 +180,7 @@ func parseDockerfile(t *testing.T, path string) []dockerStage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	var stages []dockerStage
 	var line string
 	sc := bufio.NewScanner(f)

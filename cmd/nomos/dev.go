@@ -104,8 +104,16 @@ func runDev(ctx context.Context, env *roleEnv, args []string) error {
 	if err := s.startServices(ctx, env.logger); err != nil {
 		return err
 	}
-	defer s.hs.Stop()
-	defer s.sim.Close()
+	defer func() {
+		if err := s.hs.Stop(); err != nil {
+			env.logger.Warn("stop dendrite", "err", err)
+		}
+	}()
+	defer func() {
+		if err := s.sim.Close(); err != nil {
+			env.logger.Warn("close labsim", "err", err)
+		}
+	}()
 	if err := s.ensureMatrix(ctx); err != nil {
 		return err
 	}
@@ -205,7 +213,7 @@ func (s *devStack) startServices(ctx context.Context, logger *slog.Logger) error
 		return err
 	}
 	if err := labsim.WriteKnownHosts(s.keys.knownHosts, s.sim.KnownHostsLines()); err != nil {
-		s.sim.Close()
+		_ = s.sim.Close()
 		return err
 	}
 	hsBin, err := devstack.EnsureDendrite(ctx, logger)
@@ -215,7 +223,7 @@ func (s *devStack) startServices(ctx context.Context, logger *slog.Logger) error
 		})
 	}
 	if err != nil {
-		s.sim.Close()
+		_ = s.sim.Close()
 		return err
 	}
 	s.state.HomeserverURL = s.hs.URL()

@@ -41,7 +41,7 @@ func startChildren(ctx context.Context, self string, names []string, configPath 
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
-			logFile.Close()
+			_ = logFile.Close()
 			c.stop()
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
@@ -50,7 +50,8 @@ func startChildren(ctx context.Context, self string, names []string, configPath 
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			defer logFile.Close()
+			// The child wrote its log itself; this is only the parent's copy of the descriptor.
+			defer func() { _ = logFile.Close() }()
 			err := cmd.Wait()
 			if ctx.Err() == nil {
 				c.failed <- fmt.Errorf("%s exited: %v (see %s)", name, err, logPath)

@@ -332,7 +332,7 @@ func checkDevMCPEntry(t *testing.T, out, bin, configPath string) {
 	c := client.NewClient(transport.NewIO(stdout, stdin, io.NopCloser(strings.NewReader(""))))
 	defer func() {
 		c.Close()
-		stdin.Close()
+		_ = stdin.Close()
 		_ = cmd.Wait()
 	}()
 	if err := c.Start(ctx); err != nil {
@@ -614,7 +614,9 @@ func TestDevDatabaseBelongsToItsDirectory(t *testing.T) {
 	if _, exists, _ := pg.DatabaseComment(ctx, dev); !exists {
 		t.Error("-reset dropped the database of a running stack")
 	}
-	lock.Close()
+	if err := lock.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := resetDev(ctx, pg, devDirPath, dev); err != nil {
 		t.Fatal(err)
 	}

@@ -58,8 +58,10 @@ func (s *doctorStack) writeConfig(t *testing.T, edit func(map[string]any)) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return f.Name()
@@ -260,7 +262,7 @@ func doctorAllPass(t *testing.T, s *doctorStack) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Logout(ctx)
+	defer func() { _, _ = cli.Logout(ctx) }()
 	devices, err := cli.GetDevicesInfo(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -87,7 +87,7 @@ func runGate(_ context.Context, env *roleEnv, args []string) error {
 	// The local syslog socket, if the host has one; otherwise refusals
 	// go to stderr only.
 	if w, err := syslog.New(syslog.LOG_AUTHPRIV|syslog.LOG_WARNING, "nomos-gate"); err == nil {
-		defer w.Close()
+		defer func() { _ = w.Close() }() // each line was sent when it was written
 		journal = w
 	}
 	code := hostgate.Run(hostgate.Config{

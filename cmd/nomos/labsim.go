@@ -34,7 +34,11 @@ func runLabsim(ctx context.Context, env *roleEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer sim.Close()
+	defer func() {
+		if err := sim.Close(); err != nil {
+			env.logger.Warn("close labsim", "err", err)
+		}
+	}()
 	if *knownHosts != "" {
 		if err := labsim.WriteKnownHosts(*knownHosts, sim.KnownHostsLines()); err != nil {
 			return err

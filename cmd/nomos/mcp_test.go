@@ -204,7 +204,7 @@ func TestMCPStdioIsAThinClient(t *testing.T) {
 	c := client.NewClient(transport.NewIO(stdout, stdin, io.NopCloser(strings.NewReader(""))))
 	t.Cleanup(func() {
 		c.Close()
-		stdin.Close()
+		_ = stdin.Close()
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("nomos mcp --stdio: %v", err)
 		}

@@ -108,8 +108,11 @@ func dumpDatabase(ctx context.Context, cfg dumpConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	partial.Close()
-	defer os.Remove(partial.Name())
+	if err := partial.Close(); err != nil {
+		return "", err
+	}
+	// Gone already once the dump is renamed to its final name.
+	defer func() { _ = os.Remove(partial.Name()) }()
 
 	cmd := exec.CommandContext(ctx, cfg.program, "--format=custom", "--compress=6", "--no-password", "--file="+partial.Name())
 	cmd.Env = append(os.Environ(),

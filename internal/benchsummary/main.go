@@ -95,9 +95,16 @@ func format(v float64, unit string) string {
 }
 
 func main() {
-	runs := parse(os.Stdin)
-	w := bufio.NewWriter(os.Stdout)
-	defer w.Flush()
+	if err := summarize(os.Stdout, parse(os.Stdin)); err != nil {
+		fmt.Fprintln(os.Stderr, "benchsummary:", err)
+		os.Exit(1)
+	}
+}
+
+// summarize prints the summary of runs to out. Its error is out's: a
+// summary that never reached its reader does not pass for printed.
+func summarize(out io.Writer, runs map[string][]map[string]float64) error {
+	w := bufio.NewWriter(out)
 	fmt.Fprintf(w, "\n%-44s %12s %12s %14s  %s\n", "figure (median run)", "measured", "goal", "floor", "")
 	for _, r := range rows {
 		v, ok := median(runs[r.bench], r.metric)
@@ -131,4 +138,5 @@ func main() {
 	}
 	fmt.Fprintln(w, "\nfloors: queue (a bare asynq round trip) + ssh (a bare connection to the first byte), or a bare bot's echo, in the same run.")
 	fmt.Fprintln(w, "The machine's load moves every figure; compare a figure with its floor (docs/operations.md, \"Latency, measured\").")
+	return w.Flush()
 }

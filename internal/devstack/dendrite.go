@@ -248,11 +248,11 @@ func (d *Dendrite) run(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("open dendrite log: %w", err)
 	}
-	defer logFile.Close() // the child keeps its own descriptor
+	defer func() { _ = logFile.Close() }() // the child keeps its own descriptor
 	if info, err := logFile.Stat(); err == nil {
 		d.logOffset = info.Size()
 	}
-	fmt.Fprintf(logFile, "--- nomos devstack: starting dendrite %s on %s at %s ---\n", DendriteVersion, addr, time.Now().Format(time.RFC3339))
+	_, _ = fmt.Fprintf(logFile, "--- nomos devstack: starting dendrite %s on %s at %s ---\n", DendriteVersion, addr, time.Now().Format(time.RFC3339))
 
 	d.url = "http://" + addr
 	d.done = make(chan struct{})
@@ -373,7 +373,7 @@ func (d *Dendrite) Stop() error {
 
 func (d *Dendrite) stop() error {
 	defer d.unlockDir()
-	defer os.Remove(filepath.Join(d.cfg.Dir, dendritePIDFile))
+	defer func() { _ = os.Remove(filepath.Join(d.cfg.Dir, dendritePIDFile)) }()
 	select {
 	case <-d.done:
 		return fmt.Errorf("dendrite exited before Stop: %v\nlast lines of %s:\n%s", d.waitErr, d.logPath, d.tail())
@@ -494,7 +494,7 @@ func (d *Dendrite) tail() string {
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	raw, err := io.ReadAll(io.NewSectionReader(f, d.logOffset, 1<<30))
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)
@@ -522,13 +522,13 @@ func dendriteWriteFile(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {

@@ -90,7 +90,7 @@ func EnsureDendrite(ctx context.Context, logger *slog.Logger) (binDir string, er
 	if err != nil {
 		return "", fmt.Errorf("build dendrite: %w", err)
 	}
-	defer os.RemoveAll(tmp) // nothing left to remove once renamed
+	defer func() { _ = os.RemoveAll(tmp) }() // nothing left to remove once renamed
 
 	args := []string{"install"}
 	for _, name := range dendriteCommands {

@@ -234,7 +234,7 @@ func TestDendriteStartFailureShowsLog(t *testing.T) {
 	}
 	d, err := StartDendrite(t.Context(), DendriteConfig{Dir: dir, BinDir: binDir})
 	if err == nil {
-		d.Stop()
+		_ = d.Stop()
 		t.Fatal("StartDendrite with a broken signing key: err = nil, want an error")
 	}
 	for _, want := range []string{"exited before it was ready", "private_key"} {

@@ -42,11 +42,11 @@ func dendriteTryLock(path string) (unlock func(), err error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%s: %w", path, errDendriteLocked)
 		}
 		return nil, fmt.Errorf("flock %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	return func() { _ = f.Close() }, nil
 }

@@ -150,7 +150,11 @@ func TestStateBeforeClusters(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New over a version 1 state: %v", err)
 	}
-	defer sim.Close()
+	defer func() {
+		if err := sim.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	diff(t, "saved container kept", "kept", sim.state.Hosts["pve1"].Containers[101].Conf.Hostname)
 	diff(t, "cluster from the config", "lab", sim.state.Hosts["pve1"].Cluster)
 }

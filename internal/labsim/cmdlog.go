@@ -31,7 +31,7 @@ func ReadLog(path string) ([]LogEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read command log: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	var out []LogEntry
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)

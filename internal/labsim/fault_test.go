@@ -139,7 +139,7 @@ func TestHang(t *testing.T) {
 	}{
 		{"client closes the session", func(_ *gossh.Client, s *gossh.Session) { s.Close() }, nil},
 		{"client closes the connection", func(c *gossh.Client, _ *gossh.Session) { c.Close() }, nil},
-		{"client sends a signal", func(_ *gossh.Client, s *gossh.Session) { s.Signal(gossh.SIGTERM) }, func(t *testing.T, err error) {
+		{"client sends a signal", func(_ *gossh.Client, s *gossh.Session) { _ = s.Signal(gossh.SIGTERM) }, func(t *testing.T, err error) {
 			var exitErr *gossh.ExitError
 			if !errors.As(err, &exitErr) || exitErr.Signal() != "TERM" {
 				t.Errorf("after SIGTERM: got %v, want an exit by signal TERM", err)
@@ -274,7 +274,9 @@ func TestSSHHang(t *testing.T) {
 		if _, err := c.Write([]byte("SSH-2.0-probe\r\n")); err != nil {
 			t.Fatal(err)
 		}
-		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if err := c.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		buf := make([]byte, 64)
 		n, err := c.Read(buf)
 		return string(buf[:n]), err
@@ -346,7 +348,9 @@ func TestControlFile(t *testing.T) {
 	contains(t, "list of a broken file", r.Stderr, `unknown fault kind "meteor"`)
 
 	// Inject writes the same file.
-	os.Remove(control)
+	if err := os.Remove(control); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.sim.Inject(Fault{Kind: FaultAptFail, Target: "*"}); err != nil {
 		t.Fatal(err)
 	}

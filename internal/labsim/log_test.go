@@ -49,7 +49,7 @@ func TestCommandLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	sc := bufio.NewScanner(f)
 	if !sc.Scan() {
 		t.Fatal("empty log")

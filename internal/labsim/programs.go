@@ -389,8 +389,10 @@ func (e *shellEnv) call(ctx context.Context, shell string, b builtin, args []str
 	} else {
 		code = s.runLocked(b, c)
 	}
-	p.out.Write(c.out.Bytes())
-	p.err.Write(c.err.Bytes())
+	// The session's streams: a failed write is a client gone, which the
+	// session's context reports.
+	_, _ = p.out.Write(c.out.Bytes())
+	_, _ = p.err.Write(c.err.Bytes())
 	if c.sleep > 0 && !wait(ctx, c.sleep) {
 		return exitKilled
 	}

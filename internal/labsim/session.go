@@ -70,7 +70,7 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 	defer cancel(errFinished)
 	as, ok := s.enterSession(h.name, sess, cancel)
 	if !ok {
-		sess.Exit(255)
+		_ = sess.Exit(255)
 		return
 	}
 	defer s.leaveSession(as)
@@ -97,7 +97,7 @@ func (s *Sim) serveSession(h *simHost, sess ssh.Session) {
 		entry.DurationMS = s.clock().Sub(start).Milliseconds()
 		s.appendLog(entry)
 		log.Info("drop fault: closing connection without exit status")
-		as.conn.Close()
+		_ = as.conn.Close()
 		return
 	}
 	env := &shellEnv{sim: s, host: h.name, faults: faults, session: as}
@@ -132,12 +132,12 @@ func (s *Sim) runCommand(ctx context.Context, env *shellEnv, sess ssh.Session, e
 	}
 	switch {
 	case refused != nil:
-		fmt.Fprintln(sess.Stderr(), "nomos gate: "+refused.Error())
+		_, _ = fmt.Fprintln(sess.Stderr(), "nomos gate: "+refused.Error())
 		entry.Refused = strings.TrimPrefix(refused.Error(), hostgate.ErrRefused.Error()+": ")
 		log.Info("the gate refused a command", "reason", entry.Refused)
 		return hostgate.ExitRefused
 	case strings.TrimSpace(raw) == "":
-		fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
+		_, _ = fmt.Fprint(sess.Stderr(), "labsim: interactive shells are not supported; pass a command, e.g. ssh root@host 'pct list'\n")
 		return 1
 	case (env.faults.hangs(raw, entry.VMID) || env.faults.onHost(FaultSSHHang, env.host)) && !isControlCommand(raw):
 		log.Info("hang fault: command will not finish")
@@ -148,22 +148,23 @@ func (s *Sim) runCommand(ctx context.Context, env *shellEnv, sess ssh.Session, e
 }
 
 // endSession reports code to the client, or for a command a signal ended,
-// the signal, as sshd does.
+// the signal, as sshd does. A client that has gone hears nothing, and
+// there is no one else to tell.
 func endSession(sess ssh.Session, code int, cause error) {
 	if code != exitKilled {
-		sess.Exit(code & 0xff)
+		_ = sess.Exit(code & 0xff)
 		return
 	}
 	var sig signalError
 	if errors.As(cause, &sig) {
-		sess.SendRequest("exit-signal", false, gossh.Marshal(struct {
+		_, _ = sess.SendRequest("exit-signal", false, gossh.Marshal(struct {
 			Signal     string
 			CoreDumped bool
 			Error      string
 			Lang       string
 		}{Signal: string(sig.sig)}))
 	}
-	sess.Close()
+	_ = sess.Close()
 }
 
 // AdminUser is the node's administrator, as someone at the Proxmox UI or
@@ -196,7 +197,7 @@ func (s *Sim) runGuarded(ctx context.Context, env *shellEnv, raw string, sess ss
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("labsim bug: command panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			fmt.Fprintf(sess.Stderr(), "labsim: internal error running %q\n", raw)
+			_, _ = fmt.Fprintf(sess.Stderr(), "labsim: internal error running %q\n", raw)
 			code = 255
 		}
 	}()

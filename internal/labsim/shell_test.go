@@ -38,7 +38,11 @@ func newOffline(t testing.TB) *Sim {
 		t.Fatal(err)
 	}
 	// Close waits for the state's last write, before TempDir goes.
-	t.Cleanup(func() { sim.Close() })
+	t.Cleanup(func() {
+		if err := sim.Close(); err != nil {
+			t.Errorf("close labsim: %v", err)
+		}
+	})
 	return sim
 }
 

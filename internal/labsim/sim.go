@@ -178,7 +178,7 @@ func (s *Sim) Start(ctx context.Context) error {
 			for _, l := range lns {
 				l.Close()
 			}
-			f.Close()
+			_ = f.Close() // nothing written yet
 			return fmt.Errorf("listen for host %s on %s: %w", h.name, h.addr, err)
 		}
 		lns = append(lns, ln)
@@ -206,7 +206,11 @@ func (s *Sim) Start(ctx context.Context) error {
 		}()
 		s.log.Info("simulated proxmox host listening", "host", h.name, "addr", h.ln.Addr().String())
 	}
-	s.serverClose = context.AfterFunc(ctx, func() { s.Close() })
+	s.serverClose = context.AfterFunc(ctx, func() {
+		if err := s.Close(); err != nil {
+			s.log.Warn("close labsim", "err", err)
+		}
+	})
 	return nil
 }
 
@@ -254,7 +258,7 @@ func (s *Sim) close() error {
 	}
 	s.connMu.Unlock()
 	for _, c := range conns {
-		c.Close()
+		_ = c.Close() // cut, whatever state it was in
 	}
 	s.wg.Wait()
 	s.saves.Wait()
@@ -393,7 +397,7 @@ func (s *Sim) stallIfHung(h *simHost, c net.Conn) net.Conn {
 		return c
 	}
 	s.log.Info("ssh_hang fault: holding a new connection without a handshake", "host", h.name, "remote", c.RemoteAddr().String())
-	io.Copy(io.Discard, c)
+	_, _ = io.Copy(io.Discard, c) // until the client gives up
 	return nil
 }
 
@@ -454,6 +458,6 @@ func (s *Sim) dropSessions(host string, except *activeSession) {
 	}
 	s.sessMu.Unlock()
 	for _, as := range victims {
-		as.conn.Close()
+		_ = as.conn.Close()
 	}
 }

@@ -305,13 +305,13 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // fails harmlessly after the rename
+	defer func() { _ = os.Remove(tmp) }() // fails harmlessly after the rename
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
@@ -324,8 +324,8 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
 	if d, err := os.Open(dir); err == nil {
-		d.Sync() // best effort: make the rename itself durable
-		d.Close()
+		_ = d.Sync() // best effort: make the rename itself durable
+		_ = d.Close()
 	}
 	return nil
 }

@@ -146,7 +146,9 @@ func (e *Elector) lead(ctx context.Context, lead func(context.Context) error) (l
 		if herr != nil && ctx.Err() == nil {
 			e.log.Error("the leader lock may be lost: stopping the leader's work", "err", herr)
 			cancel()
-			<-done
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				e.log.Error("the leader's work, stopped for the lost lock, ended with an error", "err", err)
+			}
 			return true, nil
 		}
 	}

@@ -55,7 +55,7 @@ func startPostgres(t *testing.T) *pgCluster {
 	}
 	t.Cleanup(func() {
 		_ = p.run("stop", "-m", "immediate")
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	})
 	if out, err := p.command("initdb", "-D", p.data, "-U", "nomos", "--auth=trust", "--no-sync").CombinedOutput(); err != nil {
 		t.Fatalf("soak: initdb: %v\n%s", err, out)

@@ -162,7 +162,9 @@ func (s *stack) startHomeserver() {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		s.hs.Stop()
+		if err := s.hs.Stop(); err != nil {
+			t.Errorf("stop dendrite: %v", err)
+		}
 		if t.Failed() {
 			testenv.PrintHomeserverLog(s.hs.LogPath())
 		}
@@ -329,17 +331,17 @@ func (r *role) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	fmt.Fprintf(logFile, "=== soak: start %s at %s\n", r.name, time.Now().Format(time.RFC3339Nano))
+	_, _ = fmt.Fprintf(logFile, "=== soak: start %s at %s\n", r.name, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(r.bin, "-config", r.config, r.name)
 	cmd.Env = cleanEnviron()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		r.t.Fatal(err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
 	r.cmd, r.exited = cmd, exited
 }
 

@@ -267,7 +267,9 @@ func TestHealthyNamesEachUnhealthyService(t *testing.T) {
 		t.Errorf("redis unhealthy: %v, want \"redis: no consumer\"", err)
 	}
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
 	if err := s.Healthy(context.Background()); !errors.Is(err, supervisor.ErrStopped) {
 		t.Errorf("after Run: %v, want stopped", err)
 	}

@@ -139,7 +139,12 @@ func StartFleet(t testing.TB, seed *fleetseed.Seed, opts ...FleetOption) *Fleet 
 		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Sim.Close(); cancel() })
+	t.Cleanup(func() {
+		if err := f.Sim.Close(); err != nil {
+			t.Errorf("close labsim: %v", err)
+		}
+		cancel()
+	})
 	f.KnownHostsFile = filepath.Join(dir, "known_hosts")
 	if err := labsim.WriteKnownHosts(f.KnownHostsFile, f.Sim.KnownHostsLines()); err != nil {
 		t.Fatal(err)

@@ -261,7 +261,9 @@ func TestScriptedLLMStreamsWithOpenAIGo(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
-	stream.Close()
+	if err := stream.Close(); err != nil {
+		t.Fatal(err)
+	}
 	msg := acc.Choices[0].Message
 	if msg.Content != "Restarting jellyfin, which has been failing since 03:00." {
 		t.Errorf("streamed content = %q", msg.Content)
@@ -434,7 +436,7 @@ func TestScriptedLLMReleasesHungRequestsAtTheEnd(t *testing.T) {
 			res, err := c.Post(llm.URL()+"/chat/completions", "application/json",
 				bytes.NewReader([]byte(`{"model":"m","messages":[]}`)))
 			if err == nil {
-				io.Copy(io.Discard, res.Body)
+				_, _ = io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 				err = fmt.Errorf("hung request answered %s", res.Status)
 			}

@@ -57,8 +57,10 @@ func Homeserver(t testing.TB) *devstack.Dendrite {
 			return
 		}
 		atShutdown(func() {
-			hs.Stop()
-			os.RemoveAll(dir)
+			if err := hs.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "testenv: stop dendrite: %v\n", err)
+			}
+			_ = os.RemoveAll(dir)
 		})
 		atFailure(func() { PrintHomeserverLog(hs.LogPath()) })
 	})

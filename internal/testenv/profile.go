@@ -27,7 +27,9 @@ func StartProfiles(tb testing.TB, dir string) (stop func()) {
 	runtime.SetMutexProfileFraction(1)
 	return func() {
 		pprof.StopCPUProfile()
-		cpu.Close()
+		if err := cpu.Close(); err != nil {
+			tb.Error(err)
+		}
 		for _, name := range []string{"block", "mutex"} {
 			f, err := os.Create(filepath.Join(dir, name+".pprof"))
 			if err != nil {
@@ -36,7 +38,9 @@ func StartProfiles(tb testing.TB, dir string) (stop func()) {
 			if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 				tb.Error(err)
 			}
-			f.Close()
+			if err := f.Close(); err != nil {
+				tb.Error(err)
+			}
 		}
 		runtime.SetBlockProfileRate(0)
 		runtime.SetMutexProfileFraction(0)

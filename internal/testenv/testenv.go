@@ -248,7 +248,8 @@ func ensureTemplate(ctx context.Context, pg *devstack.Postgres) (string, error) 
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(72300101)"); err != nil {
 		return "", err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(72300101)")
+	// Closing the connection releases the lock too, should this fail.
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(72300101)") }()
 	var ready bool
 	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
 	if err != nil || ready {
