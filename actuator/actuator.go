@@ -481,6 +481,7 @@ func (a *Actuator) recover(ctx context.Context) error {
 			Status:      tasks.StatusOutcomeUnknown,
 			Error: fmt.Sprintf("The actuator stopped while this execution was running (it started at %s), so its outcome is unknown: "+
 				"the command may or may not have finished. Check the target, then mark the execution reconciled.", u.StartedAt.UTC().Format(time.RFC3339)),
+			Began:      true,
 			StartedAt:  u.StartedAt,
 			FinishedAt: now,
 		}

@@ -522,6 +522,10 @@ type Transition struct {
 	To   ExecutionState
 	// Audit is written in the same transaction when the transition applies.
 	Audit AuditEntry
+	// Earlier are audit rows written before Audit, in the same
+	// transaction: steps of the change that were not reported on their
+	// own, such as the start of an order whose result came first.
+	Earlier []AuditEntry
 	// Optional field updates applied with the state change.
 	Result       json.RawMessage
 	Error        *string
@@ -613,12 +617,13 @@ func (s *Store) transition(ctx context.Context, conn *pgxpool.Conn, t Transition
 		}
 		return Execution{}, &StateConflictError{Current: cur}
 	}
-	a := t.Audit
-	a.ExecutionID = &t.ID
 	b = &pgx.Batch{}
 	q := &pipeline{batch: b}
-	if err := audit(ctx, q, a); err != nil {
-		return Execution{}, err
+	for _, a := range append(t.Earlier[:len(t.Earlier):len(t.Earlier)], t.Audit) {
+		a.ExecutionID = &t.ID
+		if err := audit(ctx, q, a); err != nil {
+			return Execution{}, err
+		}
 	}
 	if err := notify(ctx, q, t.ID, t.To); err != nil {
 		return Execution{}, err
