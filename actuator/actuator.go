@@ -144,6 +144,8 @@ type Actuator struct {
 	// answers routes the bot's answers about approvals to the orders
 	// waiting for them.
 	answers answerBox
+	// checks gathers the orders to ask the bot about.
+	checks approvalBatcher
 
 	// orderKeys verify orders, probe and inventory requests: the bot's
 	// key and, during a rotation, its previous one.

@@ -460,6 +460,31 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, erro
 	return x, nil
 }
 
+// ExecutionsByID loads the executions of ids that exist, with their
+// decisions, in one query.
+func (s *Store) ExecutionsByID(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]Execution, error) {
+	out := make(map[uuid.UUID]Execution, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM `+executionFrom+` WHERE x.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d executions: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		x, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("load %d executions: %w", len(ids), err)
+		}
+		out[x.ID] = x
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load %d executions: %w", len(ids), err)
+	}
+	return out, nil
+}
+
 type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
