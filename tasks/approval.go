@@ -194,7 +194,7 @@ type ApprovalBatchAnswer struct {
 	At       time.Time         `json:"at"`
 }
 
-func (c ApprovalBatch) version() int  { return c.Version }
+func (c ApprovalBatch) version() int       { return c.Version }
 func (a ApprovalBatchAnswer) version() int { return a.Version }
 
 // check says what is wrong with a question's fields, or nil.
