@@ -110,6 +110,17 @@ func TestWithdrawnApprovalHoldsOnTheActuator(t *testing.T) {
 	}
 }
 
+// approveUndispatched requests a restart of target and approves it while
+// the queue is down, so it stays approved.
+func (b *bundle) approveUndispatched(t *testing.T, target string) store.Execution {
+	t.Helper()
+	x, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: b.request(t, "restart", target, "").Execution.ID, By: operator, Method: policy.MethodReaction})
+	if err != nil || x.State != store.StateApproved {
+		t.Fatalf("approve %s = %s, %v", target, x.State, err)
+	}
+	return x
+}
+
 // TestApprovalCheckDecidesTheRaceWithAWithdrawal: the bot's yes records
 // an approved execution as dispatched before it goes out, so a
 // withdrawal after it is too late, and one before it makes the answer no.
@@ -137,16 +148,8 @@ func TestApprovalCheckDecidesTheRaceWithAWithdrawal(t *testing.T) {
 		}
 		return a
 	}
-	approve := func(target string) store.Execution {
-		t.Helper()
-		x, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: b.request(t, "restart", target, "").Execution.ID, By: operator, Method: policy.MethodReaction})
-		if err != nil || x.State != store.StateApproved {
-			t.Fatalf("approve %s = %s, %v", target, x.State, err)
-		}
-		return x
-	}
 
-	first := approve("jellyfin")
+	first := b.approveUndispatched(t, "jellyfin")
 	if a := ask(first); !a.Approved {
 		t.Fatalf("the check of an approved execution was answered %+v, want yes", a)
 	}
@@ -157,7 +160,7 @@ func TestApprovalCheckDecidesTheRaceWithAWithdrawal(t *testing.T) {
 		t.Errorf("after the yes the execution is %s, want dispatched", got.State)
 	}
 
-	second := approve("gitea")
+	second := b.approveUndispatched(t, "gitea")
 	if _, err := b.svc.Cancel(b.ctx, second.ID, operator); err != nil {
 		t.Fatal(err)
 	}
@@ -177,15 +180,7 @@ func TestApprovalBatchIsAnsweredOrderByOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.queue.setDown(true) // the dispatch fails: the executions stay approved
-	approve := func(target string) store.Execution {
-		t.Helper()
-		x, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: b.request(t, "restart", target, "").Execution.ID, By: operator, Method: policy.MethodReaction})
-		if err != nil || x.State != store.StateApproved {
-			t.Fatalf("approve %s = %s, %v", target, x.State, err)
-		}
-		return x
-	}
-	approved, withdrawn, replanned := approve("jellyfin"), approve("gitea"), approve("caddy")
+	approved, withdrawn, replanned := b.approveUndispatched(t, "jellyfin"), b.approveUndispatched(t, "gitea"), b.approveUndispatched(t, "caddy")
 	if _, err := b.svc.Cancel(b.ctx, withdrawn.ID, operator); err != nil {
 		t.Fatal(err)
 	}
