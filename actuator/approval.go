@@ -94,15 +94,26 @@ func (b *approvalBatcher) leave(w *approvalWaiter) {
 }
 
 // take returns the orders of the next question, if one may go out now.
+// A question names each execution once: a second delivery of an order
+// whose first is in it waits for the next question, and the journal
+// then lets only one of them begin.
 func (b *approvalBatcher) take() []*approvalWaiter {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.out >= questionsOut || len(b.pending) == 0 {
 		return nil
 	}
-	n := min(len(b.pending), tasks.MaxApprovalBatch)
-	batch := slices.Clone(b.pending[:n])
-	b.pending = slices.Delete(b.pending, 0, n)
+	var batch, rest []*approvalWaiter
+	named := map[string]bool{}
+	for _, w := range b.pending {
+		if len(batch) == tasks.MaxApprovalBatch || named[w.item.ExecutionID] {
+			rest = append(rest, w)
+			continue
+		}
+		named[w.item.ExecutionID] = true
+		batch = append(batch, w)
+	}
+	b.pending = rest
 	b.out++
 	return batch
 }

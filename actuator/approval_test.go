@@ -3,6 +3,7 @@ package actuator
 import (
 	"crypto/ed25519"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,65 @@ func TestAnswersToAnotherQuestionRunNothing(t *testing.T) {
 		diff(t, tc.name+": status", tasks.StatusRefused, refused.Status)
 		diff(t, tc.name+": refusal", tasks.RefusedUnconfirmed, refused.Refusal)
 		diff(t, tc.name+": commands run", before, len(b.commands(t)))
+	}
+}
+
+// TestTwoDeliveriesOfOneOrderAskSeparately: a copy of an order delivered
+// while the first waits for the bot (a redelivery, or a Redis writer)
+// goes in a question of its own, since a question names each execution
+// once; the order still runs once, and the copy is refused as a replay
+// rather than holding the order up until it expires.
+func TestTwoDeliveriesOfOneOrderAskSeparately(t *testing.T) {
+	t.Parallel()
+	// No order asks again on its own within the test: each must be asked
+	// about in the questions that follow the release.
+	b := setup(t, withConfig(func(c *Config) { c.ApprovalWait = time.Hour }))
+	release := b.results.hold()
+	// Another order's question is out, so both deliveries wait for the
+	// next one together.
+	ahead := b.order(t, "x-ahead", policy.RestartParams{}, b.jellyfin())
+	b.send(t, ahead)
+	waitFor(t, b, 1, 0)
+	o := b.order(t, "x-twice", policy.RestartParams{}, b.jellyfin())
+	env := b.send(t, o)
+	b.deliver(t, env)
+	waitFor(t, b, 1, 2)
+	release()
+	diff(t, "the order ahead", tasks.StatusSucceeded, b.results.result(t, ahead.ExecutionID).Status)
+	first := b.results.nthResult(t, o.ExecutionID, 1)
+	second := b.results.nthResult(t, o.ExecutionID, 2)
+	got := []tasks.Status{first.Status, second.Status}
+	if !slices.Contains(got, tasks.StatusSucceeded) || !slices.Contains(got, tasks.StatusRefused) {
+		t.Errorf("the two deliveries ended %v, want one succeeded and one refused", got)
+	}
+	for _, r := range []tasks.Result{first, second} {
+		if r.Status == tasks.StatusRefused {
+			diff(t, "refusal of the copy", tasks.RefusedReplay, r.Refusal)
+		}
+	}
+	diff(t, "questions about it", 2, b.results.questions(o.ExecutionID))
+	diff(t, "commands run", 2, len(b.commands(t)))
+}
+
+// waitFor waits until questions are on the list, unread, and waiting
+// orders wait for the next question.
+func waitFor(t *testing.T, b *bundle, questions int64, waiting int) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		queued, err := b.results.rdb.LLen(t.Context(), tasks.ApprovalChecks).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.act.checks.mu.Lock()
+		pending := len(b.act.checks.pending)
+		b.act.checks.mu.Unlock()
+		if queued == questions && pending == waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d questions out and %d orders waiting; want %d and %d", queued, pending, questions, waiting)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
