@@ -144,6 +144,8 @@ type Actuator struct {
 	// answers routes the bot's answers about approvals to the orders
 	// waiting for them.
 	answers answerBox
+	// checks gathers the orders to ask the bot about.
+	checks approvalBatcher
 
 	// orderKeys verify orders, probe and inventory requests: the bot's
 	// key and, during a rotation, its previous one.
@@ -484,6 +486,7 @@ func (a *Actuator) recover(ctx context.Context) error {
 			Status:      tasks.StatusOutcomeUnknown,
 			Error: fmt.Sprintf("The actuator stopped while this execution was running (it started at %s), so its outcome is unknown: "+
 				"the command may or may not have finished. Check the target, then mark the execution reconciled.", u.StartedAt.UTC().Format(time.RFC3339)),
+			Began:      true,
 			StartedAt:  u.StartedAt,
 			FinishedAt: now,
 		}

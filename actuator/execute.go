@@ -51,7 +51,7 @@ func (a *Actuator) execute(ctx context.Context, o tasks.Order, plan policy.Plan,
 		plan:  plan,
 		log:   logctx.From(ctx),
 		out:   &outputBuffer{},
-		res:   tasks.Result{ExecutionID: o.ExecutionID, PlanHash: o.PlanHash, StartedAt: started},
+		res:   tasks.Result{ExecutionID: o.ExecutionID, PlanHash: o.PlanHash, Began: true, StartedAt: started},
 	}
 	x.prog = newProgress(a, o.ExecutionID, started, x.out)
 	x.prog.start(ctx)

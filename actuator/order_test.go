@@ -23,9 +23,14 @@ import (
 // ignoreElapsed compares phases without their durations.
 var ignoreElapsed = cmpopts.IgnoreFields(tasks.Phase{}, "Elapsed")
 
-func TestRestartRunsOnceAndAcknowledgesFirst(t *testing.T) {
+// An order that ends before its first progress report is due sends its
+// result alone, and the result says the order began, so the bot can
+// record the start before the end.
+func TestQuickOrderReportsItsStartWithItsResult(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, withConfig(func(c *Config) {
+		c.ProgressInterval, c.HeartbeatInterval = time.Minute, time.Minute
+	}))
 	o := b.order(t, "x-restart", policy.RestartParams{}, b.jellyfin())
 	res := b.run(t, o)
 
@@ -33,6 +38,28 @@ func TestRestartRunsOnceAndAcknowledgesFirst(t *testing.T) {
 	diff(t, "phases", []tasks.Phase{{Name: "restart", Status: tasks.StatusSucceeded}}, res.Phases, ignoreElapsed)
 	diff(t, "commands labsim ran", []string{"pct exec 101 -- systemctl restart jellyfin.service"}, commandLines(b.commands(t)))
 	diff(t, "the command is the plan's step", o.Steps, commandLines(b.commands(t)))
+	diff(t, "the result says the order began", true, res.Began)
+
+	msgs := forExecution(b.results.wait(t, "messages", func([]message) bool { return true }), o.ExecutionID)
+	if len(msgs) != 1 || msgs[0].Type != tasks.TypeExecutionResult {
+		t.Fatalf("want the result alone, got %+v", msgs)
+	}
+	journal := b.journalOnce(t, func(j string) bool { return strings.Contains(j, "finished x-restart ") })
+	contains(t, "journal", journal, "started x-restart ", "finished x-restart succeeded\n")
+}
+
+// An order still running when ProgressInterval has passed acknowledges
+// with progress 1 before its result, and nothing comes after the result.
+func TestLongOrderIsAcknowledgedBeforeItsResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withConfig(func(c *Config) { c.CommandTimeout = 500 * time.Millisecond }))
+	if err := b.sim.Inject(labsim.Fault{Kind: labsim.FaultHang, Target: "101", Match: "systemctl restart"}); err != nil {
+		t.Fatal(err)
+	}
+	o := b.order(t, "x-long", policy.RestartParams{}, b.jellyfin())
+	res := b.run(t, o)
+	diff(t, "status", tasks.StatusFailed, res.Status)
+	diff(t, "the result says the order began", true, res.Began)
 
 	msgs := forExecution(b.results.wait(t, "messages", func([]message) bool { return true }), o.ExecutionID)
 	if len(msgs) < 2 || msgs[0].Type != tasks.TypeExecutionProgress || msgs[0].Progress.Seq != 1 {
@@ -41,8 +68,6 @@ func TestRestartRunsOnceAndAcknowledgesFirst(t *testing.T) {
 	if last := msgs[len(msgs)-1]; last.Type != tasks.TypeExecutionResult {
 		t.Errorf("want the result last, with no progress after it; got %+v", last)
 	}
-	journal := b.journalOnce(t, func(j string) bool { return strings.Contains(j, "finished x-restart ") })
-	contains(t, "journal", journal, "started x-restart ", "finished x-restart succeeded\n")
 }
 
 func TestReplayedOrderIsRefused(t *testing.T) {

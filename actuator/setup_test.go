@@ -407,6 +407,12 @@ type collector struct {
 	rdb       redis.UniversalClient
 	withdrawn map[string]bool
 	asked     map[string]int
+	batches   []int
+	tamper    func(*tasks.ApprovalBatchAnswer)
+	// held, while open, lets the bot's side read questions; it says on
+	// parked when it stops at a held one.
+	held   chan struct{}
+	parked chan struct{}
 }
 
 type message struct {
@@ -437,9 +443,26 @@ func newCollector(t *testing.T, redisURL string, pub ed25519.PublicKey, signKey 
 	rdb := opt.MakeRedisClient().(redis.UniversalClient)
 	t.Cleanup(func() { rdb.Close() })
 	c := &collector{t: t, pub: pub, changed: make(chan struct{}), signKey: signKey, rdb: rdb,
-		withdrawn: map[string]bool{}, asked: map[string]int{}}
+		withdrawn: map[string]bool{}, asked: map[string]int{}, held: closedChan(), parked: make(chan struct{})}
 	testenv.Go(t, func(ctx context.Context) {
 		for ctx.Err() == nil {
+			c.mu.Lock()
+			held := c.held
+			c.mu.Unlock()
+			select {
+			case <-held:
+			default:
+				select {
+				case c.parked <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				select {
+				case <-held:
+				case <-ctx.Done():
+					return
+				}
+			}
 			if got, err := rdb.BLPop(ctx, 100*time.Millisecond, tasks.ApprovalChecks).Result(); err == nil {
 				c.answer(ctx, []byte(got[1]))
 			}
@@ -501,32 +524,75 @@ func (c *collector) handle(ctx context.Context, task *asynq.Task) error {
 	return nil
 }
 
-// answer answers an approval check as the bot does: yes, unless the
-// execution's approval was withdrawn.
+// answer answers a question about approvals as the bot does: yes, unless
+// the execution's approval was withdrawn; then tamper, if set, changes
+// the answer before it is signed, as a forger holding the key would.
 func (c *collector) answer(ctx context.Context, payload []byte) {
-	q, err := tasks.VerifyApprovalCheck(tasks.VerifyKeys{c.pub}, payload)
+	q, err := tasks.VerifyApprovalBatch(tasks.VerifyKeys{c.pub}, payload)
 	if err != nil {
-		c.t.Errorf("the actuator asked about an approval with a message that does not verify: %v", err)
+		c.t.Errorf("the actuator asked about approvals with a message that does not verify: %v", err)
 		return
 	}
+	ans := tasks.ApprovalBatchAnswer{Actuator: q.Actuator, Nonce: q.Nonce, At: time.Now()}
 	c.mu.Lock()
-	c.asked[q.ExecutionID]++
-	approved := !c.withdrawn[q.ExecutionID]
-	key := c.signKey
-	c.mu.Unlock()
-	state := "dispatched"
-	if !approved {
-		state = "cancelled"
+	c.batches = append(c.batches, len(q.Orders))
+	for _, o := range q.Orders {
+		c.asked[o.ExecutionID]++
+		v := tasks.ApprovalVerdict{ExecutionID: o.ExecutionID, PlanHash: o.PlanHash, Approved: !c.withdrawn[o.ExecutionID], State: "dispatched"}
+		if !v.Approved {
+			v.State = "cancelled"
+		}
+		ans.Verdicts = append(ans.Verdicts, v)
 	}
-	answer, err := tasks.SignApprovalAnswer(key, tasks.ApprovalAnswer{ExecutionID: q.ExecutionID, Actuator: q.Actuator,
-		PlanHash: q.PlanHash, Nonce: q.Nonce, Approved: approved, State: state, At: time.Now()})
+	key, tamper := c.signKey, c.tamper
+	c.mu.Unlock()
+	if tamper != nil {
+		tamper(&ans)
+	}
+	answer, err := tasks.SignApprovalBatchAnswer(key, ans)
 	if err != nil {
 		c.t.Error(err)
 		return
 	}
 	if err := c.rdb.RPush(ctx, tasks.ApprovalQueue(q.Site, q.Actuator), answer).Err(); err != nil && ctx.Err() == nil {
-		c.t.Errorf("answer the approval check of %s: %v", q.ExecutionID, err)
+		c.t.Errorf("answer the question about %d orders: %v", len(q.Orders), err)
 	}
+}
+
+// hold keeps the bot's side from reading questions until the returned
+// func is called. It returns once the bot's side has stopped reading.
+func (c *collector) hold() (release func()) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.held = ch
+	c.mu.Unlock()
+	<-c.parked
+	return func() {
+		c.mu.Lock()
+		c.held = closedChan()
+		c.mu.Unlock()
+		close(ch)
+	}
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// tamperWith makes the bot's side change each answer before signing it.
+func (c *collector) tamperWith(f func(*tasks.ApprovalBatchAnswer)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tamper = f
+}
+
+// questionSizes is how many orders each question asked about, in order.
+func (c *collector) questionSizes() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.batches)
 }
 
 // signWith makes the bot's side sign its answers with key.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -73,7 +74,7 @@ func (s *Service) applyProgress(ctx context.Context, p tasks.Progress) (Applied,
 		moved, err := s.store.Transition(ctx, store.Transition{
 			ID: x.ID, From: []store.ExecutionState{store.StateApproved, store.StateDispatched}, To: store.StateRunning,
 			ProgressTail: &tail, ProgressSeq: seq, Heartbeat: true,
-			Audit: store.AuditEntry{Actor: "actuator", Action: "execution.running"},
+			Audit: beganAudit(p.At.Add(-time.Duration(p.Elapsed))),
 		})
 		if err == nil {
 			return Applied{Execution: moved, Changed: true}, nil
@@ -98,6 +99,14 @@ func (s *Service) applyProgress(ctx context.Context, p tasks.Progress) (Applied,
 		return Applied{}, s.refuse(ctx, ref)
 	}
 	return Applied{Execution: x}, nil
+}
+
+// beganAudit is the audit row of an order's start, as the actuator
+// reported it: with its first progress report, or with its result when
+// that came first.
+func beganAudit(startedAt time.Time) store.AuditEntry {
+	return store.AuditEntry{Actor: "actuator", Action: "execution.running",
+		Detail: map[string]any{"started_at": startedAt.UTC().Format(time.RFC3339Nano)}}
 }
 
 // inFlight are the states a result can end: approved too, for the reason
@@ -173,13 +182,26 @@ func (s *Service) applyResult(ctx context.Context, r tasks.Result) (Applied, err
 	// step on the new container) already sees them.
 	s.applyFleetChanges(ctx, x, r)
 	tail := r.Output
-	done, err := s.store.Transition(ctx, store.Transition{
+	t := store.Transition{
 		ID: x.ID, From: inFlight, To: to,
 		Result: raw, Error: &errText, ProgressTail: &tail,
 		Audit: store.AuditEntry{Actor: "actuator", Action: "execution." + string(to),
 			Detail: map[string]any{"exit_code": r.ExitCode, "error": errText, "failed_phase": r.FailedPhase, "snapshot": r.Snapshot}},
-	})
+	}
+	if r.Began && x.State != store.StateRunning {
+		// The result is the first the bot hears of an order that ended
+		// before its first progress report was due: its start goes on
+		// record before its end, as a progress report would have put it.
+		t.From = []store.ExecutionState{store.StateApproved, store.StateDispatched}
+		t.Earlier = []store.AuditEntry{beganAudit(r.StartedAt)}
+	}
+	done, err := s.store.Transition(ctx, t)
 	var conflict *store.StateConflictError
+	if errors.As(err, &conflict) && conflict.Current.State == store.StateRunning && t.Earlier != nil {
+		// Its progress report was applied meanwhile and recorded the start.
+		t.From, t.Earlier = []store.ExecutionState{store.StateRunning}, nil
+		done, err = s.store.Transition(ctx, t)
+	}
 	if errors.As(err, &conflict) {
 		// Another delivery of a result won the race; this one is late.
 		return s.noteLate(ctx, x.ID, "execution.late_result", r)

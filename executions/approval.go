@@ -1,6 +1,7 @@
 package executions
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -20,16 +21,28 @@ import (
 type ApprovalReply struct {
 	List    string
 	Payload []byte
-	// Applied is what answering changed: an approved execution is
+	// Applied is what answering changed: each approved execution is
 	// recorded as dispatched.
-	Applied Applied
+	Applied []Applied
 }
 
 // AnswerApprovalCheck verifies an actuator's question about an approval
-// (tasks.ApprovalChecks) and answers it. A question that does not verify,
-// or comes from another actuator, is refused like any report: the error
-// is a *RefusedReportError and nothing is answered.
+// (tasks.ApprovalChecks), about one order (tasks.TypeApprovalCheck) or
+// several (tasks.TypeApprovalBatch), and answers it in the same form. A
+// question that does not verify, or comes from another actuator, is
+// refused like any report: the error is a *RefusedReportError and
+// nothing is answered.
 func (s *Service) AnswerApprovalCheck(ctx context.Context, payload []byte) (ApprovalReply, error) {
+	if tasks.MessageType(payload) == tasks.TypeApprovalBatch {
+		q, err := tasks.VerifyApprovalBatch(s.reportKeys, payload)
+		if err != nil {
+			return ApprovalReply{}, s.refuseUnverified(ctx, tasks.TypeApprovalBatch, payload, err)
+		}
+		if err := s.checkActuator(ctx, tasks.TypeApprovalBatch, tasks.Claims{Actuator: q.Actuator}); err != nil {
+			return ApprovalReply{}, err
+		}
+		return s.answerApprovalBatch(ctx, q)
+	}
 	q, err := tasks.VerifyApprovalCheck(s.reportKeys, payload)
 	if err != nil {
 		return ApprovalReply{}, s.refuseUnverified(ctx, tasks.TypeApprovalCheck, payload, err)
@@ -47,32 +60,88 @@ func (s *Service) AnswerApprovalCheck(ctx context.Context, payload []byte) (Appr
 // goes out, so a withdrawal either comes first and the actuator is told
 // no, or comes after and is told it is too late: never both.
 func (s *Service) answerApproval(ctx context.Context, q tasks.ApprovalCheck) (ApprovalReply, error) {
-	x, approved, err := s.stillApproved(ctx, q)
+	var x store.Execution
+	found := false
+	if id, err := uuid.Parse(q.ExecutionID); err == nil {
+		x, err = s.store.GetExecution(ctx, id)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, store.ErrNotFound):
+			return ApprovalReply{}, err
+		}
+	}
+	x, approved, err := s.stillApproved(ctx, x, found, q.PlanHash)
 	if err != nil {
 		return ApprovalReply{}, err
 	}
 	ans := tasks.ApprovalAnswer{ExecutionID: q.ExecutionID, Actuator: q.Actuator, PlanHash: q.PlanHash, Nonce: q.Nonce,
-		Approved: approved, State: string(x.State), At: s.now()}
-	if ans.State == "" {
-		ans.State = "unknown"
-	}
+		Approved: approved, State: cmp.Or(string(x.State), "unknown"), At: s.now()}
 	payload, err := tasks.SignApprovalAnswer(s.cfg.SigningKey, ans)
 	if err != nil {
 		return ApprovalReply{}, err
 	}
 	reply := ApprovalReply{List: tasks.ApprovalQueue(q.Site, q.Actuator), Payload: payload}
 	if !approved {
-		s.logger.Warn("told the actuator an order is not approved", "execution_id", q.ExecutionID, "state", ans.State)
-		if x.ID != uuid.Nil {
-			if err := s.store.AppendAudit(ctx, store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.not_approved_answered", ExecutionID: &x.ID,
-				Detail: map[string]any{"state": x.State, "plan_hash": q.PlanHash, "actuator": q.Actuator}}); err != nil {
-				s.logger.Error("audit an approval check answered no", "execution_id", x.ID, "err", err)
-			}
-		}
+		s.answeredNo(ctx, x, q.ExecutionID, q.PlanHash, q.Actuator)
 		return reply, nil
 	}
-	reply.Applied = Applied{Execution: x, Changed: true}
+	reply.Applied = []Applied{{Execution: x, Changed: true}}
 	return reply, nil
+}
+
+// answerApprovalBatch answers a question about several orders as
+// answerApproval answers each, from one read of all their executions,
+// with one signed answer.
+func (s *Service) answerApprovalBatch(ctx context.Context, q tasks.ApprovalBatch) (ApprovalReply, error) {
+	ids := make([]uuid.UUID, 0, len(q.Orders))
+	for _, o := range q.Orders {
+		if id, err := uuid.Parse(o.ExecutionID); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	xs, err := s.store.ExecutionsByID(ctx, ids)
+	if err != nil {
+		return ApprovalReply{}, err
+	}
+	ans := tasks.ApprovalBatchAnswer{Actuator: q.Actuator, Nonce: q.Nonce, At: s.now(), Verdicts: make([]tasks.ApprovalVerdict, 0, len(q.Orders))}
+	var applied []Applied
+	for _, o := range q.Orders {
+		var x store.Execution
+		found := false
+		if id, err := uuid.Parse(o.ExecutionID); err == nil {
+			x, found = xs[id]
+		}
+		x, approved, err := s.stillApproved(ctx, x, found, o.PlanHash)
+		if err != nil {
+			return ApprovalReply{}, err
+		}
+		ans.Verdicts = append(ans.Verdicts, tasks.ApprovalVerdict{ExecutionID: o.ExecutionID, PlanHash: o.PlanHash,
+			Approved: approved, State: cmp.Or(string(x.State), "unknown")})
+		if approved {
+			applied = append(applied, Applied{Execution: x, Changed: true})
+		} else {
+			s.answeredNo(ctx, x, o.ExecutionID, o.PlanHash, q.Actuator)
+		}
+	}
+	payload, err := tasks.SignApprovalBatchAnswer(s.cfg.SigningKey, ans)
+	if err != nil {
+		return ApprovalReply{}, err
+	}
+	return ApprovalReply{List: tasks.ApprovalQueue(q.Site, q.Actuator), Payload: payload, Applied: applied}, nil
+}
+
+// answeredNo logs, and audits against the execution when there is one,
+// that the actuator was told an order is not approved.
+func (s *Service) answeredNo(ctx context.Context, x store.Execution, claimedID, planHash, actuator string) {
+	s.logger.Warn("told the actuator an order is not approved", "execution_id", clip(claimedID, maxClaimBytes), "state", cmp.Or(string(x.State), "unknown"))
+	if x.ID == uuid.Nil {
+		return
+	}
+	if err := s.store.AppendAudit(ctx, store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.not_approved_answered", ExecutionID: &x.ID,
+		Detail: map[string]any{"state": x.State, "plan_hash": planHash, "actuator": actuator}}); err != nil {
+		s.logger.Error("audit an approval check answered no", "execution_id", x.ID, "err", err)
+	}
 }
 
 // approvalWorkers bounds how many questions are answered at once: each
@@ -145,8 +214,10 @@ func (h *ResultsHandler) answer(ctx context.Context, rdb redis.UniversalClient, 
 				return nil
 			})
 			if err == nil {
-				if reply.Applied.Changed && h.OnChange != nil {
-					h.OnChange(ctx, reply.Applied)
+				for _, a := range reply.Applied {
+					if a.Changed && h.OnChange != nil {
+						h.OnChange(ctx, a)
+					}
 				}
 				return
 			}
@@ -159,21 +230,14 @@ func (h *ResultsHandler) answer(ctx context.Context, rdb redis.UniversalClient, 
 	}
 }
 
-// stillApproved reports whether the execution q names may begin now, and
-// records an approved one as dispatched first.
-func (s *Service) stillApproved(ctx context.Context, q tasks.ApprovalCheck) (store.Execution, bool, error) {
-	id, err := uuid.Parse(q.ExecutionID)
-	if err != nil {
+// stillApproved reports whether x, the execution an order names (found
+// false when there is none), may begin now for planHash, and records an
+// approved one as dispatched first.
+func (s *Service) stillApproved(ctx context.Context, x store.Execution, found bool, planHash string) (store.Execution, bool, error) {
+	if !found {
 		return store.Execution{}, false, nil
 	}
-	x, err := s.store.GetExecution(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Execution{}, false, nil
-	}
-	if err != nil {
-		return x, false, err
-	}
-	if x.PlanHash != q.PlanHash || x.Approval == nil || x.Approval.Decision != "approved" || x.Approval.PlanHash != x.DecisionHash() {
+	if x.PlanHash != planHash || x.Approval == nil || x.Approval.Decision != "approved" || x.Approval.PlanHash != x.DecisionHash() {
 		return x, false, nil
 	}
 	switch x.State {
@@ -181,7 +245,7 @@ func (s *Service) stillApproved(ctx context.Context, q tasks.ApprovalCheck) (sto
 		return x, true, nil
 	case store.StateApproved:
 		got, err := s.store.Transition(ctx, store.Transition{
-			ID: id, From: []store.ExecutionState{store.StateApproved}, To: store.StateDispatched,
+			ID: x.ID, From: []store.ExecutionState{store.StateApproved}, To: store.StateDispatched,
 			Audit: store.AuditEntry{Actor: s.cfg.Actor, Action: "execution.dispatched"},
 		})
 		var conflict *store.StateConflictError

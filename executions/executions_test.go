@@ -15,6 +15,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -468,6 +469,60 @@ func TestResultsApplyOnce(t *testing.T) {
 	got, err := b.store.GetExecution(b.ctx, x.ID)
 	if err != nil || got.State != store.StateSucceeded || got.ProgressTail != "done" {
 		t.Errorf("after the late reports: %s %q %v, want succeeded with the result's output", got.State, got.ProgressTail, err)
+	}
+}
+
+// TestResultFirstRecordsTheStartBeforeTheEnd: an order that ended before
+// its first progress report was due sends only its result, which says it
+// began. The audit still has the start before the end, once; a result
+// of an order that never began (a refusal) records no start.
+func TestResultFirstRecordsTheStartBeforeTheEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	approve := func() store.Execution {
+		x := b.request(t, "restart", "jellyfin", "").Execution
+		if _, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: x.ID, By: operator, Method: policy.MethodReaction}); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	ended := func(x store.Execution) []string {
+		var out []string
+		for _, a := range auditActions(t, b, x.ID) {
+			if a == "execution.running" || a == "execution.succeeded" || a == "execution.failed" {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+
+	quick := approve()
+	a, err := b.result(t, tasks.Result{ExecutionID: quick.ID.String(), PlanHash: quick.PlanHash, Status: tasks.StatusSucceeded, Began: true, Output: "done"})
+	if err != nil || !a.Changed || a.Execution.State != store.StateSucceeded {
+		t.Fatalf("result first: %+v %v", a, err)
+	}
+	if d := gocmp.Diff([]string{"execution.running", "execution.succeeded"}, ended(quick)); d != "" {
+		t.Errorf("audit of a result that came first (-want +got):\n%s", d)
+	}
+
+	acked := approve()
+	if _, err := b.progress(t, tasks.Progress{ExecutionID: acked.ID.String(), Seq: 1, Tail: "restarting"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.result(t, tasks.Result{ExecutionID: acked.ID.String(), PlanHash: acked.PlanHash, Status: tasks.StatusSucceeded, Began: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d := gocmp.Diff([]string{"execution.running", "execution.succeeded"}, ended(acked)); d != "" {
+		t.Errorf("audit of an acknowledged order (-want +got):\n%s", d)
+	}
+
+	refused := approve()
+	if _, err := b.result(t, tasks.Result{ExecutionID: refused.ID.String(), PlanHash: refused.PlanHash, Status: tasks.StatusRefused,
+		Refusal: tasks.RefusedExpired, Error: "order expired"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := gocmp.Diff([]string{"execution.failed"}, ended(refused)); d != "" {
+		t.Errorf("audit of an order that never began (-want +got):\n%s", d)
 	}
 }
 

@@ -2,13 +2,17 @@ package executions_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
 
 	"github.com/nomoshq/nomos/executions"
@@ -106,6 +110,17 @@ func TestWithdrawnApprovalHoldsOnTheActuator(t *testing.T) {
 	}
 }
 
+// approveUndispatched requests a restart of target and approves it while
+// the queue is down, so it stays approved.
+func (b *bundle) approveUndispatched(t *testing.T, target string) store.Execution {
+	t.Helper()
+	x, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: b.request(t, "restart", target, "").Execution.ID, By: operator, Method: policy.MethodReaction})
+	if err != nil || x.State != store.StateApproved {
+		t.Fatalf("approve %s = %s, %v", target, x.State, err)
+	}
+	return x
+}
+
 // TestApprovalCheckDecidesTheRaceWithAWithdrawal: the bot's yes records
 // an approved execution as dispatched before it goes out, so a
 // withdrawal after it is too late, and one before it makes the answer no.
@@ -133,16 +148,8 @@ func TestApprovalCheckDecidesTheRaceWithAWithdrawal(t *testing.T) {
 		}
 		return a
 	}
-	approve := func(target string) store.Execution {
-		t.Helper()
-		x, err := b.svc.Approve(b.ctx, executions.Decision{ExecutionID: b.request(t, "restart", target, "").Execution.ID, By: operator, Method: policy.MethodReaction})
-		if err != nil || x.State != store.StateApproved {
-			t.Fatalf("approve %s = %s, %v", target, x.State, err)
-		}
-		return x
-	}
 
-	first := approve("jellyfin")
+	first := b.approveUndispatched(t, "jellyfin")
 	if a := ask(first); !a.Approved {
 		t.Fatalf("the check of an approved execution was answered %+v, want yes", a)
 	}
@@ -153,11 +160,111 @@ func TestApprovalCheckDecidesTheRaceWithAWithdrawal(t *testing.T) {
 		t.Errorf("after the yes the execution is %s, want dispatched", got.State)
 	}
 
-	second := approve("gitea")
+	second := b.approveUndispatched(t, "gitea")
 	if _, err := b.svc.Cancel(b.ctx, second.ID, operator); err != nil {
 		t.Fatal(err)
 	}
 	if a := ask(second); a.Approved || a.State != string(store.StateCancelled) {
 		t.Errorf("the check of a withdrawn execution was answered %+v, want no, cancelled", a)
+	}
+}
+
+// TestApprovalBatchIsAnsweredOrderByOrder: a question about several
+// orders gets one signed answer with a verdict for each, as a question
+// about each alone would: yes for an approved execution of that plan
+// (recorded as dispatched first), no for a withdrawn one, another plan's
+// order, an execution the bot does not have, or an id that is none. A
+// question that does not verify, comes from another actuator or asks
+// about too many orders is refused and audited, and nothing is answered.
+func TestApprovalBatchIsAnsweredOrderByOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.queue.setDown(true) // the dispatch fails: the executions stay approved
+	approved, withdrawn, replanned := b.approveUndispatched(t, "jellyfin"), b.approveUndispatched(t, "gitea"), b.approveUndispatched(t, "caddy")
+	if _, err := b.svc.Cancel(b.ctx, withdrawn.ID, operator); err != nil {
+		t.Fatal(err)
+	}
+	q := tasks.ApprovalBatch{Actuator: tasks.DefaultActuator, Nonce: "n-batch", At: b.clock.Now(), Orders: []tasks.ApprovalItem{
+		{ExecutionID: approved.ID.String(), PlanHash: approved.PlanHash},
+		{ExecutionID: withdrawn.ID.String(), PlanHash: withdrawn.PlanHash},
+		{ExecutionID: replanned.ID.String(), PlanHash: "another-plan"},
+		{ExecutionID: "01a23d2b-0000-7000-8000-000000000000", PlanHash: approved.PlanHash},
+		{ExecutionID: "not-a-uuid", PlanHash: approved.PlanHash},
+	}}
+	payload, err := tasks.SignApprovalBatch(b.reportKey, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := b.svc.AnswerApprovalCheck(b.ctx, payload)
+	if err != nil {
+		t.Fatalf("answer the question: %v", err)
+	}
+	if want := tasks.ApprovalQueue(tasks.DefaultSite, tasks.DefaultActuator); reply.List != want {
+		t.Errorf("the answer goes to %q, want the asking actuator's %q", reply.List, want)
+	}
+	a, err := tasks.VerifyApprovalBatchAnswer(tasks.VerifyKeys{b.pub}, reply.Payload, q)
+	if err != nil {
+		t.Fatalf("the answer does not verify as the answer to the question: %v", err)
+	}
+	var got []string
+	for _, v := range a.Verdicts {
+		got = append(got, fmt.Sprintf("%t %s", v.Approved, v.State))
+	}
+	want := []string{"true dispatched", "false cancelled", "false approved", "false unknown", "false unknown"}
+	if d := gocmp.Diff(want, got); d != "" {
+		t.Errorf("verdicts (-want +got):\n%s", d)
+	}
+	if x, _ := b.store.GetExecution(b.ctx, approved.ID); x.State != store.StateDispatched {
+		t.Errorf("after the yes the execution is %s, want dispatched", x.State)
+	}
+	if len(reply.Applied) != 1 || reply.Applied[0].Execution.ID != approved.ID {
+		t.Errorf("the answer changed %+v, want the approved execution only", reply.Applied)
+	}
+	if x, _ := b.store.GetExecution(b.ctx, replanned.ID); x.State != store.StateApproved {
+		t.Errorf("the execution asked about for another plan is %s, want it left approved", x.State)
+	}
+	if !slices.Contains(auditActions(t, b, withdrawn.ID), "execution.not_approved_answered") {
+		t.Error("the no to the withdrawn execution is not in its audit")
+	}
+
+	_, forger, _ := ed25519.GenerateKey(nil)
+	many := make([]tasks.ApprovalItem, tasks.MaxApprovalBatch+1)
+	for i := range many {
+		many[i] = tasks.ApprovalItem{ExecutionID: fmt.Sprintf("x%d", i), PlanHash: "h"}
+	}
+	oversized, err := json.Marshal(tasks.ApprovalBatch{Version: tasks.Version, Actuator: tasks.DefaultActuator, Nonce: "n", At: b.clock.Now(), Orders: many})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := func(key ed25519.PrivateKey, body []byte) []byte {
+		p, err := json.Marshal(tasks.Envelope{Version: tasks.Version, Type: tasks.TypeApprovalBatch, Body: body,
+			Signature: ed25519.Sign(key, tasks.SignedBytes(tasks.TypeApprovalBatch, body))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	elsewhere, err := tasks.SignApprovalBatch(b.reportKey, tasks.ApprovalBatch{Actuator: "elsewhere", Nonce: "n", At: b.clock.Now(), Orders: q.Orders[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := tasks.SignApprovalBatch(forger, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		payload []byte
+		want    executions.ReportRefusal
+	}{
+		"signed by another key":     {forged, executions.RefusedBadSignature},
+		"from another actuator":     {elsewhere, executions.RefusedWrongActuator},
+		"about too many orders":     {seal(b.reportKey, oversized), executions.RefusedMalformed},
+		"an answer, not a question": {reply.Payload, executions.RefusedBadSignature},
+	} {
+		reply, err := b.svc.AnswerApprovalCheck(b.ctx, tc.payload)
+		var refused *executions.RefusedReportError
+		if !errors.As(err, &refused) || refused.Reason != tc.want || reply.Payload != nil {
+			t.Errorf("%s: %+v, %v; want refused as %s and no answer", name, reply, err, tc.want)
+		}
 	}
 }

@@ -460,6 +460,31 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (Execution, erro
 	return x, nil
 }
 
+// ExecutionsByID loads the executions of ids that exist, with their
+// decisions, in one query.
+func (s *Store) ExecutionsByID(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]Execution, error) {
+	out := make(map[uuid.UUID]Execution, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+executionColumns+` FROM `+executionFrom+` WHERE x.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d executions: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		x, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("load %d executions: %w", len(ids), err)
+		}
+		out[x.ID] = x
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load %d executions: %w", len(ids), err)
+	}
+	return out, nil
+}
+
 type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
@@ -522,6 +547,10 @@ type Transition struct {
 	To   ExecutionState
 	// Audit is written in the same transaction when the transition applies.
 	Audit AuditEntry
+	// Earlier are audit rows written before Audit, in the same
+	// transaction: steps of the change that were not reported on their
+	// own, such as the start of an order whose result came first.
+	Earlier []AuditEntry
 	// Optional field updates applied with the state change.
 	Result       json.RawMessage
 	Error        *string
@@ -613,12 +642,13 @@ func (s *Store) transition(ctx context.Context, conn *pgxpool.Conn, t Transition
 		}
 		return Execution{}, &StateConflictError{Current: cur}
 	}
-	a := t.Audit
-	a.ExecutionID = &t.ID
 	b = &pgx.Batch{}
 	q := &pipeline{batch: b}
-	if err := audit(ctx, q, a); err != nil {
-		return Execution{}, err
+	for _, a := range append(t.Earlier[:len(t.Earlier):len(t.Earlier)], t.Audit) {
+		a.ExecutionID = &t.ID
+		if err := audit(ctx, q, a); err != nil {
+			return Execution{}, err
+		}
 	}
 	if err := notify(ctx, q, t.ID, t.To); err != nil {
 		return Execution{}, err

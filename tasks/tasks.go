@@ -123,9 +123,14 @@ type Result struct {
 	Notes       []string `json:"notes,omitempty"`
 	// Created describes a container that pct_create made, even when a
 	// later phase failed, so the bot can add it to the fleet.
-	Created    *CreatedContainer `json:"created,omitempty"`
-	StartedAt  time.Time         `json:"started_at"`
-	FinishedAt time.Time         `json:"finished_at"`
+	Created *CreatedContainer `json:"created,omitempty"`
+	// Began is true when the actuator journaled the order's start, so a
+	// command of it may have gone out. A result can be the first the bot
+	// hears of an order (an order shorter than the first progress report
+	// waits for), and the bot then records the start before the end.
+	Began      bool      `json:"began,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
 }
 
 // CreatedContainer is a container that an execution created.
