@@ -113,7 +113,7 @@ test: prepare ## vet, then run the whole test suite against real services
 	$(GO) test -run '^$$' -fuzz FuzzClassifyDangerous -fuzztime $(FUZZTIME) ./policy/
 
 .PHONY: soak
-soak: prepare ## the fault suite at full counts (about an hour); writes docs/reliability.md
+soak: prepare ## the fault suite at full counts (10 to 15 minutes); writes docs/reliability.md
 	NOMOS_SOAK=1 $(GO) test -count=1 -timeout 3h -run '^TestFaults$$' ./internal/soak/
 	@cat docs/reliability.md
 
