@@ -54,8 +54,10 @@ var funcs = template.FuncMap{
 }
 
 // pages holds each page's template: the layout with the page's content.
-// They are parsed by the first New, not at start-up: every process runs
-// this package's initialisation, and only the bot serves the page.
+// They are parsed when a page is first shown, not at start-up: every
+// process runs this package's initialisation, only the bot serves the
+// page, and it may go days without a visitor. TestPagesParse keeps a
+// template that does not parse from reaching a build.
 var pages = sync.OnceValues(func() (map[string]*template.Template, error) {
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
@@ -80,7 +82,11 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, dat
 	buf := s.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer s.bufs.Put(buf)
-	if err := s.pages[page].ExecuteTemplate(buf, "layout", data); err != nil {
+	pages, err := pages()
+	if err == nil {
+		err = pages[page].ExecuteTemplate(buf, "layout", data)
+	}
+	if err != nil {
 		s.logger.Error("render page", "page", page, "err", err)
 		http.Error(w, "The status page could not show this page.", http.StatusInternalServerError)
 		return

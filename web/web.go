@@ -15,8 +15,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"html/template"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -84,8 +82,6 @@ type Server struct {
 	hub    *hub
 	reg    *prometheus.Registry
 	bufs   sync.Pool
-	// pages are the parsed templates, by page name.
-	pages map[string]*template.Template
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -107,10 +103,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
-	}
-	var err error
-	if s.pages, err = pages(); err != nil {
-		return nil, fmt.Errorf("web: %w", err)
 	}
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	s.hub = newHub(cfg.ClientBuffer, cfg.MaxClients)
