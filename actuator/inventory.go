@@ -155,14 +155,14 @@ type nodeFacts struct {
 func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks.InventoryContainer, []int, []string, nodeFacts, error) {
 	log := logctx.From(ctx)
 	var node nodeFacts
-	out, errOut, code, err := a.capture(ctx, r.HostAddr, listResources, maxListingBytes)
+	out, errOut, code, err := a.captureBytes(ctx, r.HostAddr, listResources, maxListingBytes)
 	if err != nil {
 		return nil, nil, nil, node, fmt.Errorf("list the cluster's resources: %w", err)
 	}
 	if code != 0 {
 		return nil, nil, nil, node, fmt.Errorf("%s exited %d: %s", listResources, code, lastLine(errOut))
 	}
-	resources, err := pveout.ParseResources([]byte(out))
+	resources, err := pveout.ParseResources(out)
 	if err != nil {
 		return nil, nil, nil, node, fmt.Errorf("%s: %v", listResources, err)
 	}
@@ -172,9 +172,9 @@ func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks
 	node.resources = resources
 	var live []pveout.Guest
 	cmd := nodeGuestsCmd(r.Node)
-	out, errOut, code, err = a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
+	out, errOut, code, err = a.captureBytes(ctx, r.HostAddr, cmd, maxListingBytes)
 	if err == nil && code == 0 {
-		live, err = pveout.ParseNodeGuests([]byte(out))
+		live, err = pveout.ParseNodeGuests(out)
 	} else if err == nil {
 		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
 	}
@@ -217,10 +217,10 @@ func (a *Actuator) inventory(ctx context.Context, r tasks.InventoryRun) ([]tasks
 func (a *Actuator) inventoryVMs(ctx context.Context, r tasks.InventoryRun, node nodeFacts) (vms []tasks.InventoryVM, listed bool) {
 	log := logctx.From(ctx)
 	cmd := nodeVMsCmd(r.Node)
-	out, errOut, code, err := a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
+	out, errOut, code, err := a.captureBytes(ctx, r.HostAddr, cmd, maxListingBytes)
 	var list []pveout.Guest
 	if err == nil && code == 0 {
-		list, err = pveout.ParseNodeVMs([]byte(out))
+		list, err = pveout.ParseNodeVMs(out)
 	} else if err == nil {
 		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
 	}
@@ -329,13 +329,13 @@ func vmStorage(conf pveout.Config, types map[string]string) (storageType, vmstat
 // guest's Backup is set, and the bot judges none.
 func (a *Actuator) inventoryBackups(ctx context.Context, r tasks.InventoryRun, cts []tasks.InventoryContainer, vms []tasks.InventoryVM) {
 	log := logctx.From(ctx)
-	out, errOut, code, err := a.capture(ctx, r.HostAddr, listBackupJobs, maxListingBytes)
+	out, errOut, code, err := a.captureBytes(ctx, r.HostAddr, listBackupJobs, maxListingBytes)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
 	}
 	var jobs []pveout.BackupJob
 	if err == nil {
-		jobs, err = pveout.ParseBackupJobs([]byte(out))
+		jobs, err = pveout.ParseBackupJobs(out)
 	}
 	if err != nil {
 		log.Warn("inventory could not read the cluster's backup jobs; backups are not judged", "err", err)
@@ -384,13 +384,13 @@ func (a *Actuator) inventoryBackups(ctx context.Context, r tasks.InventoryRun, c
 func (a *Actuator) inventoryReplication(ctx context.Context, r tasks.InventoryRun, cts []tasks.InventoryContainer, vms []tasks.InventoryVM) {
 	log := logctx.From(ctx)
 	cmd := nodeReplicationCmd(r.Node)
-	out, errOut, code, err := a.capture(ctx, r.HostAddr, cmd, maxListingBytes)
+	out, errOut, code, err := a.captureBytes(ctx, r.HostAddr, cmd, maxListingBytes)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exited %d: %s", code, lastLine(errOut))
 	}
 	var jobs []pveout.ReplicationJob
 	if err == nil {
-		jobs, err = pveout.ParseReplicationJobs([]byte(out))
+		jobs, err = pveout.ParseReplicationJobs(out)
 	}
 	if err != nil {
 		log.Warn("inventory could not read the node's replication jobs", "err", err)
@@ -478,15 +478,24 @@ func (a *Actuator) readContainer(ctx context.Context, addr string, vmid int) (*p
 // capture runs cmd and returns its output and exit code; stdout past
 // limit fails the command, so a host cannot flood the actuator.
 func (a *Actuator) capture(ctx context.Context, addr, cmd string, limit int) (stdout, stderr string, code int, err error) {
+	out, stderr, code, err := a.captureBytes(ctx, addr, cmd, limit)
+	return string(out), stderr, code, err
+}
+
+// captureBytes is capture with stdout as the bytes read, for the JSON
+// listings, which are parsed from bytes: at 1,000 containers the
+// cluster's resources are hundreds of kilobytes, which a string and a
+// []byte of it again would copy twice.
+func (a *Actuator) captureBytes(ctx context.Context, addr, cmd string, limit int) (stdout []byte, stderr string, code int, err error) {
 	out, errOut := &cappedBuffer{limit: limit}, &cappedBuffer{limit: 4 << 10}
 	code, err = a.probeRunner.Run(ctx, addr, cmd, out, errOut)
 	if err != nil {
-		return "", "", code, err
+		return nil, "", code, err
 	}
 	if out.over {
-		return "", "", code, fmt.Errorf("%s: more than %d bytes of output", cmd, limit)
+		return nil, "", code, fmt.Errorf("%s: more than %d bytes of output", cmd, limit)
 	}
-	return out.String(), errOut.String(), code, nil
+	return out.Bytes(), errOut.String(), code, nil
 }
 
 // cappedBuffer keeps up to limit bytes and notes that more came.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/nomoshq/nomos/internal/loop"
 	"github.com/nomoshq/nomos/store"
 	"github.com/nomoshq/nomos/tasks"
@@ -46,7 +48,7 @@ func (s *Service) ProbeDue(ctx context.Context) (ProbeReport, error) {
 type probePass struct {
 	s       *Service
 	due     []store.DueCheck
-	targets map[string]probeTarget
+	targets map[uuid.UUID]probeTarget
 	rep     ProbeReport
 }
 
@@ -79,7 +81,7 @@ func (p probePass) send(ctx context.Context) (ProbeReport, error) {
 			break
 		}
 		now := s.now()
-		t, ok := p.targets[c.TargetID.String()]
+		t, ok := p.targets[c.TargetID]
 		if !ok {
 			rep.Skipped++
 			continue
@@ -128,7 +130,7 @@ type probeTarget struct {
 // the entities: at 1,000 containers their attributes and the graph around
 // them are megabytes, held between reads and again while the next read
 // decodes.
-func (s *Service) probeTargets(ctx context.Context, now time.Time) (map[string]probeTarget, error) {
+func (s *Service) probeTargets(ctx context.Context, now time.Time) (map[uuid.UUID]probeTarget, error) {
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
 	if s.probeByID != nil && now.Sub(s.probeAt) < probeGraphFor && now.After(s.probeAt) {
@@ -138,12 +140,12 @@ func (s *Service) probeTargets(ctx context.Context, now time.Time) (map[string]p
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[string]probeTarget, len(g.entities))
+	byID := make(map[uuid.UUID]probeTarget, len(g.entities))
 	for _, e := range g.entities {
 		if e.Lifecycle == "destroyed" {
 			continue
 		}
-		byID[e.ID.String()] = probeTarget{target: g.orderTarget(e), site: g.site(e)}
+		byID[e.ID] = probeTarget{target: g.orderTarget(e), site: g.site(e)}
 	}
 	s.probeByID, s.probeAt = byID, now
 	return byID, nil

@@ -150,7 +150,7 @@ type Service struct {
 
 	// The prober's copy of the fleet (probeTargets).
 	probeMu   sync.Mutex
-	probeByID map[string]probeTarget
+	probeByID map[uuid.UUID]probeTarget
 	probeAt   time.Time
 }
 

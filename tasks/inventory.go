@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -122,13 +121,13 @@ type InventoryVM struct {
 // Validate checks one VM entry as it arrives from an actuator.
 func (v InventoryVM) Validate() error {
 	switch {
-	case v.HAState != "" && !haStateRE.MatchString(v.HAState):
+	case v.HAState != "" && !haStateWord.match(v.HAState):
 		return fmt.Errorf("VM %d: HA state %q is not a word", v.VMID, v.HAState)
 	case v.MemoryMB < 0 || v.MemoryMB > maxMemory:
 		return fmt.Errorf("VM %d: %d MB of memory", v.VMID, v.MemoryMB)
 	case len(v.Snapshots) > MaxInventoryListed:
 		return fmt.Errorf("VM %d: more than %d snapshots", v.VMID, MaxInventoryListed)
-	case v.StorageType != "" && !storageTypeRE.MatchString(v.StorageType):
+	case v.StorageType != "" && !storageType.match(v.StorageType):
 		return fmt.Errorf("VM %d: storage type %q is not a word", v.VMID, v.StorageType)
 	case v.VMStateStorage != "" && policy.ValidateStorage(v.VMStateStorage) != nil:
 		return fmt.Errorf("VM %d: %q is not a storage id", v.VMID, v.VMStateStorage)
@@ -143,11 +142,11 @@ func (v InventoryVM) Validate() error {
 	switch {
 	case v.VMID < minVMID || v.VMID > maxVMID:
 		return fmt.Errorf("vmid %d is out of range", v.VMID)
-	case !statusRE.MatchString(v.Status):
+	case !statusWord.match(v.Status):
 		return fmt.Errorf("VM %d: status %q is not a word", v.VMID, v.Status)
-	case v.Name != "" && !ctNameRE.MatchString(v.Name):
+	case v.Name != "" && !guestName.match(v.Name):
 		return fmt.Errorf("VM %d: %q is not a name", v.VMID, v.Name)
-	case v.Lock != "" && !statusRE.MatchString(v.Lock):
+	case v.Lock != "" && !statusWord.match(v.Lock):
 		return fmt.Errorf("VM %d: lock %q is not a word", v.VMID, v.Lock)
 	}
 	if v.Backup != nil {
@@ -221,23 +220,6 @@ type InventoryContainer struct {
 func (r InventoryRun) version() int    { return r.Version }
 func (r InventoryResult) version() int { return r.Version }
 
-var (
-	nodeRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
-	statusRE = regexp.MustCompile(`^[a-z]{1,16}$`)
-	ctNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
-	// lockRE and haStateRE are Proxmox's words for a config lock (backup,
-	// snapshot-delete, ...) and an HA state (started, request_stop, ...).
-	lockRE    = regexp.MustCompile(`^[a-z][a-z-]{0,31}$`)
-	haStateRE = regexp.MustCompile(`^[a-z][a-z_-]{0,31}$`)
-	// tagRE is pve-common's pve-tag format.
-	tagRE         = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_+.-]{0,63}$`)
-	storageTypeRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,31}$`)
-	// A snapshot blocker is built from these phrases only, joined by
-	// "; ", so no text of the host's choosing reaches the room.
-	blockerMountRE  = regexp.MustCompile(`^(bind|device) mount mp\d{1,3}( \(/[A-Za-z0-9._/+-]{0,200}\))?$`)
-	blockerVolumeRE = regexp.MustCompile(`^(raw|subvol|qcow2|vmdk) volume( mp\d{1,3})? on [a-z][a-z0-9]{0,31} storage [A-Za-z][A-Za-z0-9._-]{0,63}$`)
-)
-
 // Proxmox's bounds on what a container may be.
 const (
 	minVMID   = 100
@@ -251,7 +233,7 @@ const (
 // ValidateNode checks a Proxmox node name: a host name label of letters,
 // digits and '-'.
 func ValidateNode(s string) error {
-	if !nodeRE.MatchString(s) {
+	if !nodeName.match(s) {
 		return fmt.Errorf("node name %q: want letters, digits and '-', at most 63 characters", s)
 	}
 	return nil
@@ -264,9 +246,9 @@ func (c InventoryContainer) Validate() error {
 	switch {
 	case c.VMID < minVMID || c.VMID > maxVMID:
 		return fmt.Errorf("vmid %d is out of range", c.VMID)
-	case !statusRE.MatchString(c.Status):
+	case !statusWord.match(c.Status):
 		return fmt.Errorf("container %d: status %q is not a word", c.VMID, c.Status)
-	case c.Hostname != "" && !ctNameRE.MatchString(c.Hostname):
+	case c.Hostname != "" && !guestName.match(c.Hostname):
 		return fmt.Errorf("container %d: %q is not a host name", c.VMID, c.Hostname)
 	case c.Cores < 0 || c.Cores > maxCores:
 		return fmt.Errorf("container %d: %d cores", c.VMID, c.Cores)
@@ -294,21 +276,21 @@ func (c InventoryContainer) Validate() error {
 // configuration add.
 func (c InventoryContainer) validateLive() error {
 	switch {
-	case c.Lock != "" && !lockRE.MatchString(c.Lock):
+	case c.Lock != "" && !lockWord.match(c.Lock):
 		return fmt.Errorf("container %d: lock %q is not a word", c.VMID, c.Lock)
-	case c.HAState != "" && !haStateRE.MatchString(c.HAState):
+	case c.HAState != "" && !haStateWord.match(c.HAState):
 		return fmt.Errorf("container %d: HA state %q is not a word", c.VMID, c.HAState)
 	case len(c.Tags) > MaxInventoryListed || len(c.Addresses) > MaxInventoryListed || len(c.Snapshots) > MaxInventoryListed:
 		return fmt.Errorf("container %d: more than %d tags, addresses or snapshots", c.VMID, MaxInventoryListed)
 	case c.RootStorage != "" && policy.ValidateStorage(c.RootStorage) != nil:
 		return fmt.Errorf("container %d: %q is not a storage id", c.VMID, c.RootStorage)
-	case c.StorageType != "" && !storageTypeRE.MatchString(c.StorageType):
+	case c.StorageType != "" && !storageType.match(c.StorageType):
 		return fmt.Errorf("container %d: storage type %q is not a word", c.VMID, c.StorageType)
 	case c.Partial && (c.Onboot != nil || c.Protection || len(c.Addresses) > 0 || c.RootStorage != "" || c.StorageType != "" || c.SnapshotBlocker != ""):
 		return fmt.Errorf("container %d: a partial entry carries configuration", c.VMID)
 	}
 	for _, t := range c.Tags {
-		if !tagRE.MatchString(t) {
+		if !pveTag.match(t) {
 			return fmt.Errorf("container %d: tag %q is not a Proxmox tag", c.VMID, t)
 		}
 	}
@@ -332,7 +314,7 @@ func (c InventoryContainer) validateLive() error {
 	}
 	if c.SnapshotBlocker != "" {
 		for part := range strings.SplitSeq(c.SnapshotBlocker, "; ") {
-			if !blockerMountRE.MatchString(part) && !blockerVolumeRE.MatchString(part) {
+			if !isBlockerPhrase(part) {
 				return fmt.Errorf("container %d: %q is not why a snapshot cannot be taken", c.VMID, part)
 			}
 		}
@@ -348,7 +330,7 @@ func validateReplication(vmid int, ids []string) error {
 	}
 	prefix := strconv.Itoa(vmid) + "-"
 	for _, id := range ids {
-		if !replicationIDRE.MatchString(id) || !strings.HasPrefix(id, prefix) {
+		if !isReplicationID(id) || !strings.HasPrefix(id, prefix) {
 			return fmt.Errorf("%q is not one of its replication job ids", id)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -19,12 +18,10 @@ const MaxOrderTTL = time.Hour
 // DefaultActuator is the name of an actuator when none is configured.
 const DefaultActuator = "actuator"
 
-var actuatorNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // ValidateActuatorName checks an actuator's name: one word of letters,
 // digits, '.', '_' and '-', at most 64 characters.
 func ValidateActuatorName(name string) error {
-	if !actuatorNameRE.MatchString(name) {
+	if !actuatorName.match(name) {
 		return fmt.Errorf("actuator name %q: want one word of letters, digits, '.', '_' and '-', at most 64 characters", name)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -156,12 +155,9 @@ type ReplicationJob struct {
 	FailCount int       `json:"fail_count,omitempty"`
 }
 
-// replicationIDRE is pve-guest-common's replication job id, GUEST-JOBNUM.
-var replicationIDRE = regexp.MustCompile(`^[1-9][0-9]{2,8}-[0-9]{1,3}$`)
-
 // ValidateReplicationID checks a storage replication job id: GUEST-JOBNUM.
 func ValidateReplicationID(id string) error {
-	if !replicationIDRE.MatchString(id) {
+	if !isReplicationID(id) {
 		return fmt.Errorf("%q is not a replication job id", id)
 	}
 	return nil
@@ -174,7 +170,7 @@ func (s ReplicationStatus) Validate() error {
 	}
 	for _, j := range s.Jobs {
 		switch {
-		case !replicationIDRE.MatchString(j.ID):
+		case !isReplicationID(j.ID):
 			return fmt.Errorf("%q is not a replication job id", j.ID)
 		case ValidateNode(j.Target) != nil:
 			return fmt.Errorf("replication job %s: %q is not a node", j.ID, j.Target)
@@ -190,19 +186,6 @@ func (s ReplicationStatus) Validate() error {
 
 func (r PreviewRun) version() int    { return r.Version }
 func (r PreviewResult) version() int { return r.Version }
-
-var (
-	// debPackageRE is Debian policy's package name (5.6.1), with an
-	// optional :arch qualifier as apt prints foreign ones.
-	debPackageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{1,127}(:[a-z0-9-]{1,16})?$`)
-	// debVersionRE is Debian policy's version (5.6.12): epoch, upstream
-	// and revision characters.
-	debVersionRE = regexp.MustCompile(`^[0-9A-Za-z.+~:-]{1,96}$`)
-	// volumeRE is a Proxmox volume id, STORAGE:NAME.
-	volumeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,63}:[A-Za-z0-9._/+-]{1,200}$`)
-	// jobIDRE is pve-common's pve-configid, the backup job ids.
-	jobIDRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
-)
 
 // ValidatePreviewText checks a short line of text from a host: printable,
 // one line, no more than MaxPreviewText bytes.
@@ -280,9 +263,9 @@ func (r PreviewResult) validate() error {
 // versions.
 func (p PackageChange) Validate() error {
 	switch {
-	case !debPackageRE.MatchString(p.Name):
+	case !isDebPackage(p.Name):
 		return fmt.Errorf("%q is not a Debian package name", p.Name)
-	case !debVersionRE.MatchString(p.To) || (p.From != "" && !debVersionRE.MatchString(p.From)):
+	case !debVersion.match(p.To) || (p.From != "" && !debVersion.match(p.From)):
 		return fmt.Errorf("package %s: %q or %q is not a Debian version", p.Name, p.From, p.To)
 	}
 	return nil
@@ -308,7 +291,7 @@ func (b BackupStatus) Validate() error {
 	}
 	for _, j := range b.Jobs {
 		switch {
-		case !jobIDRE.MatchString(j.ID):
+		case !jobID.match(j.ID):
 			return fmt.Errorf("%q is not a backup job id", j.ID)
 		case j.Storage != "" && policy.ValidateStorage(j.Storage) != nil:
 			return fmt.Errorf("backup job %s: %q is not a storage id", j.ID, j.Storage)
@@ -318,7 +301,7 @@ func (b BackupStatus) Validate() error {
 		}
 	}
 	for _, id := range b.ByPool {
-		if !jobIDRE.MatchString(id) {
+		if !jobID.match(id) {
 			return fmt.Errorf("%q is not a backup job id", id)
 		}
 	}
@@ -335,7 +318,7 @@ func (b BackupStatus) Validate() error {
 
 // ValidateVolume checks a Proxmox volume id, STORAGE:NAME.
 func ValidateVolume(v string) error {
-	if !volumeRE.MatchString(v) {
+	if !isVolume(v) {
 		return fmt.Errorf("%q is not a volume id", v)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nomoshq/nomos/internal/humantime"
@@ -53,21 +54,27 @@ var funcs = template.FuncMap{
 }
 
 // pages holds each page's template: the layout with the page's content.
-var pages = map[string]*template.Template{}
-
-func init() {
+// They are parsed when a page is first shown, not at start-up: every
+// process runs this package's initialisation, only the bot serves the
+// page, and it may go days without a visitor. TestPagesParse keeps a
+// template that does not parse from reaching a build.
+var pages = sync.OnceValues(func() (map[string]*template.Template, error) {
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
+	pages := make(map[string]*template.Template, len(names))
 	for _, n := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
 		if name == "layout" {
 			continue
 		}
-		pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n))
+		if pages[name], err = template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n); err != nil {
+			return nil, fmt.Errorf("parse template %s: %w", n, err)
+		}
 	}
-}
+	return pages, nil
+})
 
 // render executes a page into a buffer first, so a failure half way shows
 // a clean error rather than half a page.
@@ -75,7 +82,11 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, dat
 	buf := s.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer s.bufs.Put(buf)
-	if err := pages[page].ExecuteTemplate(buf, "layout", data); err != nil {
+	pages, err := pages()
+	if err == nil {
+		err = pages[page].ExecuteTemplate(buf, "layout", data)
+	}
+	if err != nil {
 		s.logger.Error("render page", "page", page, "err", err)
 		http.Error(w, "The status page could not show this page.", http.StatusInternalServerError)
 		return

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -97,4 +98,30 @@ func FuzzSnippet(f *testing.F) {
 			t.Errorf("snippet grew %q to %q", s, b.String())
 		}
 	})
+}
+
+// The templates are parsed when a page is first shown, so this test, not
+// the start of the bot, is what stops one that does not parse.
+func TestPagesParse(t *testing.T) {
+	t.Parallel()
+	pages, err := pages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(f, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		if pages[name] == nil || pages[name].Lookup("layout") == nil {
+			t.Errorf("page %s: no template with the layout", name)
+		}
+	}
+	if len(pages) != len(files)-1 {
+		t.Errorf("%d pages from %d template files, want one for each but the layout", len(pages), len(files))
+	}
 }

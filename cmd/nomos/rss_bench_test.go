@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/nomoshq/nomos/internal/devstack"
 	"github.com/nomoshq/nomos/internal/fleetgen"
@@ -30,7 +31,9 @@ import (
 // touch are in memory once, yet counted in each one's RSS. The total is
 // given both ways: RSS summed, and PSS summed (each shared page split
 // between the processes that map it), which is what the pair costs the
-// machine; anon is the private memory, mostly the Go heap.
+// machine; anon is the private memory, mostly the Go heap. total-cpu-s
+// is the processor time both spent from their start to the measurement,
+// to weigh a change that trades memory for collector work.
 func BenchmarkScaleIdleRSS(b *testing.B) {
 	for _, f := range []struct {
 		name string
@@ -49,6 +52,7 @@ func BenchmarkScaleIdleRSS(b *testing.B) {
 				b.ReportMetric(bot.rss+act.rss, "total-rss-MB")
 				b.ReportMetric(bot.pss+act.pss, "total-pss-MB")
 				b.ReportMetric(bot.anon+act.anon, "total-anon-MB")
+				b.ReportMetric(bot.cpu+act.cpu, "total-cpu-s")
 			}
 		})
 	}
@@ -71,8 +75,32 @@ func generatedSeedDir(b *testing.B) string {
 	return dir
 }
 
-// memory is a process's resident memory, in MB, from smaps_rollup.
-type memory struct{ rss, pss, anon float64 }
+// uncache writes the freshly linked binary at path to disk and drops it
+// from the page cache, so that the roles read it in as they would an
+// installed one. The linker writes its output through a shared mapping,
+// which leaves the file in the page cache in larger pieces than reading
+// it back does (large folios), and the kernel maps a piece whole on a
+// process's first touch of any page in it: straight from the linker,
+// `nomos version` alone mapped 32 MB of the binary, read back from disk
+// 25 MB. A packaged binary is read from disk, or from pages a plain write
+// left, which map like those read from disk.
+func uncache(b *testing.B, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// memory is a process's resident memory, in MB, from smaps_rollup, and
+// the processor time it has used, in seconds.
+type memory struct{ rss, pss, anon, cpu float64 }
 
 // idleMemory starts a dev stack on seedDir, lets it settle, and returns
 // the memory of its bot and its actuator.
@@ -89,8 +117,10 @@ func idleMemory(b *testing.B, seedDir string) (bot, act memory) {
 			_ = pg.DropDatabase(ctx, database)
 		}
 	})
+	bin := buildNomos(b)
+	uncache(b, bin)
 	args := []string{"-dir", dir, "-matrix-listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b)), "-database", database,
-		"-web-listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b)), "-bin", buildNomos(b), "-redis", testenv.RedisURL(b)}
+		"-web-listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b)), "-bin", bin, "-redis", testenv.RedisURL(b)}
 	run := startDev(b, seedDir, args...)
 	defer run.stop()
 	// Past the first sync, the first probes and the first inventory.
@@ -117,6 +147,16 @@ func memoryOf(b *testing.B, config, role string) memory {
 			b.Fatal(err)
 		}
 		var m memory
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// utime and stime, in clock ticks of 1/100 s, follow the
+		// command name, which ends at the last ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		utime, _ := strconv.Atoi(fields[11])
+		stime, _ := strconv.Atoi(fields[12])
+		m.cpu = float64(utime+stime) / 100
 		for line := range strings.SplitSeq(string(rollup), "\n") {
 			name, rest, ok := strings.Cut(line, ":")
 			if !ok {
