@@ -221,7 +221,8 @@ func TestMetricsAddrIsLoopbackUnlessNamed(t *testing.T) {
 }
 
 // answerApprovals answers the actuator's approval checks as the bot does
-// for an approved order, signing with key, until the test ends.
+// for approved orders (the actuator asks about the orders that reach it
+// together in one question), signing with key, until the test ends.
 func answerApprovals(t *testing.T, opt asynq.RedisConnOpt, key ed25519.PrivateKey) {
 	rdb := opt.MakeRedisClient().(redis.UniversalClient)
 	t.Cleanup(func() { rdb.Close() })
@@ -232,13 +233,16 @@ func answerApprovals(t *testing.T, opt asynq.RedisConnOpt, key ed25519.PrivateKe
 				continue
 			}
 			var env tasks.Envelope
-			var q tasks.ApprovalCheck
-			if json.Unmarshal([]byte(got[1]), &env) != nil || json.Unmarshal(env.Body, &q) != nil {
+			var q tasks.ApprovalBatch
+			if json.Unmarshal([]byte(got[1]), &env) != nil || env.Type != tasks.TypeApprovalBatch || json.Unmarshal(env.Body, &q) != nil {
 				t.Errorf("the actuator asked with a question that does not parse: %q", got[1])
 				continue
 			}
-			answer, err := tasks.SignApprovalAnswer(key, tasks.ApprovalAnswer{ExecutionID: q.ExecutionID, Actuator: q.Actuator,
-				PlanHash: q.PlanHash, Nonce: q.Nonce, Approved: true, State: "dispatched", At: time.Now()})
+			ans := tasks.ApprovalBatchAnswer{Actuator: q.Actuator, Nonce: q.Nonce, At: time.Now()}
+			for _, o := range q.Orders {
+				ans.Verdicts = append(ans.Verdicts, tasks.ApprovalVerdict{ExecutionID: o.ExecutionID, PlanHash: o.PlanHash, Approved: true, State: "dispatched"})
+			}
+			answer, err := tasks.SignApprovalBatchAnswer(key, ans)
 			if err != nil {
 				t.Error(err)
 				continue

@@ -104,11 +104,21 @@ async function verify({ user, device, id }) {
   await crypto.getUserDeviceInfo([user], true);
   const request = await crypto.requestDeviceVerification(user, device);
   await new Promise((resolve, reject) => {
+    // The phase is checked on every change and, in case a change came
+    // between the request's making and the listener, a few times a second.
+    let timer;
     const check = () => {
-      if (request.phase === VerificationPhase.Ready) resolve();
-      if (request.phase === VerificationPhase.Cancelled) reject(new Error("cancelled: " + JSON.stringify(request.cancellationCode)));
+      if (request.phase === VerificationPhase.Ready) {
+        clearInterval(timer);
+        resolve();
+      }
+      if (request.phase === VerificationPhase.Cancelled) {
+        clearInterval(timer);
+        reject(new Error("cancelled: " + JSON.stringify(request.cancellationCode)));
+      }
     };
     request.on(VerificationRequestEvent.Change, check);
+    timer = setInterval(check, 250);
     check();
   });
   const verifier = await request.startVerification("m.sas.v1");
