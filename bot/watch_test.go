@@ -128,6 +128,15 @@ func TestWindowHoldsBackAlertsAndSumsThemUp(t *testing.T) {
 	b.waitFor(t, b.botSays(b.guest.UserID.String(), "operator"))
 	b.say(t, b.operator, "window service:jellyfin 2h swapping the disk", "")
 	b.waitFor(t, b.botSays("Maintenance window", "service:jellyfin", "swapping the disk", "held back"))
+	// The failing results come once the window is stored and a pass of the
+	// alert loop (every 100 ms) has begun since. Without this wait a result
+	// was announced, not held, in about one run of seven with the
+	// homeserver on Postgres; the cause is not found yet.
+	until(t, "the window is open", func() bool {
+		open, err := b.store.OpenWindows(b.ctx, time.Now())
+		return err == nil && len(open) == 1
+	})
+	time.Sleep(300 * time.Millisecond)
 
 	now := time.Now().UTC().Add(-10 * time.Minute)
 	record := b.checkRecorder(t)
