@@ -125,9 +125,11 @@ func TestRemovingApprovalBeforeDispatchCancelsIt(t *testing.T) {
 		t.Errorf("the withdrawn plan is %s after Redis came back, want cancelled", x.State)
 	}
 
-	// Once the order is out, removing the ✅ is too late, and says so.
-	b.say(t, b.operator, "exec 101 sleep 3", "")
-	slow := b.waitFor(t, b.botSays("sleep 3", "awaiting approval"))
+	// Once the order is out, removing the ✅ is too late, and says so. The
+	// command runs long enough that the card says running (its first report
+	// comes 2 s in) well before it ends, even on a loaded machine.
+	b.say(t, b.operator, "exec 101 sleep 8", "")
+	slow := b.waitFor(t, b.botSays("sleep 8", "awaiting approval"))
 	approval, err = b.operator.Client.SendReaction(b.ctx, b.room, slow.ID, "✅")
 	if err != nil {
 		t.Fatal(err)
